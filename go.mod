@@ -1,0 +1,5 @@
+module xce
+
+go 1.26
+
+require google.golang.org/protobuf v1.36.12

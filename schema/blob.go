@@ -1,0 +1,108 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// ReservedName is the synthetic queue and host created by the controller
+// (seed 002 §6.5); configs may not use it.
+const ReservedName = "lost_and_found"
+
+// MaxBlobSize is CONF_MAX_SIZE (seed 002 §10.7).
+const MaxBlobSize = 1 << 20
+
+// Sentinel errors for config blobs; wrapped with detail.
+var (
+	ErrEmptyBlob    = errors.New("config blob is empty")
+	ErrBlobTooBig   = errors.New("config blob exceeds CONF_MAX_SIZE (1 MiB)")
+	ErrBlobDecode   = errors.New("config blob is not a valid ClusterConfig")
+	ErrReservedName = errors.New("Reserved name: 'lost_and_found' queue/host names are reserved by the controller. Rename the user-defined entry and retry.")
+	ErrNoQueues     = errors.New("Config requires at least one queue")
+	ErrBadPort      = errors.New("Config port out of valid range (1024–65535)")
+	ErrDuplicate    = errors.New("duplicate name or id in config")
+)
+
+// DecodeClusterConfig is the one validating decode of a config blob:
+// structural checks only (size, protobuf decode). It never panics.
+func DecodeClusterConfig(b []byte) (*ClusterConfig, error) {
+	if len(b) == 0 {
+		return nil, ErrEmptyBlob
+	}
+	if len(b) > MaxBlobSize {
+		return nil, fmt.Errorf("%w: %d bytes", ErrBlobTooBig, len(b))
+	}
+	var c ClusterConfig
+	if err := (proto.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBlobDecode, err)
+	}
+	return &c, nil
+}
+
+// CheckReservedNames rejects a config naming a queue or host
+// "lost_and_found" (seed 002 §6.5, §7.1).
+func CheckReservedNames(c *ClusterConfig) error {
+	for i, q := range c.GetQueues() {
+		if q.GetName() == ReservedName {
+			return fmt.Errorf("queue %d: %w", i, ErrReservedName)
+		}
+	}
+	for i, h := range c.GetHosts() {
+		if h.GetName() == ReservedName {
+			return fmt.Errorf("host %d: %w", i, ErrReservedName)
+		}
+	}
+	return nil
+}
+
+// Validate is the minimum viability check of seed 002 §6.4 plus the
+// admin tool's semantic checks: at least one queue, a port in range, no
+// reserved names, no duplicate queue names/ids, host names or resource ids.
+func Validate(c *ClusterConfig) error {
+	if len(c.GetQueues()) == 0 {
+		return ErrNoQueues
+	}
+	if p := c.GetPort(); p < 1024 || p > 65535 {
+		return fmt.Errorf("%w: %d", ErrBadPort, p)
+	}
+	if err := CheckReservedNames(c); err != nil {
+		return err
+	}
+	qn, qi := map[string]int{}, map[uint32]int{}
+	for i, q := range c.GetQueues() {
+		if j, ok := qn[q.GetName()]; ok {
+			return fmt.Errorf("%w: queue %d and %d both named %q", ErrDuplicate, j, i, q.GetName())
+		}
+		if j, ok := qi[q.GetId()]; ok {
+			return fmt.Errorf("%w: queue %d and %d both have id %d", ErrDuplicate, j, i, q.GetId())
+		}
+		qn[q.GetName()], qi[q.GetId()] = i, i
+	}
+	hn := map[string]int{}
+	for i, h := range c.GetHosts() {
+		if j, ok := hn[h.GetName()]; ok {
+			return fmt.Errorf("%w: host %d and %d both named %q", ErrDuplicate, j, i, h.GetName())
+		}
+		hn[h.GetName()] = i
+	}
+	ri := map[uint32]int{}
+	for i, r := range c.GetResources() {
+		if j, ok := ri[r.GetId()]; ok {
+			return fmt.Errorf("%w: resource %d and %d both have id %d", ErrDuplicate, j, i, r.GetId())
+		}
+		ri[r.GetId()] = i
+	}
+	return nil
+}
+
+// Encode marshals a config deterministically (stable bytes for the same
+// message within one binary, so tests and tools get stable tags).
+func Encode(c *ClusterConfig) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode ClusterConfig: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,70 @@
+package sm
+
+// MsgType names a controller-to-controller message.
+type MsgType uint8
+
+const (
+	MsgProbe            MsgType = iota + 1 // candidate -> every peer: who is there?
+	MsgProbeReply                          // answer: role, term, priority, tag
+	MsgHeartbeat                           // primary -> every peer, every HeartbeatInterval
+	MsgJoin                                // standby -> primary (seed 002 §5.4)
+	MsgJoinReply                           // Status 0 = joined
+	MsgReplConfig                          // standby -> primary: ConfigTag = standby's tag (0 = none)
+	MsgReplConfigReply                     // UpToDate, or ConfigTag + SHA256 + Bytes; Status != 0 on error
+	MsgReplConfigPush                      // primary -> standby: ConfigTag + SHA256 + Bytes
+	MsgReplConfigPushReply                 // Accepted + ConfigTag
+	msgTypeEnd
+)
+
+// Valid reports whether t is a known message type.
+func (t MsgType) Valid() bool { return t >= MsgProbe && t < msgTypeEnd }
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgProbe:
+		return "probe"
+	case MsgProbeReply:
+		return "probe-reply"
+	case MsgHeartbeat:
+		return "heartbeat"
+	case MsgJoin:
+		return "join"
+	case MsgJoinReply:
+		return "join-reply"
+	case MsgReplConfig:
+		return "repl-config"
+	case MsgReplConfigReply:
+		return "repl-config-reply"
+	case MsgReplConfigPush:
+		return "repl-config-push"
+	case MsgReplConfigPushReply:
+		return "repl-config-push-reply"
+	default:
+		return "msg?"
+	}
+}
+
+// Msg is one controller-to-controller message. Every message carries the
+// sender's view (Role, Term, Priority, ConfigTag, WALPos) so any message
+// doubles as a heartbeat for term and step-down decisions. The sender's
+// identity comes from the transport (its TLS certificate), not from Msg.
+type Msg struct {
+	Type     MsgType
+	ReqID    uint64 // pairs a reply with its request
+	Role     Role
+	Term     uint64
+	Priority int    // sender's index in --peers (0 = highest)
+	WALPos   uint64 // reserved for WAL replication (freshness)
+	// ConfigTag is the sender's config tag, except in ReplConfigReply and
+	// ReplConfigPush where it is the tag of the carried config.
+	ConfigTag uint64
+	UpToDate  bool
+	Accepted  bool
+	Status    int32  // 0 ok; non-zero is an errno-style failure
+	Error     string // human text for a non-zero Status
+	SHA256    []byte // 32 bytes when Bytes is set
+	Bytes     []byte // raw ClusterConfig blob
+}
+
+// MaxConfigSize is CONF_MAX_SIZE (seed 002 §10.7).
+const MaxConfigSize = 1 << 20

@@ -1,0 +1,91 @@
+package sm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options are a node's static settings: its place in --peers and timings.
+// Defaults follow seed 002 §5.5, §9.0 and DESIGN §4.
+type Options struct {
+	Self  int      // this node's index in Peers (its priority; 0 = highest)
+	Peers []string // peer names in --peers order
+
+	ElectionTimeout   time.Duration // 2000 ms
+	PriorityStep      time.Duration // 500 ms
+	JitterMax         time.Duration // 200 ms
+	ProbeInterval     time.Duration // candidates re-probe this often; 250 ms
+	HeartbeatInterval time.Duration // 500 ms
+	FailureTimeout    time.Duration // standby: primary silent this long; 1500 ms
+
+	FetchInitialDelay time.Duration // 500 ms
+	FetchMaxDelay     time.Duration // 5 s
+	FetchMaxAttempts  int           // 20
+
+	KeepN        int           // conf_keep_n; 2
+	StaleTimeout time.Duration // conf_stale_timeout; 24 h; 0 disables
+
+	// SeedLiteralP0 enables seed 002 §9.1 literally: priority 0 is primary at
+	// once, never probes and never steps down. Unsafe: kept so the simulator
+	// can show the split brain it allows.
+	SeedLiteralP0 bool
+}
+
+// DefaultOptions returns the defaults for node self of peers.
+func DefaultOptions(self int, peers []string) Options {
+	return Options{
+		Self:              self,
+		Peers:             peers,
+		ElectionTimeout:   2000 * time.Millisecond,
+		PriorityStep:      500 * time.Millisecond,
+		JitterMax:         200 * time.Millisecond,
+		ProbeInterval:     250 * time.Millisecond,
+		HeartbeatInterval: 500 * time.Millisecond,
+		FailureTimeout:    1500 * time.Millisecond,
+		FetchInitialDelay: 500 * time.Millisecond,
+		FetchMaxDelay:     5 * time.Second,
+		FetchMaxAttempts:  20,
+		KeepN:             2,
+		StaleTimeout:      24 * time.Hour,
+	}
+}
+
+// ErrBadOptions is returned by Validate for an unusable option set.
+var ErrBadOptions = errors.New("invalid node options")
+
+// Validate checks the options before a node is built.
+func (o Options) Validate() error {
+	switch {
+	case len(o.Peers) == 0:
+		return fmt.Errorf("%w: empty peers list", ErrBadOptions)
+	case o.Self < 0 || o.Self >= len(o.Peers):
+		return fmt.Errorf("%w: self index %d outside peers [0,%d)", ErrBadOptions, o.Self, len(o.Peers))
+	case o.JitterMax <= 0:
+		return fmt.Errorf("%w: election jitter must be > 0", ErrBadOptions)
+	case o.HeartbeatInterval <= 0 || o.ProbeInterval <= 0:
+		return fmt.Errorf("%w: heartbeat and probe intervals must be > 0", ErrBadOptions)
+	case o.FailureTimeout <= o.HeartbeatInterval:
+		return fmt.Errorf("%w: failure timeout %v must exceed heartbeat interval %v", ErrBadOptions, o.FailureTimeout, o.HeartbeatInterval)
+	case o.FetchMaxAttempts < 1 || o.FetchInitialDelay <= 0 || o.FetchMaxDelay < o.FetchInitialDelay:
+		return fmt.Errorf("%w: bad config fetch backoff", ErrBadOptions)
+	case o.KeepN < 1:
+		return fmt.Errorf("%w: conf keep_n must be >= 1", ErrBadOptions)
+	case o.StaleTimeout < 0:
+		return fmt.Errorf("%w: negative stale timeout", ErrBadOptions)
+	}
+	return nil
+}
+
+// FetchDelay is the §5.5 backoff before attempt n (0-based) is retried:
+// min(initial * 2^n, max).
+func (o Options) FetchDelay(n int) time.Duration {
+	d := o.FetchInitialDelay
+	for i := 0; i < n && d < o.FetchMaxDelay; i++ {
+		d *= 2
+	}
+	if d > o.FetchMaxDelay {
+		d = o.FetchMaxDelay
+	}
+	return d
+}

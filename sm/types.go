@@ -1,0 +1,257 @@
+// Package sm is xce's pure, clock-free controller state machine.
+//
+// A Node consumes Inputs (with the time they happened) and returns Effects,
+// plain data executed in order by an executor: the real adapters in the
+// daemon, or the simulator. Results of I/O come back as IODone inputs.
+// Nothing here reads a clock, touches the OS or starts a goroutine.
+package sm
+
+import "time"
+
+// Clock is the time an input happened: Mono is a monotonic offset from an
+// arbitrary origin (timers, deadlines), Wall is Unix nanoseconds (compared
+// only with file mtimes, for config staleness, seed 002 §10.3).
+type Clock struct {
+	Mono time.Duration
+	Wall int64
+}
+
+// Input is one thing that happened to a node.
+type Input interface{ isInput() }
+
+// Boot starts a node. Seed feeds the election jitter PRNG (xorshift64).
+type Boot struct{ Seed uint64 }
+
+// TimerFired reports that the timer armed by SetTimer{Kind, Gen} expired.
+// A fire whose Gen is no longer current is ignored (the timer was re-armed).
+type TimerFired struct {
+	Kind TimerKind
+	Gen  uint64
+}
+
+// Recv is a message from peer From (an index into the peers list).
+type Recv struct {
+	From int
+	Msg  Msg
+}
+
+// IODone completes the FileOp with the same ID.
+type IODone struct {
+	ID      uint64
+	Err     IOErr
+	Detail  string     // executor's error text, for logs
+	Data    []byte     // OpRead: file contents
+	ModTime int64      // OpRead: file mtime, Unix nanoseconds
+	Entries []DirEntry // OpList: sorted by name
+}
+
+func (Boot) isInput()       {}
+func (TimerFired) isInput() {}
+func (Recv) isInput()       {}
+func (IODone) isInput()     {}
+
+// DirEntry is one name in a listed directory.
+type DirEntry struct {
+	Name    string
+	Size    int64
+	ModTime int64
+}
+
+// IOErr classifies an I/O failure; the executor maps OS errors onto it.
+type IOErr uint8
+
+const (
+	IOOK       IOErr = iota
+	IONotExist       // ENOENT
+	IOTooBig         // file larger than FileOp.MaxSize (checked before reading)
+	IOFailed         // EIO or any other failure
+	IONoSpace        // ENOSPC
+)
+
+func (e IOErr) String() string {
+	switch e {
+	case IOOK:
+		return "ok"
+	case IONotExist:
+		return "not exist"
+	case IOTooBig:
+		return "too big"
+	case IONoSpace:
+		return "no space"
+	default:
+		return "I/O error"
+	}
+}
+
+// Effect is one thing the node asks its executor to do, in slice order.
+type Effect interface{ isEffect() }
+
+// Send delivers Msg to peer To. Delivery is best effort: the transport may
+// drop it (connection loss); the node's timers cover that.
+type Send struct {
+	To  int
+	Msg Msg
+}
+
+// SetTimer arms timer Kind to fire After from now, replacing an armed one.
+type SetTimer struct {
+	Kind  TimerKind
+	Gen   uint64
+	After time.Duration
+}
+
+// CancelTimer disarms timer Kind.
+type CancelTimer struct{ Kind TimerKind }
+
+// FileOp is one file-system call. Paths are relative to the node's base
+// directory (${workdir}/${name}) and use '/'.
+type FileOp struct {
+	ID   uint64
+	Op   OpKind
+	Path string
+	To   string // OpRename target
+	Data []byte // OpWrite contents
+	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
+	// allocation (seed 002 §10.7).
+	MaxSize int64
+}
+
+// Log is a log line as data. Key is stable (tests and the simulator match
+// on it); Text is the human message, in the seed's wording where it has one.
+type Log struct {
+	Level Level
+	Key   string
+	Text  string
+}
+
+// Exit ends the process: Code 0 for a requested restart, non-zero for FATAL.
+type Exit struct {
+	Code   int
+	Reason string
+}
+
+func (Send) isEffect()        {}
+func (SetTimer) isEffect()    {}
+func (CancelTimer) isEffect() {}
+func (FileOp) isEffect()      {}
+func (Log) isEffect()         {}
+func (Exit) isEffect()        {}
+
+// OpKind names a file operation. Write is open(O_WRONLY|O_CREAT|O_TRUNC,
+// 0600) + write all + close, without fsync. Mkdir creates one directory with
+// mode 0700 and succeeds if it exists (fixing its mode).
+type OpKind uint8
+
+const (
+	OpRead OpKind = iota + 1
+	OpWrite
+	OpFsync
+	OpRename
+	OpFsyncDir
+	OpList
+	OpRemove
+	OpMkdir
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpRead:
+		return "read"
+	case OpWrite:
+		return "write"
+	case OpFsync:
+		return "fsync"
+	case OpRename:
+		return "rename"
+	case OpFsyncDir:
+		return "fsyncdir"
+	case OpList:
+		return "list"
+	case OpRemove:
+		return "remove"
+	case OpMkdir:
+		return "mkdir"
+	default:
+		return "op?"
+	}
+}
+
+// TimerKind names one of a node's timers.
+type TimerKind uint8
+
+const (
+	TimerElection  TimerKind = iota + 1 // election deadline
+	TimerProbe                          // re-probe peers while a candidate
+	TimerHeartbeat                      // primary: send heartbeats
+	TimerFailure                        // standby: primary silent too long
+	TimerFetch                          // standby: config fetch attempt timeout
+)
+
+func (k TimerKind) String() string {
+	switch k {
+	case TimerElection:
+		return "election"
+	case TimerProbe:
+		return "probe"
+	case TimerHeartbeat:
+		return "heartbeat"
+	case TimerFailure:
+		return "failure"
+	case TimerFetch:
+		return "fetch"
+	default:
+		return "timer?"
+	}
+}
+
+// Level is a log severity.
+type Level uint8
+
+const (
+	Debug Level = iota
+	Info
+	Warn
+	Error
+	Fatal
+)
+
+func (l Level) String() string {
+	switch l {
+	case Debug:
+		return "DEBUG"
+	case Info:
+		return "INFO"
+	case Warn:
+		return "WARN"
+	case Error:
+		return "ERROR"
+	default:
+		return "FATAL"
+	}
+}
+
+// Role is a node's HA role.
+type Role uint8
+
+const (
+	RoleBooting   Role = iota // reading local state
+	RoleCandidate             // probing, waiting for its election deadline
+	RoleStandby               // following a primary
+	RolePrimary
+	RoleStopped // exited (FATAL or restart)
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleBooting:
+		return "booting"
+	case RoleCandidate:
+		return "candidate"
+	case RoleStandby:
+		return "standby"
+	case RolePrimary:
+		return "primary"
+	default:
+		return "stopped"
+	}
+}
