@@ -4,15 +4,15 @@ package sm
 type MsgType uint8
 
 const (
-	MsgProbe            MsgType = iota + 1 // candidate -> every peer: who is there?
-	MsgProbeReply                          // answer: role, term, priority, tag
-	MsgHeartbeat                           // primary -> every peer, every HeartbeatInterval
-	MsgJoin                                // standby -> primary (seed 002 §5.4)
-	MsgJoinReply                           // Status 0 = joined
-	MsgReplConfig                          // standby -> primary: ConfigTag = standby's tag (0 = none)
-	MsgReplConfigReply                     // UpToDate, or ConfigTag + SHA256 + Bytes; Status != 0 on error
-	MsgReplConfigPush                      // primary -> standby: ConfigTag + SHA256 + Bytes
-	MsgReplConfigPushReply                 // Accepted + ConfigTag
+	MsgProbe               MsgType = iota + 1 // candidate -> every peer: who is there?
+	MsgProbeReply                             // answer: role, term, priority, tag
+	MsgHeartbeat                              // primary -> every peer, every HeartbeatInterval
+	MsgJoin                                   // standby -> primary (seed 002 §5.4)
+	MsgJoinReply                              // Status 0 = joined
+	MsgReplConfig                             // standby -> primary: ConfigTag = standby's tag (0 = none)
+	MsgReplConfigReply                        // UpToDate, or ConfigTag + SHA256 + Bytes; Status != 0 on error
+	MsgReplConfigPush                         // primary -> standby: ConfigTag + SHA256 + Bytes
+	MsgReplConfigPushReply                    // Accepted + ConfigTag
 	msgTypeEnd
 )
 

@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"xce/sim/simdisk"
+	"xce/sm"
+)
+
+var zeroFaults = simdisk.Faults{}
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// livenessPhase turns every fault off, starts every node, and checks L1
+// (one primary, every standby on its config), then L2 (kill the primary:
+// one primary again; restart it: it rejoins as standby).
+func (w *World) livenessPhase() {
+	w.liveness = true
+	w.net.heal()
+	start := w.now
+	for _, nd := range w.nodes {
+		nd.disk.SetFaults(zeroFaults)
+		nd.gaveUp = false
+		if !nd.up && !nd.restart {
+			w.scheduleRestart(nd.id)
+		}
+	}
+	// Nodes waiting on RestartSec start now, as an operator would.
+	for _, nd := range w.nodes {
+		if !nd.up {
+			w.push(event{at: w.now, kind: evStart, node: nd.id})
+		}
+	}
+	if !w.anyValidConfig() {
+		// Nothing can serve: L3 says every node must end FATAL rather than
+		// serve without config; checkNode enforces "never serving".
+		w.rep.NoConfigLeft = true
+		w.runUntil(w.now+bootBound, nil)
+		return
+	}
+	at, ok := w.converge(-1, bootBound)
+	if !ok {
+		w.violate("L1", "no convergence within %v of the liveness phase: %s", bootBound, w.describe())
+		return
+	}
+	w.rep.BootTime = at - start
+	p := w.primaryOf(-1)
+	if p < 0 || w.sc.Nodes < 2 {
+		return
+	}
+	killAt := w.now
+	w.nodes[p].restart = true // keep it down while the others fail over
+	w.kill(p, "L2: primary killed", true)
+	at, ok = w.converge(p, failoverBound)
+	if !ok {
+		w.violate("L2", "no failover within %v after killing primary n%d: %s", failoverBound, p, w.describe())
+		return
+	}
+	w.rep.FailoverTime = at - killAt
+	restartAt := w.now
+	w.nodes[p].restart = false
+	w.push(event{at: w.now, kind: evStart, node: p})
+	at, ok = w.converge(-1, bootBound)
+	if !ok {
+		w.violate("L2", "old primary n%d did not rejoin within %v: %s", p, bootBound, w.describe())
+		return
+	}
+	w.rep.RejoinTime = at - restartAt
+}
+
+// converge runs until the cluster (without node skip) has converged, by
+// the bound, and stayed so for settle; it returns when convergence began.
+func (w *World) converge(skip int, bound time.Duration) (time.Duration, bool) {
+	deadline := w.now + bound
+	var since time.Duration = -1
+	for w.fail == nil {
+		if w.primaryOf(skip) >= 0 {
+			if since < 0 {
+				since = w.now
+			}
+			if w.now-since >= settle {
+				return since, true
+			}
+		} else {
+			since = -1
+		}
+		if since < 0 && w.now > deadline {
+			return 0, false
+		}
+		if len(w.q) == 0 {
+			return 0, false
+		}
+		// Wake at the next event, or when the settle period would end.
+		next := w.q[0].at
+		if since >= 0 && since+settle < next {
+			w.now = since + settle
+			continue
+		}
+		w.runUntil(next, nil)
+	}
+	return 0, false
+}
+
+// primaryOf returns the primary if the live nodes (except skip) have
+// converged: exactly one primary, every other node a serving standby that
+// follows it with the same config tag.
+func (w *World) primaryOf(skip int) int {
+	p := -1
+	for _, nd := range w.nodes {
+		if nd.id == skip {
+			continue
+		}
+		if !nd.up {
+			return -1
+		}
+		if nd.node.Role() == sm.RolePrimary {
+			if p >= 0 {
+				return -1
+			}
+			p = nd.id
+		}
+	}
+	if p < 0 {
+		return -1
+	}
+	tag := w.nodes[p].node.ConfigTag()
+	for _, nd := range w.nodes {
+		if nd.id == skip || nd.id == p {
+			continue
+		}
+		n := nd.node
+		if n.Role() != sm.RoleStandby || n.Primary() != p || !n.Serving() || n.ConfigTag() != tag {
+			return -1
+		}
+	}
+	return p
+}
+
+func (w *World) describe() string {
+	s := ""
+	for _, nd := range w.nodes {
+		if !nd.up {
+			s += fmt.Sprintf("[n%d down] ", nd.id)
+			continue
+		}
+		n := nd.node
+		s += fmt.Sprintf("[n%d %s term=%d primary=%d serving=%v tag=%016x] ", nd.id, n.Role(), n.Term(), n.Primary(), n.Serving(), n.ConfigTag())
+	}
+	return s
+}
+
+// anyValidConfig reports whether some disk holds a pointer to a verifying
+// config (the precondition of L1).
+func (w *World) anyValidConfig() bool {
+	for _, nd := range w.nodes {
+		if validConfigOn(nd.disk.Files()) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// validConfigOn returns the name conf/current designates if that file
+// verifies, else "".
+func validConfigOn(files map[string][]byte) string {
+	name, err := sm.ParsePointer(files[sm.PointerPath])
+	if err != nil {
+		return ""
+	}
+	blob, ok := files[sm.ConfDir+"/"+name]
+	if !ok || len(blob) == 0 || !sm.NameMatches(name, sha256Sum(blob)) {
+		return ""
+	}
+	return name
+}

@@ -1,0 +1,92 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// link is one direction between two nodes.
+type link struct {
+	minDelay, maxDelay time.Duration
+	loss, dup          float64
+	blockedUntil       time.Duration // partition: dropped until then
+	clogUntil          time.Duration // clog: held until then, then delivered
+	faulty             bool          // loss or dup configured (not "clean")
+}
+
+// network is the simulated network: per-link delay (so messages reorder
+// across links and within one), loss, duplication, partitions, clogging.
+type network struct {
+	n     int
+	links []link // n*n, index from*n+to
+	rng   *rand.Rand
+	// faultsOn gates loss/dup/partitions/clogs: off in the liveness phase.
+	faultsOn bool
+}
+
+func newNetwork(n int, rng *rand.Rand) *network {
+	return &network{n: n, links: make([]link, n*n), rng: rng, faultsOn: true}
+}
+
+func (nw *network) l(from, to int) *link { return &nw.links[from*nw.n+to] }
+
+// deliveries returns the sim times at which a message sent now arrives
+// (none if lost or blocked, two if duplicated).
+func (nw *network) deliveries(now time.Duration, from, to int) []time.Duration {
+	l := nw.l(from, to)
+	if nw.faultsOn {
+		if now < l.blockedUntil {
+			return nil
+		}
+		if l.loss > 0 && nw.rng.Float64() < l.loss {
+			return nil
+		}
+	}
+	at := now + l.minDelay
+	if span := l.maxDelay - l.minDelay; span > 0 {
+		at += time.Duration(nw.rng.Int64N(int64(span)))
+	}
+	if nw.faultsOn && at < l.clogUntil {
+		at = l.clogUntil + l.minDelay
+	}
+	if nw.faultsOn && l.dup > 0 && nw.rng.Float64() < l.dup {
+		return []time.Duration{at, at + l.maxDelay + time.Millisecond}
+	}
+	return []time.Duration{at}
+}
+
+// clean reports whether a and b can talk reliably both ways right now:
+// no partition, clog, loss or duplication on either direction.
+func (nw *network) clean(now time.Duration, a, b int) bool {
+	if !nw.faultsOn {
+		return true
+	}
+	for _, l := range []*link{nw.l(a, b), nw.l(b, a)} {
+		if now < l.blockedUntil || now < l.clogUntil || l.faulty {
+			return false
+		}
+	}
+	return true
+}
+
+// maxDelay is the largest configured one-way delay.
+func (nw *network) maxDelay() time.Duration {
+	var m time.Duration
+	for i := range nw.links {
+		m = max(m, nw.links[i].maxDelay)
+	}
+	return m
+}
+
+func (nw *network) block(from, to int, until time.Duration) {
+	l := nw.l(from, to)
+	l.blockedUntil = max(l.blockedUntil, until)
+}
+
+func (nw *network) clog(from, to int, until time.Duration) {
+	l := nw.l(from, to)
+	l.clogUntil = max(l.clogUntil, until)
+}
+
+// heal ends every partition and clog and stops loss and duplication.
+func (nw *network) heal() { nw.faultsOn = false }

@@ -1,0 +1,205 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// BootOrder is how the nodes are started in the safety phase.
+type BootOrder uint8
+
+const (
+	BootSimultaneous BootOrder = iota // all within the 200 ms jitter window
+	BootStaggered                     // in priority order, seconds apart
+	BootReversed                      // lowest priority first
+	BootOneMissing                    // one node never starts until liveness
+	bootOrders
+)
+
+func (b BootOrder) String() string {
+	return [...]string{"simultaneous", "staggered", "reversed", "one-missing"}[b]
+}
+
+// PartitionKind is a network fault shape.
+type PartitionKind uint8
+
+const (
+	PartIsolate    PartitionKind = iota // one node cut off both ways
+	PartSymmetric                       // a group split from the rest
+	PartAsymmetric                      // one direction of one link dropped
+	PartClog                            // one link held, then delivered
+	partKinds
+)
+
+func (p PartitionKind) String() string {
+	return [...]string{"isolate", "symmetric", "asymmetric", "clog"}[p]
+}
+
+// NetFault is a partition or clog during the safety phase.
+type NetFault struct {
+	At, Dur time.Duration
+	Kind    PartitionKind
+	A, B    int // node(s) involved
+}
+
+// Scenario is one schedule: everything the run does is drawn from it and
+// its Seed, so a seed reproduces it exactly. Generation can also be driven
+// by rapid (rapid_test.go) so that failing scenarios shrink.
+type Scenario struct {
+	Seed  uint64
+	Nodes int
+	Order BootOrder
+	// Offsets of each node's first start from t=0.
+	Start []time.Duration
+	// ConfigOn marks nodes provisioned with the config before boot;
+	// OldConfigOn marks nodes holding an older, different config.
+	ConfigOn, OldConfigOn []bool
+	ConfigAge             time.Duration // mtime age of provisioned configs (stale if > StaleTimeout)
+	StaleTimeout          time.Duration
+	SeedLiteralP0         bool
+	// Safety phase length, then the liveness phase (faults off).
+	Safety time.Duration
+
+	// Swarm rates.
+	CrashPerEffect float64       // kill -9 at an effect boundary
+	RestartDelay   time.Duration // systemd RestartSec
+	WipeOnRestart  float64
+	DiskWriteErr   float64
+	DiskNoSpace    float64
+	DiskFsyncErr   float64
+	DiskReadErr    float64
+	CorruptConf    float64 // chance per restart of silent bit rot in the node's conf/
+	MinDelay       time.Duration
+	MaxDelay       time.Duration
+	Loss, Dup      float64
+	NetFaults      []NetFault
+	Drift          []float64       // per-node timer rate error (e.g. 0.01 = 1% fast)
+	WallOffset     []time.Duration // per-node wall clock offset
+}
+
+func (s Scenario) String() string {
+	return fmt.Sprintf("seed=%d nodes=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d",
+		s.Seed, s.Nodes, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults))
+}
+
+// drawer abstracts the source of choices: a seeded PRNG or rapid.
+type drawer interface {
+	intn(n int, label string) int
+	float(max float64, label string) float64
+	coin(p float64, label string) bool
+}
+
+type rngDrawer struct{ r *rand.Rand }
+
+func (d rngDrawer) intn(n int, _ string) int { return d.r.IntN(n) }
+func (d rngDrawer) float(m float64, _ string) float64 {
+	return d.r.Float64() * m
+}
+func (d rngDrawer) coin(p float64, _ string) bool { return d.r.Float64() < p }
+
+// Generate draws the scenario for a seed (swarm testing: each schedule
+// draws its own fault rates, and many draw none of some kinds).
+func Generate(seed uint64) Scenario {
+	return generate(seed, rngDrawer{rand.New(rand.NewPCG(seed, 0x5ce))})
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func generate(seed uint64, d drawer) Scenario {
+	s := Scenario{Seed: seed}
+	s.Nodes = []int{3, 3, 3, 2, 4, 5}[d.intn(6, "nodes")]
+	s.Order = BootOrder(d.intn(int(bootOrders), "order"))
+	s.Start = make([]time.Duration, s.Nodes)
+	for i := range s.Start {
+		switch s.Order {
+		case BootSimultaneous, BootOneMissing:
+			s.Start[i] = ms(d.intn(200, "start"))
+		case BootStaggered:
+			s.Start[i] = time.Duration(i)*ms(500+d.intn(3000, "gap")) + ms(d.intn(100, "start"))
+		case BootReversed:
+			s.Start[i] = time.Duration(s.Nodes-1-i)*ms(500+d.intn(3000, "gap")) + ms(d.intn(100, "start"))
+		}
+	}
+	s.ConfigOn = make([]bool, s.Nodes)
+	s.OldConfigOn = make([]bool, s.Nodes)
+	switch d.intn(4, "provision") {
+	case 0: // as the seed intends: only priority 0
+		s.ConfigOn[0] = true
+	case 1: // P0 without config
+		s.ConfigOn[1+d.intn(s.Nodes-1, "holder")] = true
+	default:
+		for i := range s.ConfigOn {
+			s.ConfigOn[i] = d.coin(0.5, "has-config")
+			if !s.ConfigOn[i] {
+				s.OldConfigOn[i] = d.coin(0.3, "old-config")
+			}
+		}
+		if !anyTrue(s.ConfigOn) {
+			s.ConfigOn[d.intn(s.Nodes, "holder")] = true
+		}
+	}
+	s.StaleTimeout = 24 * time.Hour
+	if d.coin(0.2, "short-stale") {
+		s.StaleTimeout = time.Hour
+	}
+	s.ConfigAge = time.Duration(d.intn(48, "age-h")) * time.Hour
+	s.Safety = ms(5000 + d.intn(25000, "safety"))
+	if d.coin(0.05, "long-safety") {
+		s.Safety = ms(100000 + d.intn(30000, "safety")) // spans the ~88 s fetch window
+	}
+	if d.coin(0.6, "crashes") {
+		s.CrashPerEffect = d.float(0.01, "crash-rate")
+	}
+	s.RestartDelay = ms(200 + d.intn(3000, "restart"))
+	if d.coin(0.2, "wipes") {
+		s.WipeOnRestart = d.float(0.3, "wipe")
+	}
+	if d.coin(0.3, "disk-faults") {
+		s.DiskWriteErr = d.float(0.02, "write-err")
+		s.DiskNoSpace = d.float(0.02, "nospace")
+		s.DiskFsyncErr = d.float(0.005, "fsync-err")
+		s.DiskReadErr = d.float(0.02, "read-err")
+	}
+	if d.coin(0.2, "corrupt") {
+		s.CorruptConf = d.float(0.3, "corrupt")
+	}
+	s.MinDelay = time.Duration(d.intn(2000, "min-delay")) * time.Microsecond
+	s.MaxDelay = s.MinDelay + time.Duration(d.intn(30000, "delay-span"))*time.Microsecond
+	if d.coin(0.4, "lossy") {
+		s.Loss = d.float(0.2, "loss")
+	}
+	if d.coin(0.2, "dups") {
+		s.Dup = d.float(0.1, "dup")
+	}
+	nf := d.intn(5, "netfaults")
+	for i := 0; i < nf; i++ {
+		f := NetFault{
+			At:   ms(d.intn(int(s.Safety/time.Millisecond), "nf-at")),
+			Dur:  ms(100 + d.intn(8000, "nf-dur")),
+			Kind: PartitionKind(d.intn(int(partKinds), "nf-kind")),
+			A:    d.intn(s.Nodes, "nf-a"),
+			B:    d.intn(s.Nodes, "nf-b"),
+		}
+		if s.Safety > 100*time.Second && d.coin(0.5, "nf-long") {
+			f.Dur = ms(90000 + d.intn(10000, "nf-dur"))
+		}
+		s.NetFaults = append(s.NetFaults, f)
+	}
+	s.Drift = make([]float64, s.Nodes)
+	s.WallOffset = make([]time.Duration, s.Nodes)
+	for i := range s.Drift {
+		s.Drift[i] = d.float(0.02, "drift") - 0.01
+		s.WallOffset[i] = ms(d.intn(20000, "wall")) - 10*time.Second
+	}
+	return s
+}
+
+func anyTrue(b []bool) bool {
+	for _, x := range b {
+		if x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	seedFlag      = flag.Uint64("seed", 0, "replay one schedule (TestReplay) with its trace")
+	schedulesFlag = flag.Int("schedules", 5000, "schedules TestSimulate runs")
+	firstSeedFlag = flag.Uint64("first-seed", 1, "first seed TestSimulate runs")
+)
+
+// runSeeds runs count schedules from first on every core and returns the
+// reports and failures, in seed order.
+func runSeeds(first uint64, count int, mutate func(*Scenario)) ([]Report, []*Failure) {
+	reps := make([]Report, count)
+	fails := make([]*Failure, count)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sc := Generate(first + uint64(i))
+				if mutate != nil {
+					mutate(&sc)
+				}
+				reps[i], fails[i] = NewWorld(sc, nil).Run()
+			}
+		}()
+	}
+	for i := 0; i < count; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return reps, fails
+}
+
+// TestSimulate is the default simulator run: thousands of generated
+// schedules, each checked for S1-S4, S7 and L1-L3.
+func TestSimulate(t *testing.T) {
+	start := time.Now()
+	reps, fails := runSeeds(*firstSeedFlag, *schedulesFlag, nil)
+	wall := time.Since(start)
+	nfail := 0
+	for _, f := range fails {
+		if f != nil {
+			nfail++
+			if nfail <= 5 {
+				t.Error(f.Error())
+			}
+		}
+	}
+	var sim time.Duration
+	var events int
+	var boot, fo, dual []time.Duration
+	for _, r := range reps {
+		sim += r.SimTime
+		events += r.Events
+		if r.BootTime > 0 {
+			boot = append(boot, r.BootTime)
+		}
+		if r.FailoverTime > 0 {
+			fo = append(fo, r.FailoverTime)
+		}
+		if r.DualPrimary > 0 {
+			dual = append(dual, r.DualPrimary)
+		}
+	}
+	t.Logf("%d schedules (%d failed) in %v: %.0f schedules/s, %d events, simulated %v = %.0fx real time (%d cores)",
+		len(reps), nfail, wall.Round(time.Millisecond), float64(len(reps))/wall.Seconds(), events, sim.Round(time.Second), float64(sim)/float64(wall), runtime.GOMAXPROCS(0))
+	t.Logf("boot-to-converged %s", quantiles(boot))
+	t.Logf("failover %s", quantiles(fo))
+	t.Logf("dual-primary time in %d schedules %s", len(dual), quantiles(dual))
+}
+
+func quantiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "n=0"
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("n=%d p50=%v p90=%v p99=%v max=%v", len(d), q(.5), q(.9), q(.99), q(1))
+}
+
+// TestReplay replays one seed (-seed=N, default 1) and prints its trace
+// with -v.
+func TestReplay(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = 1
+	}
+	sc := Generate(seed)
+	t.Logf("scenario: %s", sc)
+	rep, f := NewWorld(sc, func(s string) { t.Log(s) }).Run()
+	t.Logf("report: events=%d sim=%v boot=%v failover=%v rejoin=%v dual-primary=%v trace-hash=%016x",
+		rep.Events, rep.SimTime, rep.BootTime, rep.FailoverTime, rep.RejoinTime, rep.DualPrimary, rep.TraceHash)
+	if f != nil {
+		t.Fatal(f.Error())
+	}
+}
+
+// TestDeterminism: one seed run twice gives the identical trace.
+func TestDeterminism(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		var a, b []string
+		ra, _ := NewWorld(Generate(seed), func(s string) { a = append(a, s) }).Run()
+		rb, _ := NewWorld(Generate(seed), func(s string) { b = append(b, s) }).Run()
+		if ra.TraceHash != rb.TraceHash || len(a) != len(b) {
+			t.Fatalf("seed %d: trace hashes %016x vs %016x (%d vs %d lines)", seed, ra.TraceHash, rb.TraceHash, len(a), len(b))
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("seed %d: traces diverge at line %d:\n%s\n%s", seed, i, a[i], b[i])
+			}
+		}
+		rc, _ := NewWorld(Generate(seed), nil).Run()
+		if rc.TraceHash != ra.TraceHash {
+			t.Fatalf("seed %d: hash without trace output differs", seed)
+		}
+	}
+}

@@ -1,0 +1,448 @@
+// Package simdisk is a deterministic, crashable in-memory file system for the
+// simulator, modelled on pebble's crashable MemFS and the ALICE rules
+// (Pillai et al., OSDI 2014).
+//
+// It executes the state machine's sm.FileOps against a volatile view and
+// remembers, for every inode, what is durable: a file's data as of its last
+// fsync, and a directory's entries as of its last fsync, plus the directory
+// operations (create, rename, unlink, mkdir) issued on it since. A crash
+// (Crash, or every state at once with CrashStates) keeps any subset of each
+// directory's pending operations, replayed in their original order, and for
+// every file whose data was not fsync'd any of: the durable data, the new
+// data, the new data torn at a 512 B / 4 KiB boundary, or the new data
+// zeroed. After a crash everything left is durable.
+//
+// Paths are relative to the node's base directory and '/'-separated; the
+// base directory itself is "" (valid for OpList, OpFsync and OpFsyncDir).
+// A rename must stay within one directory: a cross-directory rename fails
+// with IOFailed (the state machine never issues one, and modelling it as
+// atomic would couple two directories' pending operations).
+//
+// Data slices stored in a Disk are never modified in place, so clones and
+// crash states share them freely. Nothing here reads a clock or the global
+// random source: every random decision comes from the *rand.Rand the caller
+// supplies, so the same seed gives the same result.
+package simdisk
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"xce/sm"
+)
+
+// MaxPathLen bounds a path accepted by Exec (Linux PATH_MAX).
+const MaxPathLen = 4096
+
+// Faults are per-disk fault-injection rates, each a probability in [0, 1]
+// drawn per eligible operation from the disk's *rand.Rand (SetRand). Zero
+// rates (the default) draw nothing.
+type Faults struct {
+	// WriteErr: OpWrite fails with IOFailed (EIO) before changing anything.
+	WriteErr float64
+	// NoSpace: OpWrite fails with IONoSpace (ENOSPC) before changing anything.
+	NoSpace float64
+	// FsyncErr: OpFsync / OpFsyncDir fail with IOFailed and make nothing durable.
+	FsyncErr float64
+	// ReadErr: OpRead of an existing file fails with IOFailed (bit rot
+	// detected on read: the device's checksum caught it).
+	ReadErr float64
+}
+
+// Disk is one node's simulated disk. It is not safe for concurrent use.
+type Disk struct {
+	root   *inode
+	nextID uint64
+	faults Faults
+	rng    *rand.Rand
+}
+
+// inode is a file or a directory. Slices are immutable once stored.
+type inode struct {
+	id    uint64
+	isDir bool
+
+	// Files.
+	data     []byte // current (volatile) contents
+	mtime    int64
+	durable  []byte // contents as of the last successful fsync
+	durMtime int64
+	dirty    bool // written since the last fsync
+
+	// Directories.
+	entries    map[string]*inode // current view
+	durEntries map[string]*inode // as of the last successful fsync
+	pending    []dirOp           // issued since the last fsync, in order
+}
+
+type opKind uint8
+
+const (
+	dirLink   opKind = iota + 1 // create or mkdir: name -> ino
+	dirUnlink                   // remove name if it still names ino
+	dirRename                   // name -> to, if name still names ino
+)
+
+// dirOp is a directory operation not yet made durable by an fsync of its
+// directory. Ops refer to inodes, not only names, so that replaying a
+// subset never moves or removes the wrong file.
+type dirOp struct {
+	kind opKind
+	name string
+	to   string
+	ino  *inode
+}
+
+// New returns an empty disk (only the base directory, durable). The zero
+// Disk is equivalent.
+func New() *Disk {
+	d := &Disk{}
+	d.root = d.newDir(0)
+	return d
+}
+
+// rootDir returns the base directory, creating it on a zero Disk.
+func (d *Disk) rootDir() *inode {
+	if d.root == nil {
+		d.root = d.newDir(0)
+	}
+	return d.root
+}
+
+// SetFaults sets the fault-injection rates.
+func (d *Disk) SetFaults(f Faults) { d.faults = f }
+
+// SetRand sets the random source fault injection draws from, and Crash
+// and Corrupt when they are given nil.
+func (d *Disk) SetRand(r *rand.Rand) { d.rng = r }
+
+func (d *Disk) newDir(wall int64) *inode {
+	d.nextID++
+	return &inode{
+		id: d.nextID, isDir: true, mtime: wall, durMtime: wall,
+		entries: map[string]*inode{}, durEntries: map[string]*inode{},
+	}
+}
+
+func (d *Disk) newFile() *inode {
+	d.nextID++
+	return &inode{id: d.nextID}
+}
+
+func (n *inode) addOp(op dirOp) { n.pending = append(n.pending, op) }
+
+// sync makes the inode's current state durable (fsync).
+func (n *inode) sync() {
+	if n.isDir {
+		if len(n.pending) == 0 {
+			return
+		}
+		n.durEntries = cloneEntries(n.entries)
+		n.pending = nil
+		return
+	}
+	n.durable, n.durMtime, n.dirty = n.data, n.mtime, false
+}
+
+func cloneEntries(m map[string]*inode) map[string]*inode {
+	c := make(map[string]*inode, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// fault reports whether a fault of the given rate fires now.
+func (d *Disk) fault(rate float64) bool {
+	return rate > 0 && d.rng != nil && d.rng.Float64() < rate
+}
+
+// checkPath validates a non-root path: no leading, trailing or doubled
+// '/', no "." or ".." component, no NUL byte, at most MaxPathLen bytes.
+func checkPath(p string) string {
+	switch {
+	case p == "":
+		return "empty path"
+	case len(p) > MaxPathLen:
+		return "file name too long"
+	case strings.IndexByte(p, 0) >= 0:
+		return "invalid argument: NUL byte in path"
+	}
+	for rest := p; ; {
+		comp, tail, more := strings.Cut(rest, "/")
+		switch comp {
+		case "":
+			return "invalid path: empty component (leading, trailing or doubled '/')"
+		case ".", "..":
+			return "invalid path: '.' or '..' component"
+		}
+		if !more {
+			return ""
+		}
+		rest = tail
+	}
+}
+
+// parentOf resolves all but the last component of p in the current view.
+func (d *Disk) parentOf(verb, p string) (*inode, string, sm.IOErr, string) {
+	if msg := checkPath(p); msg != "" {
+		return nil, "", sm.IOFailed, verb + " " + quote(p) + ": " + msg
+	}
+	dir := d.rootDir()
+	rest := p
+	for {
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return dir, rest, sm.IOOK, ""
+		}
+		child := dir.entries[rest[:i]]
+		if child == nil {
+			return nil, "", sm.IONotExist, verb + " " + p + ": no such file or directory"
+		}
+		if !child.isDir {
+			return nil, "", sm.IOFailed, verb + " " + p + ": not a directory"
+		}
+		dir, rest = child, rest[i+1:]
+	}
+}
+
+// lookup resolves p ("" is the base directory) in the current view.
+func (d *Disk) lookup(verb, p string) (*inode, sm.IOErr, string) {
+	if p == "" {
+		return d.rootDir(), sm.IOOK, ""
+	}
+	dir, name, e, detail := d.parentOf(verb, p)
+	if e != sm.IOOK {
+		return nil, e, detail
+	}
+	n := dir.entries[name]
+	if n == nil {
+		return nil, sm.IONotExist, verb + " " + p + ": no such file or directory"
+	}
+	return n, sm.IOOK, ""
+}
+
+func quote(p string) string {
+	if p == "" || strings.ContainsAny(p, "\x00\n") {
+		return strings.ReplaceAll(strings.ReplaceAll(`"`+p+`"`, "\x00", `\x00`), "\n", `\n`)
+	}
+	return p
+}
+
+// Exec executes op on the current (volatile) view at wall time wall (Unix
+// ns, the new mtime of a written file) and returns its completion. It never
+// panics: a malformed path fails with IOFailed and a Detail.
+func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
+	r := sm.IODone{ID: op.ID}
+	fail := func(e sm.IOErr, detail string) sm.IODone {
+		r.Err, r.Detail = e, detail
+		return r
+	}
+	switch op.Op {
+	case sm.OpRead:
+		n, e, detail := d.lookup("open", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		if n.isDir {
+			return fail(sm.IOFailed, "read "+quote(op.Path)+": is a directory")
+		}
+		if op.MaxSize > 0 && int64(len(n.data)) > op.MaxSize {
+			return fail(sm.IOTooBig, "read "+op.Path+": file larger than the size limit")
+		}
+		if d.fault(d.faults.ReadErr) {
+			return fail(sm.IOFailed, "read "+op.Path+": input/output error (bit rot detected on read)")
+		}
+		r.Data = append([]byte{}, n.data...)
+		r.ModTime = n.mtime
+		return r
+
+	case sm.OpWrite:
+		dir, name, e, detail := d.parentOf("open", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		n := dir.entries[name]
+		if n != nil && n.isDir {
+			return fail(sm.IOFailed, "open "+op.Path+": is a directory")
+		}
+		if d.fault(d.faults.WriteErr) {
+			return fail(sm.IOFailed, "write "+op.Path+": input/output error (injected)")
+		}
+		if d.fault(d.faults.NoSpace) {
+			return fail(sm.IONoSpace, "write "+op.Path+": no space left on device (injected)")
+		}
+		if n == nil {
+			n = d.newFile()
+			dir.entries[name] = n
+			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+		}
+		n.data = slices.Clone(op.Data)
+		n.mtime = wall
+		n.dirty = true
+		return r
+
+	case sm.OpFsync, sm.OpFsyncDir:
+		// fsync(2) on any descriptor syncs that inode: a file's data or a
+		// directory's entries, whichever op kind names it.
+		n, e, detail := d.lookup("open", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		if d.fault(d.faults.FsyncErr) {
+			return fail(sm.IOFailed, "fsync "+quote(op.Path)+": input/output error (injected)")
+		}
+		n.sync()
+		return r
+
+	case sm.OpRename:
+		return d.rename(op, r)
+
+	case sm.OpList:
+		n, e, detail := d.lookup("open", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		if !n.isDir {
+			return fail(sm.IOFailed, "readdir "+op.Path+": not a directory")
+		}
+		r.Entries = make([]sm.DirEntry, 0, len(n.entries))
+		for name, c := range n.entries {
+			de := sm.DirEntry{Name: name, ModTime: c.mtime}
+			if !c.isDir {
+				de.Size = int64(len(c.data))
+			}
+			r.Entries = append(r.Entries, de)
+		}
+		slices.SortFunc(r.Entries, func(a, b sm.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+		return r
+
+	case sm.OpRemove:
+		dir, name, e, detail := d.parentOf("remove", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		n := dir.entries[name]
+		if n == nil {
+			return fail(sm.IONotExist, "remove "+op.Path+": no such file or directory")
+		}
+		if n.isDir && len(n.entries) > 0 {
+			return fail(sm.IOFailed, "remove "+op.Path+": directory not empty")
+		}
+		delete(dir.entries, name)
+		dir.addOp(dirOp{kind: dirUnlink, name: name, ino: n})
+		return r
+
+	case sm.OpMkdir:
+		dir, name, e, detail := d.parentOf("mkdir", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		if n := dir.entries[name]; n != nil {
+			if n.isDir {
+				return r
+			}
+			return fail(sm.IOFailed, "mkdir "+op.Path+": file exists and is not a directory")
+		}
+		n := d.newDir(wall)
+		dir.entries[name] = n
+		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+		return r
+	}
+	return fail(sm.IOFailed, "unknown file operation "+op.Op.String())
+}
+
+func (d *Disk) rename(op sm.FileOp, r sm.IODone) sm.IODone {
+	fail := func(e sm.IOErr, detail string) sm.IODone {
+		r.Err, r.Detail = e, detail
+		return r
+	}
+	verb := "rename " + quote(op.Path) + " " + quote(op.To)
+	sdir, sname, e, detail := d.parentOf("rename", op.Path)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	tdir, tname, e, detail := d.parentOf("rename", op.To)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	src := sdir.entries[sname]
+	if src == nil {
+		return fail(sm.IONotExist, verb+": no such file or directory")
+	}
+	if sdir != tdir {
+		return fail(sm.IOFailed, verb+": cross-directory rename is not modelled by simdisk")
+	}
+	if sname == tname {
+		return r // same entry: POSIX says do nothing
+	}
+	if dst := tdir.entries[tname]; dst != nil {
+		switch {
+		case dst.isDir && !src.isDir:
+			return fail(sm.IOFailed, verb+": target is a directory")
+		case !dst.isDir && src.isDir:
+			return fail(sm.IOFailed, verb+": target is not a directory")
+		case dst.isDir && len(dst.entries) > 0:
+			return fail(sm.IOFailed, verb+": target directory not empty")
+		}
+	}
+	delete(sdir.entries, sname)
+	sdir.entries[tname] = src
+	sdir.addOp(dirOp{kind: dirRename, name: sname, to: tname, ino: src})
+	return r
+}
+
+// ErrNotDir reports a PutDurable path through an existing file.
+var ErrNotDir = errors.New("simdisk: path component is not a directory")
+
+// PutDurable provisions a file outside the simulated process: it creates
+// the missing parent directories, writes data (mtime wall) and makes the
+// file, its data and every directory on the way (with all of their pending
+// operations) fully durable, as if the operator had installed it and the
+// machine had synced. path must be valid for Exec.
+func (d *Disk) PutDurable(path string, data []byte, wall int64) error {
+	if msg := checkPath(path); msg != "" {
+		return errors.New("simdisk: " + msg)
+	}
+	dir := d.rootDir()
+	comps := strings.Split(path, "/")
+	for _, c := range comps[:len(comps)-1] {
+		child := dir.entries[c]
+		if child == nil {
+			child = d.newDir(wall)
+			dir.entries[c] = child
+			dir.addOp(dirOp{kind: dirLink, name: c, ino: child})
+		}
+		if !child.isDir {
+			return ErrNotDir
+		}
+		dir.sync()
+		dir = child
+	}
+	name := comps[len(comps)-1]
+	n := dir.entries[name]
+	if n != nil && n.isDir {
+		return errors.New("simdisk: " + path + " is a directory")
+	}
+	if n == nil {
+		n = d.newFile()
+		dir.entries[name] = n
+		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+	}
+	n.data, n.mtime, n.dirty = slices.Clone(data), wall, true
+	n.sync()
+	dir.sync()
+	return nil
+}
+
+// ReadFile returns a copy of the current contents of the file at path, for
+// checkers; ok is false if there is no such file.
+func (d *Disk) ReadFile(path string) (data []byte, ok bool) {
+	n, e, _ := d.lookup("open", path)
+	if e != sm.IOOK || n.isDir {
+		return nil, false
+	}
+	return append([]byte{}, n.data...), true
+}

@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+
+	"xce/sm"
+)
+
+// tracer renders the schedule as lines and folds every line into an
+// FNV-1a hash, so two runs of one seed can be compared byte for byte.
+type tracer struct {
+	out  func(string)
+	hash uint64
+	buf  []byte
+}
+
+func newTracer(out func(string)) *tracer {
+	return &tracer{out: out, hash: 14695981039346656037}
+}
+
+func (t *tracer) begin(now time.Duration, node int) {
+	t.buf = t.buf[:0]
+	us := int64(now / time.Microsecond)
+	t.buf = strconv.AppendInt(t.buf, us/1_000_000, 10)
+	t.buf = append(t.buf, '.')
+	frac := us % 1_000_000
+	for d := int64(100000); d > 0; d /= 10 {
+		t.buf = append(t.buf, byte('0'+frac/d%10))
+	}
+	if node >= 0 {
+		t.buf = append(t.buf, " n"...)
+		t.buf = strconv.AppendInt(t.buf, int64(node), 10)
+	} else {
+		t.buf = append(t.buf, " --"...)
+	}
+	t.buf = append(t.buf, ' ')
+}
+
+func (t *tracer) end() {
+	for _, c := range t.buf {
+		t.hash ^= uint64(c)
+		t.hash *= 1099511628211
+	}
+	t.hash ^= '\n'
+	t.hash *= 1099511628211
+	if t.out != nil {
+		t.out(string(t.buf))
+	}
+}
+
+func (t *tracer) line(now time.Duration, node int, s string) {
+	t.begin(now, node)
+	t.buf = append(t.buf, s...)
+	t.end()
+}
+
+// input traces one input to a node.
+func (t *tracer) input(now time.Duration, node int, in sm.Input) {
+	t.begin(now, node)
+	switch x := in.(type) {
+	case sm.Boot:
+		t.buf = append(t.buf, "boot seed="...)
+		t.buf = strconv.AppendUint(t.buf, x.Seed, 16)
+	case sm.TimerFired:
+		t.buf = append(t.buf, "timer "...)
+		t.buf = append(t.buf, x.Kind.String()...)
+	case sm.Recv:
+		m := x.Msg
+		t.buf = append(t.buf, "<- n"...)
+		t.buf = strconv.AppendInt(t.buf, int64(x.From), 10)
+		t.buf = append(t.buf, ' ')
+		t.buf = append(t.buf, m.Type.String()...)
+		t.buf = append(t.buf, ' ')
+		t.buf = append(t.buf, m.Role.String()...)
+		t.buf = append(t.buf, " term="...)
+		t.buf = strconv.AppendUint(t.buf, m.Term, 10)
+		t.buf = append(t.buf, " tag="...)
+		t.buf = strconv.AppendUint(t.buf, m.ConfigTag, 16)
+		if m.Status != 0 {
+			t.buf = append(t.buf, " status="...)
+			t.buf = strconv.AppendInt(t.buf, int64(m.Status), 10)
+		}
+	case sm.IODone:
+		t.buf = append(t.buf, "io#"...)
+		t.buf = strconv.AppendUint(t.buf, x.ID, 10)
+		t.buf = append(t.buf, ' ')
+		t.buf = append(t.buf, x.Err.String()...)
+		if len(x.Data) > 0 {
+			t.buf = append(t.buf, " bytes="...)
+			t.buf = strconv.AppendInt(t.buf, int64(len(x.Data)), 10)
+		}
+	}
+	t.end()
+}

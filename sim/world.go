@@ -1,0 +1,496 @@
+// Package sim is xce's deterministic simulator: virtual time, a simulated
+// network and crashable disks execute the effects of real sm.Nodes, with
+// faults drawn from one seed, and checkers assert the properties of
+// DESIGN §5 after every step. `go test ./sim -seed=N -v` replays one.
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"xce/schema"
+	"xce/sim/simdisk"
+	"xce/sm"
+)
+
+// epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).
+const epoch = int64(1767225600) * int64(time.Second)
+
+// Bounds the liveness checkers hold the cluster to.
+const (
+	bootBound     = 30 * time.Second // L1: converge after the liveness phase starts
+	failoverBound = 5 * time.Second  // L2: one primary again after a primary crash
+	settle        = 2 * time.Second  // convergence must hold this long
+	startLimit    = 3                // systemd StartLimitBurst
+	startWindow   = 60 * time.Second // systemd StartLimitIntervalSec
+)
+
+type evKind uint8
+
+const (
+	evInput evKind = iota // deliver In to node (if still the same incarnation)
+	evStart               // (re)start node
+	evNetFault
+	evLiveness
+)
+
+type event struct {
+	at   time.Duration
+	seq  uint64
+	kind evKind
+	node int
+	inc  int
+	in   sm.Input
+	nf   NetFault
+}
+
+type evHeap []event
+
+func (h evHeap) Len() int { return len(h) }
+func (h evHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *evHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// simNode is one controller process and its disk.
+type simNode struct {
+	id      int
+	node    *sm.Node
+	disk    *simdisk.Disk
+	up      bool
+	inc     int // incarnation: events of a dead process are dropped
+	starts  []time.Duration
+	gaveUp  bool // systemd start limit hit
+	opts    sm.Options
+	chk     nodeCheck
+	restart bool       // a start event is queued
+	timers  [16]uint64 // armed generation per timer kind (stale fires are dropped)
+}
+
+// Report is what one schedule measured.
+type Report struct {
+	Scenario     Scenario
+	Events       int
+	SimTime      time.Duration
+	BootTime     time.Duration // liveness start -> converged (L1)
+	FailoverTime time.Duration // primary killed -> one primary again (L2)
+	RejoinTime   time.Duration // old primary restarted -> converged again
+	DualPrimary  time.Duration // total time with two or more primaries
+	NoConfigLeft bool          // no disk held a valid config at liveness start
+	TraceHash    uint64
+}
+
+// Failure is a violated property.
+type Failure struct {
+	Property string // S1..S7, L1..L3
+	At       time.Duration
+	Detail   string
+	Seed     uint64
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: go test ./sim -run 'TestReplay$' -seed=%d -v", f.Property, f.At, f.Detail, f.Seed)
+}
+
+// World runs one scenario.
+type World struct {
+	sc       Scenario
+	rng      *rand.Rand
+	now      time.Duration
+	seq      uint64
+	q        evHeap
+	net      *network
+	nodes    []*simNode
+	tr       *tracer
+	fail     *Failure
+	rep      Report
+	liveness bool
+	config   []byte // the current cluster config blob
+	old      []byte // an older config some nodes hold
+	maxDrift float64
+	s4       s4State
+	// Planted lets a test swap in a broken node behaviour (see planted_test.go).
+	faultsOff bool
+}
+
+// NewWorld builds the world for a scenario. trace receives trace lines
+// when non-nil.
+func NewWorld(sc Scenario, trace func(string)) *World {
+	w := &World{sc: sc, rng: rand.New(rand.NewPCG(sc.Seed, 0x51a)), tr: newTracer(trace)}
+	w.net = newNetwork(sc.Nodes, rand.New(rand.NewPCG(sc.Seed, 0xe7)))
+	for from := 0; from < sc.Nodes; from++ {
+		for to := 0; to < sc.Nodes; to++ {
+			l := w.net.l(from, to)
+			l.minDelay, l.maxDelay, l.loss, l.dup = sc.MinDelay, sc.MaxDelay, sc.Loss, sc.Dup
+			l.faulty = sc.Loss > 0 || sc.Dup > 0
+		}
+	}
+	for _, d := range sc.Drift {
+		w.maxDrift = max(w.maxDrift, d, -d)
+	}
+	w.config = sampleConfig(sc.Seed, 7)
+	w.old = sampleConfig(sc.Seed^0xdead, 3)
+	peers := make([]string, sc.Nodes)
+	for i := range peers {
+		peers[i] = fmt.Sprintf("n%d", i)
+	}
+	for i := 0; i < sc.Nodes; i++ {
+		o := sm.DefaultOptions(i, peers)
+		o.StaleTimeout = sc.StaleTimeout
+		o.SeedLiteralP0 = sc.SeedLiteralP0
+		d := simdisk.New()
+		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
+		nd := &simNode{id: i, disk: d, opts: o}
+		mtime := epoch + int64(sc.WallOffset[i]) - int64(sc.ConfigAge)
+		switch {
+		case sc.ConfigOn[i]:
+			provision(d, w.config, mtime)
+		case sc.OldConfigOn[i]:
+			provision(d, w.old, mtime)
+		}
+		d.SetFaults(simdisk.Faults{WriteErr: sc.DiskWriteErr, NoSpace: sc.DiskNoSpace, FsyncErr: sc.DiskFsyncErr, ReadErr: sc.DiskReadErr})
+		nd.chk.reset(d)
+		w.nodes = append(w.nodes, nd)
+	}
+	w.s4.init(sc.Nodes)
+	return w
+}
+
+// sampleConfig builds a valid ClusterConfig blob.
+func sampleConfig(seed uint64, queues int) []byte {
+	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: fmt.Sprintf("sim-%d", seed), Port: 7000}
+	for q := 0; q < queues; q++ {
+		c.Queues = append(c.Queues, &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400})
+	}
+	c.Hosts = []*schema.Host{{Name: "h0"}, {Name: "h1"}}
+	b, err := schema.Encode(c)
+	if err != nil {
+		panic(err) // a static, valid message: cannot fail
+	}
+	return b
+}
+
+// provision installs a config the way `xce-config install` would, durably.
+func provision(d *simdisk.Disk, blob []byte, mtime int64) {
+	name := sm.VersionName(sha256Sum(blob))
+	for _, op := range []sm.FileOp{
+		{Op: sm.OpMkdir, Path: sm.ConfDir},
+		{Op: sm.OpFsyncDir, Path: ""},
+		{Op: sm.OpWrite, Path: "conf/" + name, Data: blob},
+		{Op: sm.OpFsync, Path: "conf/" + name},
+		{Op: sm.OpWrite, Path: sm.PointerPath, Data: sm.PointerContents(name)},
+		{Op: sm.OpFsync, Path: sm.PointerPath},
+		{Op: sm.OpFsyncDir, Path: sm.ConfDir},
+	} {
+		if r := d.Exec(op, mtime); r.Err != sm.IOOK {
+			panic(fmt.Sprintf("provision %s %s: %v", op.Op, op.Path, r.Err)) // fresh disk, no faults yet
+		}
+	}
+}
+
+func (w *World) push(e event) {
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.q, e)
+}
+
+func (w *World) violate(prop, format string, args ...any) {
+	if w.fail != nil {
+		return
+	}
+	w.fail = &Failure{Property: prop, At: w.now, Detail: fmt.Sprintf(format, args...), Seed: w.sc.Seed}
+	w.tr.line(w.now, -1, "VIOLATION "+prop+": "+w.fail.Detail)
+}
+
+func (w *World) mono(i int) time.Duration {
+	return time.Duration(float64(w.now) * (1 + w.sc.Drift[i]))
+}
+
+func (w *World) wall(i int) int64 { return epoch + int64(w.now) + int64(w.sc.WallOffset[i]) }
+
+// Run executes the scenario: safety phase, liveness phase (L1), then a
+// primary kill (L2) and its rejoin. It returns the report and the first
+// violated property, if any.
+func (w *World) Run() (Report, *Failure) {
+	w.rep.Scenario = w.sc
+	for i := range w.nodes {
+		if w.sc.Order == BootOneMissing && i == int(w.sc.Seed%uint64(w.sc.Nodes)) {
+			continue
+		}
+		w.push(event{at: w.sc.Start[i], kind: evStart, node: i})
+		w.nodes[i].restart = true
+	}
+	for _, f := range w.sc.NetFaults {
+		w.push(event{at: f.At, kind: evNetFault, nf: f})
+	}
+	w.push(event{at: w.sc.Safety, kind: evLiveness})
+	w.runUntil(w.sc.Safety, nil)
+	if w.fail == nil {
+		w.livenessPhase()
+	}
+	w.rep.SimTime = w.now
+	w.rep.TraceHash = w.tr.hash
+	w.s4.finish(w.now, &w.rep)
+	return w.rep, w.fail
+}
+
+// runUntil processes events up to time end, or until done() holds.
+func (w *World) runUntil(end time.Duration, done func() bool) bool {
+	for len(w.q) > 0 && w.fail == nil {
+		if w.q[0].at > end {
+			w.now = end
+			return false
+		}
+		e := heap.Pop(&w.q).(event)
+		w.now = e.at
+		w.rep.Events++
+		w.dispatch(e)
+		w.checkGlobal()
+		if done != nil && done() {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *World) dispatch(e event) {
+	switch e.kind {
+	case evInput:
+		nd := w.nodes[e.node]
+		if tf, ok := e.in.(sm.TimerFired); ok && int(tf.Kind) < len(nd.timers) && nd.timers[tf.Kind] != tf.Gen {
+			return // re-armed or cancelled since
+		}
+		if nd.up && nd.inc == e.inc {
+			w.deliver(e.node, e.in)
+		}
+	case evStart:
+		w.start(e.node)
+	case evNetFault:
+		w.applyNetFault(e.nf)
+	case evLiveness:
+		w.tr.line(w.now, -1, "liveness phase: faults off, every node started")
+	}
+}
+
+func (w *World) applyNetFault(f NetFault) {
+	if w.liveness {
+		return
+	}
+	until := w.now + f.Dur
+	w.tr.line(w.now, -1, fmt.Sprintf("netfault %s n%d n%d for %v", f.Kind, f.A, f.B, f.Dur))
+	switch f.Kind {
+	case PartIsolate:
+		for j := 0; j < w.sc.Nodes; j++ {
+			if j != f.A {
+				w.net.block(f.A, j, until)
+				w.net.block(j, f.A, until)
+			}
+		}
+	case PartSymmetric:
+		// {A, B} against the rest.
+		for i := 0; i < w.sc.Nodes; i++ {
+			for j := 0; j < w.sc.Nodes; j++ {
+				in1, in2 := i == f.A || i == f.B, j == f.A || j == f.B
+				if in1 != in2 {
+					w.net.block(i, j, until)
+				}
+			}
+		}
+	case PartAsymmetric:
+		if f.A != f.B {
+			w.net.block(f.A, f.B, until)
+		}
+	case PartClog:
+		if f.A != f.B {
+			w.net.clog(f.A, f.B, until)
+			w.net.clog(f.B, f.A, until)
+		}
+	}
+}
+
+// start boots a fresh process on the node's disk, as systemd would.
+func (w *World) start(i int) {
+	nd := w.nodes[i]
+	nd.restart = false
+	if nd.up {
+		return
+	}
+	if !w.liveness {
+		recent := 0
+		for _, t := range nd.starts {
+			if w.now-t < startWindow {
+				recent++
+			}
+		}
+		if recent >= startLimit {
+			nd.gaveUp = true
+			w.tr.line(w.now, i, "systemd: start limit hit, not restarting")
+			return
+		}
+		if len(nd.starts) > 0 && w.sc.WipeOnRestart > 0 && w.rng.Float64() < w.sc.WipeOnRestart {
+			nd.disk.Wipe()
+			nd.chk.wiped()
+			w.tr.line(w.now, i, "disk wiped")
+		}
+		if len(nd.starts) > 0 && w.sc.CorruptConf > 0 && w.rng.Float64() < w.sc.CorruptConf {
+			if p := w.corruptConf(nd); p != "" {
+				nd.chk.excuse()
+				w.tr.line(w.now, i, "bit rot in "+p)
+			}
+		}
+	}
+	nd.starts = append(nd.starts, w.now)
+	n, err := sm.NewNode(nd.opts)
+	if err != nil {
+		w.violate("S7", "node %d options rejected: %v", i, err)
+		return
+	}
+	nd.node, nd.up = n, true
+	nd.inc++
+	nd.chk.booting = true
+	w.tr.line(w.now, i, "process start")
+	w.deliver(i, sm.Boot{Seed: w.rng.Uint64()})
+}
+
+func (w *World) corruptConf(nd *simNode) string {
+	var names []string
+	for _, p := range nd.disk.Paths() {
+		if len(p) > 5 && p[:5] == "conf/" {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	p := names[w.rng.IntN(len(names))]
+	if nd.disk.Corrupt(p, w.rng) {
+		return p
+	}
+	return ""
+}
+
+// kill is kill -9 (power: a machine crash too): the process vanishes; on
+// a power loss the disk keeps only an allowed crash state. systemd restarts
+// the process after RestartSec.
+func (w *World) kill(i int, why string, power bool) {
+	nd := w.nodes[i]
+	if !nd.up {
+		return
+	}
+	nd.up = false
+	nd.inc++
+	if power {
+		nd.disk.Crash(w.rng)
+		why += ", power loss"
+	}
+	w.tr.line(w.now, i, "kill -9 ("+why+")")
+	nd.chk.crashed()
+	w.scheduleRestart(i)
+}
+
+func (w *World) scheduleRestart(i int) {
+	nd := w.nodes[i]
+	if nd.restart {
+		return
+	}
+	nd.restart = true
+	w.push(event{at: w.now + w.sc.RestartDelay, kind: evStart, node: i})
+}
+
+// deliver steps node i with one input and executes its effects.
+func (w *World) deliver(i int, in sm.Input) {
+	nd := w.nodes[i]
+	w.tr.input(w.now, i, in)
+	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
+	effs, ok := w.step(nd, clk, in)
+	if !ok {
+		return
+	}
+	w.checkStep(nd, in, effs)
+	for _, e := range effs {
+		if !nd.up || w.fail != nil {
+			return
+		}
+		if !w.liveness && !w.faultsOff && w.sc.CrashPerEffect > 0 && w.rng.Float64() < w.sc.CrashPerEffect {
+			w.kill(i, "at effect boundary", w.rng.IntN(3) == 0)
+			return
+		}
+		w.execute(nd, e)
+	}
+	w.checkNode(nd)
+}
+
+func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (effs []sm.Effect, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.violate("S7", "node n%d panicked on %T: %v", nd.id, in, r)
+			ok = false
+		}
+	}()
+	return nd.node.Step(clk, in), true
+}
+
+func (w *World) execute(nd *simNode, e sm.Effect) {
+	i := nd.id
+	switch x := e.(type) {
+	case sm.Send:
+		w.checkSend(nd, x)
+		if x.To < 0 || x.To >= w.sc.Nodes {
+			w.violate("S7", "n%d sent to unknown peer %d", i, x.To)
+			return
+		}
+		for _, at := range w.net.deliveries(w.now, i, x.To) {
+			w.push(event{at: at, kind: evInput, node: x.To, inc: w.nodes[x.To].inc, in: sm.Recv{From: i, Msg: x.Msg}})
+		}
+	case sm.SetTimer:
+		if int(x.Kind) < len(nd.timers) {
+			nd.timers[x.Kind] = x.Gen
+		}
+		after := time.Duration(float64(x.After) / (1 + w.sc.Drift[i]))
+		w.push(event{at: w.now + after, kind: evInput, node: i, inc: nd.inc, in: sm.TimerFired{Kind: x.Kind, Gen: x.Gen}})
+	case sm.CancelTimer:
+		if int(x.Kind) < len(nd.timers) {
+			nd.timers[x.Kind] = 0
+		}
+	case sm.FileOp:
+		w.checkFileOp(nd, x)
+		res := nd.disk.Exec(x, w.wall(i))
+		res.ID = x.ID
+		if res.Err != sm.IOOK && res.Err != sm.IONotExist && len(x.Path) > 5 && x.Path[:5] == "conf/" {
+			nd.chk.excuse() // an injected conf/ read/write fault may hide the config
+		}
+		w.push(event{at: w.now + w.ioLatency(x.Op), kind: evInput, node: i, inc: nd.inc, in: res})
+	case sm.Log:
+		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
+		w.checkLog(nd, x)
+	case sm.Exit:
+		w.tr.line(w.now, i, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))
+		nd.up = false
+		nd.inc++
+		nd.chk.crashed()
+		w.scheduleRestart(i)
+	default:
+		w.violate("S7", "n%d emitted unknown effect %T", i, e)
+	}
+}
+
+func (w *World) ioLatency(op sm.OpKind) time.Duration {
+	switch op {
+	case sm.OpFsync, sm.OpFsyncDir:
+		return time.Duration(500+w.rng.IntN(4500)) * time.Microsecond
+	default:
+		return time.Duration(20+w.rng.IntN(180)) * time.Microsecond
+	}
+}

@@ -1,0 +1,161 @@
+package sm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Paths of the node's durable HA state.
+const (
+	DataDir     = "data"
+	TermPath    = "data/term"
+	termTmpPath = "data/term.tmp"
+	maxTermFile = 64
+)
+
+// boot is Phase 1: make the directories durable, read the durable term and
+// the saved config, then run the election (seed 002 §7; DESIGN §4.1).
+func (n *Node) boot(b Boot) {
+	n.rng = b.Seed
+	if n.rng == 0 {
+		n.rng = 0x9E3779B97F4A7C15 // xorshift64 must not start at zero
+	}
+	n.role = RoleBooting
+	n.mkdirs([]string{ConfDir, DataDir}, func() {
+		n.io(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, n.onTermRead)
+	})
+}
+
+// mkdirs creates each directory (0700) and fsyncs the base directory so
+// the new entries are durable.
+func (n *Node) mkdirs(dirs []string, then func()) {
+	if len(dirs) == 0 {
+		n.io(FileOp{Op: OpFsyncDir, Path: ""}, func(IODone) { then() })
+		return
+	}
+	n.io(FileOp{Op: OpMkdir, Path: dirs[0]}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.mkdir", fmt.Sprintf("cannot create directory '%s': %s %s", dirs[0], d.Err, d.Detail))
+			return
+		}
+		n.mkdirs(dirs[1:], then)
+	})
+}
+
+// ErrBadTermFile reports an unreadable data/term.
+var ErrBadTermFile = errors.New("corrupt term file")
+
+// ParseTerm parses data/term ("<decimal>\n").
+func ParseTerm(b []byte) (uint64, error) {
+	s := strings.TrimSuffix(string(b), "\n")
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w '%s': %q is not a decimal term", ErrBadTermFile, TermPath, s)
+	}
+	return t, nil
+}
+
+func (n *Node) onTermRead(d IODone) {
+	switch d.Err {
+	case IOOK:
+		t, err := ParseTerm(d.Data)
+		if err != nil {
+			n.die("fatal.term", err.Error())
+			return
+		}
+		n.term = t
+		// What we act on must be durable even if an earlier process died
+		// after a failed fsync left it only in the page cache.
+		n.io(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
+			n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
+				n.loadSaved(func() { n.startElection(false) })
+			})
+		})
+		return
+	case IONotExist:
+		n.term = 0
+	default:
+		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
+		return
+	}
+	n.loadSaved(func() { n.startElection(false) })
+}
+
+// loadSaved resolves conf/current -> versioned file and verifies it. A
+// problem leaves cfg nil and records why in cfgProblem; whether that is
+// FATAL depends on the role the election gives (seed 002 §10).
+func (n *Node) loadSaved(then func()) {
+	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, func(d IODone) {
+		switch d.Err {
+		case IOOK:
+		case IONotExist:
+			n.cfgProblem = "conf/current does not exist"
+			then()
+			return
+		default:
+			n.cfgProblem = fmt.Sprintf("cannot read conf/current: %s %s", d.Err, d.Detail)
+			n.log(Error, "conf.pointer-unreadable", n.cfgProblem)
+			then()
+			return
+		}
+		name, err := ParsePointer(d.Data)
+		if errors.Is(err, ErrPointerEmpty) {
+			n.cfgProblem = "Config pointer file 'conf/current' exists but is empty — treating as missing config. This can occur if the controller crashed during a config write."
+			n.log(Warn, "conf.pointer-empty", n.cfgProblem)
+			then()
+			return
+		}
+		if err != nil {
+			n.cfgProblem = err.Error()
+			n.log(Error, "conf.pointer-invalid", n.cfgProblem)
+			then()
+			return
+		}
+		path := ConfDir + "/" + name
+		n.io(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
+			switch d.Err {
+			case IOOK:
+			case IOTooBig:
+				n.cfgProblem = fmt.Sprintf("Config file '%s' exceeds CONF_MAX_SIZE (%d bytes)", path, MaxConfigSize)
+				n.log(Error, "conf.too-big", n.cfgProblem)
+				then()
+				return
+			default:
+				n.cfgProblem = fmt.Sprintf("conf/current names '%s' which is not readable: %s %s", path, d.Err, d.Detail)
+				n.log(Error, "conf.target-unreadable", n.cfgProblem)
+				then()
+				return
+			}
+			c, problem := verifyBlob(name, d.Data, d.ModTime)
+			if c == nil {
+				n.cfgProblem = problem
+				n.log(Error, "conf.invalid", problem)
+				then()
+				return
+			}
+			// Make what we loaded durable before acting on it (see onTermRead).
+			n.io(FileOp{Op: OpFsync, Path: path}, func(IODone) {
+				n.io(FileOp{Op: OpFsync, Path: PointerPath}, func(IODone) {
+					n.io(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
+						n.adoptLoaded(c, then)
+					})
+				})
+			})
+		})
+	})
+}
+
+// adoptLoaded makes a verified saved config the running one and computes
+// config_stale from its mtime (seed 002 §10.3).
+func (n *Node) adoptLoaded(c *loaded, then func()) {
+	n.cfg = c
+	n.stale = n.opt.StaleTimeout > 0 && time.Duration(n.now.Wall-c.modTime) > n.opt.StaleTimeout
+	if n.stale {
+		n.log(Warn, "conf.stale", fmt.Sprintf("saved config %s (tag=%016x) is older than conf_stale_timeout %v — flagged config_stale", c.name, c.tag, n.opt.StaleTimeout))
+	}
+	n.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
+	then()
+}

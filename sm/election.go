@@ -1,0 +1,261 @@
+package sm
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// xorshift64 is the seed's jitter PRNG (seed 002 §9.0).
+func (n *Node) xorshift64() uint64 {
+	x := n.rng
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	n.rng = x
+	return x
+}
+
+// ElectionDeadline is when a candidate self-declares, from election start:
+// at boot election_timeout + priority*step + jitter (seed 002 §9.0); after a
+// primary failure rank*step + jitter, where rank counts the live-presumed
+// higher-priority peers, so failover fits DESIGN §6's 2 s target.
+func (n *Node) electionDeadline() time.Duration {
+	jitter := time.Duration(n.xorshift64() % uint64(n.opt.JitterMax))
+	if !n.failover {
+		return n.opt.ElectionTimeout + time.Duration(n.opt.Self)*n.opt.PriorityStep + jitter
+	}
+	rank := 0
+	for i := 0; i < n.opt.Self; i++ {
+		if i != n.failedP {
+			rank++
+		}
+	}
+	return time.Duration(rank)*n.opt.PriorityStep + jitter
+}
+
+// startElection probes every peer and arms the deadline (DESIGN §4.1).
+func (n *Node) startElection(failover bool) {
+	if n.role == RoleStopped {
+		return
+	}
+	n.role = RoleCandidate
+	n.primary = -1
+	n.promoting = false
+	n.failover = failover
+	n.standbys = nil
+	if n.opt.SeedLiteralP0 && n.opt.Self == 0 {
+		// Seed §9.1 literally: priority 0 never probes.
+		n.declare()
+		return
+	}
+	if len(n.opt.Peers) == 1 {
+		n.declare() // nobody to probe (seed §14.1 test_am_i_primary_no_peers)
+		return
+	}
+	n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
+	n.setTimer(TimerElection, n.electionDeadline())
+	n.setTimer(TimerProbe, n.opt.ProbeInterval)
+}
+
+func (n *Node) onTimer(k TimerKind) {
+	switch k {
+	case TimerElection:
+		if n.role == RoleCandidate && !n.promoting {
+			n.declare()
+		}
+	case TimerProbe:
+		if n.role == RoleCandidate {
+			n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
+			n.setTimer(TimerProbe, n.opt.ProbeInterval)
+		}
+	case TimerHeartbeat:
+		if n.role == RolePrimary {
+			n.broadcast(Msg{Type: MsgHeartbeat})
+			n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
+		}
+	case TimerFailure:
+		if n.role == RoleStandby {
+			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — starting election", n.peerName(n.primary), n.opt.FailureTimeout))
+			n.failedP = n.primary
+			n.stopFetch("primary lost")
+			n.startElection(true)
+		}
+	case TimerFetch:
+		n.onFetchTimeout()
+	}
+}
+
+// declare: no live primary answered before the deadline. Without a config
+// this is seed §10.1; with one, the new term is made durable first.
+func (n *Node) declare() {
+	if n.cfg == nil {
+		conffile := n.cfgProblem
+		n.die("fatal.primary-no-config", fmt.Sprintf(
+			"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: xce-config install --workdir <workdir> --name %s --config cluster.yaml (%s)",
+			n.opt.Self, PointerPath, n.peerName(n.opt.Self), conffile))
+		return
+	}
+	n.cancelTimer(TimerProbe)
+	n.cancelTimer(TimerElection)
+	if n.opt.SeedLiteralP0 && n.opt.Self == 0 {
+		n.log(Info, "election.primary", fmt.Sprintf("HA election: priority 0 is unconditionally primary (seed-literal rule, my_priority=%d)", n.opt.Self))
+		n.becomePrimary(n.term)
+		return
+	}
+	n.log(Info, "election.primary", fmt.Sprintf("HA election: no higher-priority candidate responded within %dms — starting as primary (my_priority=%d)",
+		n.opt.ElectionTimeout.Milliseconds(), n.opt.Self))
+	newTerm := max(n.term, n.maxTerm) + 1
+	n.promoting = true
+	n.persistTerm(newTerm, func() {
+		if n.role == RoleCandidate && n.promoting {
+			n.becomePrimary(newTerm)
+		}
+	})
+}
+
+// persistTerm writes data/term crash-safely: tmp, fsync, rename, fsync dir.
+func (n *Node) persistTerm(t uint64, then func()) {
+	data := []byte(strconv.FormatUint(t, 10) + "\n")
+	n.io(FileOp{Op: OpWrite, Path: termTmpPath, Data: data}, func(d IODone) {
+		if d.Err != IOOK {
+			n.log(Error, "ha.term-write", fmt.Sprintf("cannot write '%s': %s %s — retrying election", termTmpPath, d.Err, d.Detail))
+			n.promoting = false
+			n.startElection(n.failover)
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: termTmpPath}, func(IODone) {
+			n.io(FileOp{Op: OpRename, Path: termTmpPath, To: TermPath}, func(d IODone) {
+				if d.Err != IOOK {
+					n.log(Error, "ha.term-write", fmt.Sprintf("rename(%s, %s) failed: %s — retrying election", termTmpPath, TermPath, d.Err))
+					n.promoting = false
+					n.startElection(n.failover)
+					return
+				}
+				n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
+					n.term = t
+					then()
+				})
+			})
+		})
+	})
+}
+
+func (n *Node) becomePrimary(term uint64) {
+	if n.fetch != nil {
+		n.log(Info, "conf.fetch-aborted", "Promoted to primary during config fetch — aborting fetch")
+		n.stopFetch("")
+	}
+	n.role = RolePrimary
+	n.promoting = false
+	n.term = term
+	n.primary = n.opt.Self
+	n.pTerm = term
+	n.serving = true
+	n.standbys = map[int]bool{}
+	n.cancelTimer(TimerFailure)
+	staleNote := ""
+	if n.stale {
+		staleNote = ", config_stale"
+	}
+	n.log(Info, "ha.promoted", fmt.Sprintf("Promoted to primary (term=%d, config tag=%016x%s)", term, n.cfg.tag, staleNote))
+	n.broadcast(Msg{Type: MsgHeartbeat})
+	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
+}
+
+// outranks reports whether primary (term a, priority pa) beats (b, pb):
+// higher term, then higher priority (lower index) (DESIGN §4.2).
+func outranks(a uint64, pa int, b uint64, pb int) bool {
+	return a > b || a == b && pa < pb
+}
+
+// seenPrimary handles any message whose sender says it is primary.
+func (n *Node) seenPrimary(from int, term uint64) {
+	switch n.role {
+	case RoleCandidate:
+		n.becomeStandby(from, term, "HA election: candidate %s responded — starting as standby (my_priority=%d)")
+	case RoleStandby:
+		if from == n.primary {
+			n.pTerm = max(n.pTerm, term)
+			n.heard()
+			return
+		}
+		if outranks(term, from, n.pTerm, n.primary) {
+			n.becomeStandby(from, term, "HA: %s outranks the primary we followed — following it (my_priority=%d)")
+		}
+	case RolePrimary:
+		if n.opt.SeedLiteralP0 && n.opt.Self == 0 {
+			return // the seed-literal hole: priority 0 never yields
+		}
+		if outranks(term, from, n.term, n.opt.Self) {
+			n.log(Warn, "ha.stepdown", fmt.Sprintf("HA: primary %s (term %d, priority %d) outranks us (term %d, priority %d) — stepping down", n.peerName(from), term, from, n.term, n.opt.Self))
+			n.cancelTimer(TimerHeartbeat)
+			n.becomeStandby(from, term, "HA: stepped down — following %s as standby (my_priority=%d)")
+			return
+		}
+		n.send(from, Msg{Type: MsgHeartbeat}) // make the loser hear us now
+	}
+}
+
+func (n *Node) becomeStandby(p int, term uint64, format string) {
+	n.cancelTimer(TimerElection)
+	n.cancelTimer(TimerProbe)
+	n.role = RoleStandby
+	n.promoting = false
+	n.primary = p
+	n.pTerm = term
+	n.standbys = nil
+	n.failover = false
+	n.failedP = -1
+	n.log(Info, "election.standby", fmt.Sprintf(format, n.peerName(p), n.opt.Self))
+	n.heard()
+	n.startFetch()
+}
+
+// heard records life from the primary and re-arms failure detection.
+func (n *Node) heard() {
+	n.lastHeard = n.now.Mono
+	n.setTimer(TimerFailure, n.opt.FailureTimeout)
+}
+
+// onMsg: every message carries the sender's view; a primary's view drives
+// the role decisions, then the type-specific handler runs.
+func (n *Node) onMsg(from int, m Msg) {
+	if n.role == RoleBooting {
+		if m.Type == MsgProbe {
+			n.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
+		}
+		return
+	}
+	n.maxTerm = max(n.maxTerm, m.Term)
+	if m.Role == RolePrimary {
+		n.seenPrimary(from, m.Term)
+		if n.role == RoleStopped {
+			return
+		}
+	}
+	switch m.Type {
+	case MsgProbe:
+		n.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
+	case MsgProbeReply, MsgHeartbeat:
+		if m.Type == MsgHeartbeat && n.role == RoleStandby && from == n.primary {
+			n.checkPrimaryTag(m.ConfigTag)
+		}
+	case MsgJoin:
+		n.onJoin(from, m)
+	case MsgJoinReply:
+		n.onJoinReply(from, m)
+	case MsgReplConfig:
+		n.onReplConfig(from, m)
+	case MsgReplConfigReply:
+		n.onReplConfigReply(from, m)
+	case MsgReplConfigPush:
+		n.onPush(from, m)
+	case MsgReplConfigPushReply:
+		if n.role == RolePrimary {
+			n.log(Info, "conf.push-acked", fmt.Sprintf("standby %s accepted=%v tag=%016x", n.peerName(from), m.Accepted, m.ConfigTag))
+		}
+	default:
+		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))
+	}
+}

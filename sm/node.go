@@ -1,0 +1,246 @@
+package sm
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"time"
+)
+
+// Node is one controller's state machine. It is not safe for concurrent
+// use: one goroutine (or the simulator) owns it and calls Step.
+type Node struct {
+	opt Options
+	now Clock
+	out []Effect
+
+	role    Role
+	term    uint64 // durable term (made durable before acting as primary)
+	maxTerm uint64 // highest term seen from any peer
+	primary int    // index of the primary we follow (or Self), -1 if none
+	pTerm   uint64 // that primary's term
+	rng     uint64 // xorshift64 state (seed 002 §9.0)
+
+	timerGen  [timerKinds]uint64
+	nextID    uint64                  // FileOp ids and request ids
+	pending   map[uint64]func(IODone) // continuations of in-flight FileOps
+	promoting bool                    // candidate: term write in flight
+	failover  bool                    // current election follows a primary failure
+	failedP   int                     // the primary that failed (excluded from rank)
+	lastHeard time.Duration           // standby: last message from the primary
+
+	cfg        *loaded // the config this node runs with; nil = none
+	cfgProblem string  // why the saved config is unusable (for the §10 FATALs)
+	stale      bool    // config_stale (§10.3)
+	serving    bool    // Phase 2 reached: running with a config
+	fetch      *fetchState
+	store      storeQueue
+	repairing  bool
+	standbys   map[int]bool // primary: joined standbys
+	fatal      string       // reason, once stopped
+	savedTags  []uint64     // tags whose save completed durably (checker view)
+}
+
+// loaded is a verified config: its bytes hash to sum and name.
+type loaded struct {
+	bytes   []byte
+	sum     [32]byte
+	tag     uint64
+	name    string
+	gen     uint64
+	modTime int64
+}
+
+const timerKinds = 8
+
+// NewNode builds a node; it does nothing until it receives Boot.
+func NewNode(opt Options) (*Node, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	return &Node{opt: opt, primary: -1, failedP: -1, pending: map[uint64]func(IODone){}}, nil
+}
+
+// Step feeds one input and returns the effects to execute, in order.
+func (n *Node) Step(now Clock, in Input) []Effect {
+	n.out = nil
+	if n.role == RoleStopped {
+		return nil
+	}
+	n.now = now
+	switch x := in.(type) {
+	case Boot:
+		n.boot(x)
+	case TimerFired:
+		if int(x.Kind) < timerKinds && n.timerGen[x.Kind] == x.Gen {
+			n.timerGen[x.Kind]++ // a fired timer is spent
+			n.onTimer(x.Kind)
+		}
+	case Recv:
+		if x.From >= 0 && x.From < len(n.opt.Peers) && x.From != n.opt.Self {
+			n.onMsg(x.From, x.Msg)
+		} else {
+			n.log(Warn, "msg.bad-sender", fmt.Sprintf("dropping %s from unknown peer index %d", x.Msg.Type, x.From))
+		}
+	case IODone:
+		k, ok := n.pending[x.ID]
+		if !ok {
+			n.log(Error, "io.unknown", fmt.Sprintf("completion for unknown file operation id %d", x.ID))
+			break
+		}
+		delete(n.pending, x.ID)
+		k(x)
+	}
+	out := n.out
+	n.out = nil
+	return out
+}
+
+// --- accessors (the daemon's status and the simulator's checkers) ---
+
+// Role is the node's current HA role.
+func (n *Node) Role() Role { return n.role }
+
+// Term is the node's durable term.
+func (n *Node) Term() uint64 { return n.term }
+
+// Primary is the index of the primary this node follows (Self when
+// primary), or -1.
+func (n *Node) Primary() int { return n.primary }
+
+// Serving reports whether the node runs with a config (Phase 2 reached).
+func (n *Node) Serving() bool { return n.serving }
+
+// Stale reports the config_stale flag.
+func (n *Node) Stale() bool { return n.stale }
+
+// ConfigTag is the tag of the running config, 0 if none.
+func (n *Node) ConfigTag() uint64 {
+	if n.cfg == nil {
+		return 0
+	}
+	return n.cfg.tag
+}
+
+// Config returns the running config's bytes and versioned file name.
+func (n *Node) Config() ([]byte, string, bool) {
+	if n.cfg == nil {
+		return nil, "", false
+	}
+	return n.cfg.bytes, n.cfg.name, true
+}
+
+// ConfigGeneration is the running config's generation (0 if none).
+func (n *Node) ConfigGeneration() uint64 {
+	if n.cfg == nil {
+		return 0
+	}
+	return n.cfg.gen
+}
+
+// SavedTags lists the tags whose config save completed durably, in order.
+func (n *Node) SavedTags() []uint64 { return n.savedTags }
+
+// StoreBusy reports whether a config save or trim is in progress.
+func (n *Node) StoreBusy() bool { return n.store.busy }
+
+// FatalReason is why the node stopped, "" while running.
+func (n *Node) FatalReason() string { return n.fatal }
+
+// Options returns the node's options.
+func (n *Node) Options() Options { return n.opt }
+
+// --- effect helpers ---
+
+func (n *Node) emit(e Effect) { n.out = append(n.out, e) }
+
+func (n *Node) log(l Level, key, text string) { n.emit(Log{Level: l, Key: key, Text: text}) }
+
+func (n *Node) id() uint64 { n.nextID++; return n.nextID }
+
+// io issues a file operation and registers its continuation. An fsync that
+// fails is fatal (never retry and trust it).
+func (n *Node) io(op FileOp, k func(IODone)) {
+	op.ID = n.id()
+	n.pending[op.ID] = func(d IODone) {
+		if d.Err != IOOK && (op.Op == OpFsync || op.Op == OpFsyncDir) {
+			n.die("fatal.fsync", fmt.Sprintf("fsync(%s) failed: %s %s — durability cannot be trusted", op.Path, d.Err, d.Detail))
+			return
+		}
+		k(d)
+	}
+	n.emit(op)
+}
+
+func (n *Node) setTimer(k TimerKind, after time.Duration) {
+	n.timerGen[k]++
+	n.emit(SetTimer{Kind: k, Gen: n.timerGen[k], After: after})
+}
+
+func (n *Node) cancelTimer(k TimerKind) {
+	n.timerGen[k]++
+	n.emit(CancelTimer{Kind: k})
+}
+
+func (n *Node) send(to int, m Msg) {
+	m.Role, m.Term, m.Priority = n.role, n.viewTerm(), n.opt.Self
+	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
+		m.ConfigTag = n.ConfigTag()
+	}
+	n.emit(Send{To: to, Msg: m})
+}
+
+// viewTerm is the term we advertise: ours as primary, else the highest
+// term we know of (so a restarted node learns it back).
+func (n *Node) viewTerm() uint64 {
+	if n.role == RolePrimary {
+		return n.term
+	}
+	return max(n.term, n.pTerm)
+}
+
+func (n *Node) broadcast(m Msg) {
+	for i := range n.opt.Peers {
+		if i != n.opt.Self {
+			n.send(i, m)
+		}
+	}
+}
+
+// die logs FATAL and exits non-zero.
+func (n *Node) die(key, text string) {
+	if n.role == RoleStopped {
+		return
+	}
+	n.log(Fatal, key, text)
+	n.emit(Exit{Code: 1, Reason: text})
+	n.fatal = text
+	n.role = RoleStopped
+	n.serving = false
+}
+
+func (n *Node) peerName(i int) string {
+	if i >= 0 && i < len(n.opt.Peers) {
+		return n.opt.Peers[i]
+	}
+	return fmt.Sprintf("peer#%d", i)
+}
+
+// verify checks blob against the versioned name it was stored under and
+// decodes it; the returned problem is the seed's §10 wording.
+func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
+	if len(blob) == 0 {
+		return nil, fmt.Sprintf("Config file '%s' is empty — not a valid ClusterConfig blob", name)
+	}
+	if len(blob) > MaxConfigSize {
+		return nil, fmt.Sprintf("Config file '%s' exceeds CONF_MAX_SIZE (%d bytes)", name, MaxConfigSize)
+	}
+	sum := sha256.Sum256(blob)
+	if name != "" && !NameMatches(name, sum) {
+		return nil, fmt.Sprintf("Config file '%s' does not match its SHA-256 (%s) — corrupted", name, VersionName(sum))
+	}
+	gen, err := decodeGeneration(blob)
+	if err != nil {
+		return nil, fmt.Sprintf("Config file '%s': %v", name, err)
+	}
+	return &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: modTime}, ""
+}

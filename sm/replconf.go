@@ -1,0 +1,248 @@
+package sm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// Status codes carried in replies (errno-style, negative as in the seed).
+const (
+	StatusOK       int32 = 0
+	StatusEIO      int32 = -5
+	StatusEAGAIN   int32 = -11
+	StatusEINVAL   int32 = -22
+	StatusNoConfig int32 = -61 // ENODATA
+)
+
+// fetchState is the standby's config pull (seed 002 §5.5): Join, then
+// OP_replConfig, each attempt bounded by the backoff delay.
+type fetchState struct {
+	attempt int
+	reqID   uint64
+	saving  bool
+}
+
+func (n *Node) startFetch() {
+	n.fetch = &fetchState{}
+	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.primary), n.ConfigTag()))
+	n.tryFetch()
+}
+
+func (n *Node) stopFetch(why string) {
+	if n.fetch == nil {
+		return
+	}
+	if why != "" {
+		n.log(Info, "conf.fetch-stopped", "config fetch stopped: "+why)
+	}
+	n.fetch = nil
+	n.cancelTimer(TimerFetch)
+}
+
+func (n *Node) tryFetch() {
+	f := n.fetch
+	f.reqID = n.id()
+	n.send(n.primary, Msg{Type: MsgJoin, ReqID: f.reqID})
+	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
+}
+
+// onFetchTimeout: the attempt got no usable answer in time.
+func (n *Node) onFetchTimeout() {
+	f := n.fetch
+	if f == nil || n.role != RoleStandby || f.saving {
+		return
+	}
+	f.attempt++
+	if f.attempt < n.opt.FetchMaxAttempts {
+		n.tryFetch()
+		return
+	}
+	n.fetch = nil
+	if n.cfg != nil {
+		n.log(Warn, "conf.fetch-gave-up-saved", fmt.Sprintf("Standby (priority %d) could not reach primary for config fetch — using saved config (tag=%016x). Config may be stale.", n.opt.Self, n.cfg.tag))
+		n.serving = true
+		return
+	}
+	n.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", n.opt.Self, PointerPath))
+}
+
+// checkPrimaryTag re-pulls when the primary's heartbeat shows a different
+// config tag (seed §10.8 "tag check on every reconnect", made continuous).
+func (n *Node) checkPrimaryTag(tag uint64) {
+	if n.fetch != nil || tag == 0 || tag == n.ConfigTag() {
+		return
+	}
+	n.startFetch()
+}
+
+func (n *Node) onJoin(from int, m Msg) {
+	if n.role != RolePrimary {
+		n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
+		return
+	}
+	if !n.standbys[from] {
+		n.standbys[from] = true
+		n.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", n.peerName(from)))
+	}
+	n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
+}
+
+func (n *Node) onJoinReply(from int, m Msg) {
+	f := n.fetch
+	if f == nil || n.role != RoleStandby || from != n.primary || m.ReqID != f.reqID || f.saving {
+		return
+	}
+	if m.Status != StatusOK {
+		n.log(Warn, "conf.join-refused", fmt.Sprintf("join refused by %s: %s (status %d)", n.peerName(from), m.Error, m.Status))
+		return // the attempt times out and retries
+	}
+	n.send(from, Msg{Type: MsgReplConfig, ReqID: f.reqID, ConfigTag: n.ConfigTag()})
+}
+
+// onReplConfig is the primary handler (seed 002 §5.4): up-to-date if the
+// tags match, else re-read the file and double-check its hash.
+func (n *Node) onReplConfig(from int, m Msg) {
+	if n.role != RolePrimary || n.cfg == nil {
+		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
+		return
+	}
+	if m.ConfigTag == n.cfg.tag {
+		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, UpToDate: true})
+		return
+	}
+	cfg := n.cfg
+	path := ConfDir + "/" + cfg.name
+	n.io(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
+		if n.role != RolePrimary || n.cfg != cfg {
+			return // lost the role or the config changed meanwhile; the standby retries
+		}
+		if d.Err != IOOK {
+			n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", path, n.peerName(from), d.Err, d.Detail))
+			n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEIO, Error: "cannot read config"})
+			n.repair()
+			return
+		}
+		if sha256.Sum256(d.Data) != cfg.sum {
+			n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
+			n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEIO, Error: "config file changed since startup"})
+			n.repair()
+			return
+		}
+		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, ConfigTag: cfg.tag, SHA256: cfg.sum[:], Bytes: d.Data})
+	})
+}
+
+// repair rewrites the verified in-memory config over a file that no longer
+// matches it, so standbys can be served again (our choice: the seed only
+// refuses; an operator expects the primary to heal its own copy).
+func (n *Node) repair() {
+	if n.repairing || n.cfg == nil {
+		return
+	}
+	n.repairing = true
+	cfg := n.cfg
+	n.log(Warn, "conf.repair", fmt.Sprintf("rewriting %s from the verified in-memory copy", cfg.name))
+	n.saveConfig(cfg.bytes, func(ok bool) { n.repairing = false })
+}
+
+// checkReceived validates a config carried by a reply or push: zero tag
+// is §10.5 (FATAL, reported by the caller), hash and tag must match.
+func checkReceived(m Msg) (sum [32]byte, problem string) {
+	sum = sha256.Sum256(m.Bytes)
+	if len(m.SHA256) != 32 || !bytes.Equal(sum[:], m.SHA256) {
+		return sum, fmt.Sprintf("expected %s, got %s", hex.EncodeToString(m.SHA256), hex.EncodeToString(sum[:]))
+	}
+	if Tag(sum) != m.ConfigTag {
+		return sum, fmt.Sprintf("tag %016x does not match SHA-256 %s", m.ConfigTag, hex.EncodeToString(sum[:8]))
+	}
+	return sum, ""
+}
+
+func (n *Node) onReplConfigReply(from int, m Msg) {
+	f := n.fetch
+	if f == nil || n.role != RoleStandby || from != n.primary || m.ReqID != f.reqID || f.saving {
+		return
+	}
+	if m.Status != StatusOK {
+		n.log(Error, "conf.fetch-error", fmt.Sprintf("config fetch from %s failed: %s (status %d). Retrying (%d/%d)", n.peerName(from), m.Error, m.Status, f.attempt+1, n.opt.FetchMaxAttempts))
+		return
+	}
+	if m.UpToDate {
+		n.fetch = nil
+		n.cancelTimer(TimerFetch)
+		if n.cfg == nil {
+			// The primary thinks we match but we hold nothing: only possible
+			// if it has no config; retry rather than run without one.
+			n.log(Error, "conf.fetch-error", "primary answered up_to_date to tag 0")
+			n.startFetch()
+			return
+		}
+		n.stale = false
+		if !n.serving {
+			n.serving = true
+			n.log(Info, "conf.up-to-date", fmt.Sprintf("HA: saved config tag=%016x matches primary — proceeding with full init", n.cfg.tag))
+		}
+		return
+	}
+	if m.ConfigTag == 0 {
+		n.die("fatal.zero-tag", fmt.Sprintf("BUG: primary sent zero version_tag for config. Primary conffile may be empty or corrupted: '%s'", n.peerName(from)))
+		return
+	}
+	sum, problem := checkReceived(m)
+	if problem != "" {
+		n.log(Error, "conf.fetch-mismatch", fmt.Sprintf("Config fetch SHA-256 mismatch from primary — %s. Retrying (%d/%d)", problem, f.attempt+1, n.opt.FetchMaxAttempts))
+		return
+	}
+	if _, bad := verifyBlob(VersionName(sum), m.Bytes, 0); bad != "" {
+		n.log(Error, "conf.fetch-invalid", fmt.Sprintf("config from primary is invalid: %s. Retrying (%d/%d)", bad, f.attempt+1, n.opt.FetchMaxAttempts))
+		return
+	}
+	if n.cfg != nil {
+		n.log(Warn, "conf.saved-differs", fmt.Sprintf("Standby saved config tag=%016x differs from primary tag=%016x — saved config may be stale, updating from primary", n.cfg.tag, m.ConfigTag))
+	}
+	f.saving = true
+	n.cancelTimer(TimerFetch)
+	n.saveConfig(m.Bytes, func(ok bool) {
+		if n.fetch != f {
+			return // superseded (new primary) while saving
+		}
+		f.saving = false
+		if !ok {
+			n.onFetchTimeout() // count the attempt and retry
+			return
+		}
+		n.fetch = nil
+		n.stale = false
+		n.serving = true
+		n.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", m.ConfigTag))
+	})
+}
+
+// onPush is the standby side of OP_replConfigPush (seed 002 §5.2).
+func (n *Node) onPush(from int, m Msg) {
+	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: n.ConfigTag()}
+	if n.role != RoleStandby || from != n.primary {
+		n.send(from, reply)
+		return
+	}
+	sum, problem := checkReceived(m)
+	if problem == "" && m.ConfigTag == 0 {
+		problem = "zero version_tag"
+	}
+	if problem == "" {
+		_, problem = verifyBlob(VersionName(sum), m.Bytes, 0)
+	}
+	if problem != "" {
+		n.log(Error, "conf.push-invalid", "rejecting config push: "+problem)
+		n.send(from, reply)
+		return
+	}
+	n.saveConfig(m.Bytes, func(ok bool) {
+		r := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, Accepted: ok, ConfigTag: n.ConfigTag()}
+		if n.role == RoleStandby && n.primary == from {
+			n.send(from, r)
+		}
+	})
+}
