@@ -54,7 +54,8 @@ func (n *Node) startElection(failover bool) {
 		return
 	}
 	n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
-	n.setTimer(TimerElection, n.electionDeadline())
+	n.deadline = n.electionDeadline()
+	n.setTimer(TimerElection, n.deadline)
 	n.setTimer(TimerProbe, n.opt.ProbeInterval)
 }
 
@@ -104,7 +105,7 @@ func (n *Node) declare() {
 		return
 	}
 	n.log(Info, "election.primary", fmt.Sprintf("HA election: no higher-priority candidate responded within %dms — starting as primary (my_priority=%d)",
-		n.opt.ElectionTimeout.Milliseconds(), n.opt.Self))
+		n.deadline.Milliseconds(), n.opt.Self))
 	newTerm := max(n.term, n.maxTerm) + 1
 	n.promoting = true
 	n.persistTerm(newTerm, func() {

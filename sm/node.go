@@ -26,6 +26,7 @@ type Node struct {
 	promoting bool                    // candidate: term write in flight
 	failover  bool                    // current election follows a primary failure
 	failedP   int                     // the primary that failed (excluded from rank)
+	deadline  time.Duration           // current election deadline, from election start
 	lastHeard time.Duration           // standby: last message from the primary
 
 	cfg        *loaded // the config this node runs with; nil = none

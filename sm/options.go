@@ -15,7 +15,7 @@ type Options struct {
 	ElectionTimeout   time.Duration // 2000 ms
 	PriorityStep      time.Duration // 500 ms
 	JitterMax         time.Duration // 200 ms
-	ProbeInterval     time.Duration // candidates re-probe this often; 250 ms
+	ProbeInterval     time.Duration // candidates re-probe this often; 500 ms
 	HeartbeatInterval time.Duration // 500 ms
 	FailureTimeout    time.Duration // standby: primary silent this long; 1500 ms
 
@@ -40,7 +40,7 @@ func DefaultOptions(self int, peers []string) Options {
 		ElectionTimeout:   2000 * time.Millisecond,
 		PriorityStep:      500 * time.Millisecond,
 		JitterMax:         200 * time.Millisecond,
-		ProbeInterval:     250 * time.Millisecond,
+		ProbeInterval:     500 * time.Millisecond,
 		HeartbeatInterval: 500 * time.Millisecond,
 		FailureTimeout:    1500 * time.Millisecond,
 		FetchInitialDelay: 500 * time.Millisecond,

@@ -59,11 +59,7 @@ func TestPurity(t *testing.T) {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
-		f, perr := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
-		if perr != nil {
-			return perr
-		}
-		f, perr = parser.ParseFile(fset, path, nil, 0)
+		f, perr := parser.ParseFile(fset, path, nil, 0)
 		if perr != nil {
 			return perr
 		}

@@ -1,0 +1,343 @@
+// Package wire is the frame codec between the state machine's messages
+// (sm.Msg) and their protobuf form on a connection (schema.Envelope).
+//
+// A frame is a 4-byte big-endian length followed by that many bytes of one
+// Envelope (schema/wire.proto). Decode is the one validating decode of a
+// received frame: anything malformed is an error wrapping ErrBadFrame (or
+// ErrFrameTooBig), never a panic. Encode refuses any Msg that Decode would
+// refuse or could not reproduce exactly, so for every m that Encode accepts,
+// Decode(Encode(m)) == m.
+//
+// ConfigTag mapping. Every Envelope carries the sender's view in
+// PeerView.config_tag, and the config-replication bodies carry a
+// version_tag of their own. sm.Msg has a single ConfigTag field (the
+// sender's tag, except in ReplConfigReply and ReplConfigPush where it is the
+// tag of the carried config), so for MsgReplConfig, MsgReplConfigReply,
+// MsgReplConfigPush and MsgReplConfigPushReply Encode writes Msg.ConfigTag
+// to the body's version_tag AND to PeerView.config_tag, and Decode reads
+// ConfigTag from the body's version_tag only (PeerView.config_tag is then
+// ignored, so a peer that sends its own tag there stays compatible). For
+// every other type ConfigTag travels in PeerView.config_tag.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"xce/schema"
+	"xce/sm"
+)
+
+// MaxFrameSize bounds the encoded Envelope of one frame (the length prefix
+// excluded): the largest config blob plus room for the rest of the message.
+const MaxFrameSize = sm.MaxConfigSize + 64*1024
+
+// MaxPriority is the largest accepted Msg.Priority (an index into --peers).
+const MaxPriority = 1 << 16
+
+// MaxErrorLen bounds Msg.Error (bytes). With it and sm.MaxConfigSize every
+// valid Msg encodes well within MaxFrameSize, so whatever Decode accepts,
+// Encode accepts too.
+const MaxErrorLen = 4096
+
+// SHA256Size is the only non-zero length accepted for Msg.SHA256.
+const SHA256Size = 32
+
+// headerSize is the length prefix of a frame.
+const headerSize = 4
+
+// Sentinel errors; every error returned by this package wraps one of them
+// (or, for ReadFrame, an I/O error of the reader).
+var (
+	// ErrBadFrame: received bytes are not a valid message.
+	ErrBadFrame = errors.New("wire: bad frame")
+	// ErrFrameTooBig: a frame's length exceeds MaxFrameSize.
+	ErrFrameTooBig = errors.New("wire: frame exceeds MaxFrameSize")
+	// ErrBadMsg: Encode was given a Msg the wire cannot carry faithfully.
+	ErrBadMsg = errors.New("wire: message cannot be encoded")
+)
+
+// Encode returns the protobuf bytes of the Envelope for m. It fails with
+// ErrBadMsg for an unknown type, out-of-range fields, fields that m's type
+// does not carry (they would be lost) or invalid UTF-8 in Error, and with
+// ErrFrameTooBig if the result would not fit in a frame.
+func Encode(m sm.Msg) ([]byte, error) {
+	if err := checkMsg(m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadMsg, m.Type, err)
+	}
+	env := &schema.Envelope{
+		ReqId: m.ReqID,
+		From: &schema.PeerView{
+			Role:      schema.Role(m.Role),
+			Term:      m.Term,
+			Priority:  uint32(m.Priority),
+			ConfigTag: m.ConfigTag,
+			WalPos:    m.WALPos,
+		},
+	}
+	switch m.Type {
+	case sm.MsgProbe:
+		env.Body = &schema.Envelope_Probe{Probe: &schema.Probe{}}
+	case sm.MsgProbeReply:
+		env.Body = &schema.Envelope_ProbeReply{ProbeReply: &schema.ProbeReply{}}
+	case sm.MsgHeartbeat:
+		env.Body = &schema.Envelope_Heartbeat{Heartbeat: &schema.Heartbeat{}}
+	case sm.MsgJoin:
+		env.Body = &schema.Envelope_Join{Join: &schema.Join{}}
+	case sm.MsgJoinReply:
+		env.Body = &schema.Envelope_JoinReply{JoinReply: &schema.JoinReply{
+			Status: m.Status,
+			Error:  m.Error,
+		}}
+	case sm.MsgReplConfig:
+		env.Body = &schema.Envelope_ReplConfig{ReplConfig: &schema.ReplConfigRequest{
+			VersionTag: m.ConfigTag,
+		}}
+	case sm.MsgReplConfigReply:
+		env.Body = &schema.Envelope_ReplConfigReply{ReplConfigReply: &schema.ReplConfigReply{
+			UpToDate:   m.UpToDate,
+			VersionTag: m.ConfigTag,
+			Sha256:     m.SHA256,
+			Bytes:      m.Bytes,
+			Status:     m.Status,
+			Error:      m.Error,
+		}}
+	case sm.MsgReplConfigPush:
+		env.Body = &schema.Envelope_ReplConfigPush{ReplConfigPush: &schema.ReplConfigPushRequest{
+			VersionTag: m.ConfigTag,
+			Sha256:     m.SHA256,
+			Bytes:      m.Bytes,
+		}}
+	case sm.MsgReplConfigPushReply:
+		env.Body = &schema.Envelope_ReplConfigPushReply{ReplConfigPushReply: &schema.ReplConfigPushReply{
+			Accepted:   m.Accepted,
+			VersionTag: m.ConfigTag,
+		}}
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadMsg, m.Type, err)
+	}
+	if len(b) > MaxFrameSize {
+		return nil, fmt.Errorf("%w: %s encodes to %d bytes", ErrFrameTooBig, m.Type, len(b))
+	}
+	return b, nil
+}
+
+// carried lists, per message type, which optional Msg fields its body
+// carries (Type, ReqID and the sender view travel in every message).
+type carried struct{ upToDate, accepted, status, sha, bytes bool }
+
+var bodyFields = map[sm.MsgType]carried{
+	sm.MsgProbe:               {},
+	sm.MsgProbeReply:          {},
+	sm.MsgHeartbeat:           {},
+	sm.MsgJoin:                {},
+	sm.MsgJoinReply:           {status: true},
+	sm.MsgReplConfig:          {},
+	sm.MsgReplConfigReply:     {upToDate: true, status: true, sha: true, bytes: true},
+	sm.MsgReplConfigPush:      {sha: true, bytes: true},
+	sm.MsgReplConfigPushReply: {accepted: true},
+}
+
+// checkMsg reports why m cannot travel on the wire unchanged, or nil.
+func checkMsg(m sm.Msg) error {
+	c, ok := bodyFields[m.Type]
+	if !ok {
+		return fmt.Errorf("unknown message type %d", uint8(m.Type))
+	}
+	if err := checkView(m.Role, m.Priority); err != nil {
+		return err
+	}
+	if err := checkPayload(m.SHA256, m.Bytes); err != nil {
+		return err
+	}
+	switch {
+	case !c.upToDate && m.UpToDate:
+		return errors.New("field UpToDate set but not carried by this type")
+	case !c.accepted && m.Accepted:
+		return errors.New("field Accepted set but not carried by this type")
+	case !c.status && (m.Status != 0 || m.Error != ""):
+		return errors.New("fields Status/Error set but not carried by this type")
+	case !c.sha && m.SHA256 != nil:
+		return errors.New("field SHA256 set but not carried by this type")
+	case !c.bytes && m.Bytes != nil:
+		return errors.New("field Bytes set but not carried by this type")
+	}
+	// An empty slice decodes as nil: refuse it so the round trip is exact.
+	if m.SHA256 != nil && len(m.SHA256) == 0 {
+		return errors.New("field SHA256 is empty but not nil")
+	}
+	if m.Bytes != nil && len(m.Bytes) == 0 {
+		return errors.New("field Bytes is empty but not nil")
+	}
+	if !utf8.ValidString(m.Error) {
+		return errors.New("field Error is not valid UTF-8")
+	}
+	return checkError(m.Error)
+}
+
+// checkError bounds the human error text shared by Encode and Decode.
+func checkError(s string) error {
+	if len(s) > MaxErrorLen {
+		return fmt.Errorf("error text is %d bytes, max %d", len(s), MaxErrorLen)
+	}
+	return nil
+}
+
+// checkView validates the sender-view fields shared by Encode and Decode.
+func checkView(r sm.Role, prio int) error {
+	if r > sm.RoleStopped {
+		return fmt.Errorf("role %d out of range", uint8(r))
+	}
+	if prio < 0 || prio > MaxPriority {
+		return fmt.Errorf("priority %d out of range 0..%d", prio, MaxPriority)
+	}
+	return nil
+}
+
+// checkPayload validates the config payload fields shared by Encode and
+// Decode.
+func checkPayload(sum, blob []byte) error {
+	if n := len(sum); n != 0 && n != SHA256Size {
+		return fmt.Errorf("sha256 is %d bytes, want 0 or %d", n, SHA256Size)
+	}
+	if n := len(blob); n > sm.MaxConfigSize {
+		return fmt.Errorf("config bytes %d exceed %d", n, sm.MaxConfigSize)
+	}
+	return nil
+}
+
+// Decode parses and validates one Envelope. Errors wrap ErrBadFrame (what
+// was wrong is in the text) or ErrFrameTooBig. Unknown protobuf fields are
+// ignored (forward compatibility); empty SHA256/Bytes decode as nil.
+func Decode(b []byte) (sm.Msg, error) {
+	if len(b) > MaxFrameSize {
+		return sm.Msg{}, fmt.Errorf("%w: %d bytes", ErrFrameTooBig, len(b))
+	}
+	var env schema.Envelope
+	if err := proto.Unmarshal(b, &env); err != nil {
+		return sm.Msg{}, fmt.Errorf("%w: protobuf: %w", ErrBadFrame, err)
+	}
+	from := env.GetFrom()
+	if from == nil {
+		return sm.Msg{}, fmt.Errorf("%w: missing sender view", ErrBadFrame)
+	}
+	role, prio := from.GetRole(), from.GetPriority()
+	if role < 0 || role > schema.Role(sm.RoleStopped) {
+		return sm.Msg{}, fmt.Errorf("%w: role %d out of range", ErrBadFrame, int32(role))
+	}
+	if prio > MaxPriority {
+		return sm.Msg{}, fmt.Errorf("%w: priority %d out of range 0..%d", ErrBadFrame, prio, MaxPriority)
+	}
+	m := sm.Msg{
+		ReqID:     env.GetReqId(),
+		Role:      sm.Role(role),
+		Term:      from.GetTerm(),
+		Priority:  int(prio),
+		WALPos:    from.GetWalPos(),
+		ConfigTag: from.GetConfigTag(),
+	}
+	switch body := env.GetBody().(type) {
+	case *schema.Envelope_Probe:
+		m.Type = sm.MsgProbe
+	case *schema.Envelope_ProbeReply:
+		m.Type = sm.MsgProbeReply
+	case *schema.Envelope_Heartbeat:
+		m.Type = sm.MsgHeartbeat
+	case *schema.Envelope_Join:
+		m.Type = sm.MsgJoin
+	case *schema.Envelope_JoinReply:
+		m.Type = sm.MsgJoinReply
+		m.Status = body.JoinReply.GetStatus()
+		m.Error = body.JoinReply.GetError()
+	case *schema.Envelope_ReplConfig:
+		m.Type = sm.MsgReplConfig
+		m.ConfigTag = body.ReplConfig.GetVersionTag()
+	case *schema.Envelope_ReplConfigReply:
+		r := body.ReplConfigReply
+		m.Type = sm.MsgReplConfigReply
+		m.UpToDate = r.GetUpToDate()
+		m.ConfigTag = r.GetVersionTag()
+		m.SHA256 = nonEmpty(r.GetSha256())
+		m.Bytes = nonEmpty(r.GetBytes())
+		m.Status = r.GetStatus()
+		m.Error = r.GetError()
+	case *schema.Envelope_ReplConfigPush:
+		r := body.ReplConfigPush
+		m.Type = sm.MsgReplConfigPush
+		m.ConfigTag = r.GetVersionTag()
+		m.SHA256 = nonEmpty(r.GetSha256())
+		m.Bytes = nonEmpty(r.GetBytes())
+	case *schema.Envelope_ReplConfigPushReply:
+		m.Type = sm.MsgReplConfigPushReply
+		m.Accepted = body.ReplConfigPushReply.GetAccepted()
+		m.ConfigTag = body.ReplConfigPushReply.GetVersionTag()
+	case nil:
+		return sm.Msg{}, fmt.Errorf("%w: missing message body", ErrBadFrame)
+	default:
+		return sm.Msg{}, fmt.Errorf("%w: unknown message body %T", ErrBadFrame, body)
+	}
+	if err := checkPayload(m.SHA256, m.Bytes); err != nil {
+		return sm.Msg{}, fmt.Errorf("%w: %s: %w", ErrBadFrame, m.Type, err)
+	}
+	if err := checkError(m.Error); err != nil {
+		return sm.Msg{}, fmt.Errorf("%w: %s: %w", ErrBadFrame, m.Type, err)
+	}
+	return m, nil
+}
+
+func nonEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// WriteFrame writes m as one frame (length prefix and Envelope) with a
+// single Write call.
+func WriteFrame(w io.Writer, m sm.Msg) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, headerSize+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[headerSize:], b)
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("wire: write %s frame: %w", m.Type, err)
+	}
+	return nil
+}
+
+// ReadFrame reads and decodes one frame. A reader at a frame boundary that
+// is exhausted returns io.EOF itself (a clean close); a frame cut short
+// returns an error wrapping io.ErrUnexpectedEOF; a length over MaxFrameSize
+// returns ErrFrameTooBig before anything is allocated for the body; a
+// malformed body returns an error wrapping ErrBadFrame.
+func ReadFrame(r io.Reader) (sm.Msg, error) {
+	var hdr [headerSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return sm.Msg{}, io.EOF
+		}
+		return sm.Msg{}, fmt.Errorf("wire: read frame header: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrameSize {
+		return sm.Msg{}, fmt.Errorf("%w: length %d", ErrFrameTooBig, n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return sm.Msg{}, fmt.Errorf("wire: read frame body (%d bytes): %w", n, err)
+	}
+	return Decode(body)
+}

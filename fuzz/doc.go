@@ -1,0 +1,7 @@
+// Package fuzz holds xce's native Go fuzz targets for everything decoded
+// from disk or the network: the conf/current pointer file
+// (FuzzParsePointer), the ClusterConfig blob (FuzzDecodeClusterConfig) and
+// controller wire frames (FuzzWireDecode, FuzzReadFrame). Seed corpora live
+// in testdata/fuzz/<FuzzName>/ and run as ordinary tests under `go test`;
+// `make fuzz` runs each target for FUZZTIME.
+package fuzz
