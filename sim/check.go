@@ -3,12 +3,20 @@ package sim
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"strings"
 	"time"
 
 	"xce/sim/simdisk"
 	"xce/sm"
 )
+
+// refTag and refName compute the tag and versioned name independently of
+// sm (seed 002 §3.1, §4), so a bug in sm's helpers cannot hide from S1.
+func refTag(sum [32]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
+func refName(sum [32]byte) string { return "cluster.bin." + hex.EncodeToString(sum[:6]) }
 
 // nodeCheck is the checkers' per-node memory.
 type nodeCheck struct {
@@ -82,8 +90,8 @@ func (w *World) checkSend(nd *simNode, s sm.Send) {
 		return
 	}
 	sum := sha256.Sum256(m.Bytes)
-	if !bytes.Equal(sum[:], m.SHA256) || sm.Tag(sum) != m.ConfigTag {
-		w.violate("S1", "n%d sent %s with bytes hashing to tag %016x but claims tag %016x", nd.id, m.Type, sm.Tag(sum), m.ConfigTag)
+	if !bytes.Equal(sum[:], m.SHA256) || refTag(sum) != m.ConfigTag {
+		w.violate("S1", "n%d sent %s with bytes hashing to tag %016x but claims tag %016x", nd.id, m.Type, refTag(sum), m.ConfigTag)
 	}
 }
 
@@ -175,7 +183,7 @@ func (w *World) checkNode(nd *simNode) {
 	}
 	if blob, name, ok := n.Config(); ok && name != nd.chk.lastName {
 		sum := sha256.Sum256(blob)
-		if !sm.NameMatches(name, sum) || sm.Tag(sum) != n.ConfigTag() {
+		if name != refName(sum) || refTag(sum) != n.ConfigTag() {
 			w.violate("S1", "n%d runs config named %s tag %016x whose SHA-256 is %x", nd.id, name, n.ConfigTag(), sum[:8])
 		}
 		nd.chk.lastName = name

@@ -170,7 +170,7 @@ func validConfigOn(files map[string][]byte) string {
 		return ""
 	}
 	blob, ok := files[sm.ConfDir+"/"+name]
-	if !ok || len(blob) == 0 || !sm.NameMatches(name, sha256Sum(blob)) {
+	if !ok || len(blob) == 0 || name != refName(sha256Sum(blob)) {
 		return ""
 	}
 	return name
