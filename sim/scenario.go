@@ -76,6 +76,14 @@ type Scenario struct {
 	NetFaults      []NetFault
 	Drift          []float64       // per-node timer rate error (e.g. 0.01 = 1% fast)
 	WallOffset     []time.Duration // per-node wall clock offset
+	WallSteps      []WallStep      // wall clock steps (NTP jumps, operator mistakes)
+}
+
+// WallStep moves one node's wall clock by By at time At.
+type WallStep struct {
+	At   time.Duration
+	Node int
+	By   time.Duration
 }
 
 func (s Scenario) String() string {
@@ -191,6 +199,15 @@ func generate(seed uint64, d drawer) Scenario {
 	for i := range s.Drift {
 		s.Drift[i] = d.float(0.02, "drift") - 0.01
 		s.WallOffset[i] = ms(d.intn(20000, "wall")) - 10*time.Second
+	}
+	if d.coin(0.3, "wall-steps") {
+		for k := d.intn(3, "wall-step-count") + 1; k > 0; k-- {
+			by := time.Duration(1+d.intn(48*60, "wall-step-min")) * time.Minute
+			if d.coin(0.5, "wall-step-back") {
+				by = -by
+			}
+			s.WallSteps = append(s.WallSteps, WallStep{At: ms(d.intn(int(s.Safety/time.Millisecond), "wall-step-at")), Node: d.intn(s.Nodes, "wall-step-node"), By: by})
+		}
 	}
 	return s
 }

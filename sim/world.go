@@ -25,6 +25,7 @@ const (
 	settle        = 2 * time.Second  // convergence must hold this long
 	startLimit    = 3                // systemd StartLimitBurst
 	startWindow   = 60 * time.Second // systemd StartLimitIntervalSec
+	eventBudget   = 1_000_000        // a schedule needs ~1,000; more is a message storm
 )
 
 type evKind uint8
@@ -34,6 +35,7 @@ const (
 	evStart               // (re)start node
 	evNetFault
 	evLiveness
+	evWallStep
 )
 
 type event struct {
@@ -44,6 +46,7 @@ type event struct {
 	inc  int
 	in   sm.Input
 	nf   NetFault
+	ws   WallStep
 }
 
 type evHeap []event
@@ -120,9 +123,9 @@ type World struct {
 	config   []byte // the current cluster config blob
 	old      []byte // an older config some nodes hold
 	maxDrift float64
+	wallOff  []time.Duration // per-node wall offset, moved by wall steps
 	s4       s4State
-	// Planted lets a test swap in a broken node behaviour (see planted_test.go).
-	faultsOff bool
+	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -140,6 +143,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 	for _, d := range sc.Drift {
 		w.maxDrift = max(w.maxDrift, d, -d)
 	}
+	w.wallOff = append([]time.Duration(nil), sc.WallOffset...)
 	w.config = sampleConfig(sc.Seed, 7)
 	w.old = sampleConfig(sc.Seed^0xdead, 3)
 	peers := make([]string, sc.Nodes)
@@ -218,7 +222,7 @@ func (w *World) mono(i int) time.Duration {
 	return time.Duration(float64(w.now) * (1 + w.sc.Drift[i]))
 }
 
-func (w *World) wall(i int) int64 { return epoch + int64(w.now) + int64(w.sc.WallOffset[i]) }
+func (w *World) wall(i int) int64 { return epoch + int64(w.now) + int64(w.wallOff[i]) }
 
 // Run executes the scenario: safety phase, liveness phase (L1), then a
 // primary kill (L2) and its rejoin. It returns the report and the first
@@ -234,6 +238,9 @@ func (w *World) Run() (Report, *Failure) {
 	}
 	for _, f := range w.sc.NetFaults {
 		w.push(event{at: f.At, kind: evNetFault, nf: f})
+	}
+	for _, ws := range w.sc.WallSteps {
+		w.push(event{at: ws.At, kind: evWallStep, ws: ws})
 	}
 	w.push(event{at: w.sc.Safety, kind: evLiveness})
 	w.runUntil(w.sc.Safety, nil)
@@ -256,6 +263,10 @@ func (w *World) runUntil(end time.Duration, done func() bool) bool {
 		e := heap.Pop(&w.q).(event)
 		w.now = e.at
 		w.rep.Events++
+		if w.rep.Events > eventBudget {
+			w.violate("L1", "event storm: more than %d events (a message loop?)", eventBudget)
+			return false
+		}
 		w.dispatch(e)
 		w.checkGlobal()
 		if done != nil && done() {
@@ -279,6 +290,11 @@ func (w *World) dispatch(e event) {
 		w.start(e.node)
 	case evNetFault:
 		w.applyNetFault(e.nf)
+	case evWallStep:
+		if e.ws.Node >= 0 && e.ws.Node < len(w.wallOff) {
+			w.wallOff[e.ws.Node] += e.ws.By
+			w.tr.line(w.now, e.ws.Node, "wall clock stepped by "+e.ws.By.String())
+		}
 	case evLiveness:
 		w.tr.line(w.now, -1, "liveness phase: faults off, every node started")
 	}
