@@ -23,7 +23,7 @@ unit:
 lint: fmt-check vet staticcheck
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
@@ -56,7 +56,7 @@ fuzz:
 
 # A long simulator run (default SCHEDULES=50000).
 sim-long:
-	$(GO) test -count=1 -timeout 0 ./sim -run 'TestSimulate$$' -schedules $(SCHEDULES) -v
+	$(GO) test -count=1 -timeout 0 ./sim -run 'TestSimulate$$' -schedules $(SCHEDULES) -first-seed 100000 -v
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./sim/...

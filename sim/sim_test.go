@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	seedFlag      = flag.Uint64("seed", 0, "replay one schedule (TestReplay) with its trace")
+	seedFlag      = flag.Uint64("seed", 0, "replay only this schedule, printing its trace with -v")
 	schedulesFlag = flag.Int("schedules", 5000, "schedules TestSimulate runs")
 	firstSeedFlag = flag.Uint64("first-seed", 1, "first seed TestSimulate runs")
 )
@@ -45,8 +45,13 @@ func runSeeds(first uint64, count int, mutate func(*Scenario)) ([]Report, []*Fai
 }
 
 // TestSimulate is the default simulator run: thousands of generated
-// schedules, each checked for S1-S4, S7 and L1-L3.
+// schedules, each checked for S1-S4, S7 and L1-L3. With -seed=N it
+// replays that one schedule instead and prints its trace (-v).
 func TestSimulate(t *testing.T) {
+	if *seedFlag != 0 {
+		replay(t, *seedFlag)
+		return
+	}
 	start := time.Now()
 	reps, fails := runSeeds(*firstSeedFlag, *schedulesFlag, nil)
 	wall := time.Since(start)
@@ -98,6 +103,10 @@ func TestReplay(t *testing.T) {
 	if seed == 0 {
 		seed = 1
 	}
+	replay(t, seed)
+}
+
+func replay(t *testing.T, seed uint64) {
 	sc := Generate(seed)
 	t.Logf("scenario: %s", sc)
 	rep, f := NewWorld(sc, func(s string) { t.Log(s) }).Run()

@@ -1,7 +1,8 @@
 // Package sim is xce's deterministic simulator: virtual time, a simulated
 // network and crashable disks execute the effects of real sm.Nodes, with
 // faults drawn from one seed, and checkers assert the properties of
-// DESIGN §5 after every step. `go test ./sim -seed=N -v` replays one.
+// DESIGN §5 after every step. `go test ./sim -seed=N -v` replays one
+// schedule and prints its trace.
 package sim
 
 import (
@@ -104,27 +105,27 @@ type Failure struct {
 }
 
 func (f *Failure) Error() string {
-	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: go test ./sim -run 'TestReplay$' -seed=%d -v", f.Property, f.At, f.Detail, f.Seed)
+	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: go test ./sim -seed=%d -v", f.Property, f.At, f.Detail, f.Seed)
 }
 
 // World runs one scenario.
 type World struct {
-	sc       Scenario
-	rng      *rand.Rand
-	now      time.Duration
-	seq      uint64
-	q        evHeap
-	net      *network
-	nodes    []*simNode
-	tr       *tracer
-	fail     *Failure
-	rep      Report
-	liveness bool
-	config   []byte // the current cluster config blob
-	old      []byte // an older config some nodes hold
-	maxDrift float64
-	wallOff  []time.Duration // per-node wall offset, moved by wall steps
-	s4       s4State
+	sc        Scenario
+	rng       *rand.Rand
+	now       time.Duration
+	seq       uint64
+	q         evHeap
+	net       *network
+	nodes     []*simNode
+	tr        *tracer
+	fail      *Failure
+	rep       Report
+	liveness  bool
+	config    []byte // the current cluster config blob
+	old       []byte // an older config some nodes hold
+	maxDrift  float64
+	wallOff   []time.Duration // per-node wall offset, moved by wall steps
+	s4        s4State
 	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
 }
 

@@ -76,6 +76,15 @@ func (n *Node) onTimer(k TimerKind) {
 			n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
 		}
 	case TimerFailure:
+		if n.role == RoleStandby && n.cfg == nil && n.fetch != nil {
+			// Without a config we cannot serve as primary: keep the §5.5
+			// fetch running (it ends in §10.2 after its window) and look
+			// for a new primary instead of standing for election.
+			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — no config, not standing for election; still fetching", n.peerName(n.primary), n.opt.FailureTimeout))
+			n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
+			n.setTimer(TimerFailure, n.opt.FailureTimeout)
+			return
+		}
 		if n.role == RoleStandby {
 			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — starting election", n.peerName(n.primary), n.opt.FailureTimeout))
 			n.failedP = n.primary

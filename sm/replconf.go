@@ -170,15 +170,14 @@ func (n *Node) onReplConfigReply(from int, m Msg) {
 		return
 	}
 	if m.UpToDate {
-		n.fetch = nil
-		n.cancelTimer(TimerFetch)
 		if n.cfg == nil {
 			// The primary thinks we match but we hold nothing: only possible
-			// if it has no config; retry rather than run without one.
+			// if it has no config. Count it as a failed attempt.
 			n.log(Error, "conf.fetch-error", "primary answered up_to_date to tag 0")
-			n.startFetch()
 			return
 		}
+		n.fetch = nil
+		n.cancelTimer(TimerFetch)
 		n.stale = false
 		if !n.serving {
 			n.serving = true
