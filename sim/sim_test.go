@@ -12,7 +12,7 @@ import (
 
 var (
 	seedFlag      = flag.Uint64("seed", 0, "replay only this schedule, printing its trace with -v")
-	schedulesFlag = flag.Int("schedules", 5000, "schedules TestSimulate runs")
+	schedulesFlag = flag.Int("schedules", 10000, "schedules TestSimulate runs")
 	firstSeedFlag = flag.Uint64("first-seed", 1, "first seed TestSimulate runs")
 )
 

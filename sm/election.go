@@ -81,6 +81,7 @@ func (n *Node) onTimer(k TimerKind) {
 			// fetch running (it ends in §10.2 after its window) and look
 			// for a new primary instead of standing for election.
 			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — no config, not standing for election; still fetching", n.peerName(n.primary), n.opt.FailureTimeout))
+			n.lost = true
 			n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
 			n.setTimer(TimerFailure, n.opt.FailureTimeout)
 			return
@@ -190,7 +191,7 @@ func (n *Node) seenPrimary(from int, term uint64) {
 			n.heard()
 			return
 		}
-		if outranks(term, from, n.pTerm, n.primary) {
+		if n.lost || outranks(term, from, n.pTerm, n.primary) {
 			n.becomeStandby(from, term, "HA: %s outranks the primary we followed — following it (my_priority=%d)")
 		}
 	case RolePrimary:
@@ -217,6 +218,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.standbys = nil
 	n.failover = false
 	n.failedP = -1
+	n.lost = false
 	n.log(Info, "election.standby", fmt.Sprintf(format, n.peerName(p), n.opt.Self))
 	n.heard()
 	n.startFetch()
@@ -238,6 +240,9 @@ func (n *Node) onMsg(from int, m Msg) {
 		return
 	}
 	n.maxTerm = max(n.maxTerm, m.Term)
+	if n.role == RoleStandby && from == n.primary && m.Role != RolePrimary {
+		n.lost = true // our primary restarted or stepped down: follow whoever leads now
+	}
 	if m.Role == RolePrimary {
 		n.seenPrimary(from, m.Term)
 		if n.role == RoleStopped {

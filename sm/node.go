@@ -28,6 +28,7 @@ type Node struct {
 	failedP   int                     // the primary that failed (excluded from rank)
 	deadline  time.Duration           // current election deadline, from election start
 	lastHeard time.Duration           // standby: last message from the primary
+	lost      bool                    // standby: our primary is gone; follow any live primary
 
 	cfg        *loaded // the config this node runs with; nil = none
 	cfgProblem string  // why the saved config is unusable (for the §10 FATALs)
