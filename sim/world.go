@@ -85,15 +85,16 @@ type simNode struct {
 
 // Report is what one schedule measured.
 type Report struct {
-	Scenario     Scenario
-	Events       int
-	SimTime      time.Duration
-	BootTime     time.Duration // liveness start -> converged (L1)
-	FailoverTime time.Duration // primary killed -> one primary again (L2)
-	RejoinTime   time.Duration // old primary restarted -> converged again
-	DualPrimary  time.Duration // total time with two or more primaries
-	NoConfigLeft bool          // no disk held a valid config at liveness start
-	TraceHash    uint64
+	Scenario       Scenario
+	Events         int
+	SimTime        time.Duration
+	BootTime       time.Duration // liveness start -> converged (L1)
+	FailoverTime   time.Duration // primary killed -> one primary again (L2)
+	RejoinTime     time.Duration // old primary restarted -> converged again
+	DualPrimary    time.Duration // total time with two or more primaries
+	NoConfigLeft   bool          // no disk held a valid config at liveness start
+	FirstConverged time.Duration // first time the cluster converged (L1 shape), -1 if never
+	TraceHash      uint64
 }
 
 // Failure is a violated property.
@@ -230,6 +231,7 @@ func (w *World) wall(i int) int64 { return epoch + int64(w.now) + int64(w.wallOf
 // violated property, if any.
 func (w *World) Run() (Report, *Failure) {
 	w.rep.Scenario = w.sc
+	w.rep.FirstConverged = -1
 	for i := range w.nodes {
 		if w.sc.Order == BootOneMissing && i == int(w.sc.Seed%uint64(w.sc.Nodes)) {
 			continue
@@ -270,6 +272,9 @@ func (w *World) runUntil(end time.Duration, done func() bool) bool {
 		}
 		w.dispatch(e)
 		w.checkGlobal()
+		if w.rep.FirstConverged < 0 && w.primaryOf(-1) >= 0 {
+			w.rep.FirstConverged = w.now
+		}
 		if done != nil && done() {
 			return true
 		}
