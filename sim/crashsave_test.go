@@ -175,3 +175,28 @@ func lastSent(t *testing.T, d *ioDriver, typ sm.MsgType) sm.Msg {
 	t.Fatalf("node sent no %s", typ)
 	return sm.Msg{}
 }
+
+// TestInstallMode: Boot{Install} saves the blob with the standby's save
+// sequence, trims, and exits 0; an invalid blob exits 1 and leaves conf/
+// untouched.
+func TestInstallMode(t *testing.T) {
+	v1, v2 := sampleConfig(1, 3), sampleConfig(2, 4)
+	disk := simdisk.New()
+	provision(disk, v1, epoch)
+	d := newDriver(t, 0, disk)
+	d.feed(sm.Boot{Install: v2})
+	if d.exit == nil || d.exit.Code != 0 {
+		t.Fatalf("install: want exit 0, got %+v; logs %v", d.exit, d.logs)
+	}
+	if got := validConfigOn(disk.DurableFiles()); got != refName(sha256Sum(v2)) {
+		t.Fatalf("durable conf/current names %q, want the installed config", got)
+	}
+	bad := newDriver(t, 0, disk)
+	bad.feed(sm.Boot{Install: []byte("not a config")})
+	if bad.exit == nil || bad.exit.Code != 1 {
+		t.Fatalf("invalid install: want exit 1, got %+v", bad.exit)
+	}
+	if got := validConfigOn(disk.DurableFiles()); got != refName(sha256Sum(v2)) {
+		t.Fatalf("invalid install changed conf/current to %q", got)
+	}
+}

@@ -24,6 +24,10 @@ func (n *Node) boot(b Boot) {
 		n.rng = 0x9E3779B97F4A7C15 // xorshift64 must not start at zero
 	}
 	n.role = RoleBooting
+	if b.Install != nil {
+		n.mkdirs([]string{ConfDir}, func() { n.install(b.Install) })
+		return
+	}
 	n.mkdirs([]string{ConfDir, DataDir}, func() {
 		n.io(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, n.onTermRead)
 	})
@@ -158,4 +162,24 @@ func (n *Node) adoptLoaded(c *loaded, then func()) {
 	}
 	n.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
 	then()
+}
+
+// install saves blob as the node's config and exits: 0 once it is durable
+// and trimmed, 1 if the blob is invalid or the save failed.
+func (n *Node) install(blob []byte) {
+	if _, problem := verifyBlob("", blob, 0); problem != "" {
+		n.die("install.invalid", "refusing to install config: "+problem)
+		return
+	}
+	n.saveConfig(blob, func(ok bool) {
+		if !ok {
+			n.die("install.failed", "config install failed; conf/current unchanged")
+			return
+		}
+		n.enqueueStore(func() { // runs after the trim that follows the save
+			n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.cfg.name, n.cfg.tag))
+			n.emit(Exit{Code: 0, Reason: "config installed"})
+			n.role = RoleStopped
+		})
+	})
 }

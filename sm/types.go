@@ -20,7 +20,13 @@ type Clock struct {
 type Input interface{ isInput() }
 
 // Boot starts a node. Seed feeds the election jitter PRNG (xorshift64).
-type Boot struct{ Seed uint64 }
+// With Install set the node does not join the cluster: it saves that
+// config blob crash-safely into conf/ (the same save sequence a standby
+// uses), trims, and exits 0 — `xce-config install` (seed 002 §10.1 remedy).
+type Boot struct {
+	Seed    uint64
+	Install []byte
+}
 
 // TimerFired reports that the timer armed by SetTimer{Kind, Gen} expired.
 // A fire whose Gen is no longer current is ignored (the timer was re-armed).
