@@ -44,17 +44,33 @@ func DecodeClusterConfig(b []byte) (*ClusterConfig, error) {
 	return &c, nil
 }
 
+// EntryError names the config entry a validation error is about, so a
+// tool can point at its line (Section is "queues", "hosts" or "resources").
+type EntryError struct {
+	Section string
+	Index   int
+	Err     error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("%s[%d]: %v", e.Section, e.Index, e.Err) }
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
+func entryErr(section string, i int, err error) error {
+	return &EntryError{Section: section, Index: i, Err: err}
+}
+
 // CheckReservedNames rejects a config naming a queue or host
 // "lost_and_found" (seed 002 §6.5, §7.1).
 func CheckReservedNames(c *ClusterConfig) error {
 	for i, q := range c.GetQueues() {
 		if q.GetName() == ReservedName {
-			return fmt.Errorf("queue %d: %w", i, ErrReservedName)
+			return entryErr("queues", i, ErrReservedName)
 		}
 	}
 	for i, h := range c.GetHosts() {
 		if h.GetName() == ReservedName {
-			return fmt.Errorf("host %d: %w", i, ErrReservedName)
+			return entryErr("hosts", i, ErrReservedName)
 		}
 	}
 	return nil
@@ -63,6 +79,7 @@ func CheckReservedNames(c *ClusterConfig) error {
 // Validate is the minimum viability check of seed 002 §6.4 plus the
 // admin tool's semantic checks: at least one queue, a port in range, no
 // reserved names, no duplicate queue names/ids, host names or resource ids.
+// Errors about one entry are *EntryError.
 func Validate(c *ClusterConfig) error {
 	if len(c.GetQueues()) == 0 {
 		return ErrNoQueues
@@ -76,24 +93,24 @@ func Validate(c *ClusterConfig) error {
 	qn, qi := map[string]int{}, map[uint32]int{}
 	for i, q := range c.GetQueues() {
 		if j, ok := qn[q.GetName()]; ok {
-			return fmt.Errorf("%w: queue %d and %d both named %q", ErrDuplicate, j, i, q.GetName())
+			return entryErr("queues", i, fmt.Errorf("%w: name %q already used by queues[%d]", ErrDuplicate, q.GetName(), j))
 		}
 		if j, ok := qi[q.GetId()]; ok {
-			return fmt.Errorf("%w: queue %d and %d both have id %d", ErrDuplicate, j, i, q.GetId())
+			return entryErr("queues", i, fmt.Errorf("%w: id %d already used by queues[%d]", ErrDuplicate, q.GetId(), j))
 		}
 		qn[q.GetName()], qi[q.GetId()] = i, i
 	}
 	hn := map[string]int{}
 	for i, h := range c.GetHosts() {
 		if j, ok := hn[h.GetName()]; ok {
-			return fmt.Errorf("%w: host %d and %d both named %q", ErrDuplicate, j, i, h.GetName())
+			return entryErr("hosts", i, fmt.Errorf("%w: name %q already used by hosts[%d]", ErrDuplicate, h.GetName(), j))
 		}
 		hn[h.GetName()] = i
 	}
 	ri := map[uint32]int{}
 	for i, r := range c.GetResources() {
 		if j, ok := ri[r.GetId()]; ok {
-			return fmt.Errorf("%w: resource %d and %d both have id %d", ErrDuplicate, j, i, r.GetId())
+			return entryErr("resources", i, fmt.Errorf("%w: id %d already used by resources[%d]", ErrDuplicate, r.GetId(), j))
 		}
 		ri[r.GetId()] = i
 	}

@@ -1,0 +1,96 @@
+package confyaml
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"xce/schema"
+)
+
+const good = `cluster_name: c
+port: 7600
+queues:
+  - id: 1
+    name: batch
+    visibility_timeout_s: 30
+    max_attempts: 3
+    backoff_base_s: 2
+    dead_letter_retention_s: 60
+hosts:
+  - name: h1
+`
+
+func TestParseSample(t *testing.T) {
+	data, err := os.ReadFile("../../examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("examples/cluster.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.GetQueues()) != 2 || c.GetQueues()[1].GetName() != "gpu" || c.GetPort() != 7600 {
+		t.Fatalf("unexpected config %v", c)
+	}
+	// Round trip through the YAML view.
+	y, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse("rendered", y)
+	if err != nil {
+		t.Fatalf("rendered YAML does not parse: %v\n%s", err, y)
+	}
+	if !proto.Equal(c, c2) {
+		t.Fatalf("round trip differs:\n%v\n%v", c, c2)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		sentinel   error
+		want       string // substring, usually the line
+	}{
+		{"no queues", "cluster_name: c\nport: 7600\nqueues: []\n", schema.ErrNoQueues, "line 3:"},
+		{"port too low", strings.Replace(good, "port: 7600", "port: 80", 1), schema.ErrBadPort, "line 2:"},
+		{"port missing", strings.Replace(good, "port: 7600\n", "", 1), schema.ErrBadPort, ""},
+		{"reserved queue", strings.Replace(good, "name: batch", "name: lost_and_found", 1), schema.ErrReservedName, "line 4:"},
+		{"reserved host", strings.Replace(good, "name: h1", "name: lost_and_found", 1), schema.ErrReservedName, "line 11:"},
+		{"duplicate queue name", good + "", nil, ""},
+		{"unknown key", strings.Replace(good, "port: 7600", "port: 7600\nprot: 1", 1), ErrYAML, "line 3"},
+		{"wrong type", strings.Replace(good, "max_attempts: 3", "max_attempts: many", 1), ErrYAML, "line 7"},
+		{"empty", "", ErrYAML, "empty document"},
+		{"two documents", good + "---\n" + good, ErrYAML, "more than one"},
+	}
+	dupQueue := good[:strings.Index(good, "hosts:")] + `  - id: 2
+    name: batch
+    visibility_timeout_s: 30
+    max_attempts: 3
+    backoff_base_s: 2
+    dead_letter_retention_s: 60
+`
+	cases[5] = struct {
+		name, yaml string
+		sentinel   error
+		want       string
+	}{"duplicate queue name", dupQueue, schema.ErrDuplicate, "line 10:"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("cluster.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if !errors.Is(err, tc.sentinel) || !errors.Is(err, ErrYAML) {
+				t.Fatalf("error %q: want errors.Is %v and ErrYAML", err, tc.sentinel)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
