@@ -116,7 +116,7 @@ type FileOp struct {
 	Op   OpKind
 	Path string
 	To   string // OpRename target
-	Data []byte // OpWrite contents
+	Data []byte // OpWrite / OpAppend contents
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64
@@ -157,6 +157,7 @@ const (
 	OpList
 	OpRemove
 	OpMkdir
+	OpAppend // open(O_WRONLY|O_APPEND|O_CREAT, 0600) + write all + close, no fsync
 )
 
 func (k OpKind) String() string {
@@ -177,6 +178,8 @@ func (k OpKind) String() string {
 		return "remove"
 	case OpMkdir:
 		return "mkdir"
+	case OpAppend:
+		return "append"
 	default:
 		return "op?"
 	}

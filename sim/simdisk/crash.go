@@ -163,13 +163,32 @@ func (d *Disk) dirtyFiles(p *plan) []*inode {
 // a crash, in a fixed order: durable, current, current torn at every 512 B
 // boundary below its length (4 KiB boundaries included, 0 included),
 // current zeroed.
+// tornBase is where a crash may start tearing or zeroing f: after the
+// fsync'd prefix of an append-only file, else at 0.
+func tornBase(f *inode) int {
+	if !f.truncated && len(f.data) >= len(f.durable) && string(f.data[:len(f.durable)]) == string(f.durable) {
+		return len(f.durable)
+	}
+	return 0
+}
+
+// zeroedFrom is f's data with bytes from base on zeroed.
+func zeroedFrom(f *inode, base int) []byte {
+	z := make([]byte, len(f.data))
+	copy(z, f.data[:base])
+	return z
+}
+
 func dataOptions(f *inode) []dataOpt {
 	opts := []dataOpt{{f.durable, f.durMtime}, {f.data, f.mtime}}
-	for n := 0; n < len(f.data); n += 512 {
-		opts = append(opts, dataOpt{f.data[:n:n], f.mtime})
+	base := tornBase(f)
+	for n := base - base%512; n < len(f.data); n += 512 {
+		if n >= base {
+			opts = append(opts, dataOpt{f.data[:n:n], f.mtime})
+		}
 	}
 	if len(f.data) > 0 {
-		opts = append(opts, dataOpt{make([]byte, len(f.data)), f.mtime})
+		opts = append(opts, dataOpt{zeroedFrom(f, base), f.mtime})
 	}
 	out := opts[:0]
 	for _, o := range opts {
@@ -186,16 +205,21 @@ func randomOpt(f *inode, r *rand.Rand) dataOpt {
 	case 1:
 		return dataOpt{f.data, f.mtime}
 	case 2:
-		if len(f.data) > 0 {
+		base := tornBase(f)
+		if len(f.data) > base {
 			bs := 512
 			if r.IntN(2) == 1 {
 				bs = 4096
 			}
-			n := r.IntN((len(f.data)-1)/bs+1) * bs
-			return dataOpt{f.data[:n:n], f.mtime}
+			first := (base + bs - 1) / bs
+			last := (len(f.data) - 1) / bs
+			if last >= first {
+				n := (first + r.IntN(last-first+1)) * bs
+				return dataOpt{f.data[:n:n], f.mtime}
+			}
 		}
 	case 3:
-		return dataOpt{make([]byte, len(f.data)), f.mtime}
+		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}
 	}
 	return dataOpt{f.durable, f.durMtime}
 }

@@ -70,6 +70,10 @@ type inode struct {
 	durable  []byte // contents as of the last successful fsync
 	durMtime int64
 	dirty    bool // written since the last fsync
+	// truncated: an O_TRUNC write happened since the last fsync. If not,
+	// the file only grew by appends, and a crash can only tear or zero the
+	// appended part (the fsync'd prefix is on disk).
+	truncated bool
 
 	// Directories.
 	entries    map[string]*inode // current view
@@ -143,7 +147,7 @@ func (n *inode) sync() {
 		n.pending = nil
 		return
 	}
-	n.durable, n.durMtime, n.dirty = n.data, n.mtime, false
+	n.durable, n.durMtime, n.dirty, n.truncated = n.data, n.mtime, false, false
 }
 
 func cloneEntries(m map[string]*inode) map[string]*inode {
@@ -280,6 +284,32 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
 		}
 		n.data = slices.Clone(op.Data)
+		n.mtime = wall
+		n.dirty = true
+		n.truncated = true
+		return r
+
+	case sm.OpAppend:
+		dir, name, e, detail := d.parentOf("open", op.Path)
+		if e != sm.IOOK {
+			return fail(e, detail)
+		}
+		n := dir.entries[name]
+		if n != nil && n.isDir {
+			return fail(sm.IOFailed, "open "+op.Path+": is a directory")
+		}
+		if d.fault(d.faults.WriteErr) {
+			return fail(sm.IOFailed, "write "+op.Path+": input/output error (injected)")
+		}
+		if d.fault(d.faults.NoSpace) {
+			return fail(sm.IONoSpace, "write "+op.Path+": no space left on device (injected)")
+		}
+		if n == nil {
+			n = d.newFile()
+			dir.entries[name] = n
+			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+		}
+		n.data = append(slices.Clip(n.data), op.Data...)
 		n.mtime = wall
 		n.dirty = true
 		return r
