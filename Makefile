@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 SEED ?= 1
 SCHEDULES ?= 50000
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run generate fuzz sim-long bench clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench clean
 
 all: build
 
@@ -35,9 +35,16 @@ $(BIN)/staticcheck:
 staticcheck: $(BIN)/staticcheck
 	$(BIN)/staticcheck ./...
 
-# Until the daemon lands, `make run` replays one simulated 3-node boot
-# (simultaneous start, config on node0 only) and prints its trace.
-run:
+# A local 3-node cluster on loopback: dev certificates and the sample
+# config (on n0 only) under .dev/, supervised until Ctrl-C.
+run: binaries
+	$(BIN)/xcecli dev --bin $(BIN) --dir .dev --config examples/cluster.yaml
+
+binaries:
+	GOBIN=$(BIN) $(GO) install ./cmd/...
+
+# One simulated 3-node boot with its trace (SEED=N).
+sim-demo:
 	$(GO) run ./cmd/xcesim -seed $(SEED) -trace
 
 # Regenerate protobuf code (committed, so builds never need protoc).
@@ -62,4 +69,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./sim/...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) .dev

@@ -37,6 +37,7 @@ const (
 	evNetFault
 	evLiveness
 	evWallStep
+	evIO // job world: a file operation completes
 )
 
 type event struct {
@@ -48,6 +49,7 @@ type event struct {
 	in   sm.Input
 	nf   NetFault
 	ws   WallStep
+	op   sm.FileOp
 }
 
 type evHeap []event
@@ -103,10 +105,15 @@ type Failure struct {
 	At       time.Duration
 	Detail   string
 	Seed     uint64
+	Cmd      string // the reproduce command, when not the default
 }
 
 func (f *Failure) Error() string {
-	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: go test ./sim -seed=%d -v", f.Property, f.At, f.Detail, f.Seed)
+	cmd := f.Cmd
+	if cmd == "" {
+		cmd = fmt.Sprintf("go test ./sim -seed=%d -v", f.Seed)
+	}
+	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: %s", f.Property, f.At, f.Detail, cmd)
 }
 
 // World runs one scenario.

@@ -172,6 +172,7 @@ func (n *Node) becomePrimary(term uint64) {
 	n.log(Info, "ha.promoted", fmt.Sprintf("Promoted to primary (term=%d, config tag=%016x%s)", term, n.cfg.tag, staleNote))
 	n.broadcast(Msg{Type: MsgHeartbeat})
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
+	n.startRecovery()
 }
 
 // outranks reports whether primary (term a, priority pa) beats (b, pb):
@@ -209,6 +210,11 @@ func (n *Node) seenPrimary(from int, term uint64) {
 }
 
 func (n *Node) becomeStandby(p int, term uint64, format string) {
+	if n.role == RolePrimary {
+		// Stepping down discards the unreplicated state (DESIGN §4.2): a
+		// later promotion recovers from disk.
+		n.failWaiting("stepped down: outcome unknown, retry against the primary")
+	}
 	n.cancelTimer(TimerElection)
 	n.cancelTimer(TimerProbe)
 	n.role = RoleStandby

@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"xce/schema"
+	"xce/sm/queue"
 )
 
 // Node is one controller's state machine. It is not safe for concurrent
@@ -40,6 +43,7 @@ type Node struct {
 	standbys   map[int]bool // primary: joined standbys
 	fatal      string       // reason, once stopped
 	savedTags  []uint64     // tags whose save completed durably (checker view)
+	jobs       *jobState    // primary: durable job state (nil until recovery starts)
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -83,6 +87,8 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		} else {
 			n.log(Warn, "msg.bad-sender", fmt.Sprintf("dropping %s from unknown peer index %d", x.Msg.Type, x.From))
 		}
+	case ClientOp:
+		n.onClientOp(x)
 	case IODone:
 		k, ok := n.pending[x.ID]
 		if !ok {
@@ -104,6 +110,10 @@ func (n *Node) Role() Role { return n.role }
 
 // Term is the node's durable term.
 func (n *Node) Term() uint64 { return n.term }
+
+// ViewTerm is the term the node acts in: its own as primary, else the
+// highest term it knows (its primary's).
+func (n *Node) ViewTerm() uint64 { return n.viewTerm() }
 
 // Primary is the index of the primary this node follows (Self when
 // primary), or -1.
@@ -229,6 +239,34 @@ func (n *Node) peerName(i int) string {
 
 // verify checks blob against the versioned name it was stored under and
 // decodes it; the returned problem is the seed's §10 wording.
+// cfgDecoded is the running config, decoded (it was validated on load).
+func (n *Node) cfgDecoded() *schema.ClusterConfig {
+	if n.cfg == nil {
+		return &schema.ClusterConfig{}
+	}
+	c, err := schema.DecodeClusterConfig(n.cfg.bytes)
+	if err != nil {
+		return &schema.ClusterConfig{}
+	}
+	return c
+}
+
+// JobState exposes the job queues for checkers (nil until recovered).
+func (n *Node) JobState() (*queue.Queues, uint64, bool) {
+	if n.jobs == nil {
+		return nil, 0, false
+	}
+	return n.jobs.q, n.jobs.durableLSN, n.jobs.recovered
+}
+
+// LostAndFoundCount is lost_and_found_job_count of the last recovery.
+func (n *Node) LostAndFoundCount() int {
+	if n.jobs == nil {
+		return 0
+	}
+	return n.jobs.lostFound
+}
+
 func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
 	if len(blob) == 0 {
 		return nil, fmt.Sprintf("Config file '%s' is empty — not a valid ClusterConfig blob", name)

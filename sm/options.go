@@ -26,6 +26,13 @@ type Options struct {
 	KeepN        int           // conf_keep_n; 2
 	StaleTimeout time.Duration // conf_stale_timeout; 24 h; 0 disables
 
+	// MaxWALRecords triggers a checkpoint (seed 002 §13; default 10,000,
+	// at least 100).
+	MaxWALRecords int
+	// WALRepair truncates the WAL at a corruption instead of refusing to
+	// start (an operator's explicit choice: records after it are lost).
+	WALRepair bool
+
 	// SeedLiteralP0 enables seed 002 §9.1 literally: priority 0 is primary at
 	// once, never probes and never steps down. Unsafe: kept so the simulator
 	// can show the split brain it allows.
@@ -48,6 +55,7 @@ func DefaultOptions(self int, peers []string) Options {
 		FetchMaxAttempts:  20,
 		KeepN:             2,
 		StaleTimeout:      24 * time.Hour,
+		MaxWALRecords:     10000,
 	}
 }
 
@@ -71,6 +79,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: bad config fetch backoff", ErrBadOptions)
 	case o.KeepN < 1:
 		return fmt.Errorf("%w: conf keep_n must be >= 1", ErrBadOptions)
+	case o.MaxWALRecords < 100:
+		return fmt.Errorf("%w: max_wal_records %d below the minimum of 100 (seed 002 §13.5)", ErrBadOptions, o.MaxWALRecords)
 	case o.StaleTimeout < 0:
 		return fmt.Errorf("%w: negative stale timeout", ErrBadOptions)
 	}

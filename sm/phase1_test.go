@@ -838,7 +838,9 @@ func TestAmIPrimaryDeadlineExpires(t *testing.T) {
 			termOps = append(termOps, op.Op.String()+" "+op.Path)
 		}
 	}
-	if want := []string{"read data/term", "write data/term.tmp", "fsync data/term.tmp", "rename data/term.tmp", "fsyncdir data"}; strings.Join(termOps, ",") != strings.Join(want, ",") {
+	// (Job-state recovery, which starts at promotion, fsyncs data/ again
+	// after creating data/wal and data/snap: only the first five count.)
+	if want := []string{"read data/term", "write data/term.tmp", "fsync data/term.tmp", "rename data/term.tmp", "fsyncdir data"}; len(termOps) < 5 || strings.Join(termOps[:5], ",") != strings.Join(want, ",") {
 		t.Errorf("term ops %v, want %v", termOps, want)
 	}
 	if hb := h.outboxOf(sm.MsgHeartbeat); len(hb) != 2 || hb[0].Msg.Term != 1 || hb[0].Msg.Role != sm.RolePrimary {

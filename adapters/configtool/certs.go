@@ -1,0 +1,63 @@
+package configtool
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"xce/adapters/tlsconf"
+)
+
+// DevCerts writes a dev CA, one certificate per node name (server+client,
+// valid for hosts) and an admin client certificate into dir.
+func DevCerts(dir string, nodes, hosts []string, validFor time.Duration) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	caCert, caKey, err := tlsconf.GenerateCA("xce dev CA", validFor)
+	if err != nil {
+		return err
+	}
+	if err := tlsconf.WriteFiles(dir, "ca", caCert, caKey); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		c, k, err := tlsconf.GenerateCert(caCert, caKey, n, hosts, validFor, true, true)
+		if err != nil {
+			return fmt.Errorf("certificate for %s: %w", n, err)
+		}
+		if err := tlsconf.WriteFiles(dir, n, c, k); err != nil {
+			return err
+		}
+	}
+	c, k, err := tlsconf.GenerateCert(caCert, caKey, "admin", nil, validFor, true, false)
+	if err != nil {
+		return fmt.Errorf("admin certificate: %w", err)
+	}
+	return tlsconf.WriteFiles(dir, "admin", c, k)
+}
+
+func certsCmd() *cobra.Command {
+	var dir string
+	var nodes, hosts []string
+	var days int
+	c := &cobra.Command{
+		Use:   "certs --dir D --node n0 --node n1 ...",
+		Short: "write a dev CA, node certificates and an admin certificate (PEM)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := DevCerts(dir, nodes, hosts, time.Duration(days)*24*time.Hour); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote CA, %d node and 1 admin certificates to %s\n", len(nodes), filepath.Clean(dir))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&dir, "dir", "certs", "output directory")
+	c.Flags().StringSliceVar(&nodes, "node", nil, "node name (repeat)")
+	c.Flags().StringSliceVar(&hosts, "host", []string{"127.0.0.1", "localhost"}, "IPs/DNS names in node certificates")
+	c.Flags().IntVar(&days, "days", 365, "validity in days")
+	return c
+}

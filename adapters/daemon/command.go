@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// NewCommand is xcecontroller's command line; exit receives the node's
+// exit code.
+func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
+	cfg := DefaultConfig()
+	c := &cobra.Command{
+		Use:           "xcecontroller --peers n0=host:port,... --name n0 --workdir /var/lib/xce --cert C --key K --ca CA",
+		Short:         "one xce controller node",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exit(Run(ctx, cfg, os.Stderr))
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.Peers, "peers", "", "every controller in priority order: name=host:port,... (identical on all nodes)")
+	f.StringVar(&cfg.Name, "name", "", "this node's name in --peers")
+	f.StringVar(&cfg.Workdir, "workdir", "/var/lib/xce", "work directory; the node uses ${workdir}/${name} (local file system only)")
+	f.StringVar(&cfg.Cert, "cert", "", "node certificate (PEM), signed by the cluster CA")
+	f.StringVar(&cfg.Key, "key", "", "node private key (PEM)")
+	f.StringVar(&cfg.CA, "ca", "", "cluster CA certificate (PEM)")
+	f.IntVar(&cfg.KeepN, "conf-keep-n", cfg.KeepN, "versioned config files kept in conf/")
+	f.DurationVar(&cfg.StaleTimeout, "conf-stale-timeout", cfg.StaleTimeout, "flag a saved config older than this as stale (0 disables)")
+	f.DurationVar(&cfg.ElectionTimeout, "election-timeout", cfg.ElectionTimeout, "election timeout")
+	f.DurationVar(&cfg.PriorityStep, "election-priority-step", cfg.PriorityStep, "extra election delay per priority step")
+	f.DurationVar(&cfg.Jitter, "election-jitter", cfg.Jitter, "maximum election jitter")
+	f.DurationVar(&cfg.Heartbeat, "heartbeat-interval", cfg.Heartbeat, "primary heartbeat interval")
+	f.DurationVar(&cfg.FailureTimeout, "failure-timeout", cfg.FailureTimeout, "standby: primary silent this long starts an election")
+	f.DurationVar(&cfg.DialTimeout, "dial-timeout", cfg.DialTimeout, "peer connect timeout (probe_connect_timeout)")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug|info|warn|error")
+	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console|json")
+	for _, req := range []string{"peers", "name", "cert", "key", "ca"} {
+		_ = c.MarkFlagRequired(req)
+	}
+	return c
+}

@@ -1,0 +1,217 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+
+	"xce/adapters/fileio"
+	"xce/adapters/logging"
+	"xce/adapters/runner"
+	"xce/adapters/tlsconf"
+	"xce/adapters/transport"
+	"xce/schema"
+	"xce/sm"
+)
+
+// Config is everything xcecontroller takes on its command line.
+type Config struct {
+	Peers, Name, Workdir string
+	Cert, Key, CA        string
+	KeepN                int
+	StaleTimeout         time.Duration
+	ElectionTimeout      time.Duration
+	PriorityStep         time.Duration
+	Jitter               time.Duration
+	Heartbeat            time.Duration
+	FailureTimeout       time.Duration
+	DialTimeout          time.Duration
+	LogLevel, LogFormat  string
+}
+
+// DefaultConfig carries the seed's defaults.
+func DefaultConfig() Config {
+	d := sm.DefaultOptions(0, []string{"x"})
+	return Config{
+		KeepN: d.KeepN, StaleTimeout: d.StaleTimeout,
+		ElectionTimeout: d.ElectionTimeout, PriorityStep: d.PriorityStep, Jitter: d.JitterMax,
+		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
+		LogLevel: "info", LogFormat: "console",
+	}
+}
+
+// Run runs one node until ctx ends (clean stop, exit code 0) or the node
+// exits (its code: 0 for a requested restart, 1 for FATAL). Setup errors
+// are FATAL too: logged, and exit code 1.
+func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
+	log, _, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
+	if err != nil {
+		fmt.Fprintln(logOut, "FATAL", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	code, err := run(ctx, cfg, log)
+	if err != nil {
+		log.Error("FATAL "+err.Error(), zap.String("key", "fatal.startup"))
+		return 1
+	}
+	return code
+}
+
+func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
+	peers, warnings, err := ParsePeers(cfg.Peers)
+	if err != nil {
+		return 1, err
+	}
+	for _, w := range warnings {
+		log.Warn(w, zap.String("key", "peers.suspect"))
+	}
+	self, err := IndexOf(peers, cfg.Name)
+	if err != nil {
+		return 1, err
+	}
+	base := filepath.Join(cfg.Workdir, cfg.Name)
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return 1, fmt.Errorf("create work dir: %w", err)
+	}
+	if err := fileio.CheckLocalFS(base); err != nil {
+		return 1, err
+	}
+	mat, err := tlsconf.Load(cfg.Cert, cfg.Key, cfg.CA)
+	if err != nil {
+		return 1, err
+	}
+	if msg, warn := tlsconf.ExpiryWarning(mat.Leaf, time.Now(), tlsconf.CertWarnDays); warn {
+		log.Warn(msg, zap.String("key", "tls.cert-expiry"))
+	}
+	names := make([]string, len(peers))
+	tpeers := make([]transport.Peer, len(peers))
+	for i, p := range peers {
+		names[i] = p.Name
+		tpeers[i] = transport.Peer{Name: p.Name, Addr: p.Addr()}
+	}
+	opt := sm.DefaultOptions(self, names)
+	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
+	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
+	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
+	node, err := sm.NewNode(opt)
+	if err != nil {
+		return 1, err
+	}
+	var rn *runner.Runner
+	tr, err := transport.New(transport.Config{
+		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
+		Logf: func(format string, args ...any) {
+			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
+		},
+		Client: func(req *schema.ClientRequest) *schema.ClientReply {
+			return answer(req, rn, peers, self)
+		},
+	})
+	if err != nil {
+		return 1, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	listenErr := make(chan error, 1)
+	go func() { listenErr <- tr.Listen(ctx) }()
+	inbound := make(chan runner.Inbound, 1024)
+	go func() {
+		for m := range tr.Inbound() {
+			select {
+			case inbound <- runner.Inbound{From: m.From, Msg: m.Msg}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	rn = runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: base}, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed()})
+	go func() {
+		select {
+		case <-rn.Ready():
+			if ok, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
+				log.Warn("systemd notify READY=1 failed: "+err.Error(), zap.String("key", "systemd"))
+			} else if ok {
+				log.Info("systemd notified READY=1", zap.String("key", "systemd"))
+			}
+		case <-ctx.Done():
+		}
+	}()
+	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, self, len(peers), peers[self].Addr(), base), zap.String("key", "start"))
+	err = rn.Run(ctx)
+	_, _ = sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
+	cancel()
+	_ = tr.Close()
+	if lerr := <-listenErr; lerr != nil && !errors.Is(lerr, context.Canceled) {
+		log.Warn("listener: "+lerr.Error(), zap.String("key", "transport"))
+	}
+	var ee *runner.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Code, nil
+	case err == nil || errors.Is(err, context.Canceled):
+		log.Info("stopped", zap.String("key", "stop"))
+		return 0, nil
+	default:
+		return 1, err
+	}
+}
+
+// answer serves a client request from the runner's published status.
+func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int) *schema.ClientReply {
+	rep := &schema.ClientReply{Id: req.GetId()}
+	if rn == nil {
+		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
+		return rep
+	}
+	switch op := req.GetOp().(type) {
+	case *schema.ClientRequest_Status:
+		st := rn.Status()
+		pname := ""
+		if st.Primary >= 0 && st.Primary < len(peers) {
+			pname = peers[st.Primary].Name
+		}
+		rep.Body = &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
+			Name: peers[self].Name, Priority: uint32(self), Role: st.Role.String(), Term: st.Term,
+			Primary: int32(st.Primary), PrimaryName: pname, ConfigTag: st.ConfigTag, ConfigGeneration: st.Generation,
+			ConfigStale: st.Stale, Serving: st.Serving,
+		}}
+	case *schema.ClientRequest_Config:
+		st := rn.Status()
+		if len(st.Config) == 0 {
+			rep.Status, rep.Error = int32(sm.StatusEAGAIN), "no config loaded yet"
+			return rep
+		}
+		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
+	case *schema.ClientRequest_Job:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := rn.Do(ctx, JobRequestFromProto(op.Job))
+		if err != nil {
+			rep.Status, rep.Error = int32(sm.StatusEAGAIN), err.Error()
+			return rep
+		}
+		rep.Status, rep.Error = r.Status, r.Error
+		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(r)}
+	default:
+		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
+	}
+	return rep
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano()) ^ uint64(os.Getpid())<<16
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}

@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"xce/schema"
+	"xce/sm"
+	"xce/sm/queue"
+)
+
+// JobRequestFromProto converts the wire form of a job operation.
+func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
+	req := sm.JobRequest{Kind: sm.JobKind(j.GetKind()), Queue: j.GetQueue(), Payload: j.GetPayload(), Priority: j.GetPriority(),
+		Delay: j.GetDelay(), RunAt: j.GetRunAt(), Expires: j.GetExpires(), Resource: j.GetResource(), Host: j.GetHost(),
+		Max: int(j.GetMax()), ID: j.GetId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
+		Handle: queue.Handle{ID: j.GetHandle().GetId(), Attempt: j.GetHandle().GetAttempt()},
+		Fire:   queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
+	for _, h := range j.GetHandles() {
+		req.Handles = append(req.Handles, queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt()})
+	}
+	return req
+}
+
+// JobReplyToProto converts a node's reply for the wire.
+func JobReplyToProto(r sm.Reply) *schema.JobReply {
+	out := &schema.JobReply{Ok: r.OK, Oks: r.OKs, Moved: uint32(r.Moved), Deleted: uint32(r.Deleted), Lsn: r.LSN, At: r.At, Primary: int32(r.Primary)}
+	for _, j := range r.Jobs {
+		out.Jobs = append(out.Jobs, JobToProto(j))
+	}
+	return out
+}
+
+// JobToProto is the wire view of a job (every field, dead ones included).
+func JobToProto(j queue.Job) *schema.SnapshotJob {
+	st := schema.JobState_JOB_STATE_PENDING
+	switch j.State {
+	case queue.Processing:
+		st = schema.JobState_JOB_STATE_PROCESSING
+	case queue.Dead:
+		st = schema.JobState_JOB_STATE_DEAD
+	}
+	return &schema.SnapshotJob{Id: j.ID, Queue: j.Queue, Payload: j.Payload, Priority: j.Priority, State: st, RunAt: j.RunAt, Seq: j.Seq,
+		EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt, Attempts: j.Attempts,
+		Stamps: &schema.WalStamps{VisibilityTimeoutS: j.Stamps.VisibilityTimeoutS, MaxAttempts: j.Stamps.MaxAttempts, BackoffBaseS: j.Stamps.BackoffBaseS, DeadLetterRetentionS: j.Stamps.DeadLetterRetentionS},
+		Host:   j.Host, Resource: j.Resource, ClaimedAt: j.ClaimedAt, ClaimExpiresAt: j.ClaimExpiresAt, LastError: j.LastError, DiedAt: j.DiedAt,
+		Claims: j.Claims, Pin: j.Pin}
+}

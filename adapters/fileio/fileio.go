@@ -1,0 +1,290 @@
+// Package fileio executes the state machine's sm.FileOps on the real file
+// system, under one node's base directory (${workdir}/${name}).
+//
+// Each op is exactly the system calls the seed's write procedure names
+// (seed 002 §3.2): nothing is fsync'd unless an OpFsync / OpFsyncDir asks
+// for it, so durability is decided by the state machine alone. The
+// simulator's sim/simdisk executes the same ops in memory;
+// conformance_test.go runs identical sequences against both.
+//
+// Behaviour per op (all paths relative to Base, '/'-separated):
+//
+//   - OpWrite: open(O_WRONLY|O_CREAT|O_TRUNC, 0600), write all, close. No
+//     fsync. A failed write leaves whatever was written: cleanup is the
+//     state machine's business.
+//   - OpAppend: the same with O_APPEND instead of O_TRUNC.
+//   - OpFsync, OpFsyncDir: open(O_RDONLY), fsync, close. Both work on files
+//     and directories alike (as in simdisk: fsync(2) syncs whatever inode
+//     the descriptor names). Path "" is Base itself.
+//   - OpRename: rename(2) (not os.Rename, which refuses to replace an
+//     empty directory). Cross-directory renames are performed (simdisk
+//     refuses them; the state machine never issues one).
+//   - OpRemove: unlink(2); an empty directory is removed with rmdir(2), as
+//     simdisk does.
+//   - OpMkdir: mkdir(2) 0700. On EEXIST the path must be a directory (a
+//     symlink to one is accepted) and its permission bits are set to 0700
+//     if they differ (seed 002 §3.2 step 0).
+//   - OpRead: open, fstat; a directory fails with IOFailed; a file larger
+//     than MaxSize (when > 0) fails with IOTooBig before anything is read;
+//     otherwise the whole file and its mtime (Unix ns) are returned. A file
+//     that grows past MaxSize between fstat and read also fails IOTooBig.
+//   - OpList: every entry of the directory, sorted by name, subdirectories
+//     included (Size 0, as simdisk reports them), with Size and ModTime
+//     from lstat(2). An entry that vanishes between readdir and lstat is
+//     skipped.
+//
+// Errors: ENOENT (and fs.ErrNotExist) -> IONotExist, ENOSPC and EDQUOT -> IONoSpace, anything
+// else -> IOFailed; Detail is the error text. A path that is absolute,
+// empty where a name is needed, or has an empty, "." or ".." component is
+// refused with IOFailed before any system call, so no op can leave Base
+// lexically (the same paths simdisk refuses). Symlinks inside Base are
+// followed: an operator may link data/ elsewhere on a local file system.
+package fileio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"xce/sm"
+)
+
+// MaxPathLen bounds a relative path (Linux PATH_MAX, as simdisk).
+const MaxPathLen = 4096
+
+// Executor runs FileOps under Base, the node's ${workdir}/${name}. Base
+// must exist (the daemon creates it, 0700, before booting the node). The
+// zero value is not usable. An Executor holds no state besides Base and is
+// safe for concurrent use, but the runner issues ops from one goroutine so
+// they execute in order.
+type Executor struct{ Base string }
+
+// ErrPathRefused is wrapped by the error of a refused path (its text
+// starts the IODone Detail).
+var ErrPathRefused = errors.New("path refused")
+
+// Exec executes op and returns its completion (ID = op.ID). It never
+// panics on a malformed op.
+func (e *Executor) Exec(op sm.FileOp) sm.IODone {
+	r := sm.IODone{ID: op.ID}
+	fail := func(err error) sm.IODone {
+		r.Err, r.Detail = MapErr(err), err.Error()
+		return r
+	}
+	// Which ops accept "" (Base itself): those simdisk resolves with lookup.
+	allowBase := op.Op == sm.OpRead || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir || op.Op == sm.OpList
+	path, err := e.resolve(op.Path, allowBase)
+	if err != nil {
+		return fail(err)
+	}
+	switch op.Op {
+	case sm.OpWrite:
+		err = writeFile(path, op.Data, os.O_TRUNC)
+	case sm.OpAppend:
+		err = writeFile(path, op.Data, os.O_APPEND)
+	case sm.OpFsync, sm.OpFsyncDir:
+		err = fsyncPath(path)
+	case sm.OpRename:
+		var to string
+		if to, err = e.resolve(op.To, false); err == nil {
+			err = rename(path, to)
+		}
+	case sm.OpRemove:
+		err = os.Remove(path)
+	case sm.OpMkdir:
+		err = mkdir(path)
+	case sm.OpRead:
+		r.Data, r.ModTime, err = readFile(path, op.MaxSize)
+		if errors.Is(err, errTooBig) {
+			r.Data = nil
+			r.Err, r.Detail = sm.IOTooBig, err.Error()
+			return r
+		}
+	case sm.OpList:
+		r.Entries, err = list(path)
+	default:
+		err = fmt.Errorf("unknown file operation %s (%d)", op.Op, op.Op)
+	}
+	if err != nil {
+		r.Data, r.Entries, r.ModTime = nil, nil, 0
+		return fail(err)
+	}
+	return r
+}
+
+// resolve joins rel under Base after a lexical check. "" names Base and is
+// accepted only when allowBase.
+func (e *Executor) resolve(rel string, allowBase bool) (string, error) {
+	if e.Base == "" {
+		return "", fmt.Errorf("%w: executor has no base directory", ErrPathRefused)
+	}
+	if rel == "" {
+		if allowBase {
+			return e.Base, nil
+		}
+		return "", fmt.Errorf("%w: empty path", ErrPathRefused)
+	}
+	if msg := CheckPath(rel); msg != "" {
+		return "", fmt.Errorf("%w: %q: %s", ErrPathRefused, rel, msg)
+	}
+	return filepath.Join(e.Base, filepath.FromSlash(rel)), nil
+}
+
+// CheckPath validates a non-empty relative path and returns why it is
+// refused, or "": absolute paths, empty components (leading, trailing or
+// doubled '/'), "." and ".." components, NUL bytes and paths longer than
+// MaxPathLen are refused.
+func CheckPath(p string) string {
+	switch {
+	case p == "":
+		return "empty path"
+	case len(p) > MaxPathLen:
+		return "file name too long"
+	case strings.IndexByte(p, 0) >= 0:
+		return "NUL byte in path"
+	case strings.HasPrefix(p, "/"):
+		return "absolute path"
+	}
+	for _, comp := range strings.Split(p, "/") {
+		switch comp {
+		case "":
+			return "empty component (trailing or doubled '/')"
+		case ".", "..":
+			return "'.' or '..' component"
+		}
+	}
+	return ""
+}
+
+// MapErr classifies an OS error: ENOENT or fs.ErrNotExist -> IONotExist, ENOSPC and EDQUOT
+// -> IONoSpace, nil -> IOOK, anything else -> IOFailed.
+func MapErr(err error) sm.IOErr {
+	switch {
+	case err == nil:
+		return sm.IOOK
+	case errors.Is(err, errTooBig):
+		return sm.IOTooBig
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, fs.ErrNotExist):
+		return sm.IONotExist
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return sm.IONoSpace
+	default:
+		return sm.IOFailed
+	}
+}
+
+var errTooBig = errors.New("file larger than the size limit")
+
+// writeFile is open(O_WRONLY|O_CREAT|mode, 0600) + write all + close.
+func writeFile(path string, data []byte, mode int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|mode, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data) // os.File.Write loops until all is written or fails
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+// rename is rename(2) itself: unlike os.Rename it replaces an empty
+// directory with a directory, as POSIX (and simdisk) allow.
+func rename(from, to string) error {
+	if err := syscall.Rename(from, to); err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
+}
+
+func fsyncPath(path string) error {
+	f, err := os.Open(path) // O_RDONLY: valid for files and directories
+	if err != nil {
+		return err
+	}
+	serr := f.Sync()
+	cerr := f.Close()
+	if serr != nil {
+		return serr
+	}
+	return cerr
+}
+
+func mkdir(path string) error {
+	err := os.Mkdir(path, 0o700)
+	if err == nil || !errors.Is(err, syscall.EEXIST) {
+		return err
+	}
+	st, serr := os.Stat(path)
+	if serr != nil {
+		return serr
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("mkdir %s: file exists and is not a directory", path)
+	}
+	if st.Mode().Perm() != 0o700 {
+		return os.Chmod(path, 0o700)
+	}
+	return nil
+}
+
+func readFile(path string, maxSize int64) ([]byte, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.IsDir() {
+		return nil, 0, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	if maxSize > 0 && st.Size() > maxSize {
+		return nil, 0, fmt.Errorf("read %s: %w (%d > %d bytes)", path, errTooBig, st.Size(), maxSize)
+	}
+	var rd io.Reader = f
+	if maxSize > 0 {
+		rd = io.LimitReader(f, maxSize+1) // the file may grow after fstat
+	}
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, 0, err
+	}
+	if maxSize > 0 && int64(len(data)) > maxSize {
+		return nil, 0, fmt.Errorf("read %s: %w (grew past %d bytes while reading)", path, errTooBig, maxSize)
+	}
+	return data, st.ModTime().UnixNano(), nil
+}
+
+func list(path string) ([]sm.DirEntry, error) {
+	des, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sm.DirEntry, 0, len(des))
+	for _, de := range des {
+		info, err := de.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed since readdir
+		}
+		if err != nil {
+			return nil, err
+		}
+		e := sm.DirEntry{Name: de.Name(), ModTime: info.ModTime().UnixNano()}
+		if !info.IsDir() {
+			e.Size = info.Size()
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b sm.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,404 @@
+// Package runner is the one goroutine that owns an sm.Node: it feeds the
+// node its inputs (boot, messages, timer fires, I/O completions) with the
+// real clock, and executes the effects each step returns, in order, with
+// the real adapters (DESIGN §3.2).
+//
+// Goroutines: Run's own (the loop, the only caller of Node.Step), one I/O
+// worker executing FileOps strictly in the order they were issued, and
+// time.AfterFunc callbacks posting timer fires. All of them have ended when
+// Run returns; FileOps still queued then are dropped, as a crash would
+// (the state machine is crash-safe at every effect boundary).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"xce/adapters/fileio"
+	"xce/sm"
+)
+
+// Inbound is a message received from peer From (its index in --peers, as
+// authenticated by the transport).
+type Inbound struct {
+	From int
+	Msg  sm.Msg
+}
+
+// Transport sends to peers. Send is best effort and must not block: drop
+// the message if the connection is down or its queue is full (the node's
+// timers cover loss). It is called from the Run goroutine only.
+type Transport interface {
+	Send(to int, m sm.Msg)
+}
+
+// Config wires a Runner.
+type Config struct {
+	Node  *sm.Node         // required; owned by the Runner from New on
+	Files *fileio.Executor // required: the node's ${workdir}/${name}
+	// Transport may be nil for a single-node cluster: sends are dropped.
+	Transport Transport
+	// Inbound delivers received messages; nil means none. A closed channel
+	// is treated as "no more messages" (the loop stops reading it).
+	Inbound <-chan Inbound
+	Log     *zap.Logger // nil: no logs
+	Seed    uint64      // Boot.Seed: election jitter (use crypto/rand in the daemon)
+}
+
+// Status is a snapshot of the node, published after every step.
+type Status struct {
+	Role       sm.Role
+	Term       uint64
+	Primary    int // index of the primary followed (self when primary), -1 if none
+	ConfigTag  uint64
+	Generation uint64
+	Stale      bool
+	Serving    bool
+	Fatal      string // FatalReason once stopped
+	Config     []byte // the running config blob (never modified in place)
+}
+
+// ExitError is returned by Run when the node emits sm.Exit: Code 0 for a
+// requested restart (or a finished install), non-zero for FATAL. The
+// daemon exits with Code.
+type ExitError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("node exited with code %d: %s", e.Code, e.Reason)
+}
+
+// Runner runs one node. Build it with New; call Run once.
+type Runner struct {
+	cfg     Config
+	log     *zap.Logger
+	started atomic.Bool
+
+	mu          sync.Mutex
+	status      Status
+	ready       chan struct{}
+	readyClosed bool
+
+	// Owned by the Run goroutine.
+	start  time.Time
+	timers map[sm.TimerKind]*time.Timer
+	armed  map[sm.TimerKind]uint64
+	fired  chan sm.TimerFired
+	stop   chan struct{}
+	worker *ioWorker
+
+	// Client operations: Do posts, the loop feeds them to the node and
+	// hands each Reply effect back to its waiter.
+	ops     chan clientCall
+	waiters map[uint64]chan sm.Reply
+	nextOp  uint64
+
+	// Timer callbacks register here so Run can wait for them.
+	tmu    sync.Mutex
+	closed bool
+	cbs    sync.WaitGroup
+}
+
+// New builds a runner; nothing runs before Run.
+func New(cfg Config) *Runner {
+	r := &Runner{cfg: cfg, log: cfg.Log, ready: make(chan struct{}), ops: make(chan clientCall), stop: make(chan struct{}), waiters: map[uint64]chan sm.Reply{}}
+	if r.log == nil {
+		r.log = zap.NewNop()
+	}
+	r.publish()
+	return r
+}
+
+// Status returns the latest snapshot; safe from any goroutine.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// Ready is closed the first time Status().Serving is true (the daemon
+// then tells systemd READY=1). It is never closed if the node stops first:
+// wait on it together with Run's result.
+func (r *Runner) Ready() <-chan struct{} { return r.ready }
+
+func (r *Runner) publish() {
+	n := r.cfg.Node
+	if n == nil {
+		return
+	}
+	st := Status{
+		Role: n.Role(), Term: n.ViewTerm(), Primary: n.Primary(),
+		ConfigTag: n.ConfigTag(), Generation: n.ConfigGeneration(),
+		Stale: n.Stale(), Serving: n.Serving(), Fatal: n.FatalReason(),
+	}
+	st.Config, _, _ = n.Config() // immutable once loaded
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status = st
+	if st.Serving && !r.readyClosed {
+		r.readyClosed = true
+		close(r.ready)
+	}
+}
+
+type clientCall struct {
+	req   sm.JobRequest
+	reply chan sm.Reply
+}
+
+// ErrStopped is returned by Do when the node stops before answering: the
+// operation's outcome is unknown.
+var ErrStopped = errors.New("runner: node stopped; outcome unknown")
+
+// Do runs one client operation through the node and waits for its reply
+// (sent only once everything it depends on is durable).
+func (r *Runner) Do(ctx context.Context, req sm.JobRequest) (sm.Reply, error) {
+	c := clientCall{req: req, reply: make(chan sm.Reply, 1)}
+	select {
+	case r.ops <- c:
+	case <-ctx.Done():
+		return sm.Reply{}, ctx.Err()
+	case <-r.stop:
+		return sm.Reply{}, ErrStopped
+	}
+	select {
+	case rep := <-c.reply:
+		return rep, nil
+	case <-ctx.Done():
+		return sm.Reply{}, ctx.Err()
+	case <-r.stop:
+		return sm.Reply{}, ErrStopped
+	}
+}
+
+// ErrRunTwice is returned by a second call to Run.
+var ErrRunTwice = errors.New("runner: Run called more than once")
+
+// Run boots the node (Boot{Seed}) and runs it until it exits (*ExitError)
+// or ctx is done (ctx.Err()). Every goroutine it started has ended when
+// it returns.
+func (r *Runner) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrRunTwice
+	}
+	switch {
+	case r.cfg.Node == nil:
+		return errors.New("runner: Config.Node is nil")
+	case r.cfg.Files == nil:
+		return errors.New("runner: Config.Files is nil")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.start = time.Now()
+	r.timers = map[sm.TimerKind]*time.Timer{}
+	r.armed = map[sm.TimerKind]uint64{}
+	r.fired = make(chan sm.TimerFired)
+	done := make(chan sm.IODone)
+	r.worker = &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.worker.run()
+	}()
+	defer func() {
+		r.tmu.Lock()
+		r.closed = true // no timer callback registers from now on
+		r.tmu.Unlock()
+		for _, t := range r.timers {
+			t.Stop()
+		}
+		close(r.stop)
+		r.cbs.Wait()
+		wg.Wait()
+	}()
+
+	if err := r.step(sm.Boot{Seed: r.cfg.Seed}); err != nil {
+		return err
+	}
+	inbound := r.cfg.Inbound
+	for {
+		var in sm.Input
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m, ok := <-inbound:
+			if !ok {
+				inbound = nil
+				r.log.Warn("inbound channel closed; no more peer messages", zap.String("key", "runner.inbound-closed"))
+				continue
+			}
+			in = sm.Recv{From: m.From, Msg: m.Msg}
+		case tf := <-r.fired:
+			if r.armed[tf.Kind] != tf.Gen {
+				continue // re-armed or cancelled since it fired
+			}
+			delete(r.armed, tf.Kind)
+			delete(r.timers, tf.Kind)
+			in = tf
+		case d := <-done:
+			in = d
+		case c := <-r.ops:
+			r.nextOp++
+			r.waiters[r.nextOp] = c.reply
+			in = sm.ClientOp{ID: r.nextOp, Req: c.req}
+		}
+		if err := r.step(in); err != nil {
+			return err
+		}
+	}
+}
+
+// step feeds one input with the current clock, executes the effects in
+// order and publishes the status. It returns *ExitError on sm.Exit.
+func (r *Runner) step(in sm.Input) error {
+	now := time.Now()
+	clk := sm.Clock{Mono: now.Sub(r.start), Wall: now.UnixNano()}
+	effs := r.cfg.Node.Step(clk, in)
+	defer r.publish()
+	for _, e := range effs {
+		if x, ok := e.(sm.Exit); ok {
+			lvl := zapcore.InfoLevel
+			if x.Code != 0 {
+				lvl = zapcore.ErrorLevel
+			}
+			r.log.Log(lvl, "node exit", zap.String("key", "runner.exit"), zap.Int("code", x.Code), zap.String("reason", x.Reason))
+			return &ExitError{Code: x.Code, Reason: x.Reason}
+		}
+		r.execute(e)
+	}
+	return nil
+}
+
+func (r *Runner) execute(e sm.Effect) {
+	switch x := e.(type) {
+	case sm.Send:
+		if r.cfg.Transport != nil {
+			r.cfg.Transport.Send(x.To, x.Msg)
+		}
+	case sm.SetTimer:
+		if t := r.timers[x.Kind]; t != nil {
+			t.Stop()
+		}
+		r.armed[x.Kind] = x.Gen
+		tf := sm.TimerFired{Kind: x.Kind, Gen: x.Gen}
+		r.timers[x.Kind] = time.AfterFunc(max(x.After, 0), func() { r.postTimer(tf) })
+	case sm.CancelTimer:
+		if t := r.timers[x.Kind]; t != nil {
+			t.Stop()
+		}
+		delete(r.timers, x.Kind)
+		delete(r.armed, x.Kind)
+	case sm.FileOp:
+		r.worker.submit(x)
+	case sm.Log:
+		r.logEffect(x)
+	case sm.Reply:
+		if ch, ok := r.waiters[x.ID]; ok {
+			ch <- x // buffered: never blocks the loop
+			delete(r.waiters, x.ID)
+		}
+	default:
+		r.log.Error("unknown effect", zap.String("key", "runner.unknown-effect"), zap.String("type", fmt.Sprintf("%T", e)))
+	}
+}
+
+// postTimer runs in a time.AfterFunc goroutine.
+func (r *Runner) postTimer(tf sm.TimerFired) {
+	r.tmu.Lock()
+	if r.closed {
+		r.tmu.Unlock()
+		return
+	}
+	r.cbs.Add(1)
+	r.tmu.Unlock()
+	defer r.cbs.Done()
+	select {
+	case r.fired <- tf:
+	case <-r.stop:
+	}
+}
+
+// logEffect writes a node log line with field key=Log.Key. sm.Fatal is
+// written at zap's FatalLevel through the core, so zap does not call
+// os.Exit: the node's Exit effect ends Run instead.
+func (r *Runner) logEffect(l sm.Log) {
+	key := zap.String("key", l.Key)
+	switch l.Level {
+	case sm.Debug:
+		r.log.Debug(l.Text, key)
+	case sm.Info:
+		r.log.Info(l.Text, key)
+	case sm.Warn:
+		r.log.Warn(l.Text, key)
+	case sm.Error:
+		r.log.Error(l.Text, key)
+	default:
+		ent := zapcore.Entry{Level: zapcore.FatalLevel, Time: time.Now(), LoggerName: r.log.Name(), Message: l.Text}
+		if ce := r.log.Core().Check(ent, nil); ce != nil {
+			ce.Write(key)
+		}
+	}
+}
+
+// ioWorker executes FileOps one at a time, in submission order, and posts
+// each completion back to the loop. submit never blocks the loop.
+type ioWorker struct {
+	exec *fileio.Executor
+	mu   sync.Mutex
+	q    []sm.FileOp
+	wake chan struct{} // capacity 1
+	done chan<- sm.IODone
+	stop <-chan struct{}
+}
+
+func (w *ioWorker) submit(op sm.FileOp) {
+	w.mu.Lock()
+	w.q = append(w.q, op)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (w *ioWorker) run() {
+	for {
+		w.mu.Lock()
+		if len(w.q) == 0 {
+			w.mu.Unlock()
+			select {
+			case <-w.wake:
+				continue
+			case <-w.stop:
+				return
+			}
+		}
+		op := w.q[0]
+		w.q[0] = sm.FileOp{} // release Data
+		w.q = w.q[1:]
+		w.mu.Unlock()
+		select {
+		case <-w.stop:
+			return // do not start an op after Run ended
+		default:
+		}
+		d := w.exec.Exec(op)
+		d.ID = op.ID
+		select {
+		case w.done <- d:
+		case <-w.stop:
+			return
+		}
+	}
+}

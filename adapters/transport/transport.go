@@ -1,0 +1,611 @@
+// Package transport carries the state machine's messages between
+// controllers over TLS 1.3 with mutual authentication (DESIGN.md §3.2,
+// seed 002 §5.3, §5.4, §9.2), and serves the operator/worker client
+// protocol on the same port.
+//
+// Connections. Every connection is TLS 1.3, both sides presenting a
+// certificate signed by the cluster CA (tlsconf.Material). The dialer's
+// first frame is a Hello (wire.WriteHello):
+//
+//   - PEER: a controller. The certificate's CN must equal Hello.name and be
+//     a name in --peers other than our own; otherwise the connection is
+//     closed and the refusal logged (CN sanitised). Every further frame is
+//     an Envelope (wire.ReadFrame), delivered on Inbound() with From = the
+//     sender's index in --peers, taken from the certificate, never from
+//     the message. Nothing is written back: replies travel on the
+//     connection the other controller dials to us.
+//   - CLIENT: an operator tool or worker with any CA-signed certificate.
+//     Each ClientRequest is answered, in order, by Config.Client.
+//
+// A frame over the size limit, an undecodable frame or a bad Hello closes
+// the connection (logged); nothing here panics on input.
+//
+// Sending. Send never blocks: each peer has a bounded queue (QueueLen,
+// default DefaultQueueLen) drained by one goroutine that dials lazily on
+// the next message (DialTimeout for the TCP connect, HandshakeTimeout for
+// TLS and the Hello), keeps the connection while it works, and on any error
+// closes it and dials again for the next message. When a queue is full the
+// OLDEST queued message is dropped: every message carries the sender's
+// current view (role, term, tag), so the newest is the most useful, and the
+// state machine's timers cover the loss. Delivery is best effort: a message
+// queued, written to a connection the peer has just closed, or waiting for
+// a failed dial is lost without notice.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"xce/adapters/tlsconf"
+	"xce/adapters/wire"
+	"xce/schema"
+	"xce/sm"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultDialTimeout      = 500 * time.Millisecond // seed 002 §9.2 probe_connect_timeout_ms
+	DefaultHandshakeTimeout = 2 * time.Second
+	DefaultWriteTimeout     = 5 * time.Second
+	DefaultQueueLen         = 64
+	// InboundLen is the capacity of the Inbound channel. When it is full,
+	// readers wait (TCP flow control pushes back on the senders, whose
+	// writes then time out and whose queues drop their oldest messages).
+	InboundLen = 256
+)
+
+// ErrClosed is returned by Listen after Close.
+var ErrClosed = errors.New("transport: closed")
+
+// Peer is one controller of --peers; its index there is its priority.
+type Peer struct{ Name, Addr string }
+
+// Config configures a Transport.
+type Config struct {
+	Self  int    // our index in Peers
+	Peers []Peer // --peers, in priority order
+	// TLS is our identity; its certificate's CN must be Peers[Self].Name,
+	// since that is what the other controllers check.
+	TLS *tlsconf.Material
+	// DialTimeout bounds each TCP connect; 0 means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds the TLS handshake plus the Hello, on both
+	// sides; 0 means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds writing one frame; 0 means DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// QueueLen is the per-peer outbound queue; 0 means DefaultQueueLen.
+	QueueLen int
+	// Logf receives diagnostics (refused connections, bad frames, dial
+	// failures — the latter once per change of error); nil discards them.
+	Logf func(format string, args ...any)
+	// Client answers client requests, one at a time per connection, from
+	// the connection's goroutine. It may be nil: requests are then answered
+	// with wire.StatusUnsupported "no handler". The reply's id is set by
+	// the transport; a nil reply is answered wire.StatusInternal.
+	Client func(req *schema.ClientRequest) *schema.ClientReply
+}
+
+// Inbound is one message received from a peer. From is the sender's index
+// in Peers, established by its certificate. Same shape as runner.Inbound.
+type Inbound struct {
+	From int
+	Msg  sm.Msg
+}
+
+// Transport is the real network adapter. Its methods are safe for
+// concurrent use.
+type Transport struct {
+	cfg    Config
+	byName map[string]int
+	links  []*link // per peer; nil at Self
+	in     chan Inbound
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // every goroutine started by the transport
+	// peerConn holds, per peer index, the current accepted connection from
+	// that peer; a newer one replaces (closes) it.
+	peerConn map[int]net.Conn
+
+	closeOnce sync.Once
+}
+
+// link is the outbound side towards one peer.
+type link struct {
+	idx     int
+	name    string
+	addr    string
+	q       chan sm.Msg
+	dropped atomic.Uint64
+}
+
+// New checks cfg and starts one sender goroutine per other peer.
+func New(cfg Config) (*Transport, error) {
+	if len(cfg.Peers) == 0 {
+		return nil, errors.New("transport: no peers")
+	}
+	if cfg.Self < 0 || cfg.Self >= len(cfg.Peers) {
+		return nil, fmt.Errorf("transport: self index %d out of range 0..%d", cfg.Self, len(cfg.Peers)-1)
+	}
+	if len(cfg.Peers) > wire.MaxPriority+1 {
+		return nil, fmt.Errorf("transport: %d peers, max %d", len(cfg.Peers), wire.MaxPriority+1)
+	}
+	if cfg.TLS == nil || cfg.TLS.Leaf == nil || cfg.TLS.CAs == nil {
+		return nil, errors.New("transport: no TLS material")
+	}
+	byName := make(map[string]int, len(cfg.Peers))
+	for i, p := range cfg.Peers {
+		switch {
+		case p.Name == "":
+			return nil, fmt.Errorf("transport: peer %d has no name", i)
+		case len(p.Name) > wire.MaxNameLen:
+			return nil, fmt.Errorf("transport: peer %d name longer than %d bytes", i, wire.MaxNameLen)
+		case p.Addr == "":
+			return nil, fmt.Errorf("transport: peer %d (%s) has no address", i, p.Name)
+		}
+		if j, dup := byName[p.Name]; dup {
+			return nil, fmt.Errorf("transport: peers %d and %d are both named %q", j, i, p.Name)
+		}
+		byName[p.Name] = i
+	}
+	if cn, want := cfg.TLS.Leaf.Subject.CommonName, cfg.Peers[cfg.Self].Name; cn != want {
+		return nil, fmt.Errorf("transport: own certificate is for %q but --peers names this node %q; the other controllers would refuse it",
+			tlsconf.SanitizeCN(cn), want)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	t := &Transport{
+		cfg:      cfg,
+		byName:   byName,
+		links:    make([]*link, len(cfg.Peers)),
+		in:       make(chan Inbound, InboundLen),
+		peerConn: make(map[int]net.Conn),
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	for i, p := range cfg.Peers {
+		if i == cfg.Self {
+			continue
+		}
+		l := &link{idx: i, name: p.Name, addr: p.Addr, q: make(chan sm.Msg, cfg.QueueLen)}
+		t.links[i] = l
+		t.wg.Add(1)
+		go t.runLink(l)
+	}
+	return t, nil
+}
+
+func (t *Transport) logf(format string, args ...any) {
+	t.cfg.Logf("transport %s: "+format, append([]any{t.cfg.Peers[t.cfg.Self].Name}, args...)...)
+}
+
+// Inbound returns the channel of messages received from peers. It is
+// closed by Close once every receiving goroutine has stopped.
+func (t *Transport) Inbound() <-chan Inbound { return t.in }
+
+// Send queues m for peer to and returns at once. Messages to ourselves, to
+// an unknown index or after Close are dropped; when the peer's queue is
+// full its oldest message is dropped (see the package comment). m is
+// encoded later, on the peer's goroutine: the caller must not modify
+// m.SHA256 or m.Bytes after Send.
+func (t *Transport) Send(to int, m sm.Msg) {
+	if to < 0 || to >= len(t.links) || t.links[to] == nil || t.ctx.Err() != nil {
+		return
+	}
+	l := t.links[to]
+	for {
+		select {
+		case l.q <- m:
+			return
+		default:
+		}
+		select {
+		case <-l.q:
+			if n := l.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, ...
+				t.logf("queue to %s full: dropped %d messages so far (oldest first)", l.name, n)
+			}
+		default:
+		}
+	}
+}
+
+// Dropped reports how many messages to peer were dropped because its queue
+// was full.
+func (t *Transport) Dropped(peer int) uint64 {
+	if peer < 0 || peer >= len(t.links) || t.links[peer] == nil {
+		return 0
+	}
+	return t.links[peer].dropped.Load()
+}
+
+// Close stops every goroutine (senders, Listen and its connections),
+// closes every connection, waits for all of them, then closes Inbound().
+// Queued messages are discarded. Close is idempotent.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		t.cancel()
+		t.wg.Wait()
+		close(t.in)
+	})
+	return nil
+}
+
+// goTracked runs f in a goroutine counted by Close, unless the transport
+// is closed (then it returns false and f does not run).
+func (t *Transport) goTracked(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Go(f)
+	return true
+}
+
+// ---- outbound ----
+
+// runLink drains one peer's queue onto a lazily dialled connection.
+func (t *Transport) runLink(l *link) {
+	defer t.wg.Done()
+	var (
+		oc      *outConn
+		lastErr string // last dial error logged, to log each change once
+	)
+	defer func() {
+		if oc != nil {
+			oc.close()
+		}
+	}()
+	for {
+		var m sm.Msg
+		select {
+		case <-t.ctx.Done():
+			return
+		case m = <-l.q:
+		}
+		if oc != nil && oc.dead() {
+			oc.close()
+			oc = nil
+		}
+		if oc == nil {
+			c, err := t.dial(l)
+			if err != nil {
+				if t.ctx.Err() != nil {
+					return
+				}
+				if s := err.Error(); s != lastErr {
+					t.logf("to %s (%s): %v; will retry on the next message", l.name, l.addr, err)
+					lastErr = s
+				}
+				continue // m is lost; the next message retries
+			}
+			if lastErr != "" {
+				t.logf("to %s (%s): connected", l.name, l.addr)
+				lastErr = ""
+			}
+			oc = c
+		}
+		if err := oc.write(m, t.cfg.WriteTimeout); err != nil {
+			if errors.Is(err, wire.ErrBadMsg) || errors.Is(err, wire.ErrFrameTooBig) {
+				t.logf("to %s: dropping %s that cannot be encoded: %v", l.name, m.Type, err)
+				continue
+			}
+			if t.ctx.Err() == nil {
+				t.logf("to %s: %v; reconnecting on the next message", l.name, err)
+			}
+			oc.close()
+			oc = nil
+		}
+	}
+}
+
+// outConn is a dialled connection to a peer, with a reader goroutine that
+// notices when the peer closes it (or refuses our certificate, which TLS
+// 1.3 reports after the client's handshake has completed).
+type outConn struct {
+	raw      net.Conn
+	tc       *tls.Conn
+	readDone chan struct{}
+	unhook   func() bool // stops closing raw when the transport closes
+}
+
+func (o *outConn) dead() bool {
+	select {
+	case <-o.readDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// close closes the socket (no TLS close_notify, which could block on a
+// stuck peer) and waits for the reader.
+func (o *outConn) close() {
+	o.unhook()
+	o.raw.Close()
+	<-o.readDone
+}
+
+func (o *outConn) write(m sm.Msg, timeout time.Duration) error {
+	if err := o.raw.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	return wire.WriteFrame(o.tc, m)
+}
+
+// dial connects to l, completes the TLS handshake (the server must present
+// a CA-signed certificate for l.name) and sends our Hello.
+func (t *Transport) dial(l *link) (*outConn, error) {
+	d := net.Dialer{Timeout: t.cfg.DialTimeout}
+	raw, err := d.DialContext(t.ctx, "tcp", l.addr)
+	if err != nil {
+		return nil, err
+	}
+	// Close interrupts the handshake and, later, a blocked write.
+	unhook := context.AfterFunc(t.ctx, func() { raw.Close() })
+	fail := func(err error) (*outConn, error) {
+		unhook()
+		raw.Close()
+		return nil, err
+	}
+	if err := raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
+		return fail(err)
+	}
+	tc := tls.Client(raw, t.cfg.TLS.ClientConfigFor(l.name))
+	if err := tc.Handshake(); err != nil {
+		return fail(fmt.Errorf("tls handshake: %w", err))
+	}
+	if err := wire.WriteHello(tc, &schema.Hello{Kind: schema.Hello_PEER, Name: t.cfg.Peers[t.cfg.Self].Name}); err != nil {
+		return fail(err)
+	}
+	if err := raw.SetDeadline(time.Time{}); err != nil {
+		return fail(err)
+	}
+	o := &outConn{raw: raw, tc: tc, readDone: make(chan struct{}), unhook: unhook}
+	if !t.goTracked(func() { t.drain(l, o) }) {
+		return fail(ErrClosed)
+	}
+	return o, nil
+}
+
+// drain reads the dialled connection until it fails. The peer sends no
+// application data, so this only sees TLS post-handshake messages, a
+// refusal of our certificate, or the close.
+func (t *Transport) drain(l *link, o *outConn) {
+	defer close(o.readDone)
+	defer o.raw.Close()
+	n, err := io.Copy(io.Discard, o.tc)
+	switch {
+	case t.ctx.Err() != nil:
+	case n > 0:
+		t.logf("to %s: peer sent %d unexpected bytes; closing", l.name, n)
+	case err == nil:
+		t.logf("to %s: connection closed by the peer", l.name)
+	case !errors.Is(err, net.ErrClosed):
+		t.logf("to %s: connection ended: %v", l.name, err)
+	}
+}
+
+// ---- inbound ----
+
+// Listen binds Peers[Self].Addr and serves connections until ctx is done
+// or the transport is closed; it then closes the listener and every
+// connection it accepted, waits for their goroutines, and returns nil. It
+// returns an error if it cannot bind (or if the listener fails for good),
+// and ErrClosed after Close. Listen may be called again after it has
+// returned, e.g. to rebind after the address came back.
+func (t *Transport) Listen(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	defer t.wg.Done()
+
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopOnClose := context.AfterFunc(t.ctx, cancel)
+	defer stopOnClose()
+
+	addr := t.cfg.Peers[t.cfg.Self].Addr
+	var lc net.ListenConfig
+	ln, err := lc.Listen(lctx, "tcp", addr)
+	if err != nil {
+		if lctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("transport: listen %s: %w", addr, err)
+	}
+	stopLn := context.AfterFunc(lctx, func() { ln.Close() })
+	defer stopLn()
+
+	var conns sync.WaitGroup // each connection closes itself when lctx is done
+	defer conns.Wait()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if lctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("transport: accept on %s: %w", addr, err)
+			}
+			// EMFILE and friends: wait and retry, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t.logf("accept: %v; retrying in %v", err, backoff)
+			select {
+			case <-time.After(backoff):
+			case <-lctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		conns.Go(func() {
+			defer c.Close()
+			t.serve(lctx, c)
+		})
+	}
+}
+
+// serve runs one accepted connection until it fails or ctx is done.
+func (t *Transport) serve(ctx context.Context, raw net.Conn) {
+	remote := raw.RemoteAddr().String()
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
+	defer stop()
+	if err := raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
+		return
+	}
+	tc := tls.Server(raw, t.cfg.TLS.ServerConfig())
+	if err := tc.Handshake(); err != nil {
+		if ctx.Err() == nil {
+			claimed := ""
+			var cve *tls.CertificateVerificationError
+			if errors.As(err, &cve) && len(cve.UnverifiedCertificates) > 0 {
+				claimed = fmt.Sprintf(" (certificate %q)", tlsconf.SanitizeCN(cve.UnverifiedCertificates[0].Subject.CommonName))
+			}
+			t.logf("from %s: tls handshake%s: %v", remote, claimed, err)
+		}
+		return
+	}
+	cn := tlsconf.PeerCN(tc.ConnectionState())
+	hello, err := wire.ReadHello(tc)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.logf("from %s (cert %q): hello: %v; closing", remote, tlsconf.SanitizeCN(cn), err)
+		}
+		return
+	}
+	if err := raw.SetDeadline(time.Time{}); err != nil {
+		return
+	}
+	switch hello.GetKind() {
+	case schema.Hello_PEER:
+		idx, ok := t.byName[cn]
+		switch {
+		case cn != hello.GetName():
+			t.logf("from %s: refusing peer: certificate is for %q but hello says %q",
+				remote, tlsconf.SanitizeCN(cn), tlsconf.SanitizeCN(hello.GetName()))
+			return
+		case !ok:
+			t.logf("from %s: refusing peer %q: not in --peers", remote, tlsconf.SanitizeCN(cn))
+			return
+		case idx == t.cfg.Self:
+			t.logf("from %s: refusing peer %q: that is this node's own name", remote, tlsconf.SanitizeCN(cn))
+			return
+		}
+		t.servePeer(ctx, raw, tc, idx, remote)
+	case schema.Hello_CLIENT:
+		t.serveClient(ctx, raw, tc, cn, remote)
+	}
+}
+
+// servePeer delivers the frames of an authenticated peer connection.
+func (t *Transport) servePeer(ctx context.Context, raw net.Conn, tc *tls.Conn, idx int, remote string) {
+	name := t.cfg.Peers[idx].Name
+	t.mu.Lock()
+	if old := t.peerConn[idx]; old != nil {
+		old.Close() // the peer redialled: its old connection is dead to it
+	}
+	t.peerConn[idx] = raw
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.peerConn[idx] == raw {
+			delete(t.peerConn, idx)
+		}
+		t.mu.Unlock()
+	}()
+	for {
+		m, err := wire.ReadFrame(tc)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			default:
+				t.logf("from %s (%s): %v; closing", name, remote, err)
+			}
+			return
+		}
+		select {
+		case t.in <- Inbound{From: idx, Msg: m}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// serveClient answers the requests of a client connection in order.
+func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn, cn, remote string) {
+	for {
+		req, err := wire.ReadClientRequest(tc)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			default:
+				t.logf("client %q from %s: %v; closing", tlsconf.SanitizeCN(cn), remote, err)
+			}
+			return
+		}
+		rep := t.answer(req)
+		if err := raw.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
+			return
+		}
+		if err := wire.WriteClientReply(tc, rep); err != nil {
+			if errors.Is(err, wire.ErrBadMsg) || errors.Is(err, wire.ErrFrameTooBig) {
+				// The handler's reply cannot travel: say so instead.
+				t.logf("client %q: handler reply to request %d cannot be encoded: %v", tlsconf.SanitizeCN(cn), req.GetId(), err)
+				err = wire.WriteClientReply(tc, &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "reply cannot be encoded"})
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					t.logf("client %q from %s: %v; closing", tlsconf.SanitizeCN(cn), remote, err)
+				}
+				return
+			}
+		}
+	}
+}
+
+func (t *Transport) answer(req *schema.ClientRequest) *schema.ClientReply {
+	if req.GetOp() == nil {
+		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "unsupported operation"}
+	}
+	if t.cfg.Client == nil {
+		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "no handler"}
+	}
+	rep := t.cfg.Client(req)
+	if rep == nil {
+		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "handler gave no reply"}
+	}
+	rep.Id = req.GetId()
+	return rep
+}

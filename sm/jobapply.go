@@ -1,0 +1,264 @@
+package sm
+
+import (
+	"fmt"
+
+	"xce/schema"
+	"xce/sm/queue"
+)
+
+// LostAndFound is the synthetic queue and host (seed 002 §6.5).
+const LostAndFound = schema.ReservedName
+
+// router resolves names in WAL records against the running config. Live,
+// unknown names are refused before anything is logged; on replay they are
+// routed to lost_and_found (seed 002 §6.5) and reported through warn.
+type router struct {
+	queues    map[string]*schema.Queue
+	hosts     map[string]bool
+	resources map[uint32]bool
+	warn      func(what string, id string) // replay only
+	routed    int                          // jobs routed to lost_and_found
+}
+
+func newRouter(c *schema.ClusterConfig) *router {
+	r := &router{queues: map[string]*schema.Queue{}, hosts: map[string]bool{}, resources: map[uint32]bool{}}
+	for _, q := range c.GetQueues() {
+		r.queues[q.GetName()] = q
+	}
+	for _, h := range c.GetHosts() {
+		r.hosts[h.GetName()] = true
+	}
+	for _, res := range c.GetResources() {
+		r.resources[res.GetId()] = true
+	}
+	return r
+}
+
+func (r *router) knownQueue(name string) bool {
+	_, ok := r.queues[name]
+	return ok || name == LostAndFound
+}
+
+// knownHost: with no hosts configured any host may claim.
+func (r *router) knownHost(h string) bool {
+	return h == "" || len(r.hosts) == 0 || r.hosts[h] || h == LostAndFound
+}
+
+func (r *router) knownResource(id uint32) bool {
+	return id == 0 || len(r.resources) == 0 || r.resources[id]
+}
+
+func (r *router) queue(name string, countJob bool) string {
+	if r.knownQueue(name) {
+		return name
+	}
+	if r.warn != nil {
+		r.warn("queue", name)
+	}
+	if countJob {
+		r.routed++
+	}
+	return LostAndFound
+}
+
+func (r *router) host(h string) string {
+	if r.knownHost(h) {
+		return h
+	}
+	if r.warn != nil {
+		r.warn("host", h)
+	}
+	return LostAndFound
+}
+
+func (r *router) resource(id uint32) uint32 {
+	if r.knownResource(id) {
+		return id
+	}
+	if r.warn != nil {
+		r.warn("resource", fmt.Sprint(id))
+	}
+	return 0 // cleared; the job pends (it is pending at enqueue)
+}
+
+func stampsOf(s *schema.WalStamps) queue.Stamps {
+	return queue.Stamps{VisibilityTimeoutS: s.GetVisibilityTimeoutS(), MaxAttempts: s.GetMaxAttempts(),
+		BackoffBaseS: s.GetBackoffBaseS(), DeadLetterRetentionS: s.GetDeadLetterRetentionS()}
+}
+
+func walStamps(s queue.Stamps) *schema.WalStamps {
+	return &schema.WalStamps{VisibilityTimeoutS: s.VisibilityTimeoutS, MaxAttempts: s.MaxAttempts,
+		BackoffBaseS: s.BackoffBaseS, DeadLetterRetentionS: s.DeadLetterRetentionS}
+}
+
+func queueStamps(q *schema.Queue) queue.Stamps {
+	return queue.Stamps{VisibilityTimeoutS: q.GetVisibilityTimeoutS(), MaxAttempts: q.GetMaxAttempts(),
+		BackoffBaseS: q.GetBackoffBaseS(), DeadLetterRetentionS: q.GetDeadLetterRetentionS()}
+}
+
+// lostAndFoundStamps are the stamps of jobs enqueued directly to
+// lost_and_found (only by replay routing of a scheduler fire).
+var lostAndFoundStamps = queue.Stamps{VisibilityTimeoutS: 300, MaxAttempts: 1}
+
+func handleOf(h *schema.WalHandle) queue.Handle {
+	return queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt()}
+}
+
+func walHandle(h queue.Handle) *schema.WalHandle {
+	return &schema.WalHandle{Id: h.ID, Attempt: h.Attempt}
+}
+
+// buildRecord turns a validated live request into its WAL record, with
+// every input resolved (stamps from the queue's config; time).
+func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error) {
+	rec := &schema.WalRecord{Now: now}
+	switch req.Kind {
+	case JobEnqueue:
+		q := r.queues[req.Queue]
+		rec.Op = &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: req.Queue, QueueId: q.GetId(), Payload: req.Payload,
+			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
+			Resource: req.Resource, Host: req.Host}}
+	case JobClaim:
+		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max)}}
+	case JobAck:
+		rec.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: walHandle(req.Handle)}}
+	case JobAckBatch:
+		hs := make([]*schema.WalHandle, len(req.Handles))
+		for i, h := range req.Handles {
+			hs[i] = walHandle(h)
+		}
+		rec.Op = &schema.WalRecord_AckBatch{AckBatch: &schema.WalAckBatch{Handles: hs}}
+	case JobHeartbeat:
+		rec.Op = &schema.WalRecord_Heartbeat{Heartbeat: &schema.WalHeartbeat{Handle: walHandle(req.Handle)}}
+	case JobRetry:
+		rec.Op = &schema.WalRecord_Retry{Retry: &schema.WalRetry{Handle: walHandle(req.Handle), Error: req.Error}}
+	case JobFail:
+		rec.Op = &schema.WalRecord_Fail{Fail: &schema.WalFail{Handle: walHandle(req.Handle), Error: req.Error}}
+	case JobCancel:
+		rec.Op = &schema.WalRecord_Cancel{Cancel: &schema.WalCancel{Id: req.ID}}
+	case JobRedrive:
+		rec.Op = &schema.WalRecord_Redrive{Redrive: &schema.WalRedrive{Id: req.ID}}
+	case JobSweep:
+		rec.Op = &schema.WalRecord_SweepExpired{SweepExpired: &schema.WalSweepExpired{}}
+	case JobRegister:
+		q := r.queues[req.Queue]
+		rec.Op = &schema.WalRecord_Register{Register: &schema.WalRegister{Name: req.Name, Spec: req.Spec, Queue: req.Queue, QueueId: q.GetId(),
+			Payload: req.Payload, Stamps: walStamps(queueStamps(q)), Fire: &schema.WalFireOpts{Priority: req.Fire.Priority, ExpiresS: req.Fire.ExpiresS}}}
+	case JobUnregister:
+		rec.Op = &schema.WalRecord_Unregister{Unregister: &schema.WalUnregister{Name: req.Name}}
+	case JobTick:
+		rec.Op = &schema.WalRecord_Tick{Tick: &schema.WalTick{}}
+	default:
+		return nil, fmt.Errorf("operation %s is not logged", req.Kind)
+	}
+	return rec, nil
+}
+
+// applyRecord executes one record against q: the same function runs live
+// (right after the record is built) and on replay, so replay reproduces
+// exactly what clients were told.
+func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, error) {
+	now := rec.GetNow()
+	rep := Reply{LSN: rec.GetLsn(), At: now}
+	switch op := rec.GetOp().(type) {
+	case *schema.WalRecord_Enqueue:
+		e := op.Enqueue
+		name := r.queue(e.GetQueue(), true)
+		st := stampsOf(e.GetStamps())
+		job, err := q.Enqueue(now, name, e.GetPayload(), st, queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
+			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())})
+		if err != nil {
+			return rep, err
+		}
+		rep.OK, rep.Jobs = true, []queue.Job{job}
+	case *schema.WalRecord_ClaimBatch:
+		c := op.ClaimBatch
+		rep.Jobs = q.ClaimBatch(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()))
+		rep.OK = len(rep.Jobs) > 0
+	case *schema.WalRecord_Ack:
+		rep.OK = q.Ack(now, handleOf(op.Ack.GetHandle()))
+	case *schema.WalRecord_AckBatch:
+		hs := make([]queue.Handle, len(op.AckBatch.GetHandles()))
+		for i, h := range op.AckBatch.GetHandles() {
+			hs[i] = handleOf(h)
+		}
+		rep.OKs = q.AckBatch(now, hs)
+	case *schema.WalRecord_Heartbeat:
+		rep.OK = q.Heartbeat(now, handleOf(op.Heartbeat.GetHandle()))
+	case *schema.WalRecord_Retry:
+		rep.OK = q.Retry(now, handleOf(op.Retry.GetHandle()), op.Retry.GetError())
+	case *schema.WalRecord_Fail:
+		rep.OK = q.Fail(now, handleOf(op.Fail.GetHandle()), op.Fail.GetError())
+	case *schema.WalRecord_Cancel:
+		rep.OK = q.Cancel(now, op.Cancel.GetId())
+	case *schema.WalRecord_Redrive:
+		rep.OK = q.Redrive(now, op.Redrive.GetId())
+	case *schema.WalRecord_SweepExpired:
+		rep.Moved, rep.Deleted = q.SweepExpired(now)
+		rep.OK = true
+	case *schema.WalRecord_Register:
+		g := op.Register
+		st := stampsOf(g.GetStamps())
+		name := r.queue(g.GetQueue(), false)
+		if name == LostAndFound && g.GetQueue() != LostAndFound {
+			st = lostAndFoundStamps
+		}
+		if err := q.Register(now, g.GetName(), g.GetSpec(), name, g.GetPayload(), st,
+			queue.FireOpts{Priority: g.GetFire().GetPriority(), ExpiresS: g.GetFire().GetExpiresS()}); err != nil {
+			return rep, err
+		}
+		rep.OK = true
+	case *schema.WalRecord_Unregister:
+		rep.OK = q.Unregister(op.Unregister.GetName())
+	case *schema.WalRecord_Tick:
+		rep.Jobs = q.Tick(now)
+		rep.OK = true
+	default:
+		return rep, fmt.Errorf("WAL record %d has no known operation", rec.GetLsn())
+	}
+	return rep, nil
+}
+
+// ApplyJob runs one live request against q exactly as a primary would
+// (validation, record, apply) but without durability: the sequential
+// specification the simulator's linearizability checker uses, and the
+// replay of tools. Refused requests return Status != StatusOK and change
+// nothing.
+func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, now int64, req JobRequest) Reply {
+	r := newRouter(cfg)
+	if msg := validateJob(r, req); msg != "" {
+		return Reply{Status: StatusEINVAL, Error: msg}
+	}
+	switch req.Kind {
+	case JobGet:
+		job, ok := q.Get(req.ID)
+		rep := Reply{OK: ok}
+		if ok {
+			rep.Jobs = []queue.Job{job}
+		}
+		return rep
+	case JobList:
+		return Reply{OK: true, Jobs: q.List(req.Queue)}
+	}
+	rec, err := buildRecord(r, now, req)
+	if err != nil {
+		return Reply{Status: StatusEINVAL, Error: err.Error()}
+	}
+	rep, err := applyRecord(q, r, rec)
+	if err != nil {
+		return Reply{Status: StatusEINVAL, Error: err.Error()}
+	}
+	return rep
+}
+
+// ReplayRecords rebuilds the job state from records under cfg, routing
+// unknown names to lost_and_found; it returns the state and how many jobs
+// were routed.
+func ReplayRecords(cfg *schema.ClusterConfig, recs []*schema.WalRecord) (*queue.Queues, int) {
+	q, r := queue.New(), newRouter(cfg)
+	for _, rec := range recs {
+		_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
+	}
+	return q, r.routed
+}

@@ -1,0 +1,255 @@
+package sm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"xce/schema"
+	"xce/sm/queue"
+	"xce/sm/wal"
+)
+
+// maxLogFile bounds one segment or snapshot read.
+const maxLogFile = 1 << 31
+
+// startRecovery is persist_recover (seed 002 §6.5, §7): the lost_and_found
+// queue and host exist before replay (they are names the router always
+// accepts); load the newest valid snapshot, replay the WAL after it,
+// truncate a torn tail, refuse corruption before the tail.
+func (n *Node) startRecovery() {
+	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1}
+	n.jobs = j
+	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
+		n.listNames(wal.SnapDir, func(snaps []string) {
+			n.listNames(wal.WALDir, func(segs []string) {
+				n.recoverFrom(j, snaps, segs)
+			})
+		})
+	})
+}
+
+// mkdirs2 creates dirs (0700) and fsyncs their parent.
+func (n *Node) mkdirs2(dirs []string, parent string, then func()) {
+	if len(dirs) == 0 {
+		n.io(FileOp{Op: OpFsyncDir, Path: parent}, func(IODone) { then() })
+		return
+	}
+	n.io(FileOp{Op: OpMkdir, Path: dirs[0]}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.mkdir", fmt.Sprintf("cannot create directory '%s': %s %s", dirs[0], d.Err, d.Detail))
+			return
+		}
+		n.mkdirs2(dirs[1:], parent, then)
+	})
+}
+
+func (n *Node) listNames(dir string, then func([]string)) {
+	n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.recovery", fmt.Sprintf("cannot list %s: %s %s", dir, d.Err, d.Detail))
+			return
+		}
+		names := make([]string, len(d.Entries))
+		for i, e := range d.Entries {
+			names[i] = e.Name
+		}
+		then(names)
+	})
+}
+
+func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
+	plan, err := wal.PlanRecovery(snaps, segs)
+	if err != nil {
+		n.die("fatal.recovery", fmt.Sprintf("WAL recovery impossible: %v", err))
+		return
+	}
+	for _, s := range segs {
+		if _, ok := wal.ParseSegmentName(s); ok {
+			j.liveSegs[wal.WALDir+"/"+s] = true
+		}
+	}
+	replay := func(snapLSN uint64) {
+		j.nextLSN = snapLSN + 1
+		n.replaySegments(j, plan.Segments, snapLSN)
+	}
+	if plan.Snapshot == "" {
+		replay(0)
+		return
+	}
+	path := wal.SnapDir + "/" + plan.Snapshot
+	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+		var q *queue.Queues
+		var lsn uint64
+		err := ioErr(d)
+		if err == nil {
+			n.routeWarnings(j, 0, path)
+			before := j.r.routed
+			q, lsn, err = importSnapshot(d.Data, j.r)
+			j.lostFound += j.r.routed - before
+			j.r.warn = nil
+		}
+		if err != nil {
+			// The newest valid snapshot wins: drop this one and plan again.
+			n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, err))
+			n.recoverFrom(j, slices.DeleteFunc(slices.Clone(snaps), func(s string) bool { return s == plan.Snapshot }), segs)
+			return
+		}
+		j.q = q
+		n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, lsn))
+		replay(lsn)
+	})
+}
+
+func ioErr(d IODone) error {
+	if d.Err == IOOK {
+		return nil
+	}
+	return fmt.Errorf("%s %s", d.Err, d.Detail)
+}
+
+// replaySegments replays segs[0] and continues with the rest.
+func (n *Node) replaySegments(j *jobState, segs []string, snapLSN uint64) {
+	if len(segs) == 0 {
+		n.finishRecovery(j)
+		return
+	}
+	path := wal.WALDir + "/" + segs[0]
+	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
+			return
+		}
+		validLen, err := wal.Walk(d.Data, func(off int, rec *schema.WalRecord) error {
+			if rec.GetLsn() <= snapLSN {
+				return nil
+			}
+			if rec.GetLsn() != j.nextLSN {
+				return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", rec.GetLsn(), j.nextLSN)}
+			}
+			n.replayRecord(j, rec, off, path)
+			return nil
+		})
+		var ce *wal.CorruptError
+		if errors.As(err, &ce) {
+			if !n.opt.WALRepair {
+				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+				return
+			}
+			n.log(Warn, "wal.repair", fmt.Sprintf("--wal-repair: truncating %s at offset %d (%s); later records are discarded", path, ce.Offset, ce.Reason))
+			validLen = ce.Offset
+		} else if err != nil {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s: %v", path, err))
+			return
+		}
+		rest := segs[1:]
+		if validLen < len(d.Data) {
+			if len(rest) > 0 && !n.opt.WALRepair {
+				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a torn record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+				return
+			}
+			n.log(Warn, "wal.torn-tail", fmt.Sprintf("WAL segment %s: torn or zeroed tail at offset %d (%d bytes) truncated", path, validLen, len(d.Data)-validLen))
+			n.rewriteFile(path, d.Data[:validLen], func() {
+				n.removeFiles(prefixAll(wal.WALDir, rest), wal.WALDir, func() { n.finishRecovery(j) })
+			})
+			return
+		}
+		n.replaySegments(j, rest, snapLSN)
+	})
+}
+
+func prefixAll(dir string, names []string) []string {
+	out := make([]string, len(names))
+	for i, s := range names {
+		out[i] = dir + "/" + s
+	}
+	return out
+}
+
+// replayRecord applies one WAL record, routing unknown names to
+// lost_and_found with the §6.5 WARN lines.
+func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path string) {
+	n.routeWarnings(j, off, path)
+	before := j.r.routed
+	if _, err := applyRecord(j.q, j.r, rec); err != nil {
+		n.log(Warn, "wal.replay-refused", fmt.Sprintf("WAL record %d at offset %d in %s refused on replay: %v — skipped", rec.GetLsn(), off, path, err))
+	}
+	j.lostFound += j.r.routed - before
+	j.r.warn = nil
+	j.nextLSN = rec.GetLsn() + 1
+	j.lastNow = max(j.lastNow, rec.GetNow())
+}
+
+// routeWarnings makes the router log the §6.5 WARN lines for a record at
+// offset off of path.
+func (n *Node) routeWarnings(j *jobState, off int, path string) {
+	j.r.warn = func(what, id string) {
+		switch what {
+		case "queue":
+			n.log(Warn, "wal.unknown-queue", fmt.Sprintf("WAL record references unknown queue '%s' at offset %d in %s — routing job to lost_and_found queue", id, off, path))
+		case "resource":
+			n.log(Warn, "wal.unknown-resource", fmt.Sprintf("WAL record references unknown resource id=%s at offset %d in %s — clearing resource assignment, job set to PEND", id, off, path))
+		case "host":
+			n.log(Warn, "wal.unknown-host", fmt.Sprintf("WAL record references unknown host '%s' at offset %d in %s — routing to lost_and_found host", id, off, path))
+		}
+	}
+}
+
+func (n *Node) finishRecovery(j *jobState) {
+	if n.jobs != j {
+		return
+	}
+	j.durableLSN = j.nextLSN - 1
+	j.seg = wal.SegmentPath(j.nextLSN)
+	j.segFirst = j.nextLSN
+	if j.lostFound > 0 {
+		n.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))
+	}
+	j.recovered = true
+	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+}
+
+// rewriteFile replaces path with data crash-safely (tmp, fsync, rename,
+// fsync dir).
+func (n *Node) rewriteFile(path string, data []byte, then func()) {
+	tmp := path + ".tmp"
+	dir := path[:lastSlash(path)]
+	n.io(FileOp{Op: OpWrite, Path: tmp, Data: data}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.recovery", fmt.Sprintf("cannot write %s: %s %s", tmp, d.Err, d.Detail))
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
+			n.io(FileOp{Op: OpRename, Path: tmp, To: path}, func(d IODone) {
+				if d.Err != IOOK {
+					n.die("fatal.recovery", fmt.Sprintf("rename(%s, %s) failed: %s %s", tmp, path, d.Err, d.Detail))
+					return
+				}
+				n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { then() })
+			})
+		})
+	})
+}
+
+func lastSlash(p string) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return i
+		}
+	}
+	return 0
+}
+
+// removeFiles unlinks paths (a missing one is fine) and fsyncs dir.
+func (n *Node) removeFiles(paths []string, dir string, then func()) {
+	if len(paths) == 0 {
+		n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { then() })
+		return
+	}
+	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
+		if d.Err != IOOK && d.Err != IONotExist {
+			n.log(Warn, "wal.remove-failed", fmt.Sprintf("cannot remove %s: %s %s", paths[0], d.Err, d.Detail))
+		}
+		n.removeFiles(paths[1:], dir, then)
+	})
+}

@@ -1,0 +1,87 @@
+package sm
+
+import "xce/sm/queue"
+
+// JobKind names a client operation on the job state (seed 000).
+type JobKind uint8
+
+const (
+	JobEnqueue JobKind = iota + 1
+	JobClaim
+	JobAck
+	JobAckBatch
+	JobHeartbeat
+	JobRetry
+	JobFail
+	JobCancel
+	JobRedrive
+	JobSweep
+	JobRegister
+	JobUnregister
+	JobTick
+	JobGet  // read
+	JobList // read
+	jobKindEnd
+)
+
+var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list"}
+
+func (k JobKind) String() string {
+	if k == 0 || k >= jobKindEnd {
+		return "job-op?"
+	}
+	return jobKindNames[k]
+}
+
+// Valid reports whether k is a known operation.
+func (k JobKind) Valid() bool { return k >= JobEnqueue && k < jobKindEnd }
+
+// readOnly operations are answered without a WAL record.
+func (k JobKind) readOnly() bool { return k == JobGet || k == JobList }
+
+// JobRequest is one client operation with the client's inputs; the
+// primary resolves the rest (time, stamps from the queue's config).
+type JobRequest struct {
+	Kind     JobKind
+	Queue    string
+	Payload  []byte
+	Priority int32
+	Delay    int64 // seconds
+	RunAt    int64 // Unix seconds
+	Expires  int64 // lifetime in seconds
+	Resource uint32
+	Host     string // claimant (claim) or pin (enqueue)
+	Max      int    // claim batch size
+	Handle   queue.Handle
+	Handles  []queue.Handle
+	ID       uint64 // job id (cancel, redrive, get)
+	Error    string // retry/fail message
+	Name     string // schedule name
+	Spec     string // schedule spec, "@every 5m"
+	Fire     queue.FireOpts
+}
+
+// ClientOp is a client request arriving at the node.
+type ClientOp struct {
+	ID  uint64 // the executor's request id, echoed in the Reply
+	Req JobRequest
+}
+
+func (ClientOp) isInput() {}
+
+// Reply answers a ClientOp, only once everything it depends on is durable.
+type Reply struct {
+	ID      uint64
+	Status  int32 // StatusOK or an errno-style failure (not primary, bad input)
+	Error   string
+	Primary int // when Status is StatusEAGAIN: the primary, if known, else -1
+	OK      bool
+	OKs     []bool
+	Jobs    []queue.Job
+	Moved   int // sweep: jobs moved to dead
+	Deleted int // sweep: dead jobs deleted by retention
+	LSN     uint64
+	At      int64 // the time (Unix seconds) the operation was applied at
+}
+
+func (Reply) isEffect() {}

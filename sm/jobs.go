@@ -1,0 +1,237 @@
+package sm
+
+import (
+	"fmt"
+
+	"xce/schema"
+	"xce/sm/queue"
+	"xce/sm/wal"
+)
+
+// jobState is the primary's durable job state: the in-memory queues, the
+// WAL it appends to with group commit, and checkpoints.
+type jobState struct {
+	q          *queue.Queues
+	r          *router
+	recovered  bool
+	nextLSN    uint64 // LSN the next record gets
+	durableLSN uint64 // every record <= this is fsync'd
+	lastNow    int64  // record time never goes backwards
+	seg        string // segment new records go to
+	segFirst   uint64
+	segRecords int
+	batches    []walBatch // records not yet written, oldest first
+	writing    bool
+	waiting    []waitingReply
+	lostFound  int
+	ckpt       checkpoint
+	liveSegs   map[string]bool // segments known on disk (for obsolete removal)
+}
+
+// walBatch is a group commit: records for one segment, one append+fsync.
+type walBatch struct {
+	seg     string
+	data    []byte
+	lastLSN uint64
+	n       int
+}
+
+type waitingReply struct {
+	lsn uint64
+	rep Reply
+}
+
+// onClientOp handles a client request (seed 000 ops over seed 002's
+// controller): only a recovered primary serves; mutations are logged and
+// applied, and the reply waits for the fsync of their batch.
+func (n *Node) onClientOp(c ClientOp) {
+	req := c.Req
+	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered {
+		why := "Not primary — redirect to primary"
+		if n.role == RolePrimary {
+			why = "primary is recovering its job state; retry"
+		}
+		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+		return
+	}
+	j := n.jobs
+	if msg := validateJob(j.r, req); msg != "" {
+		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: n.primary})
+		return
+	}
+	if req.Kind.readOnly() {
+		rep := Reply{ID: c.ID, OK: true}
+		switch req.Kind {
+		case JobGet:
+			job, ok := j.q.Get(req.ID)
+			rep.OK = ok
+			if ok {
+				rep.Jobs = []queue.Job{job}
+			}
+		case JobList:
+			rep.Jobs = j.q.List(req.Queue)
+		}
+		// A read may observe applied records whose fsync is pending: answer
+		// only once they are durable.
+		n.replyWhenDurable(j.nextLSN-1, rep)
+		return
+	}
+	now := max(n.now.Wall/1e9, j.lastNow)
+	rec, err := buildRecord(j.r, now, req)
+	if err != nil {
+		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
+		return
+	}
+	rec.Lsn = j.nextLSN
+	rep, err := applyRecord(j.q, j.r, rec)
+	if err != nil { // refused before anything changed: not logged
+		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
+		return
+	}
+	j.nextLSN++
+	j.lastNow = now
+	rep.ID = c.ID
+	n.appendRecord(rec)
+	n.replyWhenDurable(rec.Lsn, rep)
+}
+
+// validateJob refuses what must never reach the log (seed 002 §6.5: no
+// submissions to lost_and_found; unknown queue, host or resource).
+func validateJob(r *router, req JobRequest) string {
+	switch req.Kind {
+	case JobEnqueue, JobRegister:
+		if req.Queue == LostAndFound {
+			return "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."
+		}
+		if !r.knownQueue(req.Queue) {
+			return fmt.Sprintf("unknown queue %q", req.Queue)
+		}
+		if !r.knownResource(req.Resource) {
+			return fmt.Sprintf("unknown resource id %d", req.Resource)
+		}
+		if req.Kind == JobEnqueue && !r.knownHost(req.Host) {
+			return fmt.Sprintf("unknown host %q", req.Host)
+		}
+	case JobClaim:
+		if !r.knownQueue(req.Queue) {
+			return fmt.Sprintf("unknown queue %q", req.Queue)
+		}
+		if req.Host == "" || !r.knownHost(req.Host) {
+			return fmt.Sprintf("unknown host %q", req.Host)
+		}
+		if req.Max < 1 || req.Max > 1000 {
+			return fmt.Sprintf("claim batch size %d outside 1..1000", req.Max)
+		}
+	case JobList:
+		if !r.knownQueue(req.Queue) {
+			return fmt.Sprintf("unknown queue %q", req.Queue)
+		}
+	case JobAckBatch:
+		if len(req.Handles) == 0 || len(req.Handles) > 1000 {
+			return fmt.Sprintf("ack batch of %d handles outside 1..1000", len(req.Handles))
+		}
+	default:
+		if !req.Kind.Valid() {
+			return fmt.Sprintf("unknown operation %d", req.Kind)
+		}
+	}
+	return ""
+}
+
+// replyWhenDurable emits rep once every record up to lsn is fsync'd.
+func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
+	j := n.jobs
+	if lsn <= j.durableLSN {
+		n.emit(rep)
+		return
+	}
+	j.waiting = append(j.waiting, waitingReply{lsn: lsn, rep: rep})
+}
+
+// appendRecord frames rec into the open batch of the current segment and
+// starts a write if none is in flight (group commit: records arriving
+// during a write share the next one).
+func (n *Node) appendRecord(rec *schema.WalRecord) {
+	j := n.jobs
+	if len(j.batches) == 0 || j.batches[len(j.batches)-1].seg != j.seg || j.writing && len(j.batches) == 1 {
+		j.batches = append(j.batches, walBatch{seg: j.seg})
+	}
+	b := &j.batches[len(j.batches)-1]
+	data, err := wal.AppendFrame(b.data, rec)
+	if err != nil {
+		n.die("fatal.wal-encode", fmt.Sprintf("cannot encode WAL record %d: %v", rec.GetLsn(), err))
+		return
+	}
+	b.data, b.lastLSN = data, rec.GetLsn()
+	b.n++
+	j.segRecords++
+	if !j.writing {
+		n.flushWAL()
+	}
+}
+
+// flushWAL writes the oldest batch: append, fsync (a failure of either is
+// fatal: the log's tail is unknown), fsync of the directory when the
+// segment is new; then releases the replies it covers.
+func (n *Node) flushWAL() {
+	j := n.jobs
+	if j.writing || len(j.batches) == 0 {
+		return
+	}
+	if j.batches[0].n == 0 {
+		j.batches = j.batches[1:]
+		n.flushWAL()
+		return
+	}
+	b := j.batches[0]
+	j.writing = true
+	newSeg := !j.liveSegs[b.seg]
+	n.io(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", b.seg, d.Err, d.Detail))
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: b.seg}, func(IODone) {
+			done := func() {
+				if n.jobs != j {
+					return // stepped down meanwhile; this state was discarded
+				}
+				j.liveSegs[b.seg] = true
+				j.batches = j.batches[1:]
+				j.writing = false
+				n.walDurable(b.lastLSN)
+			}
+			if newSeg {
+				n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
+				return
+			}
+			done()
+		})
+	})
+}
+
+// walDurable: records up to lsn are on disk.
+func (n *Node) walDurable(lsn uint64) {
+	j := n.jobs
+	j.durableLSN = max(j.durableLSN, lsn)
+	k := 0
+	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN {
+		n.emit(j.waiting[k].rep)
+		k++
+	}
+	j.waiting = j.waiting[k:]
+	n.maybeCheckpoint()
+	n.flushWAL()
+}
+
+// failWaiting answers every waiting request when the node loses the role:
+// their outcome is unknown to the client (they may or may not be durable).
+func (n *Node) failWaiting(why string) {
+	if n.jobs == nil {
+		return
+	}
+	for _, w := range n.jobs.waiting {
+		n.emit(Reply{ID: w.rep.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+	}
+	n.jobs = nil // a future promotion recovers from disk again
+}

@@ -1,0 +1,193 @@
+package sm
+
+import (
+	"fmt"
+
+	"xce/schema"
+	"xce/sm/queue"
+	"xce/sm/wal"
+)
+
+// checkpoint is the §13 state: one at a time, requests while one runs are
+// coalesced into one more (§13.4).
+type checkpoint struct {
+	inProgress bool
+	again      bool
+	removeLSN  uint64 // obsolete segments <= this wait for their writes
+}
+
+// CheckpointInProgress is checkpoint_in_progress (seed 002 §6.7).
+func (n *Node) CheckpointInProgress() bool { return n.jobs != nil && n.jobs.ckpt.inProgress }
+
+// maybeCheckpoint starts a checkpoint once the active segment holds more
+// than max_wal_records records (a soft trigger, §13.2, §13.5).
+func (n *Node) maybeCheckpoint() {
+	j := n.jobs
+	if j == nil || !j.recovered {
+		return
+	}
+	if j.ckpt.removeLSN > 0 && !j.writing {
+		n.removeObsolete(j)
+	}
+	if j.segRecords < n.opt.MaxWALRecords {
+		return
+	}
+	if j.ckpt.inProgress {
+		j.ckpt.again = true
+		return
+	}
+	j.ckpt.inProgress = true
+	lsn := j.nextLSN - 1
+	snap := exportSnapshot(j.q, lsn)
+	// New records go to a new segment; the old ones hold LSNs <= lsn only.
+	j.seg, j.segFirst, j.segRecords = wal.SegmentPath(j.nextLSN), j.nextLSN, 0
+	data, err := wal.EncodeSnapshot(snap)
+	if err != nil {
+		n.die("fatal.checkpoint", fmt.Sprintf("cannot encode snapshot at lsn %d: %v", lsn, err))
+		return
+	}
+	path := wal.SnapshotPath(lsn)
+	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
+	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, len(snap.GetJobs())))
+	n.io(FileOp{Op: OpWrite, Path: tmp, Data: data}, func(d IODone) {
+		if d.Err != IOOK {
+			n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint write %s failed: %s %s — the WAL keeps everything", tmp, d.Err, d.Detail))
+			n.checkpointDone(j)
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
+			n.io(FileOp{Op: OpRename, Path: tmp, To: path}, func(d IODone) {
+				if d.Err != IOOK {
+					n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint rename %s failed: %s %s", tmp, d.Err, d.Detail))
+					n.checkpointDone(j)
+					return
+				}
+				n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) {
+					// The snapshot is durable: older segments may go once
+					// their last writes have landed.
+					j.ckpt.removeLSN = lsn
+					if !j.writing && n.jobs == j {
+						n.removeObsolete(j)
+						return
+					}
+					n.checkpointDone(j)
+				})
+			})
+		})
+	})
+}
+
+func (n *Node) checkpointDone(j *jobState) {
+	if n.jobs != j {
+		return
+	}
+	j.ckpt.inProgress = false
+	if j.ckpt.again {
+		j.ckpt.again = false
+		n.maybeCheckpoint()
+	}
+}
+
+// removeObsolete deletes segments wholly covered by the durable snapshot
+// and snapshots beyond the newest two.
+func (n *Node) removeObsolete(j *jobState) {
+	lsn := j.ckpt.removeLSN
+	j.ckpt.removeLSN = 0
+	n.listNames(wal.WALDir, func(segs []string) {
+		var paths []string
+		for _, s := range wal.Obsolete(segs, lsn) {
+			p := wal.WALDir + "/" + s
+			if !j.pendingFor(p) {
+				paths = append(paths, p)
+				delete(j.liveSegs, p)
+			}
+		}
+		n.removeFiles(paths, wal.WALDir, func() {
+			n.listNames(wal.SnapDir, func(snaps []string) {
+				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
+					n.checkpointDone(j)
+				})
+			})
+		})
+	})
+}
+
+// pendingFor reports whether a batch for segment path is unwritten.
+func (j *jobState) pendingFor(path string) bool {
+	for _, b := range j.batches {
+		if b.seg == path {
+			return true
+		}
+	}
+	return false
+}
+
+func stateOf(s queue.State) schema.JobState {
+	switch s {
+	case queue.Processing:
+		return schema.JobState_JOB_STATE_PROCESSING
+	case queue.Dead:
+		return schema.JobState_JOB_STATE_DEAD
+	default:
+		return schema.JobState_JOB_STATE_PENDING
+	}
+}
+
+func queueState(s schema.JobState) queue.State {
+	switch s {
+	case schema.JobState_JOB_STATE_PROCESSING:
+		return queue.Processing
+	case schema.JobState_JOB_STATE_DEAD:
+		return queue.Dead
+	default:
+		return queue.Pending
+	}
+}
+
+// exportSnapshot is the queue state at lsn as a snapshot message.
+func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot {
+	s := q.Export()
+	out := &schema.Snapshot{Lsn: lsn, NextId: s.NextID, NextSeq: s.NextSeq}
+	for _, jb := range s.Jobs {
+		out.Jobs = append(out.Jobs, &schema.SnapshotJob{Id: jb.ID, Queue: jb.Queue, Payload: jb.Payload, Priority: jb.Priority,
+			State: stateOf(jb.State), RunAt: jb.RunAt, Seq: jb.Seq, EnqueuedAt: jb.EnqueuedAt, ExpiresAt: jb.ExpiresAt,
+			Attempts: jb.Attempts, Stamps: walStamps(jb.Stamps), Host: jb.Host, Resource: jb.Resource, ClaimedAt: jb.ClaimedAt,
+			ClaimExpiresAt: jb.ClaimExpiresAt, LastError: jb.LastError, DiedAt: jb.DiedAt, Claims: jb.Claims, Pin: jb.Pin})
+	}
+	for _, sc := range s.Schedules {
+		out.Schedules = append(out.Schedules, &schema.SnapshotSchedule{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
+			Stamps: walStamps(sc.Stamps), Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: sc.Next})
+	}
+	return out
+}
+
+// importSnapshot decodes and rebuilds the queue state of a snapshot file,
+// routing names the running config no longer has exactly as replay does
+// (seed 002 §6.5).
+func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, error) {
+	s, err := wal.DecodeSnapshot(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	qs := queue.Snapshot{NextID: s.GetNextId(), NextSeq: s.GetNextSeq()}
+	for _, jb := range s.GetJobs() {
+		qs.Jobs = append(qs.Jobs, queue.Job{ID: jb.GetId(), Queue: r.queue(jb.GetQueue(), true), Payload: jb.GetPayload(), Priority: jb.GetPriority(),
+			State: queueState(jb.GetState()), RunAt: jb.GetRunAt(), Seq: jb.GetSeq(), EnqueuedAt: jb.GetEnqueuedAt(), ExpiresAt: jb.GetExpiresAt(),
+			Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: r.resource(jb.GetResource()), ClaimedAt: jb.GetClaimedAt(),
+			ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: r.host(jb.GetPin())})
+	}
+	for _, sc := range s.GetSchedules() {
+		st := stampsOf(sc.GetStamps())
+		name := r.queue(sc.GetQueue(), false)
+		if name == LostAndFound && sc.GetQueue() != LostAndFound {
+			st = lostAndFoundStamps
+		}
+		qs.Schedules = append(qs.Schedules, queue.Schedule{Name: sc.GetName(), Spec: sc.GetSpec(), Queue: name, Payload: sc.GetPayload(),
+			Stamps: st, Fire: queue.FireOpts{Priority: sc.GetFire().GetPriority(), ExpiresS: sc.GetFire().GetExpiresS()}, Next: sc.GetNextFire()})
+	}
+	q, err := queue.Import(qs)
+	if err != nil {
+		return nil, 0, err
+	}
+	return q, s.GetLsn(), nil
+}

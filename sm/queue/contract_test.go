@@ -1,0 +1,283 @@
+package queue
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// The seed 000 contract properties as readable scenarios; the state-machine
+// test covers them (and their interleavings) at random.
+
+const t0 = int64(1_700_000_000)
+
+func mustEnqueue(t *testing.T, q *Queues, now int64, queue string, st Stamps, o EnqueueOpts) Job {
+	t.Helper()
+	j, err := q.Enqueue(now, queue, []byte("x"), st, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func claimOne(t *testing.T, q *Queues, now int64, host string) Job {
+	t.Helper()
+	got := q.ClaimBatch(now, "a", host, 1)
+	if len(got) != 1 {
+		t.Fatalf("claim by %s at %d: got %d jobs", host, now, len(got))
+	}
+	return got[0]
+}
+
+func TestEnqueueResolution(t *testing.T) {
+	q := New()
+	st := testStamps
+	for _, c := range []struct {
+		name        string
+		o           EnqueueOpts
+		runAt, expA int64
+	}{
+		{"now", EnqueueOpts{}, t0, 0},
+		{"delay", EnqueueOpts{Delay: 10}, t0 + 10, 0},
+		{"run_at", EnqueueOpts{RunAt: t0 + 30}, t0 + 30, 0},
+		{"delay wins over run_at", EnqueueOpts{Delay: 10, RunAt: t0 + 30}, t0 + 10, 0},
+		{"run_at in the past is now", EnqueueOpts{RunAt: t0 - 30}, t0, 0},
+		{"expires is relative to now", EnqueueOpts{Delay: 10, Expires: 60}, t0 + 10, t0 + 60},
+	} {
+		j := mustEnqueue(t, q, t0, "a", st, c.o)
+		if j.RunAt != c.runAt || j.ExpiresAt != c.expA || j.EnqueuedAt != t0 || j.State != Pending || j.Stamps != st {
+			t.Errorf("%s: %+v", c.name, j)
+		}
+	}
+	for _, c := range []struct {
+		queue string
+		st    Stamps
+		o     EnqueueOpts
+		want  error
+	}{
+		{"", st, EnqueueOpts{}, ErrEmptyQueueName},
+		{"a", Stamps{VisibilityTimeoutS: 1}, EnqueueOpts{}, ErrBadStamps},
+		{"a", Stamps{MaxAttempts: 1}, EnqueueOpts{}, ErrBadStamps},
+		{"a", st, EnqueueOpts{Delay: -1}, ErrBadOpts},
+		{"a", st, EnqueueOpts{Expires: -1}, ErrBadOpts},
+	} {
+		if _, err := q.Enqueue(t0, c.queue, nil, c.st, c.o); !errors.Is(err, c.want) {
+			t.Errorf("Enqueue(%q, %+v, %+v) = %v, want %v", c.queue, c.st, c.o, err, c.want)
+		}
+	}
+}
+
+func TestClaimOrder(t *testing.T) {
+	q := New()
+	st := testStamps
+	a := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 1})
+	b := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 5, RunAt: t0 + 2})
+	c := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 1, Delay: 1})
+	d := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 1})
+	e := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 9, Delay: 100}) // not ready
+	f := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 9, Host: "h2"}) // pinned elsewhere
+	mustEnqueue(t, q, t0, "b", st, EnqueueOpts{Priority: 9})                  // other queue
+	got := q.ClaimBatch(t0+2, "a", "h1", 10)
+	var ids []uint64
+	for _, j := range got {
+		ids = append(ids, j.ID)
+	}
+	if want := []uint64{b.ID, a.ID, d.ID, c.ID}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("claim order %v, want %v (priority desc, ready time asc, seq asc)", ids, want)
+	}
+	_ = e
+	if got := q.ClaimBatch(t0+2, "a", "h2", 10); len(got) != 1 || got[0].ID != f.ID {
+		t.Fatalf("pinned job: %+v", got)
+	}
+	if q.ClaimBatch(t0+2, "a", "", 10) != nil || q.ClaimBatch(t0+2, "a", "h1", 0) != nil {
+		t.Fatal("claim without a host or with max 0 not refused")
+	}
+}
+
+// TestZombie: a processing job whose claim lapsed with its attempts
+// exhausted ends Dead on the next claim or sweep; it is never handed out.
+func TestZombie(t *testing.T) {
+	st := Stamps{VisibilityTimeoutS: 10, MaxAttempts: 1}
+	for _, via := range []string{"claim", "sweep"} {
+		q := New()
+		j := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{})
+		claimOne(t, q, t0, "h1")
+		now := t0 + 10 // lapsed
+		switch via {
+		case "claim":
+			if got := q.ClaimBatch(now, "a", "h2", 5); len(got) != 0 {
+				t.Fatalf("zombie handed out: %+v", got)
+			}
+		case "sweep":
+			if moved, _ := q.SweepExpired(now); moved != 1 {
+				t.Fatalf("sweep moved %d", moved)
+			}
+		}
+		g, ok := q.Get(j.ID)
+		if !ok || g.State != Dead || g.LastError != ErrMsgExhausted || g.DiedAt != now || g.Host != "h1" || g.Attempts != 1 {
+			t.Fatalf("%s: zombie ended as %+v", via, g)
+		}
+	}
+}
+
+// TestAckVersusReclaim: after a claim lapses and another host reclaims the
+// job, the first host's ack is refused, the second's succeeds; the reclaim
+// consumed an attempt.
+func TestAckVersusReclaim(t *testing.T) {
+	q := New()
+	mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	first := claimOne(t, q, t0, "h1")
+	second := claimOne(t, q, t0+30, "h2")
+	if second.Attempts != 2 || second.Host != "h2" || second.ClaimExpiresAt != t0+60 {
+		t.Fatalf("reclaim: %+v", second)
+	}
+	if q.Ack(t0+31, first.Handle()) {
+		t.Fatal("ack with the lapsed, reclaimed handle accepted")
+	}
+	if !q.Ack(t0+31, second.Handle()) {
+		t.Fatal("ack of the current claim refused")
+	}
+	if _, ok := q.Get(first.ID); ok {
+		t.Fatal("acked job still there")
+	}
+}
+
+// TestLapsedRefusals: all four handle ops refuse a lapsed claim (now ==
+// ClaimExpiresAt) as a value, and change nothing.
+func TestLapsedRefusals(t *testing.T) {
+	q := New()
+	mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	j := claimOne(t, q, t0, "h1")
+	before := q.Export()
+	h, at := j.Handle(), j.ClaimExpiresAt
+	if q.Ack(at, h) || q.Heartbeat(at, h) || q.Retry(at, h, "e") || q.Fail(at, h, "e") {
+		t.Fatal("a lapsed claim was honoured")
+	}
+	if !reflect.DeepEqual(q.AckBatch(at, []Handle{h, h}), []bool{false, false}) {
+		t.Fatal("AckBatch honoured a lapsed claim")
+	}
+	if !reflect.DeepEqual(before, q.Export()) {
+		t.Fatal("a refusal changed the state")
+	}
+	if !q.Heartbeat(at-1, h) {
+		t.Fatal("heartbeat one second before the deadline refused")
+	}
+}
+
+// TestRedriveHandle: a handle from before a redrive never matches a claim
+// after it, though Attempts restarts from 0.
+func TestRedriveHandle(t *testing.T) {
+	q := New()
+	mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	old := claimOne(t, q, t0, "h1")
+	if !q.Fail(t0+1, old.Handle(), "") || !q.Redrive(t0+2, old.ID) {
+		t.Fatal("fail/redrive")
+	}
+	again := claimOne(t, q, t0+3, "h2")
+	if again.Attempts != old.Attempts || again.Claims != 2 {
+		t.Fatalf("after redrive: %+v", again)
+	}
+	if q.Ack(t0+4, old.Handle()) || q.Ack(t0+4, Handle{ID: old.ID, Attempt: again.Attempts}) {
+		t.Fatal("a handle from before the redrive acked the new claim")
+	}
+	if !q.Ack(t0+4, again.Handle()) {
+		t.Fatal("current claim refused")
+	}
+}
+
+// TestDeadVisibility: Get shows a dead job with every field.
+func TestDeadVisibility(t *testing.T) {
+	q := New()
+	st := Stamps{VisibilityTimeoutS: 10, MaxAttempts: 2, BackoffBaseS: 3, DeadLetterRetentionS: 100}
+	j := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 4, Expires: 500, Resource: 7})
+	c := claimOne(t, q, t0+1, "h1")
+	q.Retry(t0+2, c.Handle(), "first")
+	c = claimOne(t, q, t0+5, "h2")
+	if !q.Heartbeat(t0+6, c.Handle()) || !q.Retry(t0+7, c.Handle(), "second") {
+		t.Fatal("heartbeat/retry")
+	}
+	want := Job{ID: j.ID, Queue: "a", Payload: []byte("x"), Priority: 4, State: Dead, RunAt: t0 + 5,
+		Seq: j.Seq, EnqueuedAt: t0, ExpiresAt: t0 + 500, Attempts: 2, Stamps: st, Host: "h2", Resource: 7,
+		ClaimedAt: t0 + 5, ClaimExpiresAt: t0 + 16, LastError: ErrMsgExhausted, DiedAt: t0 + 7, Claims: 2}
+	if g, ok := q.Get(j.ID); !ok || !reflect.DeepEqual(g, want) {
+		t.Fatalf("dead job\n got %+v\nwant %+v", g, want)
+	}
+	if _, deleted := q.SweepExpired(t0 + 106); deleted != 0 {
+		t.Fatal("deleted before retention")
+	}
+	if _, deleted := q.SweepExpired(t0 + 107); deleted != 1 {
+		t.Fatal("not deleted at retention")
+	}
+}
+
+// TestRetryBackoff: the retry delay doubles per attempt and never
+// overflows.
+func TestRetryBackoff(t *testing.T) {
+	for _, c := range []struct {
+		base, attempts uint32
+		want           int64
+	}{
+		{0, 5, 0}, {3, 1, 3}, {3, 2, 6}, {3, 4, 24},
+		{1, 31, 1 << 30}, {1, 1000, 1 << 30}, {1<<32 - 1, 1<<32 - 1, (1<<32 - 1) << 30},
+	} {
+		if got := backoff(c.base, c.attempts); got != c.want {
+			t.Errorf("backoff(%d, %d) = %d, want %d", c.base, c.attempts, got, c.want)
+		}
+	}
+	q := New()
+	st := Stamps{VisibilityTimeoutS: 10, MaxAttempts: 100, BackoffBaseS: 1<<32 - 1}
+	mustEnqueue(t, q, t0, "a", st, EnqueueOpts{})
+	now := t0
+	for range 40 {
+		c := claimOne(t, q, now, "h1")
+		if !q.Retry(now, c.Handle(), "e") {
+			t.Fatal("retry refused")
+		}
+		j, _ := q.Get(c.ID)
+		if j.RunAt < now {
+			t.Fatalf("ready time overflowed: %d", j.RunAt)
+		}
+		now = j.RunAt
+		if now > 1<<62 {
+			break
+		}
+	}
+}
+
+// TestSweepBothStates: expiry dead-letters pending and processing jobs.
+func TestSweepBothStates(t *testing.T) {
+	q := New()
+	p := mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{Expires: 5, Delay: 100})
+	r := mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{Expires: 5})
+	claimOne(t, q, t0, "h1")
+	if moved, _ := q.SweepExpired(t0 + 4); moved != 0 {
+		t.Fatal("swept early")
+	}
+	if moved, _ := q.SweepExpired(t0 + 5); moved != 2 {
+		t.Fatalf("moved %d", moved)
+	}
+	for _, id := range []uint64{p.ID, r.ID} {
+		if j, _ := q.Get(id); j.State != Dead || j.LastError != ErrMsgExpired || j.DiedAt != t0+5 {
+			t.Fatalf("after sweep: %+v", j)
+		}
+	}
+	if !q.Redrive(t0+10, p.ID) {
+		t.Fatal("redrive")
+	}
+	if j, _ := q.Get(p.ID); j.ExpiresAt != t0+15 || j.State != Pending || j.RunAt != t0+10 {
+		t.Fatalf("redriven: %+v", j)
+	}
+	if q.Cancel(t0, r.ID) || !q.Cancel(t0, p.ID) || q.Cancel(t0, p.ID) {
+		t.Fatal("cancel")
+	}
+	mustEnqueue(t, q, t0, "b", testStamps, EnqueueOpts{})
+	if names := q.QueueNames(); !reflect.DeepEqual(names, []string{"a", "b"}) {
+		t.Fatalf("queue names %v", names)
+	}
+	if _, deleted := q.SweepExpired(t0 + 1000); deleted != 1 {
+		t.Fatal("retention")
+	}
+	if names := q.QueueNames(); !reflect.DeepEqual(names, []string{"b"}) {
+		t.Fatalf("an emptied queue is still listed: %v", names)
+	}
+}

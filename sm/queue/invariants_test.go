@@ -1,0 +1,117 @@
+package queue
+
+import "fmt"
+
+// checkIndexes verifies the white-box invariants of q's indexes: every
+// entry sits where its state says, every heap is ordered and records true
+// positions, the lane counts match, schedules are sorted.
+func (q *Queues) checkIndexes() error {
+	heapOK := func(name string, h *jobHeap) error {
+		for i, n := range h.xs {
+			e := n.e
+			if p := *h.pos(e); p != i {
+				return fmt.Errorf("%s: job %d at %d records %d", name, e.ID, i, p)
+			}
+			if a, b, c := key(h.kind, e); n.a != a || n.b != b || n.c != c {
+				return fmt.Errorf("%s: job %d has a stale key", name, e.ID)
+			}
+			if i > 0 && n.less(&h.xs[(i-1)/4]) {
+				return fmt.Errorf("%s: job %d at %d sorts before its parent", name, e.ID, i)
+			}
+			if q.jobs[e.ID] != e {
+				return fmt.Errorf("%s: job %d is not in the job table", name, e.ID)
+			}
+			if h.kind < hExpiry && e.where != h {
+				return fmt.Errorf("%s: job %d does not point back to its heap", name, e.ID)
+			}
+		}
+		return nil
+	}
+	if err := heapOK("expiry", &q.expiry); err != nil {
+		return err
+	}
+	if err := heapOK("retain", &q.retain); err != nil {
+		return err
+	}
+	inHeaps := 0
+	for name, l := range q.lanes {
+		if l.name != name {
+			return fmt.Errorf("lane %q named %q", name, l.name)
+		}
+		if l.pending == 0 && l.processing == 0 && l.dead == 0 {
+			return fmt.Errorf("lane %q is empty but kept", name)
+		}
+		hs := []*jobHeap{&l.waiting, &l.exhausted, &l.parked}
+		for pin, h := range l.ready {
+			for _, n := range h.xs {
+				if e := n.e; e.Pin != pin {
+					return fmt.Errorf("lane %q: job %d with pin %q in ready heap %q", name, e.ID, e.Pin, pin)
+				}
+			}
+			hs = append(hs, h)
+		}
+		for _, h := range hs {
+			if err := heapOK(fmt.Sprintf("lane %q heap %d", name, h.kind), h); err != nil {
+				return err
+			}
+			for _, n := range h.xs {
+				if e := n.e; e.lane != l {
+					return fmt.Errorf("job %d of queue %q in lane %q", e.ID, e.Queue, name)
+				}
+			}
+			inHeaps += h.len()
+		}
+	}
+	counts := map[string][3]int{}
+	live := 0
+	for id, e := range q.jobs {
+		if e.ID != id {
+			return fmt.Errorf("job %d stored under %d", e.ID, id)
+		}
+		if e.lane == nil || q.lanes[e.Queue] != e.lane {
+			return fmt.Errorf("job %d: lane of %q missing", id, e.Queue)
+		}
+		c := counts[e.Queue]
+		c[e.State]++
+		counts[e.Queue] = c
+		if (e.dslot >= 0) != (e.State == Dead && e.Stamps.DeadLetterRetentionS != 0) {
+			return fmt.Errorf("job %d (%v): retention index slot %d", id, e.State, e.dslot)
+		}
+		if e.State == Dead {
+			if e.where != nil || e.eslot >= 0 {
+				return fmt.Errorf("dead job %d still indexed as live", id)
+			}
+			continue
+		}
+		live++
+		if (e.eslot >= 0) != (e.ExpiresAt != 0) {
+			return fmt.Errorf("job %d: expiry index slot %d with ExpiresAt %d", id, e.eslot, e.ExpiresAt)
+		}
+		exh := e.State == Processing && e.Attempts >= e.Stamps.MaxAttempts
+		switch {
+		case e.where == nil:
+			return fmt.Errorf("live job %d in no lane heap", id)
+		case exh != (e.where == &e.lane.exhausted):
+			return fmt.Errorf("job %d: exhausted=%v but heap %d", id, exh, e.where.kind)
+		case e.where == &e.lane.parked && e.ExpiresAt == 0:
+			return fmt.Errorf("job %d parked without an expiry", id)
+		}
+	}
+	if inHeaps != live {
+		return fmt.Errorf("%d entries in lane heaps, %d live jobs", inHeaps, live)
+	}
+	for name, l := range q.lanes {
+		if c := counts[name]; c != [3]int{l.pending, l.processing, l.dead} {
+			return fmt.Errorf("lane %q counts %d/%d/%d, jobs say %v", name, l.pending, l.processing, l.dead, c)
+		}
+	}
+	for i, s := range q.scheds {
+		if i > 0 && q.scheds[i-1].Name >= s.Name {
+			return fmt.Errorf("schedules out of order at %q", s.Name)
+		}
+		if every, err := ParseEvery(s.Spec); err != nil || every != s.every {
+			return fmt.Errorf("schedule %q: interval %d for %q", s.Name, s.every, s.Spec)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,636 @@
+// Package queue is the controller's job-queue state: seed 000's queue
+// contract (per-job stamps, single-step claim, the validity predicate,
+// dead-letter moves, both-states sweep, dead-visible Get, the "@every"
+// scheduler) on in-memory state instead of SQLite.
+//
+// Every operation is a deterministic function of (state, inputs): time is an
+// input (now, Unix seconds), nothing reads a clock, and no Go map order
+// reaches a result. Durability comes from a WAL that records each call with
+// its inputs; replaying the calls in order rebuilds the same state, and
+// Export/Import carry it across snapshots.
+//
+// Time may go backwards between calls (a stepped wall clock): every rule is
+// stated against the now of the call, so a smaller now only makes fewer
+// things due.
+//
+// A job is in exactly one State at every step; a move to Dead is a field
+// change, so no failure can strand it between two places. Refusals are
+// values (false, nil), not errors; errors are reserved for invalid inputs.
+package queue
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"sort"
+)
+
+// Stamps are the per-job settings, resolved from the queue's defaults when
+// the job is enqueued and immutable afterwards (seed 000, ADR-010 §3a).
+type Stamps struct {
+	VisibilityTimeoutS   uint32 // a claim lasts this long (and each heartbeat extends it so); >= 1
+	MaxAttempts          uint32 // claims a job may consume before it is dead-lettered; >= 1
+	BackoffBaseS         uint32 // retry delay is BackoffBaseS * 2^(Attempts-1); 0 = retry at once
+	DeadLetterRetentionS uint32 // a dead job is deleted this long after DiedAt; 0 = kept forever
+}
+
+func (s Stamps) valid() bool { return s.VisibilityTimeoutS > 0 && s.MaxAttempts > 0 }
+
+// State is where a job is in its life.
+type State uint8
+
+const (
+	Pending    State = iota // waiting to be claimed (maybe not ready yet)
+	Processing              // claimed by Host until ClaimExpiresAt
+	Dead                    // dead-lettered; kept with every field until retention deletes it
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Processing:
+		return "processing"
+	case Dead:
+		return "dead"
+	default:
+		return "state?"
+	}
+}
+
+// The pinned LastError strings of seed 000.
+const (
+	ErrMsgExhausted = "max attempts exceeded"
+	ErrMsgExpired   = "expired"
+	ErrMsgFailed    = "failed"
+)
+
+// MaxBackoffShift caps the exponent of the retry curve: the delay is
+// BackoffBaseS << min(Attempts-1, MaxBackoffShift), at most 2^62 s, and the
+// ready time saturates instead of overflowing.
+const MaxBackoffShift = 30
+
+// Job is every field of a job; Get, List, ClaimBatch and Export return
+// copies (the Payload too).
+type Job struct {
+	ID         uint64
+	Queue      string
+	Payload    []byte // nil when empty
+	Priority   int32  // higher is claimed first
+	State      State
+	RunAt      int64  // ready time: a pending job is claimable once RunAt <= now
+	Seq        uint64 // enqueue order (claim-order tie-break)
+	EnqueuedAt int64
+	ExpiresAt  int64 // 0 = never
+	Attempts   uint32
+	Stamps     Stamps
+	Pin        string // only a claimant host of this name may claim the job; "" = any (EnqueueOpts.Host)
+	Host       string // claimant host while processing; kept on dead jobs, cleared on retry and redrive
+	Resource   uint32 // resource requirement, carried as data; 0 = none
+
+	ClaimedAt      int64 // start of the latest claim; kept across retry, cleared by redrive
+	ClaimExpiresAt int64 // deadline of the current claim; 0 when pending
+	LastError      string
+	DiedAt         int64
+
+	// Claims counts every handout of the job and, unlike Attempts, is never
+	// reset (Redrive resets Attempts). A claim's Handle carries it, so a
+	// handle from before a redrive can never match a later claim.
+	Claims uint32
+}
+
+// Handle identifies one claim: the caller's claim of job ID.
+type Handle struct {
+	ID uint64
+	// Attempt is the job's Claims at the handout. It equals the job's
+	// Attempts until an operator Redrive resets the attempt budget; use
+	// Job.Handle rather than building a Handle from Attempts.
+	Attempt uint32
+}
+
+// Handle returns the handle of the claim that handed out j.
+func (j Job) Handle() Handle { return Handle{ID: j.ID, Attempt: j.Claims} }
+
+// EnqueueOpts are the per-call inputs of Enqueue.
+type EnqueueOpts struct {
+	Priority int32
+	Delay    int64  // seconds after now; wins over RunAt when non-zero (seed "delay-over-run_at"); >= 0
+	RunAt    int64  // absolute ready time, Unix seconds; 0 or in the past = now
+	Expires  int64  // lifetime in seconds relative to now; 0 = never; >= 0
+	Resource uint32 // 0 = none
+	Host     string // pin: only this claimant host may claim the job; "" = any
+}
+
+// Errors of Enqueue, Register and Import.
+var (
+	ErrEmptyQueueName = errors.New("queue: empty queue name")
+	ErrBadStamps      = errors.New("queue: bad stamps (max_attempts and visibility_timeout_s must be >= 1)")
+	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
+)
+
+// entry is a job with its index positions.
+type entry struct {
+	Job
+	lane  *lane
+	where *jobHeap // the lane heap holding the entry; nil when dead
+	slot  int      // position in where
+	eslot int      // position in Queues.expiry, -1 = absent
+	dslot int      // position in Queues.retain, -1 = absent
+}
+
+func (e *entry) copyJob() Job {
+	j := e.Job
+	j.Payload = bytes.Clone(j.Payload)
+	return j
+}
+
+// lane is the index of one queue.
+type lane struct {
+	name      string
+	waiting   jobHeap
+	exhausted jobHeap
+	parked    jobHeap
+	ready     map[string]*jobHeap // by Pin
+
+	pending, processing, dead int
+}
+
+func (l *lane) readyHeap(pin string) *jobHeap {
+	h := l.ready[pin]
+	if h == nil {
+		h = &jobHeap{kind: hReady}
+		l.ready[pin] = h
+	}
+	return h
+}
+
+func (l *lane) count(s State, d int) {
+	switch s {
+	case Pending:
+		l.pending += d
+	case Processing:
+		l.processing += d
+	case Dead:
+		l.dead += d
+	}
+}
+
+// Queues is the whole job state: every job of every queue and the
+// schedules.
+type Queues struct {
+	jobs   map[uint64]*entry
+	lanes  map[string]*lane
+	expiry jobHeap
+	retain jobHeap
+	scheds []*schedule // sorted by Name
+
+	nextID, nextSeq uint64
+}
+
+// New returns an empty state. Job IDs and Seqs start at 1.
+func New() *Queues {
+	return &Queues{
+		jobs:    make(map[uint64]*entry),
+		lanes:   make(map[string]*lane),
+		expiry:  jobHeap{kind: hExpiry},
+		retain:  jobHeap{kind: hRetain},
+		nextID:  1,
+		nextSeq: 1,
+	}
+}
+
+func (q *Queues) lane(name string) *lane {
+	l := q.lanes[name]
+	if l == nil {
+		l = &lane{
+			name:      name,
+			waiting:   jobHeap{kind: hWaiting},
+			exhausted: jobHeap{kind: hExhausted},
+			parked:    jobHeap{kind: hParked},
+			ready:     make(map[string]*jobHeap),
+		}
+		q.lanes[name] = l
+	}
+	return l
+}
+
+func addSat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	if b < 0 && a < math.MinInt64-b {
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// Enqueue adds a job to queue with the stamps st and returns it.
+//
+// Resolution: a non-zero Delay gives RunAt = now + Delay and wins over
+// o.RunAt; otherwise RunAt = o.RunAt, or now when that is 0 or in the past.
+// ExpiresAt = now + Expires (0 = never). EnqueuedAt = now.
+func (q *Queues) Enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (Job, error) {
+	switch {
+	case queue == "":
+		return Job{}, ErrEmptyQueueName
+	case !st.valid():
+		return Job{}, ErrBadStamps
+	case o.Delay < 0 || o.Expires < 0:
+		return Job{}, ErrBadOpts
+	}
+	return q.enqueue(now, queue, payload, st, o).copyJob(), nil
+}
+
+// enqueue is Enqueue on validated inputs (also the scheduler's fire path).
+func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) *entry {
+	runAt := now
+	if o.Delay != 0 {
+		runAt = addSat(now, o.Delay)
+	} else if o.RunAt > now {
+		runAt = o.RunAt
+	}
+	var expiresAt int64
+	if o.Expires != 0 {
+		expiresAt = addSat(now, o.Expires)
+	}
+	var p []byte
+	if len(payload) > 0 {
+		p = bytes.Clone(payload)
+	}
+	e := &entry{
+		Job: Job{
+			ID: q.nextID, Queue: queue, Payload: p, Priority: o.Priority, State: Pending,
+			RunAt: runAt, Seq: q.nextSeq, EnqueuedAt: now, ExpiresAt: expiresAt,
+			Stamps: st, Pin: o.Host, Resource: o.Resource,
+		},
+		eslot: -1, dslot: -1,
+	}
+	q.nextID++
+	q.nextSeq++
+	q.insert(e, now)
+	return e
+}
+
+// insert adds e (any state) to the job table and every index; now places a
+// ready pending job (see place).
+func (q *Queues) insert(e *entry, now int64) {
+	q.jobs[e.ID] = e
+	e.lane = q.lane(e.Queue)
+	e.lane.count(e.State, 1)
+	if e.State == Dead {
+		if e.Stamps.DeadLetterRetentionS != 0 {
+			q.retain.push(e)
+		}
+		return
+	}
+	q.place(e, now)
+	if e.ExpiresAt != 0 {
+		q.expiry.push(e)
+	}
+}
+
+// place puts a live entry (in no lane heap) into the lane heap its state
+// calls for: a processing one into exhausted (last attempt) or waiting (for
+// its claim to lapse); a pending one into its ready heap when RunAt <= now,
+// else into waiting, from which ClaimBatch promotes it once ready. Where a
+// pending job waits never changes a result: ClaimBatch considers every
+// candidate of both heaps.
+func (q *Queues) place(e *entry, now int64) {
+	l := e.lane
+	switch {
+	case e.State == Processing && e.Attempts >= e.Stamps.MaxAttempts:
+		l.exhausted.push(e)
+	case e.State == Pending && e.RunAt <= now:
+		l.readyHeap(e.Pin).push(e)
+	default:
+		l.waiting.push(e)
+	}
+}
+
+func (q *Queues) unplace(e *entry) {
+	if e.where != nil {
+		e.where.remove(e)
+	}
+}
+
+// setState moves e to state s, keeping the lane counts.
+func (e *entry) setState(s State) {
+	e.lane.count(e.State, -1)
+	e.State = s
+	e.lane.count(s, 1)
+}
+
+// kill dead-letters a live entry.
+func (q *Queues) kill(e *entry, now int64, msg string) {
+	q.unplace(e)
+	if e.eslot >= 0 {
+		q.expiry.remove(e)
+	}
+	e.setState(Dead)
+	e.LastError = msg
+	e.DiedAt = now
+	if e.Stamps.DeadLetterRetentionS != 0 {
+		q.retain.push(e)
+	}
+}
+
+// drop deletes e from the state.
+func (q *Queues) drop(e *entry) {
+	q.unplace(e)
+	if e.eslot >= 0 {
+		q.expiry.remove(e)
+	}
+	if e.dslot >= 0 {
+		q.retain.remove(e)
+	}
+	delete(q.jobs, e.ID)
+	l := e.lane
+	l.count(e.State, -1)
+	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
+		delete(q.lanes, l.name)
+	}
+}
+
+// ClaimBatch hands out up to max jobs of queue to the claimant host, in the
+// order Priority DESC, ready time ASC, Seq ASC, where the ready time of a
+// pending job is its RunAt and that of a processing job whose claim lapsed
+// is its ClaimExpiresAt.
+//
+// Candidates are the ready pending jobs (RunAt <= now) and the processing
+// jobs whose claim lapsed (ClaimExpiresAt <= now: a reclaim, which consumes
+// an attempt), whose Pin is "" or host, and which have not expired
+// (ExpiresAt == 0 || ExpiresAt > now; expired ones wait for SweepExpired).
+// First, every processing job of the queue whose claim lapsed with its
+// attempts exhausted is moved to Dead ("max attempts exceeded"): such a job
+// is never handed out. Each handed job gets Attempts+1, Claims+1, State
+// Processing, Host = host, ClaimedAt = now and ClaimExpiresAt = now + its
+// own VisibilityTimeoutS.
+//
+// An empty host or max <= 0 is refused (nil, nothing changes).
+func (q *Queues) ClaimBatch(now int64, queue, host string, max int) []Job {
+	l := q.lanes[queue]
+	if host == "" || max <= 0 || l == nil {
+		return nil
+	}
+	for e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now; e = l.exhausted.top() {
+		q.kill(e, now, ErrMsgExhausted)
+	}
+	// Bring in everything that may be a candidate now. A ready heap may
+	// still hold entries that are not (time went backwards): the loop below
+	// sends them back as it meets them.
+	for e := l.parked.top(); e != nil && e.ExpiresAt > now; e = l.parked.top() {
+		l.parked.remove(e)
+		l.readyHeap(e.Pin).push(e)
+	}
+	for e := l.waiting.top(); e != nil && readyAt(e) <= now; e = l.waiting.top() {
+		l.waiting.remove(e)
+		l.readyHeap(e.Pin).push(e)
+	}
+	shared, mine := l.ready[""], l.ready[host]
+	var out []Job
+	for len(out) < max {
+		var h *jobHeap
+		switch {
+		case shared != nil && shared.len() > 0 && (mine == nil || mine.len() == 0 || less(hReady, shared.top(), mine.top())):
+			h = shared
+		case mine != nil && mine.len() > 0:
+			h = mine
+		}
+		if h == nil {
+			break
+		}
+		e := h.pop()
+		if readyAt(e) > now {
+			l.waiting.push(e)
+			continue
+		}
+		if e.ExpiresAt != 0 && e.ExpiresAt <= now {
+			l.parked.push(e)
+			continue
+		}
+		if e.State != Processing {
+			e.setState(Processing)
+		}
+		e.Attempts++
+		e.Claims++
+		e.Host = host
+		e.ClaimedAt = now
+		e.ClaimExpiresAt = addSat(now, int64(e.Stamps.VisibilityTimeoutS))
+		q.place(e, now)
+		if out == nil {
+			out = make([]Job, 0, min(max, 16))
+		}
+		out = append(out, e.copyJob())
+	}
+	return out
+}
+
+// claimOf returns the job h names if the validity predicate holds: the job
+// exists, is Processing, h is its current claim, and the claim has not
+// lapsed (now < ClaimExpiresAt).
+func (q *Queues) claimOf(now int64, h Handle) *entry {
+	e := q.jobs[h.ID]
+	if e == nil || e.State != Processing || e.Claims != h.Attempt || now >= e.ClaimExpiresAt {
+		return nil
+	}
+	return e
+}
+
+// Ack completes the caller's claim: the job is deleted. False (nothing
+// changes) unless the validity predicate holds.
+func (q *Queues) Ack(now int64, h Handle) bool {
+	e := q.claimOf(now, h)
+	if e == nil {
+		return false
+	}
+	q.drop(e)
+	return true
+}
+
+// AckBatch acks each handle in order and reports each result.
+func (q *Queues) AckBatch(now int64, hs []Handle) []bool {
+	out := make([]bool, len(hs))
+	for i, h := range hs {
+		out[i] = q.Ack(now, h)
+	}
+	return out
+}
+
+// Heartbeat extends the caller's claim to now + VisibilityTimeoutS (never
+// shortening it). False unless the validity predicate holds.
+func (q *Queues) Heartbeat(now int64, h Handle) bool {
+	e := q.claimOf(now, h)
+	if e == nil {
+		return false
+	}
+	if d := addSat(now, int64(e.Stamps.VisibilityTimeoutS)); d > e.ClaimExpiresAt {
+		q.unplace(e)
+		e.ClaimExpiresAt = d
+		q.place(e, now)
+	}
+	return true
+}
+
+// Retry gives the caller's claim up with an error: the job goes back to
+// Pending with RunAt = now + BackoffBaseS * 2^(Attempts-1) (see
+// MaxBackoffShift), LastError = errMsg, Host and ClaimExpiresAt cleared;
+// or, when its attempts are exhausted, to Dead with "max attempts
+// exceeded". False unless the validity predicate holds.
+func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
+	e := q.claimOf(now, h)
+	if e == nil {
+		return false
+	}
+	if e.Attempts >= e.Stamps.MaxAttempts {
+		q.kill(e, now, ErrMsgExhausted)
+		return true
+	}
+	q.unplace(e)
+	e.setState(Pending)
+	e.RunAt = addSat(now, backoff(e.Stamps.BackoffBaseS, e.Attempts))
+	e.LastError = errMsg
+	e.Host = ""
+	e.ClaimExpiresAt = 0
+	q.place(e, now)
+	return true
+}
+
+func backoff(base, attempts uint32) int64 {
+	shift := uint32(0)
+	if attempts > 1 {
+		shift = min(attempts-1, MaxBackoffShift)
+	}
+	return int64(base) << shift
+}
+
+// Fail dead-letters the caller's claim: LastError = errMsg ("failed" when
+// empty), DiedAt = now. False unless the validity predicate holds.
+func (q *Queues) Fail(now int64, h Handle, errMsg string) bool {
+	e := q.claimOf(now, h)
+	if e == nil {
+		return false
+	}
+	if errMsg == "" {
+		errMsg = ErrMsgFailed
+	}
+	q.kill(e, now, errMsg)
+	return true
+}
+
+// Cancel is the operator's delete of a Pending job. A Processing job (its
+// claimant owns it) or a Dead one is refused, as is an unknown ID.
+func (q *Queues) Cancel(now int64, id uint64) bool {
+	_ = now // recorded by the WAL with every call; no rule depends on it
+	e := q.jobs[id]
+	if e == nil || e.State != Pending {
+		return false
+	}
+	q.drop(e)
+	return true
+}
+
+// SweepExpired dead-letters, in every queue, each processing job whose
+// claim lapsed with its attempts exhausted ("max attempts exceeded") and
+// then each pending or processing job with ExpiresAt != 0 && ExpiresAt <=
+// now ("expired"), and deletes each dead job whose DiedAt +
+// DeadLetterRetentionS <= now (retention 0 = kept forever).
+func (q *Queues) SweepExpired(now int64) (moved, deleted int) {
+	names := make([]string, 0, len(q.lanes))
+	for name := range q.lanes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := q.lanes[name]
+		for e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now; e = l.exhausted.top() {
+			q.kill(e, now, ErrMsgExhausted)
+			moved++
+		}
+	}
+	for e := q.expiry.top(); e != nil && e.ExpiresAt <= now; e = q.expiry.top() {
+		q.kill(e, now, ErrMsgExpired)
+		moved++
+	}
+	for e := q.retain.top(); e != nil && purgeAt(e) <= now; e = q.retain.top() {
+		q.drop(e)
+		deleted++
+	}
+	return moved, deleted
+}
+
+// Get returns every field of job id, whatever its state.
+func (q *Queues) Get(id uint64) (Job, bool) {
+	e := q.jobs[id]
+	if e == nil {
+		return Job{}, false
+	}
+	return e.copyJob(), true
+}
+
+// Redrive is the operator's restart of a Dead job: it becomes Pending,
+// ready at now, with Attempts = 0 and LastError, DiedAt, Host, ClaimedAt,
+// ClaimExpiresAt cleared; a job with an expiry gets its original lifetime
+// again from now (ExpiresAt = now + ExpiresAt - EnqueuedAt). Claims, Seq,
+// EnqueuedAt and the stamps are kept. False unless the job is Dead.
+func (q *Queues) Redrive(now int64, id uint64) bool {
+	e := q.jobs[id]
+	if e == nil || e.State != Dead {
+		return false
+	}
+	if e.dslot >= 0 {
+		q.retain.remove(e)
+	}
+	e.setState(Pending)
+	e.Attempts = 0
+	e.RunAt = now
+	e.LastError = ""
+	e.DiedAt = 0
+	e.Host = ""
+	e.ClaimedAt = 0
+	e.ClaimExpiresAt = 0
+	if e.ExpiresAt != 0 {
+		e.ExpiresAt = addSat(now, e.ExpiresAt-e.EnqueuedAt)
+		q.expiry.push(e)
+	}
+	q.place(e, now)
+	return true
+}
+
+// List returns the jobs of queue ("" = every queue) sorted by ID.
+func (q *Queues) List(queue string) []Job {
+	var out []Job
+	for _, e := range q.jobs {
+		if queue == "" || e.Queue == queue {
+			out = append(out, e.copyJob())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Counts returns how many jobs of queue ("" = every queue) are in each
+// state.
+func (q *Queues) Counts(queue string) (pending, processing, dead int) {
+	if queue != "" {
+		if l := q.lanes[queue]; l != nil {
+			return l.pending, l.processing, l.dead
+		}
+		return 0, 0, 0
+	}
+	for _, l := range q.lanes {
+		pending += l.pending
+		processing += l.processing
+		dead += l.dead
+	}
+	return pending, processing, dead
+}
+
+// QueueNames returns the names of the queues that hold jobs, sorted.
+func (q *Queues) QueueNames() []string {
+	names := make([]string, 0, len(q.lanes))
+	for name := range q.lanes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Snapshot is the whole state as plain data: what a checkpoint stores.
+type Snapshot struct {
+	Jobs      []Job      // sorted by ID
+	Schedules []Schedule // sorted by Name
+	NextID    uint64     // ID the next enqueued job gets
+	NextSeq   uint64     // Seq the next enqueued job gets
+}
+
+// ErrBadSnapshot is wrapped by every error of Import.
+var ErrBadSnapshot = errors.New("queue: bad snapshot")
+
+// Export returns the whole state. It shares no memory with q.
+func (q *Queues) Export() Snapshot {
+	s := Snapshot{
+		Jobs:      make([]Job, 0, len(q.jobs)),
+		Schedules: q.Schedules(),
+		NextID:    q.nextID,
+		NextSeq:   q.nextSeq,
+	}
+	for _, e := range q.jobs {
+		s.Jobs = append(s.Jobs, e.copyJob())
+	}
+	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].ID < s.Jobs[j].ID })
+	return s
+}
+
+// Import rebuilds a state from a snapshot (in any order), checking that it
+// is one the operations can reach: unique non-zero IDs below NextID, unique
+// Seqs below NextSeq, known states, valid stamps, non-empty queue names,
+// Attempts <= MaxAttempts and <= Claims, a pending job with budget left
+// and no claim, a processing job with a claimant, a live job not dead-dated;
+// schedules with unique non-empty names, a valid spec, queue, stamps and
+// fire options. The result shares no memory with s.
+func Import(s Snapshot) (*Queues, error) {
+	bad := func(format string, args ...any) (*Queues, error) {
+		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+	}
+	if s.NextID == 0 || s.NextSeq == 0 {
+		return bad("next id %d / next seq %d must be >= 1", s.NextID, s.NextSeq)
+	}
+	q := New()
+	q.nextID, q.nextSeq = s.NextID, s.NextSeq
+	seqs := make(map[uint64]bool, len(s.Jobs))
+	for i := range s.Jobs {
+		j := s.Jobs[i]
+		if err := checkJob(j, s.NextID, s.NextSeq); err != nil {
+			return bad("job %d: %v", j.ID, err)
+		}
+		if q.jobs[j.ID] != nil {
+			return bad("duplicate job id %d", j.ID)
+		}
+		if seqs[j.Seq] {
+			return bad("job %d: duplicate seq %d", j.ID, j.Seq)
+		}
+		seqs[j.Seq] = true
+		j.Payload = nil
+		if len(s.Jobs[i].Payload) > 0 {
+			j.Payload = bytes.Clone(s.Jobs[i].Payload)
+		}
+		q.insert(&entry{Job: j, eslot: -1, dslot: -1}, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
+	}
+	for _, sc := range s.Schedules {
+		every, err := ParseEvery(sc.Spec)
+		switch {
+		case err != nil:
+			return bad("schedule %q: %v", sc.Name, err)
+		case sc.Name == "":
+			return bad("schedule with empty name")
+		case sc.Queue == "":
+			return bad("schedule %q: empty queue name", sc.Name)
+		case !sc.Stamps.valid():
+			return bad("schedule %q: bad stamps %+v", sc.Name, sc.Stamps)
+		case sc.Fire.ExpiresS < 0:
+			return bad("schedule %q: negative fire expiry", sc.Name)
+		}
+		i, found := q.findSchedule(sc.Name)
+		if found {
+			return bad("duplicate schedule %q", sc.Name)
+		}
+		c := &schedule{Schedule: sc, every: every}
+		c.Payload = nil
+		if len(sc.Payload) > 0 {
+			c.Payload = bytes.Clone(sc.Payload)
+		}
+		q.scheds = append(q.scheds, nil)
+		copy(q.scheds[i+1:], q.scheds[i:])
+		q.scheds[i] = c
+	}
+	return q, nil
+}
+
+func checkJob(j Job, nextID, nextSeq uint64) error {
+	switch {
+	case j.ID == 0 || j.ID >= nextID:
+		return fmt.Errorf("id not in [1, next id %d)", nextID)
+	case j.Seq == 0 || j.Seq >= nextSeq:
+		return fmt.Errorf("seq %d not in [1, next seq %d)", j.Seq, nextSeq)
+	case j.Queue == "":
+		return errors.New("empty queue name")
+	case !j.Stamps.valid():
+		return fmt.Errorf("bad stamps %+v", j.Stamps)
+	case j.Attempts > j.Stamps.MaxAttempts:
+		return fmt.Errorf("attempts %d > max attempts %d", j.Attempts, j.Stamps.MaxAttempts)
+	case j.Attempts > j.Claims:
+		return fmt.Errorf("attempts %d > claims %d", j.Attempts, j.Claims)
+	}
+	switch j.State {
+	case Pending:
+		switch {
+		case j.Attempts >= j.Stamps.MaxAttempts:
+			return errors.New("pending with its attempts exhausted")
+		case j.Host != "" || j.ClaimExpiresAt != 0:
+			return errors.New("pending with a claim")
+		case j.DiedAt != 0:
+			return errors.New("pending with a death time")
+		}
+	case Processing:
+		switch {
+		case j.Attempts == 0:
+			return errors.New("processing with no attempt")
+		case j.Host == "":
+			return errors.New("processing without a claimant")
+		case j.DiedAt != 0:
+			return errors.New("processing with a death time")
+		}
+	case Dead:
+	default:
+		return fmt.Errorf("bad state %d", j.State)
+	}
+	return nil
+}
