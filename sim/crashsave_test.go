@@ -12,15 +12,16 @@ import (
 // executed at once and its completion fed back in order. Other effects
 // are collected for the test.
 type ioDriver struct {
-	t     *testing.T
-	node  *sm.Node
-	disk  *simdisk.Disk
-	now   time.Duration
-	sent  []sm.Send
-	logs  []sm.Log
-	exit  *sm.Exit
-	onOp  func(op sm.FileOp) // called after each FileOp executes
-	queue []sm.Input
+	t       *testing.T
+	node    *sm.Node
+	disk    *simdisk.Disk
+	now     time.Duration
+	sent    []sm.Send
+	logs    []sm.Log
+	exit    *sm.Exit
+	replies []sm.Reply
+	onOp    func(op sm.FileOp) // called after each FileOp executes
+	queue   []sm.Input
 }
 
 func (d *ioDriver) clock() sm.Clock { return sm.Clock{Mono: d.now, Wall: epoch + int64(d.now)} }
@@ -45,6 +46,8 @@ func (d *ioDriver) feed(in sm.Input) {
 				d.logs = append(d.logs, x)
 			case sm.Exit:
 				d.exit = &x
+			case sm.Reply:
+				d.replies = append(d.replies, x)
 			}
 		}
 	}

@@ -35,6 +35,8 @@ type Config struct {
 	Heartbeat            time.Duration
 	FailureTimeout       time.Duration
 	DialTimeout          time.Duration
+	MaxWALRecords        int
+	WALRepair            bool
 	LogLevel, LogFormat  string
 }
 
@@ -45,7 +47,8 @@ func DefaultConfig() Config {
 		KeepN: d.KeepN, StaleTimeout: d.StaleTimeout,
 		ElectionTimeout: d.ElectionTimeout, PriorityStep: d.PriorityStep, Jitter: d.JitterMax,
 		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
-		LogLevel: "info", LogFormat: "console",
+		MaxWALRecords: d.MaxWALRecords,
+		LogLevel:      "info", LogFormat: "console",
 	}
 }
 
@@ -103,6 +106,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
+	opt.MaxWALRecords, opt.WALRepair = cfg.MaxWALRecords, cfg.WALRepair
 	node, err := sm.NewNode(opt)
 	if err != nil {
 		return 1, err

@@ -43,7 +43,7 @@ func fastOpts(self int, peers []string) sm.Options {
 	return o
 }
 
-func sampleConfig(t *testing.T) []byte {
+func sampleConfig(t testing.TB) []byte {
 	t.Helper()
 	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: "runner-test", Port: 7000}
 	c.Queues = []*schema.Queue{{Id: 1, Name: "q0", VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}}
@@ -57,7 +57,7 @@ func sampleConfig(t *testing.T) []byte {
 
 // provision installs blob the way sim/world.go provision does, with the
 // real executor: versioned file, conf/current, all fsync'd.
-func provision(t *testing.T, base string, blob []byte) string {
+func provision(t testing.TB, base string, blob []byte) string {
 	t.Helper()
 	e := &fileio.Executor{Base: base}
 	name := sm.VersionName(sha256.Sum256(blob))
@@ -77,7 +77,7 @@ func provision(t *testing.T, base string, blob []byte) string {
 	return name
 }
 
-func newNode(t *testing.T, o sm.Options) *sm.Node {
+func newNode(t testing.TB, o sm.Options) *sm.Node {
 	t.Helper()
 	n, err := sm.NewNode(o)
 	if err != nil {
