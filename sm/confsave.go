@@ -47,51 +47,24 @@ func (n *Node) saveConfig(blob []byte, done func(ok bool)) {
 		tmp := ConfDir + "/" + versionTmpName(sum, op)
 		ver := ConfDir + "/" + name
 		ptrTmp := ConfDir + "/" + pointerTmpName(op)
-		fail := func(what string, d IODone, cleanup string) {
+		var cleanup string
+		fail := func(what string, d IODone) {
 			n.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", what, d.Err, d.Detail))
-			if cleanup != "" {
-				n.io(FileOp{Op: OpRemove, Path: cleanup}, func(d IODone) { // best effort; the trim cleans leftovers
-					if d.Err != IOOK && d.Err != IONotExist {
-						n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", cleanup, d.Err, d.Detail))
-					}
-				})
-			}
+			n.io(FileOp{Op: OpRemove, Path: cleanup}, func(d IODone) { // best effort; the trim cleans leftovers
+				if d.Err != IOOK && d.Err != IONotExist {
+					n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", cleanup, d.Err, d.Detail))
+				}
+			})
 			n.storeDone()
 			done(false)
 		}
-		n.io(FileOp{Op: OpWrite, Path: tmp, Data: blob}, func(d IODone) {
-			if d.Err != IOOK {
-				fail("write "+tmp, d, tmp)
-				return
-			}
-			n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
-				n.io(FileOp{Op: OpRename, Path: tmp, To: ver}, func(d IODone) {
-					if d.Err != IOOK {
-						fail("rename "+tmp, d, tmp)
-						return
-					}
-					n.io(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
-						n.io(FileOp{Op: OpWrite, Path: ptrTmp, Data: PointerContents(name)}, func(d IODone) {
-							if d.Err != IOOK {
-								fail("write "+ptrTmp, d, ptrTmp)
-								return
-							}
-							n.io(FileOp{Op: OpFsync, Path: ptrTmp}, func(IODone) {
-								n.io(FileOp{Op: OpRename, Path: ptrTmp, To: PointerPath}, func(d IODone) {
-									if d.Err != IOOK {
-										fail("rename "+ptrTmp, d, ptrTmp)
-										return
-									}
-									n.io(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
-										n.adopt(blob, sum)
-										done(true)
-										n.trim()
-									})
-								})
-							})
-						})
-					})
-				})
+		cleanup = tmp
+		n.replaceDurably(tmp, ver, ConfDir, blob, fail, func() {
+			cleanup = ptrTmp
+			n.replaceDurably(ptrTmp, PointerPath, ConfDir, PointerContents(name), fail, func() {
+				n.adopt(blob, sum)
+				done(true)
+				n.trim()
 			})
 		})
 	})

@@ -128,27 +128,14 @@ func (n *Node) declare() {
 // persistTerm writes data/term crash-safely: tmp, fsync, rename, fsync dir.
 func (n *Node) persistTerm(t uint64, then func()) {
 	data := []byte(strconv.FormatUint(t, 10) + "\n")
-	n.io(FileOp{Op: OpWrite, Path: termTmpPath, Data: data}, func(d IODone) {
-		if d.Err != IOOK {
-			n.log(Error, "ha.term-write", fmt.Sprintf("cannot write '%s': %s %s — retrying election", termTmpPath, d.Err, d.Detail))
-			n.promoting = false
-			n.startElection(n.failover)
-			return
-		}
-		n.io(FileOp{Op: OpFsync, Path: termTmpPath}, func(IODone) {
-			n.io(FileOp{Op: OpRename, Path: termTmpPath, To: TermPath}, func(d IODone) {
-				if d.Err != IOOK {
-					n.log(Error, "ha.term-write", fmt.Sprintf("rename(%s, %s) failed: %s — retrying election", termTmpPath, TermPath, d.Err))
-					n.promoting = false
-					n.startElection(n.failover)
-					return
-				}
-				n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
-					n.term = t
-					then()
-				})
-			})
-		})
+	fail := func(what string, d IODone) {
+		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — retrying election", what, d.Err, d.Detail))
+		n.promoting = false
+		n.startElection(n.failover)
+	}
+	n.replaceDurably(termTmpPath, TermPath, DataDir, data, fail, func() {
+		n.term = t
+		then()
 	})
 }
 

@@ -209,26 +209,12 @@ func (n *Node) finishRecovery(j *jobState) {
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
 }
 
-// rewriteFile replaces path with data crash-safely (tmp, fsync, rename,
-// fsync dir).
+// rewriteFile replaces path with data crash-safely.
 func (n *Node) rewriteFile(path string, data []byte, then func()) {
-	tmp := path + ".tmp"
-	dir := path[:lastSlash(path)]
-	n.io(FileOp{Op: OpWrite, Path: tmp, Data: data}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.recovery", fmt.Sprintf("cannot write %s: %s %s", tmp, d.Err, d.Detail))
-			return
-		}
-		n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
-			n.io(FileOp{Op: OpRename, Path: tmp, To: path}, func(d IODone) {
-				if d.Err != IOOK {
-					n.die("fatal.recovery", fmt.Sprintf("rename(%s, %s) failed: %s %s", tmp, path, d.Err, d.Detail))
-					return
-				}
-				n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { then() })
-			})
-		})
-	})
+	fail := func(what string, d IODone) {
+		n.die("fatal.recovery", fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
+	}
+	n.replaceDurably(path+".tmp", path, path[:lastSlash(path)], data, fail, then)
 }
 
 func lastSlash(p string) int {

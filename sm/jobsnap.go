@@ -49,31 +49,19 @@ func (n *Node) maybeCheckpoint() {
 	path := wal.SnapshotPath(lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
 	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, len(snap.GetJobs())))
-	n.io(FileOp{Op: OpWrite, Path: tmp, Data: data}, func(d IODone) {
-		if d.Err != IOOK {
-			n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint write %s failed: %s %s — the WAL keeps everything", tmp, d.Err, d.Detail))
-			n.checkpointDone(j)
+	fail := func(what string, d IODone) {
+		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", what, d.Err, d.Detail))
+		n.checkpointDone(j)
+	}
+	n.replaceDurably(tmp, path, wal.SnapDir, data, fail, func() {
+		// The snapshot is durable: older segments may go once their last
+		// writes have landed.
+		j.ckpt.removeLSN = lsn
+		if !j.writing && n.jobs == j {
+			n.removeObsolete(j)
 			return
 		}
-		n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
-			n.io(FileOp{Op: OpRename, Path: tmp, To: path}, func(d IODone) {
-				if d.Err != IOOK {
-					n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint rename %s failed: %s %s", tmp, d.Err, d.Detail))
-					n.checkpointDone(j)
-					return
-				}
-				n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) {
-					// The snapshot is durable: older segments may go once
-					// their last writes have landed.
-					j.ckpt.removeLSN = lsn
-					if !j.writing && n.jobs == j {
-						n.removeObsolete(j)
-						return
-					}
-					n.checkpointDone(j)
-				})
-			})
-		})
+		n.checkpointDone(j)
 	})
 }
 

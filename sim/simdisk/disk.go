@@ -263,7 +263,7 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 		r.ModTime = n.mtime
 		return r
 
-	case sm.OpWrite:
+	case sm.OpWrite, sm.OpAppend:
 		dir, name, e, detail := d.parentOf("open", op.Path)
 		if e != sm.IOOK {
 			return fail(e, detail)
@@ -283,33 +283,12 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 			dir.entries[name] = n
 			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
 		}
-		n.data = slices.Clone(op.Data)
-		n.mtime = wall
-		n.dirty = true
-		n.truncated = true
-		return r
-
-	case sm.OpAppend:
-		dir, name, e, detail := d.parentOf("open", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
+		if op.Op == sm.OpWrite { // O_TRUNC
+			n.data = slices.Clone(op.Data)
+			n.truncated = true
+		} else { // O_APPEND
+			n.data = append(slices.Clip(n.data), op.Data...)
 		}
-		n := dir.entries[name]
-		if n != nil && n.isDir {
-			return fail(sm.IOFailed, "open "+op.Path+": is a directory")
-		}
-		if d.fault(d.faults.WriteErr) {
-			return fail(sm.IOFailed, "write "+op.Path+": input/output error (injected)")
-		}
-		if d.fault(d.faults.NoSpace) {
-			return fail(sm.IONoSpace, "write "+op.Path+": no space left on device (injected)")
-		}
-		if n == nil {
-			n = d.newFile()
-			dir.entries[name] = n
-			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
-		}
-		n.data = append(slices.Clip(n.data), op.Data...)
 		n.mtime = wall
 		n.dirty = true
 		return r
