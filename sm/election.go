@@ -199,8 +199,10 @@ func (n *Node) seenPrimary(from int, term uint64) {
 func (n *Node) becomeStandby(p int, term uint64, format string) {
 	if n.role == RolePrimary {
 		// Stepping down discards the unreplicated state (DESIGN §4.2): a
-		// later promotion recovers from disk.
-		n.failWaiting("stepped down: outcome unknown, retry against the primary")
+		// later promotion recovers from disk. Waiting clients learn the new
+		// primary with an "outcome unknown".
+		n.primary = p
+		n.failWaiting("stepped down: outcome unknown, check before retrying against the primary")
 	}
 	n.cancelTimer(TimerElection)
 	n.cancelTimer(TimerProbe)

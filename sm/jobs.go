@@ -109,7 +109,7 @@ func validateJob(r *router, req JobRequest) string {
 		if !r.knownResource(req.Resource) {
 			return fmt.Sprintf("unknown resource id %d", req.Resource)
 		}
-		if req.Kind == JobEnqueue && !r.knownHost(req.Host) {
+		if req.Kind == JobEnqueue && (!r.knownHost(req.Host) || req.Host == LostAndFound) {
 			return fmt.Sprintf("unknown host %q", req.Host)
 		}
 	case JobClaim:
@@ -123,7 +123,7 @@ func validateJob(r *router, req JobRequest) string {
 			return fmt.Sprintf("claim batch size %d outside 1..1000", req.Max)
 		}
 	case JobList:
-		if !r.knownQueue(req.Queue) {
+		if req.Queue != "" && !r.knownQueue(req.Queue) { // "" lists every queue
 			return fmt.Sprintf("unknown queue %q", req.Queue)
 		}
 	case JobAckBatch:
@@ -231,7 +231,7 @@ func (n *Node) failWaiting(why string) {
 		return
 	}
 	for _, w := range n.jobs.waiting {
-		n.emit(Reply{ID: w.rep.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.primary})
 	}
 	n.jobs = nil // a future promotion recovers from disk again
 }

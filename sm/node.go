@@ -122,6 +122,12 @@ func (n *Node) Primary() int { return n.primary }
 // Serving reports whether the node runs with a config (Phase 2 reached).
 func (n *Node) Serving() bool { return n.serving }
 
+// Ready reports that the node does its job: a serving standby, or a
+// primary that has also recovered its job state (systemd READY=1).
+func (n *Node) Ready() bool {
+	return n.serving && (n.role == RoleStandby || n.role == RolePrimary && n.jobs != nil && n.jobs.recovered)
+}
+
 // Stale reports the config_stale flag.
 func (n *Node) Stale() bool { return n.stale }
 

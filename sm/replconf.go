@@ -14,6 +14,10 @@ const (
 	StatusEAGAIN   int32 = -11
 	StatusEINVAL   int32 = -22
 	StatusNoConfig int32 = -61 // ENODATA
+	// StatusOutcomeUnknown: the request may or may not have been applied
+	// (the node lost its role, or the executor gave up waiting): check
+	// before retrying. EAGAIN, by contrast, means nothing was applied.
+	StatusOutcomeUnknown int32 = -125 // ECANCELED
 )
 
 // fetchState is the standby's config pull (seed 002 §5.5): Join, then

@@ -200,8 +200,8 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		r, err := rn.Do(ctx, JobRequestFromProto(op.Job))
-		if err != nil {
-			rep.Status, rep.Error = int32(sm.StatusEAGAIN), err.Error()
+		if err != nil { // sent to the node, never answered: maybe applied
+			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep
 		}
 		rep.Status, rep.Error = r.Status, r.Error

@@ -125,8 +125,9 @@ func (r *Runner) Status() Status {
 	return r.status
 }
 
-// Ready is closed the first time Status().Serving is true (the daemon
-// then tells systemd READY=1). It is never closed if the node stops first:
+// Ready is closed the first time the node is ready: a serving standby, or
+// a primary whose job state is recovered (the daemon then tells systemd
+// READY=1). It is never closed if the node stops first:
 // wait on it together with Run's result.
 func (r *Runner) Ready() <-chan struct{} { return r.ready }
 
@@ -141,10 +142,11 @@ func (r *Runner) publish() {
 		Stale: n.Stale(), Serving: n.Serving(), Fatal: n.FatalReason(),
 	}
 	st.Config, _, _ = n.Config() // immutable once loaded
+	ready := n.Ready()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status = st
-	if st.Serving && !r.readyClosed {
+	if ready && !r.readyClosed {
 		r.readyClosed = true
 		close(r.ready)
 	}
