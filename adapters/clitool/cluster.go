@@ -25,12 +25,20 @@ type Cluster struct {
 	Bin      string   // directory holding the xcecontroller binary
 	Names    []string // n0, n1, ...
 	BasePort int
+	Ports    []int     // per-node ports; nil = BasePort+i
 	Out      io.Writer // prefixed node logs ("" = discard)
 	Args     []string  // extra xcecontroller flags
 
 	mu    sync.Mutex
-	procs []*exec.Cmd
-	exits []chan int
+	procs []*proc
+}
+
+// proc is one started process of a node; done is closed once it has
+// exited and its output has been copied, code is then its exit code.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	code int
 }
 
 // NewCluster lays out n nodes named n0..n(n-1) on 127.0.0.1:basePort+i.
@@ -39,16 +47,31 @@ func NewCluster(dir, bin string, n, basePort int) *Cluster {
 	for i := 0; i < n; i++ {
 		c.Names = append(c.Names, fmt.Sprintf("n%d", i))
 	}
-	c.procs = make([]*exec.Cmd, n)
-	c.exits = make([]chan int, n)
+	c.procs = make([]*proc, n)
 	return c
+}
+
+// NewClusterPorts lays out len(ports) nodes named n0.. with node i on
+// 127.0.0.1:ports[i] (ports need not be consecutive).
+func NewClusterPorts(dir, bin string, ports []int) *Cluster {
+	c := NewCluster(dir, bin, len(ports), 0)
+	c.Ports = append([]int(nil), ports...)
+	return c
+}
+
+// Port is node i's port.
+func (c *Cluster) Port(i int) int {
+	if c.Ports != nil {
+		return c.Ports[i]
+	}
+	return c.BasePort + i
 }
 
 // PeersFlag is the --peers string every node gets.
 func (c *Cluster) PeersFlag() string {
 	parts := make([]string, len(c.Names))
 	for i, n := range c.Names {
-		parts[i] = fmt.Sprintf("%s=127.0.0.1:%d", n, c.BasePort+i)
+		parts[i] = fmt.Sprintf("%s=127.0.0.1:%d", n, c.Port(i))
 	}
 	return strings.Join(parts, ",")
 }
@@ -93,20 +116,25 @@ func (c *Cluster) ClientFlags() string {
 		filepath.Join(c.certs(), "admin.crt"), filepath.Join(c.certs(), "admin.key"), filepath.Join(c.certs(), "ca.crt"))
 }
 
-// Start launches node i; its exit code arrives on Exited(i).
+// Start launches node i; its exit code arrives on Exited(i). Starting a
+// node whose previous process is still running is an error.
 func (c *Cluster) Start(i int) error {
 	name := c.Names[i]
+	c.mu.Lock()
+	prev := c.procs[i]
+	c.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev.done:
+		default:
+			return fmt.Errorf("start %s: already running (pid %d)", name, prev.cmd.Process.Pid)
+		}
+	}
 	args := append([]string{
 		"--peers", c.PeersFlag(), "--name", name, "--workdir", c.workdir(),
 		"--cert", filepath.Join(c.certs(), name+".crt"), "--key", filepath.Join(c.certs(), name+".key"),
 		"--ca", filepath.Join(c.certs(), "ca.crt"),
 	}, c.Args...)
-	cmd := exec.Command(filepath.Join(c.Bin, "xcecontroller"), args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stdout = cmd.Stderr
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o700); err != nil {
 		return err
 	}
@@ -114,13 +142,27 @@ func (c *Cluster) Start(i int) error {
 	if err != nil {
 		return err
 	}
+	cmd := exec.Command(filepath.Join(c.Bin, "xcecontroller"), args...)
+	// The nodes are not this process's systemd service: they must not
+	// notify the service manager that may supervise us.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	cmd.Stdout = cmd.Stderr
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	exit := make(chan int, 1)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	c.mu.Lock()
-	c.procs[i], c.exits[i] = cmd, exit
+	c.procs[i] = p
 	c.mu.Unlock()
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -132,6 +174,9 @@ func (c *Cluster) Start(i int) error {
 			fmt.Fprintf(c.Out, "[%s] %s\n", name, line)
 			c.mu.Unlock()
 		}
+		// A line over the scanner's limit stops it: keep draining, or
+		// the node would block writing its log.
+		_, _ = io.Copy(logf, stderr)
 		err := cmd.Wait()
 		logf.Close()
 		code := 0
@@ -139,44 +184,83 @@ func (c *Cluster) Start(i int) error {
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
-		exit <- code
+		p.code = code
+		close(p.done)
 	}()
 	return nil
 }
 
-// Exited delivers node i's exit code once its current process ends.
+// Exited delivers the exit code of node i's current process once it ends
+// (-1 if a signal killed it). Every call gets its own channel, so any
+// number of readers, Stop included, see the exit. It never fires for a
+// node that was not started.
 func (c *Cluster) Exited(i int) <-chan int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.exits[i]
+	p := c.procs[i]
+	c.mu.Unlock()
+	ch := make(chan int, 1)
+	if p != nil {
+		go func() {
+			<-p.done
+			ch <- p.code
+		}()
+	}
+	return ch
+}
+
+// Running reports whether node i's current process has not yet exited.
+func (c *Cluster) Running(i int) bool {
+	c.mu.Lock()
+	p := c.procs[i]
+	c.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // Signal sends sig to node i's process (SIGKILL = kill -9).
 func (c *Cluster) Signal(i int, sig syscall.Signal) error {
 	c.mu.Lock()
-	cmd := c.procs[i]
+	p := c.procs[i]
 	c.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	if p == nil {
 		return fmt.Errorf("%s not started", c.Names[i])
 	}
-	return cmd.Process.Signal(sig)
+	return p.cmd.Process.Signal(sig)
 }
 
-// Stop sends SIGTERM to every running node and waits (SIGKILL after 5 s).
+// Stop sends SIGTERM to every running node and waits for each to exit
+// (SIGKILL after 5 s). Nodes that already exited are skipped.
 func (c *Cluster) Stop() {
-	for i := range c.Names {
-		c.mu.Lock()
-		cmd, exit := c.procs[i], c.exits[i]
-		c.mu.Unlock()
-		if cmd == nil || cmd.Process == nil {
+	c.mu.Lock()
+	procs := append([]*proc(nil), c.procs...)
+	c.mu.Unlock()
+	for _, p := range procs {
+		if p == nil {
 			continue
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case code := <-exit:
-			exit <- code // keep it readable for Exited
+		case <-p.done:
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
 		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = p.cmd.Process.Kill()
+			<-p.done
 		}
 	}
 }

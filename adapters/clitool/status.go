@@ -22,7 +22,7 @@ import (
 func NewCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	root := &cobra.Command{Use: "xcecli", Short: "xce cluster client", SilenceUsage: true, SilenceErrors: true}
 	root.SetOut(stdout)
-	root.AddCommand(statusCmd(ctx), devCmd(ctx))
+	root.AddCommand(append([]*cobra.Command{statusCmd(ctx), devCmd(ctx)}, extraCommands(ctx)...)...)
 	return root
 }
 

@@ -1,0 +1,539 @@
+package clitool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"xce/adapters/tlsconf"
+	"xce/schema"
+)
+
+// ErrRefused is a handle operation the primary refused (seed 000's
+// validity predicate: the claim is over, or the job is not in a state the
+// operation applies to). It is an answer, not a failure of the tool, but
+// the exit status is 1 so that scripts can test it; stdout says "refused".
+var ErrRefused = errors.New("refused")
+
+// extraCommands are the commands of this file set, registered by NewCommand.
+func extraCommands(ctx context.Context) []*cobra.Command {
+	return []*cobra.Command{queueCmd(ctx), hostCmd(ctx), jobCmd(ctx), scheduleCmd(ctx)}
+}
+
+// ---- request building (pure) ----
+
+// wholeSeconds converts a duration flag to whole seconds (>= 0).
+func wholeSeconds(flag string, d time.Duration) (int64, error) {
+	if d < 0 {
+		return 0, fmt.Errorf("--%s %v: must not be negative", flag, d)
+	}
+	if d%time.Second != 0 {
+		return 0, fmt.Errorf("--%s %v: must be whole seconds", flag, d)
+	}
+	return int64(d / time.Second), nil
+}
+
+// readPayload picks --payload or --payload-file (- = stdin), not both.
+func readPayload(payload string, payloadSet bool, file string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case payloadSet && file != "":
+		return nil, errors.New("give --payload or --payload-file, not both")
+	case file == "-":
+		return io.ReadAll(stdin)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--payload-file: %w", err)
+		}
+		return b, nil
+	case payload != "":
+		return []byte(payload), nil
+	}
+	return nil, nil
+}
+
+// SubmitOpts are the flags of `job submit`.
+type SubmitOpts struct {
+	Queue    string
+	Payload  []byte
+	Priority int32
+	Delay    time.Duration // wins over RunAt on the node; both is an error here
+	RunAt    string        // RFC 3339
+	Expires  time.Duration // lifetime, 0 = never
+	Host     string        // pin: only this claimant host may claim it
+	Resource uint32
+}
+
+// BuildSubmit is the ENQUEUE request of `job submit`.
+func BuildSubmit(o SubmitOpts) (*schema.JobRequest, error) {
+	if o.Queue == "" {
+		return nil, errors.New("--queue is required")
+	}
+	if o.Delay != 0 && o.RunAt != "" {
+		return nil, errors.New("give --delay or --run-at, not both")
+	}
+	delay, err := wholeSeconds("delay", o.Delay)
+	if err != nil {
+		return nil, err
+	}
+	expires, err := wholeSeconds("expires", o.Expires)
+	if err != nil {
+		return nil, err
+	}
+	var runAt int64
+	if o.RunAt != "" {
+		t, err := time.Parse(time.RFC3339, o.RunAt)
+		if err != nil {
+			return nil, fmt.Errorf("--run-at %q: want RFC 3339, e.g. 2026-01-02T15:04:05Z", o.RunAt)
+		}
+		runAt = t.Unix()
+	}
+	return &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
+		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}, nil
+}
+
+// BuildClaim is the CLAIM request of `job claim`.
+func BuildClaim(queue, host string, max int) (*schema.JobRequest, error) {
+	switch {
+	case queue == "":
+		return nil, errors.New("--queue is required")
+	case host == "":
+		return nil, errors.New("--host is required (the claimant)")
+	case max < 1:
+		return nil, fmt.Errorf("--max %d: must be at least 1", max)
+	}
+	return &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: host, Max: uint32(max)}, nil
+}
+
+// BuildAck: one handle is ACK, several ACK_BATCH.
+func BuildAck(args []string) (*schema.JobRequest, error) {
+	if len(args) == 0 {
+		return nil, errors.New("ack: at least one ID:ATTEMPT handle")
+	}
+	hs := make([]*schema.WalHandle, len(args))
+	for i, a := range args {
+		h, err := ParseHandle(a)
+		if err != nil {
+			return nil, err
+		}
+		hs[i] = h
+	}
+	if len(hs) == 1 {
+		return &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: hs[0]}, nil
+	}
+	return &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs}, nil
+}
+
+// BuildHandleOp is HEARTBEAT, RETRY or FAIL of one handle.
+func BuildHandleOp(kind schema.JobRequest_Kind, handle, errMsg string) (*schema.JobRequest, error) {
+	h, err := ParseHandle(handle)
+	if err != nil {
+		return nil, err
+	}
+	return &schema.JobRequest{Kind: kind, Handle: h, Error: errMsg}, nil
+}
+
+// BuildIDOp is CANCEL, GET or REDRIVE of a job id.
+func BuildIDOp(kind schema.JobRequest_Kind, id string) (*schema.JobRequest, error) {
+	n, err := parseJobID(id)
+	if err != nil {
+		return nil, err
+	}
+	return &schema.JobRequest{Kind: kind, Id: n}, nil
+}
+
+// RegisterOpts are the flags of `schedule register`.
+type RegisterOpts struct {
+	Name, Spec, Queue string
+	Payload           []byte
+	Priority          int32         // of each fired job
+	Expires           time.Duration // lifetime of each fired job, 0 = never
+}
+
+// BuildRegister is the REGISTER request (an upsert) of `schedule register`.
+// The spec is checked by the primary ("@every <n>s|m|h|d" only).
+func BuildRegister(o RegisterOpts) (*schema.JobRequest, error) {
+	switch {
+	case o.Name == "":
+		return nil, errors.New("schedule name is required")
+	case o.Spec == "":
+		return nil, errors.New(`--spec is required, e.g. --spec "@every 5m"`)
+	case o.Queue == "":
+		return nil, errors.New("--queue is required")
+	}
+	exp, err := wholeSeconds("expires", o.Expires)
+	if err != nil {
+		return nil, err
+	}
+	return &schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: o.Name, Spec: o.Spec, Queue: o.Queue, Payload: o.Payload,
+		Fire: &schema.WalFireOpts{Priority: o.Priority, ExpiresS: exp}}, nil
+}
+
+// ---- output of results ----
+
+// OKView is the JSON answer of a handle, id or schedule operation.
+type OKView struct {
+	OK      bool           `json:"ok"`
+	Results []HandleResult `json:"results,omitempty"` // ack of several handles
+}
+
+// HandleResult is one handle's outcome in an ack batch.
+type HandleResult struct {
+	Handle string `json:"handle"`
+	OK     bool   `json:"ok"`
+}
+
+// SweepView is the JSON answer of `job sweep`.
+type SweepView struct {
+	Moved   uint32 `json:"moved"`
+	Deleted uint32 `json:"deleted"`
+}
+
+type shower func(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error
+
+func showJobs(withHandle bool) shower {
+	return func(w io.Writer, output string, _ *schema.JobRequest, res *JobResult) error {
+		return printJobsAs(w, output, res.Reply.GetJobs(), withHandle)
+	}
+}
+
+// showOK prints ok or refused; refused is ErrRefused (exit status 1).
+func showOK(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
+	ok := res.Reply.GetOk()
+	var err error
+	if output == "json" {
+		err = writeJSON(w, OKView{OK: ok})
+	} else {
+		_, err = fmt.Fprintln(w, okWord(ok))
+	}
+	if err != nil || ok {
+		return err
+	}
+	return fmt.Errorf("%w: %s %s", ErrRefused, kindName(req.GetKind()), target(req))
+}
+
+func okWord(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "refused"
+}
+
+func target(req *schema.JobRequest) string {
+	switch {
+	case req.GetHandle() != nil:
+		return FormatHandle(req.GetHandle())
+	case req.GetId() != 0:
+		return fmt.Sprint(req.GetId())
+	default:
+		return req.GetName()
+	}
+}
+
+// showAckBatch prints one line per handle; any refusal is ErrRefused.
+func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
+	oks := res.Reply.GetOks()
+	v := OKView{OK: len(oks) == len(req.GetHandles())}
+	var refused []string
+	for i, h := range req.GetHandles() {
+		ok := i < len(oks) && oks[i]
+		v.Results = append(v.Results, HandleResult{Handle: FormatHandle(h), OK: ok})
+		if !ok {
+			v.OK = false
+			refused = append(refused, FormatHandle(h))
+		}
+	}
+	var err error
+	if output == "json" {
+		err = writeJSON(w, v)
+	} else {
+		for _, r := range v.Results {
+			if _, err = fmt.Fprintf(w, "%s %s\n", r.Handle, okWord(r.OK)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil || v.OK {
+		return err
+	}
+	return fmt.Errorf("%w: ack %s", ErrRefused, strings.Join(refused, " "))
+}
+
+func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *JobResult) error {
+	v := SweepView{Moved: res.Reply.GetMoved(), Deleted: res.Reply.GetDeleted()}
+	if output == "json" {
+		return writeJSON(w, v)
+	}
+	_, err := fmt.Fprintf(w, "moved %d expired job(s) to dead, deleted %d dead job(s) past retention\n", v.Moved, v.Deleted)
+	return err
+}
+
+func showGet(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
+	jobs := res.Reply.GetJobs()
+	if !res.Reply.GetOk() || len(jobs) == 0 {
+		return fmt.Errorf("job %d not found", req.GetId())
+	}
+	if output == "json" {
+		return writeJSON(w, ViewOf(jobs[0]))
+	}
+	return PrintJobs(w, jobs, false)
+}
+
+// ---- commands ----
+
+// jobEnv holds the flags every job and schedule command shares.
+type jobEnv struct {
+	c      conn
+	output string
+}
+
+func (e *jobEnv) persistent(cmd *cobra.Command) {
+	tmp := &cobra.Command{}
+	e.c.flags(tmp)
+	cmd.PersistentFlags().AddFlagSet(tmp.Flags())
+	cmd.PersistentFlags().StringVarP(&e.output, "output", "o", "table", "table|json")
+}
+
+// run sends req to the primary and prints the result with show.
+func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {
+	if err := checkOutput(e.output); err != nil {
+		return err
+	}
+	mat, err := tlsconf.Load(e.c.cert, e.c.key, e.c.ca)
+	if err != nil {
+		return err
+	}
+	cl, err := NewJobClient(e.c.peers, mat, e.c.timeout)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Do(ctx, req)
+	if err != nil {
+		return err
+	}
+	return show(cmd.OutOrStdout(), e.output, req, res)
+}
+
+// payloadFlags are --payload and --payload-file.
+type payloadFlags struct {
+	payload, file string
+}
+
+func (p *payloadFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.payload, "payload", "", "job payload (text)")
+	cmd.Flags().StringVar(&p.file, "payload-file", "", "read the payload from a file (- = stdin)")
+}
+
+func (p *payloadFlags) read(cmd *cobra.Command) ([]byte, error) {
+	return readPayload(p.payload, cmd.Flags().Changed("payload"), p.file, cmd.InOrStdin())
+}
+
+func jobCmd(ctx context.Context) *cobra.Command {
+	e := &jobEnv{}
+	root := &cobra.Command{
+		Use:   "job",
+		Short: "job-queue operations, sent to the primary (peers tried in --peers order, redirects followed)",
+	}
+	e.persistent(root)
+
+	// submit
+	var so SubmitOpts
+	var sp payloadFlags
+	submit := &cobra.Command{
+		Use:   "submit --queue Q [--payload STR | --payload-file F] [--priority N] [--delay 30s | --run-at RFC3339] [--expires 1h] [--host H] [--resource ID]",
+		Short: "enqueue a job; prints it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := sp.read(cmd)
+			if err != nil {
+				return err
+			}
+			o := so
+			o.Payload = p
+			req, err := BuildSubmit(o)
+			if err != nil {
+				return err
+			}
+			return e.run(ctx, cmd, req, showJobs(false))
+		},
+	}
+	f := submit.Flags()
+	f.StringVar(&so.Queue, "queue", "", "queue name")
+	sp.add(submit)
+	f.Int32Var(&so.Priority, "priority", 0, "priority (higher is claimed first)")
+	f.DurationVar(&so.Delay, "delay", 0, "ready this long from now (whole seconds)")
+	f.StringVar(&so.RunAt, "run-at", "", "ready at this time (RFC 3339)")
+	f.DurationVar(&so.Expires, "expires", 0, "dead-lettered as \"expired\" this long from now unless done (0 = never)")
+	f.StringVar(&so.Host, "host", "", "pin: only this worker host may claim the job")
+	f.Uint32Var(&so.Resource, "resource", 0, "required resource id (0 = none)")
+	_ = submit.MarkFlagRequired("queue")
+
+	// claim
+	var cq, ch string
+	var cmax int
+	claim := &cobra.Command{
+		Use:   "claim --queue Q --host H [--max N]",
+		Short: "claim up to N ready jobs for worker host H; prints them with their ID:ATTEMPT handles",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := BuildClaim(cq, ch, cmax)
+			if err != nil {
+				return err
+			}
+			return e.run(ctx, cmd, req, showJobs(true))
+		},
+	}
+	claim.Flags().StringVar(&cq, "queue", "", "queue name")
+	claim.Flags().StringVar(&ch, "host", "", "claimant worker host (a host of the config)")
+	claim.Flags().IntVar(&cmax, "max", 1, "batch size (1..1000)")
+	_ = claim.MarkFlagRequired("queue")
+	_ = claim.MarkFlagRequired("host")
+
+	ack := &cobra.Command{
+		Use:   "ack ID:ATTEMPT...",
+		Short: "acknowledge (complete) claimed jobs; prints ok or refused per handle, exit 1 if any was refused",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := BuildAck(args)
+			if err != nil {
+				return err
+			}
+			if req.GetKind() == schema.JobRequest_ACK_BATCH {
+				return e.run(ctx, cmd, req, showAckBatch)
+			}
+			return e.run(ctx, cmd, req, showOK)
+		},
+	}
+
+	handleOp := func(use, short string, kind schema.JobRequest_Kind, withError bool) *cobra.Command {
+		var msg string
+		cmd := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				req, err := BuildHandleOp(kind, args[0], msg)
+				if err != nil {
+					return err
+				}
+				return e.run(ctx, cmd, req, showOK)
+			},
+		}
+		if withError {
+			cmd.Flags().StringVar(&msg, "error", "", "error message recorded as the job's last_error")
+		}
+		return cmd
+	}
+	idOp := func(use, short string, kind schema.JobRequest_Kind, show shower) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				req, err := BuildIDOp(kind, args[0])
+				if err != nil {
+					return err
+				}
+				return e.run(ctx, cmd, req, show)
+			},
+		}
+	}
+
+	var lq string
+	list := &cobra.Command{
+		Use:   "list --queue Q",
+		Short: "every job of a queue, dead ones included",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lq == "" {
+				return errors.New("--queue is required")
+			}
+			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: lq}, showJobs(false))
+		},
+	}
+	list.Flags().StringVar(&lq, "queue", "", "queue name (lost_and_found lists the jobs recovery routed there)")
+	_ = list.MarkFlagRequired("queue")
+
+	sweep := &cobra.Command{
+		Use:   "sweep",
+		Short: "dead-letter expired jobs (pending and processing) and delete dead jobs past retention",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_SWEEP}, showSweep)
+		},
+	}
+
+	root.AddCommand(submit, claim, ack,
+		handleOp("heartbeat ID:ATTEMPT", "extend a claim by the job's visibility timeout; ok or refused", schema.JobRequest_HEARTBEAT, false),
+		handleOp("retry ID:ATTEMPT [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", schema.JobRequest_RETRY, true),
+		handleOp("fail ID:ATTEMPT [--error MSG]", "dead-letter a claimed job; ok or refused", schema.JobRequest_FAIL, true),
+		idOp("cancel ID", "delete a pending job (a processing or dead one is refused); ok or refused", schema.JobRequest_CANCEL, showOK),
+		idOp("get ID", "every field of a job, dead ones included", schema.JobRequest_GET, showGet),
+		list,
+		idOp("redrive ID", "move a dead job back to pending with a fresh attempt budget; ok or refused", schema.JobRequest_REDRIVE, showOK),
+		sweep)
+	return root
+}
+
+func scheduleCmd(ctx context.Context) *cobra.Command {
+	e := &jobEnv{}
+	root := &cobra.Command{
+		Use:   "schedule",
+		Short: `"@every" schedules on the primary (fired by "schedule tick")`,
+	}
+	e.persistent(root)
+
+	var ro RegisterOpts
+	var rp payloadFlags
+	register := &cobra.Command{
+		Use:   "register NAME --spec '@every 5m' --queue Q [--payload STR | --payload-file F] [--priority N] [--expires 1h]",
+		Short: "register or replace a schedule",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := rp.read(cmd)
+			if err != nil {
+				return err
+			}
+			o := ro
+			o.Name, o.Payload = args[0], p
+			req, err := BuildRegister(o)
+			if err != nil {
+				return err
+			}
+			return e.run(ctx, cmd, req, showOK)
+		},
+	}
+	f := register.Flags()
+	f.StringVar(&ro.Spec, "spec", "", `"@every <n>s|m|h|d"`)
+	f.StringVar(&ro.Queue, "queue", "", "queue the fired jobs go to")
+	rp.add(register)
+	f.Int32Var(&ro.Priority, "priority", 0, "priority of each fired job")
+	f.DurationVar(&ro.Expires, "expires", 0, "lifetime of each fired job (0 = never)")
+	_ = register.MarkFlagRequired("spec")
+	_ = register.MarkFlagRequired("queue")
+
+	unregister := &cobra.Command{
+		Use:   "unregister NAME",
+		Short: "remove a schedule; ok, or refused if there is none of that name",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_UNREGISTER, Name: args[0]}, showOK)
+		},
+	}
+	tick := &cobra.Command{
+		Use:   "tick",
+		Short: "fire every due schedule now; prints the jobs fired",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_TICK}, showJobs(false))
+		},
+	}
+	root.AddCommand(register, unregister, tick)
+	return root
+}
