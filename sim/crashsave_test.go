@@ -20,6 +20,7 @@ type ioDriver struct {
 	logs    []sm.Log
 	exit    *sm.Exit
 	replies []sm.Reply
+	timers  map[sm.TimerKind]uint64
 	onOp    func(op sm.FileOp) // called after each FileOp executes
 	queue   []sm.Input
 }
@@ -48,9 +49,25 @@ func (d *ioDriver) feed(in sm.Input) {
 				d.exit = &x
 			case sm.Reply:
 				d.replies = append(d.replies, x)
+			case sm.SetTimer:
+				if d.timers == nil {
+					d.timers = map[sm.TimerKind]uint64{}
+				}
+				d.timers[x.Kind] = x.Gen
 			}
 		}
 	}
+}
+
+// fire delivers timer kind if it is armed.
+func (d *ioDriver) fire(kind sm.TimerKind) bool {
+	gen, ok := d.timers[kind]
+	if !ok {
+		return false
+	}
+	delete(d.timers, kind)
+	d.feed(sm.TimerFired{Kind: kind, Gen: gen})
+	return true
 }
 
 func newDriver(t *testing.T, self int, disk *simdisk.Disk) *ioDriver {

@@ -184,6 +184,7 @@ func (w *JobWorld) start() {
 	}
 	opt := sm.DefaultOptions(0, []string{"n0"})
 	opt.MaxWALRecords = w.sc.MaxWALRecords
+	opt.MaintenanceInterval = 0 // the clients sweep and tick: every change is in the history porcupine checks
 	n, err := sm.NewNode(opt)
 	if err != nil {
 		w.violate("S7", "options rejected: %v", err)

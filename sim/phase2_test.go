@@ -153,3 +153,39 @@ func TestLostAndFoundCounter(t *testing.T) {
 		t.Fatalf("startup summary %v, want one WARN with lost_and_found_job_count=2", ls)
 	}
 }
+
+// TestPrimaryMaintenance: the primary sweeps expired jobs and fires due
+// schedules on its own maintenance timer, as logged records.
+func TestPrimaryMaintenance(t *testing.T) {
+	d := bootPrimaryWithOldWAL(t)
+	d.feed(sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("short"), Expires: 5}})
+	d.feed(sm.ClientOp{ID: 2, Req: sm.JobRequest{Kind: sm.JobRegister, Name: "every10", Spec: "@every 10s", Queue: "q0"}})
+	if len(d.replies) != 2 || d.replies[0].Status != sm.StatusOK || d.replies[1].Status != sm.StatusOK {
+		t.Fatalf("setup replies %+v", d.replies)
+	}
+	id := d.replies[0].Jobs[0].ID
+	q, before, _ := d.node.JobState()
+	d.now += 20 * 1e9 // past the expiry and past a schedule boundary
+	if !d.fire(sm.TimerMaintenance) {
+		t.Fatal("maintenance timer not armed on the primary")
+	}
+	j, ok := q.Get(id)
+	if !ok || j.State != queue.Dead || j.LastError != "expired" {
+		t.Fatalf("expired job after maintenance: %+v", j)
+	}
+	fired := 0
+	for _, jb := range q.List("q0") {
+		if jb.Payload == nil && jb.State == queue.Pending {
+			fired++
+		}
+	}
+	if fired == 0 {
+		t.Fatal("the due schedule did not fire")
+	}
+	if _, after, _ := d.node.JobState(); after != before+2 {
+		t.Fatalf("durable lsn %d -> %d, want two maintenance records (sweep, tick)", before, after)
+	}
+	if _, ok := d.timers[sm.TimerMaintenance]; !ok {
+		t.Fatal("maintenance timer not re-armed")
+	}
+}

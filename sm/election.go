@@ -94,6 +94,8 @@ func (n *Node) onTimer(k TimerKind) {
 		}
 	case TimerFetch:
 		n.onFetchTimeout()
+	case TimerMaintenance:
+		n.maintain()
 	}
 }
 
@@ -103,8 +105,8 @@ func (n *Node) declare() {
 	if n.cfg == nil {
 		conffile := n.cfgProblem
 		n.die("fatal.primary-no-config", fmt.Sprintf(
-			"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: xce-config install --workdir <workdir> --name %s --config cluster.yaml (%s)",
-			n.opt.Self, PointerPath, n.peerName(n.opt.Self), conffile))
+			"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: xce-config install --workdir %s --name %s --config cluster.yaml (%s)",
+			n.opt.Self, n.path(PointerPath), orDefault(n.opt.Workdir, "<workdir>"), n.peerName(n.opt.Self), conffile))
 		return
 	}
 	n.cancelTimer(TimerProbe)
@@ -268,4 +270,20 @@ func (n *Node) onMsg(from int, m Msg) {
 	default:
 		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))
 	}
+}
+
+// path names a node-relative path for messages: absolute when BaseDir is
+// known.
+func (n *Node) path(rel string) string {
+	if n.opt.BaseDir == "" {
+		return rel
+	}
+	return n.opt.BaseDir + "/" + rel
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -207,6 +207,9 @@ func (n *Node) finishRecovery(j *jobState) {
 	}
 	j.recovered = true
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+	if n.opt.MaintenanceInterval > 0 {
+		n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
+	}
 }
 
 // rewriteFile replaces path with data crash-safely.

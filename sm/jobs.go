@@ -235,3 +235,42 @@ func (n *Node) failWaiting(why string) {
 	}
 	n.jobs = nil // a future promotion recovers from disk again
 }
+
+// maintain runs what is due on the primary's own clock: sweep_expired
+// when a job expired, a claim lapsed with no attempts left, or a dead job
+// passed retention; a scheduler tick when a boundary passed. Each is a
+// logged record like a client's, applied the same way.
+func (n *Node) maintain() {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil || !j.recovered {
+		return
+	}
+	now := max(n.now.Wall/1e9, j.lastNow)
+	if j.q.SweepDue(now) {
+		n.logInternal(JobRequest{Kind: JobSweep}, now)
+	}
+	if at, ok := j.q.Soonest(); ok && at <= now {
+		n.logInternal(JobRequest{Kind: JobTick}, now)
+	}
+	n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
+}
+
+// logInternal logs and applies an operation nobody waits for.
+func (n *Node) logInternal(req JobRequest, now int64) {
+	j := n.jobs
+	rec, err := buildRecord(j.r, now, req)
+	if err != nil {
+		n.log(Error, "jobs.maintenance", fmt.Sprintf("cannot build %s record: %v", req.Kind, err))
+		return
+	}
+	rec.Lsn = j.nextLSN
+	rep, err := applyRecord(j.q, j.r, rec)
+	if err != nil {
+		n.log(Error, "jobs.maintenance", fmt.Sprintf("%s refused: %v", req.Kind, err))
+		return
+	}
+	j.nextLSN++
+	j.lastNow = now
+	n.log(Debug, "jobs.maintenance", fmt.Sprintf("%s at %d: moved %d, deleted %d, fired %d", req.Kind, now, rep.Moved, rep.Deleted, len(rep.Jobs)))
+	n.appendRecord(rec)
+}

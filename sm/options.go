@@ -11,6 +11,9 @@ import (
 type Options struct {
 	Self  int      // this node's index in Peers (its priority; 0 = highest)
 	Peers []string // peer names in --peers order
+	// BaseDir is ${workdir}/${name}, only for messages (paths in effects
+	// are relative to it); Workdir is the --workdir it came from.
+	BaseDir, Workdir string
 
 	ElectionTimeout   time.Duration // 2000 ms
 	PriorityStep      time.Duration // 500 ms
@@ -29,6 +32,9 @@ type Options struct {
 	// MaxWALRecords triggers a checkpoint (seed 002 §13; default 10,000,
 	// at least 100).
 	MaxWALRecords int
+	// MaintenanceInterval: how often a primary runs a due sweep_expired and
+	// scheduler tick on its own (0 disables; then clients must).
+	MaintenanceInterval time.Duration
 	// WALRepair truncates the WAL at a corruption instead of refusing to
 	// start (an operator's explicit choice: records after it are lost).
 	WALRepair bool
@@ -42,20 +48,21 @@ type Options struct {
 // DefaultOptions returns the defaults for node self of peers.
 func DefaultOptions(self int, peers []string) Options {
 	return Options{
-		Self:              self,
-		Peers:             peers,
-		ElectionTimeout:   2000 * time.Millisecond,
-		PriorityStep:      500 * time.Millisecond,
-		JitterMax:         200 * time.Millisecond,
-		ProbeInterval:     500 * time.Millisecond,
-		HeartbeatInterval: 500 * time.Millisecond,
-		FailureTimeout:    1500 * time.Millisecond,
-		FetchInitialDelay: 500 * time.Millisecond,
-		FetchMaxDelay:     5 * time.Second,
-		FetchMaxAttempts:  20,
-		KeepN:             2,
-		StaleTimeout:      24 * time.Hour,
-		MaxWALRecords:     10000,
+		Self:                self,
+		Peers:               peers,
+		ElectionTimeout:     2000 * time.Millisecond,
+		PriorityStep:        500 * time.Millisecond,
+		JitterMax:           200 * time.Millisecond,
+		ProbeInterval:       500 * time.Millisecond,
+		HeartbeatInterval:   500 * time.Millisecond,
+		FailureTimeout:      1500 * time.Millisecond,
+		FetchInitialDelay:   500 * time.Millisecond,
+		FetchMaxDelay:       5 * time.Second,
+		FetchMaxAttempts:    20,
+		KeepN:               2,
+		StaleTimeout:        24 * time.Hour,
+		MaxWALRecords:       10000,
+		MaintenanceInterval: time.Second,
 	}
 }
 
@@ -79,6 +86,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: bad config fetch backoff", ErrBadOptions)
 	case o.KeepN < 1:
 		return fmt.Errorf("%w: conf keep_n must be >= 1", ErrBadOptions)
+	case o.MaintenanceInterval < 0:
+		return fmt.Errorf("%w: negative maintenance interval", ErrBadOptions)
 	case o.MaxWALRecords < 100:
 		return fmt.Errorf("%w: max_wal_records %d below the minimum of 100 (seed 002 §13.5)", ErrBadOptions, o.MaxWALRecords)
 	case o.StaleTimeout < 0:

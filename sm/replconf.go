@@ -69,7 +69,7 @@ func (n *Node) onFetchTimeout() {
 		n.serving = true
 		return
 	}
-	n.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", n.opt.Self, PointerPath))
+	n.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", n.opt.Self, n.path(PointerPath)))
 }
 
 // checkPrimaryTag re-pulls when the primary's heartbeat shows a different

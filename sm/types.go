@@ -189,11 +189,12 @@ func (k OpKind) String() string {
 type TimerKind uint8
 
 const (
-	TimerElection  TimerKind = iota + 1 // election deadline
-	TimerProbe                          // re-probe peers while a candidate
-	TimerHeartbeat                      // primary: send heartbeats
-	TimerFailure                        // standby: primary silent too long
-	TimerFetch                          // standby: config fetch attempt timeout
+	TimerElection    TimerKind = iota + 1 // election deadline
+	TimerProbe                            // re-probe peers while a candidate
+	TimerHeartbeat                        // primary: send heartbeats
+	TimerFailure                          // standby: primary silent too long
+	TimerFetch                            // standby: config fetch attempt timeout
+	TimerMaintenance                      // primary: run due sweeps and schedule ticks
 )
 
 func (k TimerKind) String() string {
@@ -208,6 +209,8 @@ func (k TimerKind) String() string {
 		return "failure"
 	case TimerFetch:
 		return "fetch"
+	case TimerMaintenance:
+		return "maintenance"
 	default:
 		return "timer?"
 	}

@@ -107,6 +107,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair = cfg.MaxWALRecords, cfg.WALRepair
+	opt.BaseDir, opt.Workdir = base, cfg.Workdir
 	node, err := sm.NewNode(opt)
 	if err != nil {
 		return 1, err

@@ -634,3 +634,21 @@ func (q *Queues) QueueNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// SweepDue reports whether SweepExpired at now would change anything: a
+// lapsed claim with its attempts exhausted, an expired job, or a dead job
+// past retention. O(lanes) (heap tops only).
+func (q *Queues) SweepDue(now int64) bool {
+	if e := q.expiry.top(); e != nil && e.ExpiresAt <= now {
+		return true
+	}
+	if e := q.retain.top(); e != nil && purgeAt(e) <= now {
+		return true
+	}
+	for _, l := range q.lanes {
+		if e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now {
+			return true
+		}
+	}
+	return false
+}
