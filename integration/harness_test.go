@@ -145,7 +145,7 @@ func ephemeralLow() int {
 // newCluster lays out n nodes in a fresh temp dir on free ports with dev
 // certificates and no config anywhere. Cleanup stops every node and, if
 // the test failed, prints the node logs.
-func newCluster(t *testing.T, n int, args ...string) *clitool.Cluster {
+func newCluster(t testing.TB, n int, args ...string) *clitool.Cluster {
 	t.Helper()
 	c := clitool.NewClusterPorts(t.TempDir(), binDir, freePorts(t, n))
 	c.Args = args
@@ -173,14 +173,14 @@ func newCluster(t *testing.T, n int, args ...string) *clitool.Cluster {
 }
 
 // install puts blob into node i's conf/ with xce-config's install path.
-func install(t *testing.T, c *clitool.Cluster, i int, blob []byte) {
+func install(t testing.TB, c *clitool.Cluster, i int, blob []byte) {
 	t.Helper()
 	if err := configtool.Install(c.NodeDir(i), c.Names[i], 2, blob); err != nil {
 		t.Fatalf("install on %s: %v", c.Names[i], err)
 	}
 }
 
-func start(t *testing.T, c *clitool.Cluster, nodes ...int) {
+func start(t testing.TB, c *clitool.Cluster, nodes ...int) {
 	t.Helper()
 	for _, i := range nodes {
 		if err := c.Start(i); err != nil {
@@ -190,7 +190,7 @@ func start(t *testing.T, c *clitool.Cluster, nodes ...int) {
 }
 
 // stop ends node i with sig and returns its exit code.
-func stop(t *testing.T, c *clitool.Cluster, i int, sig syscall.Signal) int {
+func stop(t testing.TB, c *clitool.Cluster, i int, sig syscall.Signal) int {
 	t.Helper()
 	ch := c.Exited(i)
 	if err := c.Signal(i, sig); err != nil {
@@ -206,7 +206,7 @@ func stop(t *testing.T, c *clitool.Cluster, i int, sig syscall.Signal) int {
 }
 
 // waitExit waits for node i's process to end by itself.
-func waitExit(t *testing.T, c *clitool.Cluster, i int, timeout time.Duration) int {
+func waitExit(t testing.TB, c *clitool.Cluster, i int, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case code := <-c.Exited(i):
@@ -243,7 +243,7 @@ func logSince(c *clitool.Cluster, i int, off int64) string {
 
 // waitLog waits until node i's log after off has a line containing want
 // and returns that line.
-func waitLog(t *testing.T, c *clitool.Cluster, i int, off int64, want string, timeout time.Duration) string {
+func waitLog(t testing.TB, c *clitool.Cluster, i int, off int64, want string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

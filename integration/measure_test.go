@@ -1,10 +1,11 @@
 package integration
 
 // Wall-clock measurements with real processes on loopback, recorded in
-// docs/performance.md ("Real processes on loopback"). They only run with
-// XCE_BENCH=1, so the ordinary suite never asserts on wall-clock time:
+// docs/performance.md ("Real processes on loopback"). They are benchmarks,
+// so the ordinary suite never runs them or asserts on wall-clock time;
+// each iteration is one run, and the median is reported:
 //
-//	XCE_BENCH=1 go test ./integration -run TestMeasure -count=1 -v -timeout 20m
+//	go test ./integration -run '^$' -bench . -benchtime 5x -timeout 20m
 
 import (
 	"os"
@@ -18,17 +19,7 @@ import (
 	"xce/sm"
 )
 
-func benchRuns(t *testing.T) int {
-	if os.Getenv("XCE_BENCH") != "1" {
-		t.Skip("wall-clock measurement: set XCE_BENCH=1 to run")
-	}
-	if n, err := strconv.Atoi(os.Getenv("XCE_BENCH_RUNS")); err == nil && n > 0 {
-		return n
-	}
-	return 5
-}
-
-func report(t *testing.T, what string, ds []time.Duration, target string) {
+func report(t testing.TB, what string, ds []time.Duration, target string) {
 	t.Helper()
 	parts := make([]string, len(ds))
 	for i, d := range ds {
@@ -38,7 +29,7 @@ func report(t *testing.T, what string, ds []time.Duration, target string) {
 }
 
 // waitFiles polls (1 ms) until every path exists and returns when.
-func waitFiles(t *testing.T, timeout time.Duration, paths ...string) time.Time {
+func waitFiles(t testing.TB, timeout time.Duration, paths ...string) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -61,7 +52,7 @@ func waitFiles(t *testing.T, timeout time.Duration, paths ...string) time.Time {
 }
 
 // logTime is the timestamp of the first line of text containing want.
-func logTime(t *testing.T, text, want string) time.Time {
+func logTime(t testing.TB, text, want string) time.Time {
 	t.Helper()
 	line := findLine(text, want)
 	ts, _, _ := strings.Cut(line, "\t")
@@ -75,8 +66,8 @@ func logTime(t *testing.T, text, want string) time.Time {
 // Cold boot of 3 nodes (config on n0 only, default timings) to "all
 // standbys configured": both standbys' conf/current exist, confirmed by
 // status right after. Target: election deadline + 100 ms = 2.3 s.
-func TestMeasureColdBoot(t *testing.T) {
-	runs := benchRuns(t)
+func BenchmarkColdBoot(b *testing.B) {
+	t, runs := b, b.N
 	var boot, serving []time.Duration
 	for r := 0; r < runs; r++ {
 		c := newCluster(t, 3)
@@ -100,8 +91,8 @@ func TestMeasureColdBoot(t *testing.T) {
 // Failover after kill -9 of the primary (default timings): from the
 // SIGKILL to a standby reporting primary (status polled every 10 ms).
 // Target: 2 s.
-func TestMeasureFailover(t *testing.T) {
-	runs := benchRuns(t)
+func BenchmarkFailover(b *testing.B) {
+	t, runs := b, b.N
 	var fo, conv []time.Duration
 	for r := 0; r < runs; r++ {
 		c := newCluster(t, 3)
@@ -126,8 +117,8 @@ func TestMeasureFailover(t *testing.T) {
 // against a running primary, from exec to its conf/current existing; and,
 // from the standby's own log, from its fetch request to "config received
 // and saved" (ms timestamps).
-func TestMeasureReplication(t *testing.T) {
-	runs := benchRuns(t)
+func BenchmarkReplication(b *testing.B) {
+	t, runs := b, b.N
 	for _, sz := range []struct {
 		label string
 		size  int
