@@ -4,6 +4,6 @@
 // clitool.Cluster harness (seed 002 §14.2, issue 4 item 7).
 //
 // The package has no non-test code. `go test ./integration` runs the
-// tests; `XCE_BENCH=1 go test ./integration -run TestMeasure -v` also runs
-// the wall-clock measurements recorded in docs/performance.md.
+// tests; `go test ./integration -run '^$' -bench . -benchtime 5x` runs the
+// wall-clock measurements recorded in docs/performance.md.
 package integration
