@@ -12,17 +12,18 @@ import (
 // executed at once and its completion fed back in order. Other effects
 // are collected for the test.
 type ioDriver struct {
-	t       *testing.T
-	node    *sm.Node
-	disk    *simdisk.Disk
-	now     time.Duration
-	sent    []sm.Send
-	logs    []sm.Log
-	exit    *sm.Exit
-	replies []sm.Reply
-	timers  map[sm.TimerKind]uint64
-	onOp    func(op sm.FileOp) // called after each FileOp executes
-	queue   []sm.Input
+	t         *testing.T
+	node      *sm.Node
+	disk      *simdisk.Disk
+	now       time.Duration
+	sent      []sm.Send
+	logs      []sm.Log
+	exit      *sm.Exit
+	replies   []sm.Reply
+	upReplies []sm.UpgradeReply
+	timers    map[sm.TimerKind]uint64
+	onOp      func(op sm.FileOp) // called after each FileOp executes
+	queue     []sm.Input
 }
 
 func (d *ioDriver) clock() sm.Clock { return sm.Clock{Mono: d.now, Wall: epoch + int64(d.now)} }
@@ -49,6 +50,8 @@ func (d *ioDriver) feed(in sm.Input) {
 				d.exit = &x
 			case sm.Reply:
 				d.replies = append(d.replies, x)
+			case sm.UpgradeReply:
+				d.upReplies = append(d.upReplies, x)
 			case sm.SetTimer:
 				if d.timers == nil {
 					d.timers = map[sm.TimerKind]uint64{}

@@ -96,6 +96,8 @@ func (n *Node) onTimer(k TimerKind) {
 		n.onFetchTimeout()
 	case TimerMaintenance:
 		n.maintain()
+	case TimerPush:
+		n.onPushTimer()
 	}
 }
 
@@ -266,6 +268,7 @@ func (n *Node) onMsg(from int, m Msg) {
 	case MsgReplConfigPushReply:
 		if n.role == RolePrimary {
 			n.log(Info, "conf.push-acked", fmt.Sprintf("standby %s accepted=%v tag=%016x", n.peerName(from), m.Accepted, m.ConfigTag))
+			n.onPushReply(from, m)
 		}
 	default:
 		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))

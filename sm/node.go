@@ -44,6 +44,7 @@ type Node struct {
 	fatal      string       // reason, once stopped
 	savedTags  []uint64     // tags whose save completed durably (checker view)
 	jobs       *jobState    // primary: durable job state (nil until recovery starts)
+	upgrade    *upgradeState
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -89,6 +90,8 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		}
 	case ClientOp:
 		n.onClientOp(x)
+	case UpgradeConfig:
+		n.onUpgrade(x)
 	case IODone:
 		k, ok := n.pending[x.ID]
 		if !ok {

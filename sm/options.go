@@ -35,6 +35,9 @@ type Options struct {
 	// MaintenanceInterval: how often a primary runs a due sweep_expired and
 	// scheduler tick on its own (0 disables; then clients must).
 	MaintenanceInterval time.Duration
+	// EnableUpgrade accepts OP_upgradeConfig (seed 002 §5.3 keeps it off by
+	// default until callers are authorised).
+	EnableUpgrade bool
 	// WALRepair truncates the WAL at a corruption instead of refusing to
 	// start (an operator's explicit choice: records after it are lost).
 	WALRepair bool

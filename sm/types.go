@@ -195,6 +195,7 @@ const (
 	TimerFailure                          // standby: primary silent too long
 	TimerFetch                            // standby: config fetch attempt timeout
 	TimerMaintenance                      // primary: run due sweeps and schedule ticks
+	TimerPush                             // primary: upgrade push window, then checkpoint wait
 )
 
 func (k TimerKind) String() string {
@@ -211,6 +212,8 @@ func (k TimerKind) String() string {
 		return "fetch"
 	case TimerMaintenance:
 		return "maintenance"
+	case TimerPush:
+		return "push"
 	default:
 		return "timer?"
 	}

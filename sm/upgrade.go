@@ -1,0 +1,198 @@
+package sm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"sort"
+	"time"
+
+	"xce/schema"
+)
+
+// UpgradeConfig is OP_upgradeConfig (seed 002 §6): an admin uploads a new
+// ClusterConfig blob with its SHA-256. Peer is the caller's certificate
+// CN, already sanitised, for the log.
+type UpgradeConfig struct {
+	ID     uint64
+	Bytes  []byte
+	SHA256 []byte
+	Peer   string
+}
+
+func (UpgradeConfig) isInput() {}
+
+// UpgradeReply answers UpgradeConfig (seed 002 §6.3 UpgradeConfigReply):
+// VersionTag is the new tag (0 on error), AckedCount the standbys that
+// confirmed the push. After an accepted upgrade the node exits 0 so the
+// service manager restarts it with the new config.
+type UpgradeReply struct {
+	ID         uint64
+	VersionTag uint64
+	Error      string
+	AckedCount int
+	Primary    int // with a "Not primary" error: the primary, if known, else -1
+}
+
+func (UpgradeReply) isEffect() {}
+
+// ConfPushTimeout is CONF_PUSH_TIMEOUT_MS: one aggregate wait for every
+// standby's push ACK (seed 002 §6.3).
+const ConfPushTimeout = 500 * time.Millisecond
+
+// ckptWaitMax bounds the wait for an in-flight checkpoint before the
+// restart (seed 002 §6.7: 30 s).
+const ckptWaitMax = 30 * time.Second
+
+// upgradeState is an accepted upgrade waiting for push ACKs, then for a
+// running checkpoint, before the restart.
+type upgradeState struct {
+	id       uint64
+	tag      uint64
+	pushID   uint64
+	waiting  map[int]bool
+	acked    int
+	replied  bool
+	waitFrom time.Duration // when the checkpoint wait began
+	peer     string
+}
+
+// onUpgrade is the primary's handler (seed 002 §6.4), in its order:
+// size, fields, SHA-256 in transit, decode, minimum viability, reserved
+// names; then generation = current + 1, re-encode, crash-safe save, push
+// to the joined standbys, ACK the admin with the count, and restart.
+func (n *Node) onUpgrade(u UpgradeConfig) {
+	refuse := func(msg string) {
+		n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", u.Peer, msg))
+		n.emit(UpgradeReply{ID: u.ID, Error: msg, Primary: n.primary})
+	}
+	switch {
+	case !n.opt.EnableUpgrade:
+		refuse("OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)")
+		return
+	case n.role != RolePrimary || n.cfg == nil:
+		refuse("Not primary — redirect to primary") // §10.12
+		return
+	case n.upgrade != nil:
+		refuse("an upgrade is already in progress; the primary restarts when it is done")
+		return
+	case len(u.Bytes) > MaxConfigSize:
+		refuse("Config blob exceeds CONF_MAX_SIZE")
+		return
+	case len(u.Bytes) == 0 || len(u.SHA256) != 32:
+		refuse("Invalid request: bytes or sha256 field missing")
+		return
+	}
+	if sum := sha256.Sum256(u.Bytes); !bytes.Equal(sum[:], u.SHA256) {
+		refuse("SHA-256 mismatch — blob corrupted in transit")
+		return
+	}
+	c, err := schema.DecodeClusterConfig(u.Bytes)
+	if err != nil {
+		refuse("Failed to decode ClusterConfig blob")
+		return
+	}
+	if err := schema.Validate(c); err != nil {
+		refuse(err.Error())
+		return
+	}
+	c.ConfigGeneration = n.cfg.gen + 1 // the primary is the sole authority (§4.4)
+	blob, err := schema.Encode(c)
+	if err != nil || len(blob) > MaxConfigSize {
+		refuse("Failed to re-encode config")
+		return
+	}
+	up := &upgradeState{id: u.ID, peer: u.Peer}
+	n.upgrade = up
+	n.saveConfig(blob, func(ok bool) {
+		if !ok {
+			n.upgrade = nil
+			refuse("Failed to save new config")
+			return
+		}
+		up.tag = n.cfg.tag
+		n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.cfg.gen, n.cfg.name, n.cfg.tag))
+		n.pushConfig(up)
+	})
+}
+
+// pushConfig sends the new config to every joined standby in parallel and
+// waits one CONF_PUSH_TIMEOUT for their ACKs (seed 002 §6.3).
+func (n *Node) pushConfig(up *upgradeState) {
+	up.pushID = n.id()
+	up.waiting = map[int]bool{}
+	var peers []int
+	for p := range n.standbys {
+		peers = append(peers, p)
+	}
+	sort.Ints(peers)
+	for _, p := range peers {
+		up.waiting[p] = true
+		n.send(p, Msg{Type: MsgReplConfigPush, ReqID: up.pushID, ConfigTag: n.cfg.tag, SHA256: n.cfg.sum[:], Bytes: n.cfg.bytes})
+	}
+	if len(peers) == 0 {
+		n.finishPush(up)
+		return
+	}
+	n.setTimer(TimerPush, ConfPushTimeout)
+}
+
+// onPushReply counts a standby's ACK of the upgrade push.
+func (n *Node) onPushReply(from int, m Msg) {
+	up := n.upgrade
+	if up == nil || up.replied || m.ReqID != up.pushID || !up.waiting[from] {
+		return
+	}
+	delete(up.waiting, from)
+	if m.Accepted && m.ConfigTag == up.tag {
+		up.acked++
+	}
+	if len(up.waiting) == 0 {
+		n.cancelTimer(TimerPush)
+		n.finishPush(up)
+	}
+}
+
+// finishPush ACKs the admin, then restarts once no checkpoint is running.
+func (n *Node) finishPush(up *upgradeState) {
+	if up.replied {
+		return
+	}
+	up.replied = true
+	n.emit(UpgradeReply{ID: up.id, VersionTag: up.tag, AckedCount: up.acked, Primary: n.primary})
+	if up.acked == 0 && len(n.standbys) > 0 {
+		n.log(Warn, "upgrade.unpushed", "no standby confirmed the new config: if this primary does not come back, a standby promotes with the old one")
+	}
+	n.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
+	up.waitFrom = n.now.Mono
+	n.restartWhenIdle()
+}
+
+// restartWhenIdle exits 0 unless a checkpoint is being written (§6.7):
+// then it waits for it, at most ckptWaitMax.
+func (n *Node) restartWhenIdle() {
+	up := n.upgrade
+	if n.CheckpointInProgress() && n.now.Mono-up.waitFrom < ckptWaitMax {
+		n.setTimer(TimerPush, 10*time.Millisecond)
+		return
+	}
+	if n.CheckpointInProgress() {
+		n.log(Error, "upgrade.checkpoint-timeout", "Checkpoint did not complete within 30s — restarting anyway")
+	}
+	n.log(Info, "upgrade.exit", "restarting to apply the new config")
+	n.emit(Exit{Code: 0, Reason: "config upgraded; restart to apply it"})
+	n.role = RoleStopped
+}
+
+// onPushTimer: the push window closed, or the checkpoint wait ticks.
+func (n *Node) onPushTimer() {
+	up := n.upgrade
+	if up == nil {
+		return
+	}
+	if !up.replied {
+		n.finishPush(up)
+		return
+	}
+	n.restartWhenIdle()
+}
