@@ -23,6 +23,11 @@ func Install(base, name string, keepN int, blob []byte) error {
 	if err := fileio.CheckLocalFS(base); err != nil {
 		return err
 	}
+	release, err := fileio.Lock(base)
+	if err != nil {
+		return fmt.Errorf("%w (stop the node first, or change a running cluster with xce-config push)", err)
+	}
+	defer release()
 	opt := sm.DefaultOptions(0, []string{name})
 	opt.KeepN = keepN
 	n, err := sm.NewNode(opt)
