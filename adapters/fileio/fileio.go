@@ -56,7 +56,7 @@ import (
 )
 
 // MaxPathLen bounds a relative path (Linux PATH_MAX, as simdisk).
-const MaxPathLen = 4096
+const MaxPathLen = sm.MaxPathLen
 
 // Executor runs FileOps under Base, the node's ${workdir}/${name}. Base
 // must exist (the daemon creates it, 0700, before booting the node). The
@@ -136,31 +136,8 @@ func (e *Executor) resolve(rel string, allowBase bool) (string, error) {
 	return filepath.Join(e.Base, filepath.FromSlash(rel)), nil
 }
 
-// CheckPath validates a non-empty relative path and returns why it is
-// refused, or "": absolute paths, empty components (leading, trailing or
-// doubled '/'), "." and ".." components, NUL bytes and paths longer than
-// MaxPathLen are refused.
-func CheckPath(p string) string {
-	switch {
-	case p == "":
-		return "empty path"
-	case len(p) > MaxPathLen:
-		return "file name too long"
-	case strings.IndexByte(p, 0) >= 0:
-		return "NUL byte in path"
-	case strings.HasPrefix(p, "/"):
-		return "absolute path"
-	}
-	for _, comp := range strings.Split(p, "/") {
-		switch comp {
-		case "":
-			return "empty component (trailing or doubled '/')"
-		case ".", "..":
-			return "'.' or '..' component"
-		}
-	}
-	return ""
-}
+// CheckPath is sm.CheckPath: the rule the simulated disk applies too.
+func CheckPath(p string) string { return sm.CheckPath(p) }
 
 // MapErr classifies an OS error: ENOENT or fs.ErrNotExist -> IONotExist, ENOSPC and EDQUOT
 // -> IONoSpace, nil -> IOOK, anything else -> IOFailed.

@@ -34,7 +34,7 @@ import (
 )
 
 // MaxPathLen bounds a path accepted by Exec (Linux PATH_MAX).
-const MaxPathLen = 4096
+const MaxPathLen = sm.MaxPathLen
 
 // Faults are per-disk fault-injection rates, each a probability in [0, 1]
 // drawn per eligible operation from the disk's *rand.Rand (SetRand). Zero
@@ -163,31 +163,8 @@ func (d *Disk) fault(rate float64) bool {
 	return rate > 0 && d.rng != nil && d.rng.Float64() < rate
 }
 
-// checkPath validates a non-root path: no leading, trailing or doubled
-// '/', no "." or ".." component, no NUL byte, at most MaxPathLen bytes.
-func checkPath(p string) string {
-	switch {
-	case p == "":
-		return "empty path"
-	case len(p) > MaxPathLen:
-		return "file name too long"
-	case strings.IndexByte(p, 0) >= 0:
-		return "invalid argument: NUL byte in path"
-	}
-	for rest := p; ; {
-		comp, tail, more := strings.Cut(rest, "/")
-		switch comp {
-		case "":
-			return "invalid path: empty component (leading, trailing or doubled '/')"
-		case ".", "..":
-			return "invalid path: '.' or '..' component"
-		}
-		if !more {
-			return ""
-		}
-		rest = tail
-	}
-}
+// checkPath is sm.CheckPath, the rule the real file adapter applies too.
+func checkPath(p string) string { return sm.CheckPath(p) }
 
 // parentOf resolves all but the last component of p in the current view.
 func (d *Disk) parentOf(verb, p string) (*inode, string, sm.IOErr, string) {
