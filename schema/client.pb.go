@@ -382,6 +382,7 @@ type ClientRequest struct {
 	//	*ClientRequest_Status
 	//	*ClientRequest_Job
 	//	*ClientRequest_Config
+	//	*ClientRequest_UpgradeConfig
 	Op            isClientRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -458,6 +459,15 @@ func (x *ClientRequest) GetConfig() *ConfigRequest {
 	return nil
 }
 
+func (x *ClientRequest) GetUpgradeConfig() *UpgradeConfigRequest {
+	if x != nil {
+		if x, ok := x.Op.(*ClientRequest_UpgradeConfig); ok {
+			return x.UpgradeConfig
+		}
+	}
+	return nil
+}
+
 type isClientRequest_Op interface {
 	isClientRequest_Op()
 }
@@ -474,11 +484,19 @@ type ClientRequest_Config struct {
 	Config *ConfigRequest `protobuf:"bytes,12,opt,name=config,proto3,oneof"`
 }
 
+type ClientRequest_UpgradeConfig struct {
+	// OP_upgradeConfig (seed 002 §6), served by the primary only and only
+	// when it runs with --enable-upgrade-config (§5.3).
+	UpgradeConfig *UpgradeConfigRequest `protobuf:"bytes,13,opt,name=upgrade_config,json=upgradeConfig,proto3,oneof"`
+}
+
 func (*ClientRequest_Status) isClientRequest_Op() {}
 
 func (*ClientRequest_Job) isClientRequest_Op() {}
 
 func (*ClientRequest_Config) isClientRequest_Op() {}
+
+func (*ClientRequest_UpgradeConfig) isClientRequest_Op() {}
 
 type ClientReply struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -490,6 +508,7 @@ type ClientReply struct {
 	//	*ClientReply_StatusReply
 	//	*ClientReply_JobReply
 	//	*ClientReply_ConfigReply
+	//	*ClientReply_UpgradeConfigReply
 	Body          isClientReply_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -580,6 +599,15 @@ func (x *ClientReply) GetConfigReply() *ConfigReply {
 	return nil
 }
 
+func (x *ClientReply) GetUpgradeConfigReply() *UpgradeConfigReply {
+	if x != nil {
+		if x, ok := x.Body.(*ClientReply_UpgradeConfigReply); ok {
+			return x.UpgradeConfigReply
+		}
+	}
+	return nil
+}
+
 type isClientReply_Body interface {
 	isClientReply_Body()
 }
@@ -597,11 +625,17 @@ type ClientReply_ConfigReply struct {
 	ConfigReply *ConfigReply `protobuf:"bytes,12,opt,name=config_reply,json=configReply,proto3,oneof"`
 }
 
+type ClientReply_UpgradeConfigReply struct {
+	UpgradeConfigReply *UpgradeConfigReply `protobuf:"bytes,13,opt,name=upgrade_config_reply,json=upgradeConfigReply,proto3,oneof"` // Later replies take the same numbers as their request's op.
+}
+
 func (*ClientReply_StatusReply) isClientReply_Body() {}
 
 func (*ClientReply_JobReply) isClientReply_Body() {}
 
 func (*ClientReply_ConfigReply) isClientReply_Body() {}
+
+func (*ClientReply_UpgradeConfigReply) isClientReply_Body() {}
 
 // A job-queue operation (seed 000), served by the primary only; the
 // primary resolves time and the queue's stamp defaults.
@@ -966,6 +1000,133 @@ func (x *ConfigReply) GetVersionTag() uint64 {
 	return 0
 }
 
+// OP_upgradeConfig (seed 002 §5.1, §6): a new ClusterConfig blob for the
+// primary to validate, save with generation = current + 1, push to its
+// standbys and restart with. Not idempotent: every accepted request
+// increments the generation and restarts the primary (§4.4).
+type UpgradeConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         []byte                 `protobuf:"bytes,1,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the encoded ClusterConfig, at most CONF_MAX_SIZE (1 MiB)
+	Sha256        []byte                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"` // SHA-256 of bytes computed by the caller (32 bytes)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeConfigRequest) Reset() {
+	*x = UpgradeConfigRequest{}
+	mi := &file_client_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeConfigRequest) ProtoMessage() {}
+
+func (x *UpgradeConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_client_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeConfigRequest.ProtoReflect.Descriptor instead.
+func (*UpgradeConfigRequest) Descriptor() ([]byte, []int) {
+	return file_client_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpgradeConfigRequest) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *UpgradeConfigRequest) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+// The seed's UpgradeConfigReply (§6.3), plus the primary's index for the
+// §10.12 redirect. With an error the ClientReply's status is non-zero and
+// its error text is the same.
+type UpgradeConfigReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VersionTag    uint64                 `protobuf:"varint,1,opt,name=version_tag,json=versionTag,proto3" json:"version_tag,omitempty"` // the saved config's tag if accepted; 0 on error
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`                              // non-empty if refused
+	AckedCount    uint32                 `protobuf:"varint,3,opt,name=acked_count,json=ackedCount,proto3" json:"acked_count,omitempty"` // standbys that confirmed the push
+	Primary       int32                  `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`                         // with "Not primary — redirect to primary": the primary's index, -1 unknown
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeConfigReply) Reset() {
+	*x = UpgradeConfigReply{}
+	mi := &file_client_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeConfigReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeConfigReply) ProtoMessage() {}
+
+func (x *UpgradeConfigReply) ProtoReflect() protoreflect.Message {
+	mi := &file_client_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeConfigReply.ProtoReflect.Descriptor instead.
+func (*UpgradeConfigReply) Descriptor() ([]byte, []int) {
+	return file_client_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpgradeConfigReply) GetVersionTag() uint64 {
+	if x != nil {
+		return x.VersionTag
+	}
+	return 0
+}
+
+func (x *UpgradeConfigReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *UpgradeConfigReply) GetAckedCount() uint32 {
+	if x != nil {
+		return x.AckedCount
+	}
+	return 0
+}
+
+func (x *UpgradeConfigReply) GetPrimary() int32 {
+	if x != nil {
+		return x.Primary
+	}
+	return 0
+}
+
 var File_client_proto protoreflect.FileDescriptor
 
 const file_client_proto_rawDesc = "" +
@@ -992,14 +1153,15 @@ const file_client_proto_rawDesc = "" +
 	"\x11config_generation\x18\b \x01(\x04R\x10configGeneration\x12!\n" +
 	"\fconfig_stale\x18\t \x01(\bR\vconfigStale\x12\x18\n" +
 	"\aserving\x18\n" +
-	" \x01(\bR\aserving\"\xbb\x01\n" +
+	" \x01(\bR\aserving\"\x86\x02\n" +
 	"\rClientRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
 	"\x06status\x18\n" +
 	" \x01(\v2\x19.xce.schema.StatusRequestH\x00R\x06status\x12*\n" +
 	"\x03job\x18\v \x01(\v2\x16.xce.schema.JobRequestH\x00R\x03job\x123\n" +
-	"\x06config\x18\f \x01(\v2\x19.xce.schema.ConfigRequestH\x00R\x06configB\x04\n" +
-	"\x02op\"\x84\x02\n" +
+	"\x06config\x18\f \x01(\v2\x19.xce.schema.ConfigRequestH\x00R\x06config\x12I\n" +
+	"\x0eupgrade_config\x18\r \x01(\v2 .xce.schema.UpgradeConfigRequestH\x00R\rupgradeConfigB\x04\n" +
+	"\x02op\"\xd8\x02\n" +
 	"\vClientReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\x05R\x06status\x12\x14\n" +
@@ -1007,7 +1169,8 @@ const file_client_proto_rawDesc = "" +
 	"\fstatus_reply\x18\n" +
 	" \x01(\v2\x17.xce.schema.StatusReplyH\x00R\vstatusReply\x123\n" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +
-	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReplyB\x06\n" +
+	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReply\x12R\n" +
+	"\x14upgrade_config_reply\x18\r \x01(\v2\x1e.xce.schema.UpgradeConfigReplyH\x00R\x12upgradeConfigReplyB\x06\n" +
 	"\x04body\"\xbf\x05\n" +
 	"\n" +
 	"JobRequest\x12/\n" +
@@ -1062,7 +1225,17 @@ const file_client_proto_rawDesc = "" +
 	"\vConfigReply\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\x12\x1f\n" +
 	"\vversion_tag\x18\x02 \x01(\x04R\n" +
-	"versionTagB\fZ\n" +
+	"versionTag\"D\n" +
+	"\x14UpgradeConfigRequest\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\fR\x05bytes\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\x86\x01\n" +
+	"\x12UpgradeConfigReply\x12\x1f\n" +
+	"\vversion_tag\x18\x01 \x01(\x04R\n" +
+	"versionTag\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1f\n" +
+	"\vacked_count\x18\x03 \x01(\rR\n" +
+	"ackedCount\x12\x18\n" +
+	"\aprimary\x18\x04 \x01(\x05R\aprimaryB\fZ\n" +
 	"xce/schemab\x06proto3"
 
 var (
@@ -1078,41 +1251,45 @@ func file_client_proto_rawDescGZIP() []byte {
 }
 
 var file_client_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_client_proto_goTypes = []any{
-	(Hello_Kind)(0),       // 0: xce.schema.Hello.Kind
-	(JobRequest_Kind)(0),  // 1: xce.schema.JobRequest.Kind
-	(*Hello)(nil),         // 2: xce.schema.Hello
-	(*StatusRequest)(nil), // 3: xce.schema.StatusRequest
-	(*StatusReply)(nil),   // 4: xce.schema.StatusReply
-	(*ClientRequest)(nil), // 5: xce.schema.ClientRequest
-	(*ClientReply)(nil),   // 6: xce.schema.ClientReply
-	(*JobRequest)(nil),    // 7: xce.schema.JobRequest
-	(*JobReply)(nil),      // 8: xce.schema.JobReply
-	(*ConfigRequest)(nil), // 9: xce.schema.ConfigRequest
-	(*ConfigReply)(nil),   // 10: xce.schema.ConfigReply
-	(*WalHandle)(nil),     // 11: xce.schema.WalHandle
-	(*WalFireOpts)(nil),   // 12: xce.schema.WalFireOpts
-	(*SnapshotJob)(nil),   // 13: xce.schema.SnapshotJob
+	(Hello_Kind)(0),              // 0: xce.schema.Hello.Kind
+	(JobRequest_Kind)(0),         // 1: xce.schema.JobRequest.Kind
+	(*Hello)(nil),                // 2: xce.schema.Hello
+	(*StatusRequest)(nil),        // 3: xce.schema.StatusRequest
+	(*StatusReply)(nil),          // 4: xce.schema.StatusReply
+	(*ClientRequest)(nil),        // 5: xce.schema.ClientRequest
+	(*ClientReply)(nil),          // 6: xce.schema.ClientReply
+	(*JobRequest)(nil),           // 7: xce.schema.JobRequest
+	(*JobReply)(nil),             // 8: xce.schema.JobReply
+	(*ConfigRequest)(nil),        // 9: xce.schema.ConfigRequest
+	(*ConfigReply)(nil),          // 10: xce.schema.ConfigReply
+	(*UpgradeConfigRequest)(nil), // 11: xce.schema.UpgradeConfigRequest
+	(*UpgradeConfigReply)(nil),   // 12: xce.schema.UpgradeConfigReply
+	(*WalHandle)(nil),            // 13: xce.schema.WalHandle
+	(*WalFireOpts)(nil),          // 14: xce.schema.WalFireOpts
+	(*SnapshotJob)(nil),          // 15: xce.schema.SnapshotJob
 }
 var file_client_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.Hello.kind:type_name -> xce.schema.Hello.Kind
 	3,  // 1: xce.schema.ClientRequest.status:type_name -> xce.schema.StatusRequest
 	7,  // 2: xce.schema.ClientRequest.job:type_name -> xce.schema.JobRequest
 	9,  // 3: xce.schema.ClientRequest.config:type_name -> xce.schema.ConfigRequest
-	4,  // 4: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
-	8,  // 5: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
-	10, // 6: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
-	1,  // 7: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
-	11, // 8: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
-	11, // 9: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
-	12, // 10: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
-	13, // 11: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 4: xce.schema.ClientRequest.upgrade_config:type_name -> xce.schema.UpgradeConfigRequest
+	4,  // 5: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
+	8,  // 6: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
+	10, // 7: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
+	12, // 8: xce.schema.ClientReply.upgrade_config_reply:type_name -> xce.schema.UpgradeConfigReply
+	1,  // 9: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
+	13, // 10: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
+	13, // 11: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
+	14, // 12: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
+	15, // 13: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_client_proto_init() }
@@ -1125,11 +1302,13 @@ func file_client_proto_init() {
 		(*ClientRequest_Status)(nil),
 		(*ClientRequest_Job)(nil),
 		(*ClientRequest_Config)(nil),
+		(*ClientRequest_UpgradeConfig)(nil),
 	}
 	file_client_proto_msgTypes[4].OneofWrappers = []any{
 		(*ClientReply_StatusReply)(nil),
 		(*ClientReply_JobReply)(nil),
 		(*ClientReply_ConfigReply)(nil),
+		(*ClientReply_UpgradeConfigReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1137,7 +1316,7 @@ func file_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_client_proto_rawDesc), len(file_client_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -997,8 +997,9 @@ func (*WalTick) Descriptor() ([]byte, []int) {
 
 type WalRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Lsn   uint64                 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"` // log sequence number, >= 1, strictly increasing
-	Now   int64                  `protobuf:"varint,2,opt,name=now,proto3" json:"now,omitempty"` // Unix seconds the operation happened at
+	Lsn   uint64                 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"`   // log sequence number, >= 1, strictly increasing
+	Now   int64                  `protobuf:"varint,2,opt,name=now,proto3" json:"now,omitempty"`   // Unix seconds the operation happened at
+	Term  uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"` // term of the primary that logged it (log freshness)
 	// An op this version does not know decodes as no op (unknown field); the
 	// replayer skips it with a WARN (seed 002 §6.5, unknown record type).
 	//
@@ -1062,6 +1063,13 @@ func (x *WalRecord) GetLsn() uint64 {
 func (x *WalRecord) GetNow() int64 {
 	if x != nil {
 		return x.Now
+	}
+	return 0
+}
+
+func (x *WalRecord) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
 	}
 	return 0
 }
@@ -1578,6 +1586,7 @@ type Snapshot struct {
 	NextSeq       uint64                 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"` // seq the next enqueued job gets
 	Jobs          []*SnapshotJob         `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	Schedules     []*SnapshotSchedule    `protobuf:"bytes,5,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Term          uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"` // term of the primary whose state this is (log freshness)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1656,13 @@ func (x *Snapshot) GetSchedules() []*SnapshotSchedule {
 	return nil
 }
 
+func (x *Snapshot) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 var File_wal_proto protoreflect.FileDescriptor
 
 const file_wal_proto_rawDesc = "" +
@@ -1710,10 +1726,11 @@ const file_wal_proto_rawDesc = "" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"#\n" +
 	"\rWalUnregister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
-	"\aWalTick\"\xe2\x05\n" +
+	"\aWalTick\"\xf6\x05\n" +
 	"\tWalRecord\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x10\n" +
-	"\x03now\x18\x02 \x01(\x03R\x03now\x122\n" +
+	"\x03now\x18\x02 \x01(\x03R\x03now\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x122\n" +
 	"\aenqueue\x18\n" +
 	" \x01(\v2\x16.xce.schema.WalEnqueueH\x00R\aenqueue\x12<\n" +
 	"\vclaim_batch\x18\v \x01(\v2\x19.xce.schema.WalClaimBatchH\x00R\n" +
@@ -1766,13 +1783,14 @@ const file_wal_proto_rawDesc = "" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12-\n" +
 	"\x06stamps\x18\x06 \x01(\v2\x15.xce.schema.WalStampsR\x06stamps\x12+\n" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1b\n" +
-	"\tnext_fire\x18\b \x01(\x03R\bnextFire\"\xb9\x01\n" +
+	"\tnext_fire\x18\b \x01(\x03R\bnextFire\"\xcd\x01\n" +
 	"\bSnapshot\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x17\n" +
 	"\anext_id\x18\x02 \x01(\x04R\x06nextId\x12\x19\n" +
 	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\x12+\n" +
 	"\x04jobs\x18\x04 \x03(\v2\x17.xce.schema.SnapshotJobR\x04jobs\x12:\n" +
-	"\tschedules\x18\x05 \x03(\v2\x1c.xce.schema.SnapshotScheduleR\tschedules*O\n" +
+	"\tschedules\x18\x05 \x03(\v2\x1c.xce.schema.SnapshotScheduleR\tschedules\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term*O\n" +
 	"\bJobState\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14JOB_STATE_PROCESSING\x10\x01\x12\x12\n" +

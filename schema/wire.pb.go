@@ -87,7 +87,8 @@ type PeerView struct {
 	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	Priority      uint32                 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`                    // index in --peers, 0 = highest
 	ConfigTag     uint64                 `protobuf:"varint,4,opt,name=config_tag,json=configTag,proto3" json:"config_tag,omitempty"` // first 8 bytes of the config SHA-256, 0 = none
-	WalPos        uint64                 `protobuf:"varint,5,opt,name=wal_pos,json=walPos,proto3" json:"wal_pos,omitempty"`
+	WalPos        uint64                 `protobuf:"varint,5,opt,name=wal_pos,json=walPos,proto3" json:"wal_pos,omitempty"`          // last durable LSN of the sender's job log
+	LogTerm       uint64                 `protobuf:"varint,6,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`       // term of that log's last record (freshness: term, then LSN)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -153,6 +154,13 @@ func (x *PeerView) GetConfigTag() uint64 {
 func (x *PeerView) GetWalPos() uint64 {
 	if x != nil {
 		return x.WalPos
+	}
+	return 0
+}
+
+func (x *PeerView) GetLogTerm() uint64 {
+	if x != nil {
+		return x.LogTerm
 	}
 	return 0
 }
@@ -608,6 +616,9 @@ type Envelope struct {
 	//	*Envelope_ReplConfigReply
 	//	*Envelope_ReplConfigPush
 	//	*Envelope_ReplConfigPushReply
+	//	*Envelope_ReplSnapshot
+	//	*Envelope_ReplRecords
+	//	*Envelope_ReplAck
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -745,6 +756,33 @@ func (x *Envelope) GetReplConfigPushReply() *ReplConfigPushReply {
 	return nil
 }
 
+func (x *Envelope) GetReplSnapshot() *ReplSnapshot {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReplSnapshot); ok {
+			return x.ReplSnapshot
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReplRecords() *ReplRecords {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReplRecords); ok {
+			return x.ReplRecords
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReplAck() *ReplAck {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReplAck); ok {
+			return x.ReplAck
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -785,6 +823,18 @@ type Envelope_ReplConfigPushReply struct {
 	ReplConfigPushReply *ReplConfigPushReply `protobuf:"bytes,18,opt,name=repl_config_push_reply,json=replConfigPushReply,proto3,oneof"`
 }
 
+type Envelope_ReplSnapshot struct {
+	ReplSnapshot *ReplSnapshot `protobuf:"bytes,19,opt,name=repl_snapshot,json=replSnapshot,proto3,oneof"`
+}
+
+type Envelope_ReplRecords struct {
+	ReplRecords *ReplRecords `protobuf:"bytes,20,opt,name=repl_records,json=replRecords,proto3,oneof"`
+}
+
+type Envelope_ReplAck struct {
+	ReplAck *ReplAck `protobuf:"bytes,21,opt,name=repl_ack,json=replAck,proto3,oneof"`
+}
+
 func (*Envelope_Probe) isEnvelope_Body() {}
 
 func (*Envelope_ProbeReply) isEnvelope_Body() {}
@@ -803,20 +853,152 @@ func (*Envelope_ReplConfigPush) isEnvelope_Body() {}
 
 func (*Envelope_ReplConfigPushReply) isEnvelope_Body() {}
 
+func (*Envelope_ReplSnapshot) isEnvelope_Body() {}
+
+func (*Envelope_ReplRecords) isEnvelope_Body() {}
+
+func (*Envelope_ReplAck) isEnvelope_Body() {}
+
+// WAL replication (DESIGN §4.4). req_id carries the sync epoch.
+type ReplSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      []byte                 `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // an encoded snapshot file (sm/wal EncodeSnapshot)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplSnapshot) Reset() {
+	*x = ReplSnapshot{}
+	mi := &file_wire_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplSnapshot) ProtoMessage() {}
+
+func (x *ReplSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplSnapshot.ProtoReflect.Descriptor instead.
+func (*ReplSnapshot) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReplSnapshot) GetSnapshot() []byte {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type ReplRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Frames        []byte                 `protobuf:"bytes,1,opt,name=frames,proto3" json:"frames,omitempty"` // WAL frames, contiguous LSNs
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplRecords) Reset() {
+	*x = ReplRecords{}
+	mi := &file_wire_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplRecords) ProtoMessage() {}
+
+func (x *ReplRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplRecords.ProtoReflect.Descriptor instead.
+func (*ReplRecords) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReplRecords) GetFrames() []byte {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
+type ReplAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplAck) Reset() {
+	*x = ReplAck{}
+	mi := &file_wire_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplAck) ProtoMessage() {}
+
+func (x *ReplAck) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplAck.ProtoReflect.Descriptor instead.
+func (*ReplAck) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{13}
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
 	"wire.proto\x12\n" +
-	"xce.schema\"\x98\x01\n" +
+	"xce.schema\"\xb3\x01\n" +
 	"\bPeerView\x12$\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x10.xce.schema.RoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1a\n" +
 	"\bpriority\x18\x03 \x01(\rR\bpriority\x12\x1d\n" +
 	"\n" +
 	"config_tag\x18\x04 \x01(\x04R\tconfigTag\x12\x17\n" +
-	"\awal_pos\x18\x05 \x01(\x04R\x06walPos\"\a\n" +
+	"\awal_pos\x18\x05 \x01(\x04R\x06walPos\x12\x19\n" +
+	"\blog_term\x18\x06 \x01(\x04R\alogTerm\"\a\n" +
 	"\x05Probe\"\f\n" +
 	"\n" +
 	"ProbeReply\"\v\n" +
@@ -845,7 +1027,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x13ReplConfigPushReply\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1f\n" +
 	"\vversion_tag\x18\x02 \x01(\x04R\n" +
-	"versionTag\"\x84\x05\n" +
+	"versionTag\"\xb5\x06\n" +
 	"\bEnvelope\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\x04R\x05reqId\x12(\n" +
 	"\x04from\x18\x02 \x01(\v2\x14.xce.schema.PeerViewR\x04from\x12)\n" +
@@ -861,8 +1043,16 @@ const file_wire_proto_rawDesc = "" +
 	"replConfig\x12I\n" +
 	"\x11repl_config_reply\x18\x10 \x01(\v2\x1b.xce.schema.ReplConfigReplyH\x00R\x0freplConfigReply\x12M\n" +
 	"\x10repl_config_push\x18\x11 \x01(\v2!.xce.schema.ReplConfigPushRequestH\x00R\x0ereplConfigPush\x12V\n" +
-	"\x16repl_config_push_reply\x18\x12 \x01(\v2\x1f.xce.schema.ReplConfigPushReplyH\x00R\x13replConfigPushReplyB\x06\n" +
-	"\x04body*b\n" +
+	"\x16repl_config_push_reply\x18\x12 \x01(\v2\x1f.xce.schema.ReplConfigPushReplyH\x00R\x13replConfigPushReply\x12?\n" +
+	"\rrepl_snapshot\x18\x13 \x01(\v2\x18.xce.schema.ReplSnapshotH\x00R\freplSnapshot\x12<\n" +
+	"\frepl_records\x18\x14 \x01(\v2\x17.xce.schema.ReplRecordsH\x00R\vreplRecords\x120\n" +
+	"\brepl_ack\x18\x15 \x01(\v2\x13.xce.schema.ReplAckH\x00R\areplAckB\x06\n" +
+	"\x04body\"*\n" +
+	"\fReplSnapshot\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"%\n" +
+	"\vReplRecords\x12\x16\n" +
+	"\x06frames\x18\x01 \x01(\fR\x06frames\"\t\n" +
+	"\aReplAck*b\n" +
 	"\x04Role\x12\x10\n" +
 	"\fROLE_BOOTING\x10\x00\x12\x12\n" +
 	"\x0eROLE_CANDIDATE\x10\x01\x12\x10\n" +
@@ -884,7 +1074,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_wire_proto_goTypes = []any{
 	(Role)(0),                     // 0: xce.schema.Role
 	(*PeerView)(nil),              // 1: xce.schema.PeerView
@@ -898,6 +1088,9 @@ var file_wire_proto_goTypes = []any{
 	(*ReplConfigPushRequest)(nil), // 9: xce.schema.ReplConfigPushRequest
 	(*ReplConfigPushReply)(nil),   // 10: xce.schema.ReplConfigPushReply
 	(*Envelope)(nil),              // 11: xce.schema.Envelope
+	(*ReplSnapshot)(nil),          // 12: xce.schema.ReplSnapshot
+	(*ReplRecords)(nil),           // 13: xce.schema.ReplRecords
+	(*ReplAck)(nil),               // 14: xce.schema.ReplAck
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.PeerView.role:type_name -> xce.schema.Role
@@ -911,11 +1104,14 @@ var file_wire_proto_depIdxs = []int32{
 	8,  // 8: xce.schema.Envelope.repl_config_reply:type_name -> xce.schema.ReplConfigReply
 	9,  // 9: xce.schema.Envelope.repl_config_push:type_name -> xce.schema.ReplConfigPushRequest
 	10, // 10: xce.schema.Envelope.repl_config_push_reply:type_name -> xce.schema.ReplConfigPushReply
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 11: xce.schema.Envelope.repl_snapshot:type_name -> xce.schema.ReplSnapshot
+	13, // 12: xce.schema.Envelope.repl_records:type_name -> xce.schema.ReplRecords
+	14, // 13: xce.schema.Envelope.repl_ack:type_name -> xce.schema.ReplAck
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -933,6 +1129,9 @@ func file_wire_proto_init() {
 		(*Envelope_ReplConfigReply)(nil),
 		(*Envelope_ReplConfigPush)(nil),
 		(*Envelope_ReplConfigPushReply)(nil),
+		(*Envelope_ReplSnapshot)(nil),
+		(*Envelope_ReplRecords)(nil),
+		(*Envelope_ReplAck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -940,7 +1139,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,7 +86,7 @@ func (w *World) checkStep(nd *simNode, in sm.Input, effs []sm.Effect) {
 // checkSend: S1 — config bytes sent must hash to the SHA-256 and tag sent.
 func (w *World) checkSend(nd *simNode, s sm.Send) {
 	m := s.Msg
-	if len(m.Bytes) == 0 {
+	if len(m.Bytes) == 0 || m.Type != sm.MsgReplConfigReply && m.Type != sm.MsgReplConfigPush {
 		return
 	}
 	sum := sha256.Sum256(m.Bytes)
@@ -178,6 +178,7 @@ func (w *World) mtime(nd *simNode, path string) (int64, bool) {
 // never serving without one, S2 at the end of boot.
 func (w *World) checkNode(nd *simNode) {
 	n := nd.node
+	w.checkJobsAfterStep(nd)
 	if n.Serving() && n.ConfigTag() == 0 {
 		w.violate("L3", "n%d serving (%s) without a config", nd.id, n.Role())
 	}

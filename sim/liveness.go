@@ -50,15 +50,27 @@ func (w *World) livenessPhase() {
 	if p < 0 || w.sc.Nodes < 2 {
 		return
 	}
+	// Clients write to the primary, which is killed while writes are in
+	// flight: acknowledged ones must survive the failover (S5).
+	w.startJobWorkload(p)
+	w.runUntil(w.now+workloadOps/2*workloadStep, nil)
+	if w.fail != nil {
+		return
+	}
 	killAt := w.now
 	w.nodes[p].restart = true // keep it down while the others fail over
 	w.kill(p, "L2: primary killed", true)
+	w.jobs.killed = true
 	at, ok = w.converge(p, failoverBound)
 	if !ok {
 		w.violate("L2", "no failover within %v after killing primary n%d: %s", failoverBound, p, w.describe())
 		return
 	}
 	w.rep.FailoverTime = at - killAt
+	if !w.jobs.checked {
+		w.violate("S5", "no new primary recovered the job state after n%d was killed", p)
+		return
+	}
 	restartAt := w.now
 	w.nodes[p].restart = false
 	w.push(event{at: w.now, kind: evStart, node: p})

@@ -37,7 +37,8 @@ const (
 	evNetFault
 	evLiveness
 	evWallStep
-	evIO // job world: a file operation completes
+	evIO     // job world: a file operation completes
+	evClient // cluster world: a client operation to node
 )
 
 type event struct {
@@ -96,6 +97,8 @@ type Report struct {
 	DualPrimary    time.Duration // total time with two or more primaries
 	NoConfigLeft   bool          // no disk held a valid config at liveness start
 	FirstConverged time.Duration // first time the cluster converged (L1 shape), -1 if never
+	JobsAcked      int           // L2 workload: highest LSN acknowledged by the killed primary
+	JobsKept       int           // ... and the LSN the new primary recovered
 	TraceHash      uint64
 }
 
@@ -135,6 +138,7 @@ type World struct {
 	wallOff   []time.Duration // per-node wall offset, moved by wall steps
 	s4        s4State
 	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
+	jobs      *clusterJobs
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -303,6 +307,8 @@ func (w *World) dispatch(e event) {
 		w.start(e.node)
 	case evNetFault:
 		w.applyNetFault(e.nf)
+	case evClient:
+		w.clientOp(e.node)
 	case evWallStep:
 		if e.ws.Node >= 0 && e.ws.Node < len(w.wallOff) {
 			w.wallOff[e.ws.Node] += e.ws.By
@@ -473,6 +479,7 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (effs []sm.Effect, 
 
 func (w *World) execute(nd *simNode, e sm.Effect) {
 	i := nd.id
+	w.noteJobEffect(nd, e)
 	switch x := e.(type) {
 	case sm.Send:
 		w.checkSend(nd, x)
@@ -504,6 +511,8 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 	case sm.Log:
 		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
 		w.checkLog(nd, x)
+	case sm.Reply, sm.UpgradeReply:
+		// client answers: the job workload (noteJobEffect) reads them
 	case sm.Exit:
 		w.tr.line(w.now, i, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))
 		nd.up = false

@@ -75,7 +75,7 @@ func (n *Node) onTermRead(d IODone) {
 		// after a failed fsync left it only in the page cache.
 		n.io(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
 			n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
-				n.loadSaved(func() { n.startElection(false) })
+				n.loadSaved(func() { n.scanLogPosition(func() { n.startElection(false) }) })
 			})
 		})
 		return
@@ -85,7 +85,7 @@ func (n *Node) onTermRead(d IODone) {
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(func() { n.startElection(false) })
+	n.loadSaved(func() { n.scanLogPosition(func() { n.startElection(false) }) })
 }
 
 // loadSaved resolves conf/current -> versioned file and verifies it. A

@@ -44,6 +44,9 @@ func (n *Node) startElection(failover bool) {
 	n.promoting = false
 	n.failover = failover
 	n.standbys = nil
+	n.srepl = nil
+	n.deferrals = 0
+	n.electionStart = int64(n.now.Mono)
 	if n.opt.SeedLiteralP0 && n.opt.Self == 0 {
 		// Seed §9.1 literally: priority 0 never probes.
 		n.declare()
@@ -74,6 +77,9 @@ func (n *Node) onTimer(k TimerKind) {
 		if n.role == RolePrimary {
 			n.broadcast(Msg{Type: MsgHeartbeat})
 			n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
+			if n.jobs != nil && n.jobs.recovered {
+				n.releaseWaiting() // a standby that went silent no longer holds writes
+			}
 		}
 	case TimerFailure:
 		if n.role == RoleStandby && n.cfg == nil && n.fetch != nil {
@@ -109,6 +115,14 @@ func (n *Node) declare() {
 		n.die("fatal.primary-no-config", fmt.Sprintf(
 			"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: xce-config install --workdir %s --name %s --config cluster.yaml (%s)",
 			n.opt.Self, n.path(PointerPath), orDefault(n.opt.Workdir, "<workdir>"), n.peerName(n.opt.Self), conffile))
+		return
+	}
+	if p, why := n.fresherPeer(); p >= 0 && n.deferrals < maxDeferrals && !(n.opt.SeedLiteralP0 && n.opt.Self == 0) {
+		n.deferrals++
+		wait := n.opt.ProbeInterval / 5
+		n.log(Info, "election.defer", fmt.Sprintf("HA election: %s %s — waiting %v", n.peerName(p), why, wait))
+		n.broadcast(Msg{Type: MsgProbe, ReqID: n.id()})
+		n.setTimer(TimerElection, wait)
 		return
 	}
 	n.cancelTimer(TimerProbe)
@@ -150,6 +164,7 @@ func (n *Node) becomePrimary(term uint64) {
 	}
 	n.role = RolePrimary
 	n.promoting = false
+	n.srepl = nil
 	n.term = term
 	n.primary = n.opt.Self
 	n.pTerm = term
@@ -165,6 +180,13 @@ func (n *Node) becomePrimary(term uint64) {
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
 	n.startRecovery()
 }
+
+// Deferral bounds: how often a candidate waits for a fresher peer, and
+// for a peer that has not answered (at ProbeInterval each).
+const (
+	maxDeferrals        = 20 // 2 s at ProbeInterval/5
+	maxUnheardDeferrals = 2
+)
 
 // outranks reports whether primary (term a, priority pa) beats (b, pb):
 // higher term, then higher priority (lower index) (DESIGN §4.2).
@@ -207,11 +229,14 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 		// primary with an "outcome unknown".
 		n.primary = p
 		n.failWaiting("stepped down: outcome unknown, check before retrying against the primary")
+		n.abandonUpgrade()
 	}
 	n.cancelTimer(TimerElection)
 	n.cancelTimer(TimerProbe)
 	n.role = RoleStandby
 	n.promoting = false
+	n.srepl = nil
+	n.epochSeen = 0 // sync epochs count per primary
 	n.primary = p
 	n.pTerm = term
 	n.standbys = nil
@@ -239,6 +264,15 @@ func (n *Node) onMsg(from int, m Msg) {
 		return
 	}
 	n.maxTerm = max(n.maxTerm, m.Term)
+	n.noteView(from, m)
+	if n.role == RoleCandidate && n.failover && !n.promoting && m.Role != RolePrimary && n.bestCandidate() {
+		// Every live peer answered and none is fresher (or as fresh with a
+		// higher priority): no reason to wait for the deadline.
+		n.declare()
+		if n.role == RoleStopped {
+			return
+		}
+	}
 	if n.role == RoleStandby && from == n.primary && m.Role != RolePrimary {
 		n.lost = true // our primary restarted or stepped down: follow whoever leads now
 	}
@@ -254,6 +288,7 @@ func (n *Node) onMsg(from int, m Msg) {
 	case MsgProbeReply, MsgHeartbeat:
 		if m.Type == MsgHeartbeat && n.role == RoleStandby && from == n.primary {
 			n.checkPrimaryTag(m.ConfigTag)
+			n.ackRepl() // liveness and position, every heartbeat
 		}
 	case MsgJoin:
 		n.onJoin(from, m)
@@ -265,6 +300,12 @@ func (n *Node) onMsg(from int, m Msg) {
 		n.onReplConfigReply(from, m)
 	case MsgReplConfigPush:
 		n.onPush(from, m)
+	case MsgReplSnapshot:
+		n.onReplSnapshot(from, m)
+	case MsgReplRecords:
+		n.onReplRecords(from, m)
+	case MsgReplAck:
+		n.onReplAck(from, m)
 	case MsgReplConfigPushReply:
 		if n.role == RolePrimary {
 			n.log(Info, "conf.push-acked", fmt.Sprintf("standby %s accepted=%v tag=%016x", n.peerName(from), m.Accepted, m.ConfigTag))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"xce/schema"
 	"xce/sm/queue"
@@ -18,7 +19,7 @@ const maxLogFile = 1 << 31
 // accepts); load the newest valid snapshot, replay the WAL after it,
 // truncate a torn tail, refuse corruption before the tail.
 func (n *Node) startRecovery() {
-	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1}
+	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}}
 	n.jobs = j
 	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
 		n.listNames(wal.SnapDir, func(snaps []string) {
@@ -85,7 +86,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		if err == nil {
 			n.routeWarnings(j, 0, path)
 			before := j.r.routed
-			q, lsn, err = importSnapshot(d.Data, j.r)
+			q, lsn, j.lastTerm, err = importSnapshot(d.Data, j.r)
 			j.lostFound += j.r.routed - before
 			j.r.warn = nil
 		}
@@ -178,6 +179,7 @@ func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path st
 	j.r.warn = nil
 	j.nextLSN = rec.GetLsn() + 1
 	j.lastNow = max(j.lastNow, rec.GetNow())
+	j.lastTerm = rec.GetTerm()
 }
 
 // routeWarnings makes the router log the §6.5 WARN lines for a record at
@@ -206,7 +208,12 @@ func (n *Node) finishRecovery(j *jobState) {
 		n.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))
 	}
 	j.recovered = true
+	j.recoveredLSN = j.durableLSN
+	n.logPos = logPos{term: j.lastTerm, lsn: j.durableLSN}
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+	for _, s := range sortedKeys(n.standbys) {
+		n.startSync(s) // standbys that joined while we recovered
+	}
 	if n.opt.MaintenanceInterval > 0 {
 		n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
 	}
@@ -241,4 +248,13 @@ func (n *Node) removeFiles(paths []string, dir string, then func()) {
 		}
 		n.removeFiles(paths[1:], dir, then)
 	})
+}
+
+func sortedKeys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -11,29 +11,34 @@ import (
 // jobState is the primary's durable job state: the in-memory queues, the
 // WAL it appends to with group commit, and checkpoints.
 type jobState struct {
-	q          *queue.Queues
-	r          *router
-	recovered  bool
-	nextLSN    uint64 // LSN the next record gets
-	durableLSN uint64 // every record <= this is fsync'd
-	lastNow    int64  // record time never goes backwards
-	seg        string // segment new records go to
-	segFirst   uint64
-	segRecords int
-	batches    []walBatch // records not yet written, oldest first
-	writing    bool
-	waiting    []waitingReply
-	lostFound  int
-	ckpt       checkpoint
-	liveSegs   map[string]bool // segments known on disk (for obsolete removal)
+	q            *queue.Queues
+	r            *router
+	recovered    bool
+	nextLSN      uint64 // LSN the next record gets
+	durableLSN   uint64 // every record <= this is fsync'd
+	lastNow      int64  // record time never goes backwards
+	seg          string // segment new records go to
+	segFirst     uint64
+	segRecords   int
+	batches      []walBatch // records not yet written, oldest first
+	writing      bool
+	waiting      []waitingReply
+	lostFound    int
+	ckpt         checkpoint
+	liveSegs     map[string]bool   // segments known on disk (for obsolete removal)
+	repl         map[int]*replPeer // standbys receiving the log
+	replEpoch    uint64
+	lastTerm     uint64 // term of the last replayed record (recovery)
+	recoveredLSN uint64 // the log recovery ended at
 }
 
 // walBatch is a group commit: records for one segment, one append+fsync.
 type walBatch struct {
-	seg     string
-	data    []byte
-	lastLSN uint64
-	n       int
+	seg      string
+	data     []byte
+	firstLSN uint64
+	lastLSN  uint64
+	n        int
 }
 
 type waitingReply struct {
@@ -141,7 +146,7 @@ func validateJob(r *router, req JobRequest) string {
 // replyWhenDurable emits rep once every record up to lsn is fsync'd.
 func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
 	j := n.jobs
-	if lsn <= j.durableLSN {
+	if lsn <= j.durableLSN && n.replicated(lsn) {
 		n.emit(rep)
 		return
 	}
@@ -157,6 +162,10 @@ func (n *Node) appendRecord(rec *schema.WalRecord) {
 		j.batches = append(j.batches, walBatch{seg: j.seg})
 	}
 	b := &j.batches[len(j.batches)-1]
+	rec.Term = n.term
+	if b.n == 0 {
+		b.firstLSN = rec.GetLsn()
+	}
 	data, err := wal.AppendFrame(b.data, rec)
 	if err != nil {
 		n.die("fatal.wal-encode", fmt.Sprintf("cannot encode WAL record %d: %v", rec.GetLsn(), err))
@@ -186,6 +195,7 @@ func (n *Node) flushWAL() {
 	b := j.batches[0]
 	j.writing = true
 	newSeg := !j.liveSegs[b.seg]
+	n.streamBatch(b) // standbys write in parallel with our fsync
 	n.io(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", b.seg, d.Err, d.Detail))
@@ -214,12 +224,8 @@ func (n *Node) flushWAL() {
 func (n *Node) walDurable(lsn uint64) {
 	j := n.jobs
 	j.durableLSN = max(j.durableLSN, lsn)
-	k := 0
-	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN {
-		n.emit(j.waiting[k].rep)
-		k++
-	}
-	j.waiting = j.waiting[k:]
+	n.logPos = logPos{term: n.term, lsn: j.durableLSN}
+	n.releaseWaiting()
 	n.maybeCheckpoint()
 	n.flushWAL()
 }

@@ -39,6 +39,7 @@ func (n *Node) maybeCheckpoint() {
 	j.ckpt.inProgress = true
 	lsn := j.nextLSN - 1
 	snap := exportSnapshot(j.q, lsn)
+	snap.Term = n.term
 	// New records go to a new segment; the old ones hold LSNs <= lsn only.
 	j.seg, j.segFirst, j.segRecords = wal.SegmentPath(j.nextLSN), j.nextLSN, 0
 	data, err := wal.EncodeSnapshot(snap)
@@ -152,10 +153,10 @@ func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot {
 // importSnapshot decodes and rebuilds the queue state of a snapshot file,
 // routing names the running config no longer has exactly as replay does
 // (seed 002 §6.5).
-func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, error) {
+func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, error) {
 	s, err := wal.DecodeSnapshot(data)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	qs := queue.Snapshot{NextID: s.GetNextId(), NextSeq: s.GetNextSeq()}
 	for _, jb := range s.GetJobs() {
@@ -175,7 +176,7 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, error) {
 	}
 	q, err := queue.Import(qs)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return q, s.GetLsn(), nil
+	return q, s.GetLsn(), s.GetTerm(), nil
 }

@@ -13,6 +13,9 @@ const (
 	MsgReplConfigReply                        // UpToDate, or ConfigTag + SHA256 + Bytes; Status != 0 on error
 	MsgReplConfigPush                         // primary -> standby: ConfigTag + SHA256 + Bytes
 	MsgReplConfigPushReply                    // Accepted + ConfigTag
+	MsgReplSnapshot                           // primary -> standby: Bytes = a snapshot file; ReqID = sync epoch
+	MsgReplRecords                            // primary -> standby: Bytes = WAL frames; ReqID = sync epoch
+	MsgReplAck                                // standby -> primary: WALPos = its durable LSN; ReqID = sync epoch
 	msgTypeEnd
 )
 
@@ -39,6 +42,12 @@ func (t MsgType) String() string {
 		return "repl-config-push"
 	case MsgReplConfigPushReply:
 		return "repl-config-push-reply"
+	case MsgReplSnapshot:
+		return "repl-snapshot"
+	case MsgReplRecords:
+		return "repl-records"
+	case MsgReplAck:
+		return "repl-ack"
 	default:
 		return "msg?"
 	}
@@ -54,7 +63,8 @@ type Msg struct {
 	Role     Role
 	Term     uint64
 	Priority int    // sender's index in --peers (0 = highest)
-	WALPos   uint64 // reserved for WAL replication (freshness)
+	WALPos   uint64 // sender's last durable job-log LSN
+	LogTerm  uint64 // term of that log's last record: freshness is (LogTerm, WALPos)
 	// ConfigTag is the sender's config tag, except in ReplConfigReply and
 	// ReplConfigPush where it is the tag of the carried config.
 	ConfigTag uint64

@@ -33,18 +33,25 @@ type Node struct {
 	lastHeard time.Duration           // standby: last message from the primary
 	lost      bool                    // standby: our primary is gone; follow any live primary
 
-	cfg        *loaded // the config this node runs with; nil = none
-	cfgProblem string  // why the saved config is unusable (for the §10 FATALs)
-	stale      bool    // config_stale (§10.3)
-	serving    bool    // Phase 2 reached: running with a config
-	fetch      *fetchState
-	store      storeQueue
-	repairing  bool
-	standbys   map[int]bool // primary: joined standbys
-	fatal      string       // reason, once stopped
-	savedTags  []uint64     // tags whose save completed durably (checker view)
-	jobs       *jobState    // primary: durable job state (nil until recovery starts)
-	upgrade    *upgradeState
+	cfg           *loaded // the config this node runs with; nil = none
+	cfgProblem    string  // why the saved config is unusable (for the §10 FATALs)
+	stale         bool    // config_stale (§10.3)
+	serving       bool    // Phase 2 reached: running with a config
+	fetch         *fetchState
+	store         storeQueue
+	repairing     bool
+	standbys      map[int]bool // primary: joined standbys
+	fatal         string       // reason, once stopped
+	savedTags     []uint64     // tags whose save completed durably (checker view)
+	jobs          *jobState    // primary: durable job state (nil until recovery starts)
+	upgrade       *upgradeState
+	srepl         *standbyRepl     // standby: the log replicated from the primary
+	logPos        logPos           // freshness of this node's durable job log
+	views         map[int]peerView // what each peer last said about itself
+	deferrals     int              // election deadlines deferred to a fresher peer
+	electionStart int64            // Mono when the current election began
+	syncAsked     int64            // standby: Mono of its last request for a log sync
+	epochSeen     uint64           // standby: newest sync epoch started with this primary
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -204,6 +211,7 @@ func (n *Node) cancelTimer(k TimerKind) {
 
 func (n *Node) send(to int, m Msg) {
 	m.Role, m.Term, m.Priority = n.role, n.viewTerm(), n.opt.Self
+	m.WALPos, m.LogTerm = n.logPos.lsn, n.logPos.term
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
 		m.ConfigTag = n.ConfigTag()
 	}
@@ -266,6 +274,14 @@ func (n *Node) JobState() (*queue.Queues, uint64, bool) {
 		return nil, 0, false
 	}
 	return n.jobs.q, n.jobs.durableLSN, n.jobs.recovered
+}
+
+// RecoveredLSN is the LSN this primary's last recovery ended at.
+func (n *Node) RecoveredLSN() uint64 {
+	if n.jobs == nil {
+		return 0
+	}
+	return n.jobs.recoveredLSN
 }
 
 // LostAndFoundCount is lost_and_found_job_count of the last recovery.

@@ -35,6 +35,9 @@ type Options struct {
 	// MaintenanceInterval: how often a primary runs a due sweep_expired and
 	// scheduler tick on its own (0 disables; then clients must).
 	MaintenanceInterval time.Duration
+	// SyncStandbys: a client reply waits for this many live standbys to
+	// hold its record (fewer if fewer are live and synced). DESIGN §4.4.
+	SyncStandbys int
 	// EnableUpgrade accepts OP_upgradeConfig (seed 002 §5.3 keeps it off by
 	// default until callers are authorised).
 	EnableUpgrade bool
@@ -66,6 +69,7 @@ func DefaultOptions(self int, peers []string) Options {
 		StaleTimeout:        24 * time.Hour,
 		MaxWALRecords:       10000,
 		MaintenanceInterval: time.Second,
+		SyncStandbys:        1,
 	}
 }
 

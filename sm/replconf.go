@@ -48,6 +48,7 @@ func (n *Node) stopFetch(why string) {
 func (n *Node) tryFetch() {
 	f := n.fetch
 	f.reqID = n.id()
+	n.syncAsked = int64(n.now.Mono) // a join also starts a log sync
 	n.send(n.primary, Msg{Type: MsgJoin, ReqID: f.reqID})
 	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
 }
@@ -91,6 +92,7 @@ func (n *Node) onJoin(from int, m Msg) {
 		n.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", n.peerName(from)))
 	}
 	n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
+	n.startSync(from)
 }
 
 func (n *Node) onJoinReply(from int, m Msg) {

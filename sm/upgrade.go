@@ -67,11 +67,11 @@ func (n *Node) onUpgrade(u UpgradeConfig) {
 		n.emit(UpgradeReply{ID: u.ID, Error: msg, Primary: n.primary})
 	}
 	switch {
-	case !n.opt.EnableUpgrade:
-		refuse("OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)")
-		return
 	case n.role != RolePrimary || n.cfg == nil:
 		refuse("Not primary — redirect to primary") // §10.12
+		return
+	case !n.opt.EnableUpgrade:
+		refuse("OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)")
 		return
 	case n.upgrade != nil:
 		refuse("an upgrade is already in progress; the primary restarts when it is done")
@@ -195,4 +195,20 @@ func (n *Node) onPushTimer() {
 		return
 	}
 	n.restartWhenIdle()
+}
+
+// abandonUpgrade: the primary lost its role before finishing the upgrade.
+// The config may already be saved (and will be replaced by the new
+// primary's on the next fetch): the admin hears "outcome unknown" and the
+// node does not restart.
+func (n *Node) abandonUpgrade() {
+	up := n.upgrade
+	if up == nil {
+		return
+	}
+	n.upgrade = nil
+	n.cancelTimer(TimerPush)
+	if !up.replied {
+		n.emit(UpgradeReply{ID: up.id, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.primary})
+	}
 }

@@ -32,7 +32,7 @@ func NewCommand(stdout io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
-	root.AddCommand(encodeCmd(), installCmd(), showCmd(), verifyCmd(), certsCmd())
+	root.AddCommand(encodeCmd(), installCmd(), showCmd(), verifyCmd(), certsCmd(), pushCmd())
 	return root
 }
 

@@ -9,6 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
@@ -37,7 +40,11 @@ type Config struct {
 	DialTimeout          time.Duration
 	MaxWALRecords        int
 	WALRepair            bool
-	LogLevel, LogFormat  string
+	// EnableUpgrade accepts OP_upgradeConfig (--enable-upgrade-config;
+	// seed 002 §5.3: off by default, since any client certificate signed
+	// by the cluster CA may send it).
+	EnableUpgrade       bool
+	LogLevel, LogFormat string
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -107,19 +114,25 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair = cfg.MaxWALRecords, cfg.WALRepair
+	opt.EnableUpgrade = cfg.EnableUpgrade
 	opt.BaseDir, opt.Workdir = base, cfg.Workdir
 	node, err := sm.NewNode(opt)
 	if err != nil {
 		return 1, err
 	}
-	var rn *runner.Runner
+	// The listener may call Client before rn is built: it answers
+	// "starting" until then.
+	var rnp atomic.Pointer[runner.Runner]
+	var flight clientFlight
 	tr, err := transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
 		Client: func(req *schema.ClientRequest) *schema.ClientReply {
-			return answer(req, rn, peers, self)
+			flight.enter()
+			defer flight.leave(req.GetUpgradeConfig() != nil)
+			return answer(req, rnp.Load(), peers, self)
 		},
 	})
 	if err != nil {
@@ -139,7 +152,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 			}
 		}
 	}()
-	rn = runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: base}, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed()})
+	rn := runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: base}, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed()})
 	go func() {
 		select {
 		case <-rn.Ready():
@@ -151,17 +164,24 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		case <-ctx.Done():
 		}
 	}()
+	rnp.Store(rn)
 	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, self, len(peers), peers[self].Addr(), base), zap.String("key", "start"))
 	err = rn.Run(ctx)
+	var ee *runner.ExitError
+	if errors.As(err, &ee) && ee.Code == 0 {
+		// A restart after OP_upgradeConfig: the admin's ACK was handed to
+		// its waiter in the step that ended Run; let the transport write
+		// it before the connections close (seed 002 §6.4 step 8).
+		flight.drain(replyFlushBound)
+	}
 	_, _ = sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
 	cancel()
 	_ = tr.Close()
 	if lerr := <-listenErr; lerr != nil && !errors.Is(lerr, context.Canceled) {
 		log.Warn("listener: "+lerr.Error(), zap.String("key", "transport"))
 	}
-	var ee *runner.ExitError
 	switch {
-	case errors.As(err, &ee):
+	case ee != nil:
 		return ee.Code, nil
 	case err == nil || errors.Is(err, context.Canceled):
 		log.Info("stopped", zap.String("key", "stop"))
@@ -197,6 +217,8 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 			return rep
 		}
 		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
+	case *schema.ClientRequest_UpgradeConfig:
+		return answerUpgrade(rep, op.UpgradeConfig, rn)
 	case *schema.ClientRequest_Job:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -211,6 +233,103 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
 	}
 	return rep
+}
+
+// UpgradePeer is the caller name the daemon gives the node for the
+// OP_upgradeConfig log line ("... by CN=%s"): the transport's Client
+// callback does not pass the client certificate's CN to the handler, so
+// the caller cannot be named here (the transport names a client's CN only
+// in its debug diagnostics of failed connections).
+const UpgradePeer = "admin client"
+
+// Errno-style statuses of refused upgrades that sm has no constant for.
+const (
+	statusEPERM int32 = -1
+	statusEBUSY int32 = -16
+)
+
+// answerUpgrade runs OP_upgradeConfig (seed 002 §6) through the node. The
+// body always carries the seed's UpgradeConfigReply; a refusal also sets
+// the status (EAGAIN for the §10.12 redirect, as job operations) and the
+// error text.
+func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, rn *runner.Runner) *schema.ClientReply {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), UpgradePeer)
+	if err != nil { // sent to the node, never answered: maybe saved
+		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
+		return rep
+	}
+	rep.Body = &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{
+		VersionTag: r.VersionTag, Error: r.Error, AckedCount: uint32(max(r.AckedCount, 0)), Primary: int32(r.Primary),
+	}}
+	if r.Error != "" {
+		rep.Status, rep.Error = upgradeStatus(r.Error), r.Error
+	}
+	return rep
+}
+
+// upgradeStatus maps a refusal text of sm's onUpgrade to a status.
+func upgradeStatus(msg string) int32 {
+	switch {
+	case strings.HasPrefix(msg, "Not primary"):
+		return sm.StatusEAGAIN
+	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
+		return statusEPERM
+	case strings.HasPrefix(msg, "an upgrade is already in progress"):
+		return statusEBUSY
+	case strings.HasPrefix(msg, "Failed to save"):
+		return sm.StatusEIO
+	default:
+		return sm.StatusEINVAL
+	}
+}
+
+// Bounds of the wait for client replies after the node exited 0.
+const (
+	replyFlushBound = time.Second
+	// replyFlushGrace: after the upgrade handler returned its reply, the
+	// transport still writes it; the handler has no hook for "written".
+	replyFlushGrace = 100 * time.Millisecond
+)
+
+// clientFlight counts client handlers in progress, so that a restarting
+// node lets the replies being answered reach their clients.
+type clientFlight struct {
+	mu       sync.Mutex
+	n        int
+	upgraded time.Time // when an upgrade handler last returned its reply
+}
+
+func (f *clientFlight) enter() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *clientFlight) leave(upgrade bool) {
+	f.mu.Lock()
+	f.n--
+	if upgrade {
+		f.upgraded = time.Now()
+	}
+	f.mu.Unlock()
+}
+
+// drain waits, at most bound, until no handler is running and the last
+// upgrade reply was handed to the transport replyFlushGrace ago.
+func (f *clientFlight) drain(bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for {
+		f.mu.Lock()
+		n, up := f.n, f.upgraded
+		f.mu.Unlock()
+		now := time.Now()
+		if n == 0 && now.Sub(up) >= replyFlushGrace || now.After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func randomSeed() uint64 {

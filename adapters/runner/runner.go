@@ -96,11 +96,12 @@ type Runner struct {
 	stop   chan struct{}
 	worker *ioWorker
 
-	// Client operations: Do posts, the loop feeds them to the node and
-	// hands each Reply effect back to its waiter.
-	ops     chan clientCall
-	waiters map[uint64]chan sm.Reply
-	nextOp  uint64
+	// Client operations: Do and Upgrade post, the loop feeds them to the
+	// node and hands each Reply (UpgradeReply) effect back to its waiter.
+	ops       chan clientCall
+	waiters   map[uint64]chan sm.Reply
+	upWaiters map[uint64]chan sm.UpgradeReply
+	nextOp    uint64
 
 	// Timer callbacks register here so Run can wait for them.
 	tmu    sync.Mutex
@@ -110,7 +111,8 @@ type Runner struct {
 
 // New builds a runner; nothing runs before Run.
 func New(cfg Config) *Runner {
-	r := &Runner{cfg: cfg, log: cfg.Log, ready: make(chan struct{}), ops: make(chan clientCall), stop: make(chan struct{}), waiters: map[uint64]chan sm.Reply{}}
+	r := &Runner{cfg: cfg, log: cfg.Log, ready: make(chan struct{}), ops: make(chan clientCall), stop: make(chan struct{}),
+		waiters: map[uint64]chan sm.Reply{}, upWaiters: map[uint64]chan sm.UpgradeReply{}}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -152,34 +154,76 @@ func (r *Runner) publish() {
 	}
 }
 
+// clientCall is a job operation (req, reply) or, when up is set, an
+// OP_upgradeConfig (up, upReply).
 type clientCall struct {
-	req   sm.JobRequest
-	reply chan sm.Reply
+	req     sm.JobRequest
+	reply   chan sm.Reply
+	up      *sm.UpgradeConfig
+	upReply chan sm.UpgradeReply
 }
 
-// ErrStopped is returned by Do when the node stops before answering: the
-// operation's outcome is unknown.
+// ErrStopped is returned by Do and Upgrade when the node stops before
+// answering: the operation's outcome is unknown.
 var ErrStopped = errors.New("runner: node stopped; outcome unknown")
 
 // Do runs one client operation through the node and waits for its reply
 // (sent only once everything it depends on is durable).
 func (r *Runner) Do(ctx context.Context, req sm.JobRequest) (sm.Reply, error) {
 	c := clientCall{req: req, reply: make(chan sm.Reply, 1)}
+	if err := r.post(ctx, c); err != nil {
+		return sm.Reply{}, err
+	}
+	return await(ctx, c.reply, r.stop)
+}
+
+// Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: blob
+// and its caller-computed SHA-256, peer the caller's name for the log
+// (sanitised by the caller). It waits for the node's UpgradeReply. An
+// accepted upgrade is followed, in the same step or once a running
+// checkpoint ends, by sm.Exit{Code: 0}: the reply is delivered before Run
+// returns that *ExitError.
+func (r *Runner) Upgrade(ctx context.Context, blob, sum []byte, peer string) (sm.UpgradeReply, error) {
+	c := clientCall{up: &sm.UpgradeConfig{Bytes: blob, SHA256: sum, Peer: peer}, upReply: make(chan sm.UpgradeReply, 1)}
+	if err := r.post(ctx, c); err != nil {
+		return sm.UpgradeReply{}, err
+	}
+	return await(ctx, c.upReply, r.stop)
+}
+
+// post hands c to the loop.
+func (r *Runner) post(ctx context.Context, c clientCall) error {
 	select {
 	case r.ops <- c:
+		return nil
 	case <-ctx.Done():
-		return sm.Reply{}, ctx.Err()
+		return ctx.Err()
 	case <-r.stop:
-		return sm.Reply{}, ErrStopped
+		return ErrStopped
+	}
+}
+
+// await waits for the reply to a posted call. A reply delivered in the
+// step that ended Run (an upgrade's reply, then the node's exit) is sent
+// on ch before stop is closed, so it is found here and wins over stop; it
+// also wins over a ctx that ends at the same moment.
+func await[T any](ctx context.Context, ch <-chan T, stop <-chan struct{}) (T, error) {
+	var zero T
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+	case <-stop:
 	}
 	select {
-	case rep := <-c.reply:
-		return rep, nil
-	case <-ctx.Done():
-		return sm.Reply{}, ctx.Err()
-	case <-r.stop:
-		return sm.Reply{}, ErrStopped
+	case v := <-ch:
+		return v, nil
+	default:
 	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	return zero, ErrStopped
 }
 
 // ErrRunTwice is returned by a second call to Run.
@@ -252,8 +296,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			in = d
 		case c := <-r.ops:
 			r.nextOp++
-			r.waiters[r.nextOp] = c.reply
-			in = sm.ClientOp{ID: r.nextOp, Req: c.req}
+			if c.up != nil {
+				u := *c.up
+				u.ID = r.nextOp
+				r.upWaiters[u.ID] = c.upReply
+				in = u
+			} else {
+				r.waiters[r.nextOp] = c.reply
+				in = sm.ClientOp{ID: r.nextOp, Req: c.req}
+			}
 		}
 		if err := r.step(in); err != nil {
 			return err
@@ -309,6 +360,11 @@ func (r *Runner) execute(e sm.Effect) {
 		if ch, ok := r.waiters[x.ID]; ok {
 			ch <- x // buffered: never blocks the loop
 			delete(r.waiters, x.ID)
+		}
+	case sm.UpgradeReply:
+		if ch, ok := r.upWaiters[x.ID]; ok {
+			ch <- x // buffered, and sent before a following Exit ends Run
+			delete(r.upWaiters, x.ID)
 		}
 	default:
 		r.log.Error("unknown effect", zap.String("key", "runner.unknown-effect"), zap.String("type", fmt.Sprintf("%T", e)))

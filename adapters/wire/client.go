@@ -113,6 +113,10 @@ func EncodeClientRequest(r *schema.ClientRequest) ([]byte, error) {
 		if op.Config == nil {
 			return nil, fmt.Errorf("%w: client request %d: config op with nil body", ErrBadMsg, r.GetId())
 		}
+	case *schema.ClientRequest_UpgradeConfig:
+		if err := checkUpgradeRequest(op.UpgradeConfig); err != nil {
+			return nil, fmt.Errorf("%w: client request %d: %w", ErrBadMsg, r.GetId(), err)
+		}
 	case nil:
 		return nil, fmt.Errorf("%w: client request %d: no op", ErrBadMsg, r.GetId())
 	default:
@@ -130,12 +134,50 @@ func DecodeClientRequest(b []byte) (*schema.ClientRequest, error) {
 	if err := unmarshalFrame("client request", b, r); err != nil {
 		return nil, err
 	}
-	if op, ok := r.GetOp().(*schema.ClientRequest_Job); ok {
-		if err := checkJobRequest(op.Job); err != nil {
-			return nil, fmt.Errorf("%w: client request %d: %w", ErrBadFrame, r.GetId(), err)
-		}
+	var err error
+	switch op := r.GetOp().(type) {
+	case *schema.ClientRequest_Job:
+		err = checkJobRequest(op.Job)
+	case *schema.ClientRequest_UpgradeConfig:
+		err = checkUpgradeRequest(op.UpgradeConfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: client request %d: %w", ErrBadFrame, r.GetId(), err)
 	}
 	return r, nil
+}
+
+// checkUpgradeRequest bounds an OP_upgradeConfig request: a blob of at
+// most sm.MaxConfigSize and a SHA-256 of 0 or SHA256Size bytes. Empty
+// fields travel: the primary answers them with the seed's "Invalid
+// request: bytes or sha256 field missing" (§6.4 step 0b).
+func checkUpgradeRequest(u *schema.UpgradeConfigRequest) error {
+	switch {
+	case u == nil:
+		return errors.New("upgrade-config op with nil body")
+	case len(u.GetBytes()) > sm.MaxConfigSize:
+		return fmt.Errorf("config blob of %d bytes exceeds %d", len(u.GetBytes()), sm.MaxConfigSize)
+	case len(u.GetSha256()) != 0 && len(u.GetSha256()) != SHA256Size:
+		return fmt.Errorf("sha256 of %d bytes, want %d", len(u.GetSha256()), SHA256Size)
+	}
+	return nil
+}
+
+// checkUpgradeReply bounds an OP_upgradeConfig reply: error text within
+// MaxErrorLen, no tag with an error, a standby count and a primary index
+// that fit --peers.
+func checkUpgradeReply(u *schema.UpgradeConfigReply) error {
+	switch {
+	case u == nil:
+		return errors.New("upgrade-config reply body is nil")
+	case u.GetError() != "" && u.GetVersionTag() != 0:
+		return errors.New("upgrade-config reply with both a version tag and an error")
+	case u.GetAckedCount() > MaxPriority:
+		return fmt.Errorf("acked count %d out of range 0..%d", u.GetAckedCount(), MaxPriority)
+	case u.GetPrimary() < -1 || u.GetPrimary() > MaxPriority:
+		return fmt.Errorf("primary %d out of range -1..%d", u.GetPrimary(), MaxPriority)
+	}
+	return checkError(u.GetError())
 }
 
 // MaxJobHandles bounds an ack batch.
@@ -211,6 +253,8 @@ func checkClientReply(r *schema.ClientReply) error {
 		if body.ConfigReply == nil || len(body.ConfigReply.GetBlob()) > sm.MaxConfigSize {
 			return errors.New("config reply body missing or over the size limit")
 		}
+	case *schema.ClientReply_UpgradeConfigReply:
+		return checkUpgradeReply(body.UpgradeConfigReply)
 	default:
 		return fmt.Errorf("unknown reply body %T", body)
 	}

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"xce/schema"
+	"xce/sm"
 )
 
 func header(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
@@ -308,4 +309,136 @@ func TestClientDecodeArbitrary(t *testing.T) {
 			t.Fatalf("request: %v", err)
 		}
 	})
+}
+
+func upgradeReq(blob, sum []byte) *schema.ClientRequest {
+	return &schema.ClientRequest{Id: 12, Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum}}}
+}
+
+func upgradeRep(status int32, errText string, u *schema.UpgradeConfigReply) *schema.ClientReply {
+	return &schema.ClientReply{Id: 12, Status: status, Error: errText, Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: u}}
+}
+
+// OP_upgradeConfig requests: a blob of at most sm.MaxConfigSize and a
+// SHA-256 of 0 or 32 bytes travel both ways; anything else is refused by
+// the encoder and, forced onto the wire, by the decoder.
+func TestUpgradeConfigRequest(t *testing.T) {
+	sum := bytes.Repeat([]byte{0xab}, SHA256Size)
+	good := []struct {
+		name string
+		r    *schema.ClientRequest
+	}{
+		{"blob and sha256", upgradeReq([]byte("blob"), sum)},
+		{"both empty (the primary refuses them)", upgradeReq(nil, nil)},
+		{"no sha256", upgradeReq([]byte("blob"), nil)},
+		{"max blob", upgradeReq(make([]byte, sm.MaxConfigSize), sum)},
+	}
+	for _, tc := range good {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteClientRequest(&buf, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadClientRequest(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(got, tc.r) {
+				t.Fatalf("got %v, want %v", got.GetUpgradeConfig() != nil, tc.r.GetUpgradeConfig() != nil)
+			}
+		})
+	}
+	bad := []struct {
+		name string
+		r    *schema.ClientRequest
+	}{
+		{"blob over MaxConfigSize", upgradeReq(make([]byte, sm.MaxConfigSize+1), sum)},
+		{"sha256 of 31 bytes", upgradeReq([]byte("blob"), sum[:31])},
+		{"sha256 of 33 bytes", upgradeReq([]byte("blob"), append(sum, 0))},
+		{"sha256 of 1 byte", upgradeReq([]byte("blob"), []byte{1})},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteClientRequest(&buf, tc.r); !errors.Is(err, ErrBadMsg) || buf.Len() != 0 {
+				t.Fatalf("encode: err = %v (%d bytes written), want ErrBadMsg", err, buf.Len())
+			}
+			b, err := proto.Marshal(tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := ReadClientRequest(bytes.NewReader(frame(b))); !errors.Is(err, ErrBadFrame) || r != nil {
+				t.Fatalf("decode: got %v, %v; want ErrBadFrame", r != nil, err)
+			}
+		})
+	}
+	if err := WriteClientRequest(io.Discard, &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{}}); !errors.Is(err, ErrBadMsg) {
+		t.Fatalf("nil upgrade body: %v", err)
+	}
+	// An empty body on the wire decodes as an empty request (both fields
+	// missing), which the primary answers.
+	empty, _ := proto.Marshal(upgradeReq(nil, nil))
+	if r, err := ReadClientRequest(bytes.NewReader(frame(empty))); err != nil || r.GetUpgradeConfig() == nil {
+		t.Fatalf("empty upgrade body: %v, %v", r, err)
+	}
+}
+
+// OP_upgradeConfig replies (seed §6.3 UpgradeConfigReply plus the §10.12
+// primary index).
+func TestUpgradeConfigReply(t *testing.T) {
+	good := []struct {
+		name string
+		r    *schema.ClientReply
+	}{
+		{"accepted", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 0x0123456789abcdef, AckedCount: 2, Primary: 0})},
+		{"accepted, no standby acked", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 1, Primary: 3})},
+		{"redirect", upgradeRep(-11, "Not primary — redirect to primary", &schema.UpgradeConfigReply{Error: "Not primary — redirect to primary", Primary: 1})},
+		{"redirect, primary unknown", upgradeRep(-11, "Not primary — redirect to primary", &schema.UpgradeConfigReply{Error: "Not primary — redirect to primary", Primary: -1})},
+		{"max error text", upgradeRep(-22, "x", &schema.UpgradeConfigReply{Error: strings.Repeat("e", MaxErrorLen), Primary: -1})},
+		{"max primary and count", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 5, AckedCount: MaxPriority, Primary: MaxPriority})},
+	}
+	for _, tc := range good {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteClientReply(&buf, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadClientReply(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(got, tc.r) {
+				t.Fatalf("got %v, want %v", got, tc.r)
+			}
+		})
+	}
+	bad := []struct {
+		name string
+		r    *schema.ClientReply
+	}{
+		{"error text too long", upgradeRep(-22, "x", &schema.UpgradeConfigReply{Error: strings.Repeat("e", MaxErrorLen+1)})},
+		{"tag with an error", upgradeRep(-22, "x", &schema.UpgradeConfigReply{VersionTag: 7, Error: "refused"})},
+		{"primary below -1", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 7, Primary: -2})},
+		{"primary out of range", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 7, Primary: MaxPriority + 1})},
+		{"acked count out of range", upgradeRep(0, "", &schema.UpgradeConfigReply{VersionTag: 7, AckedCount: MaxPriority + 1})},
+		{"reply error text with status 0", upgradeRep(0, "oops", &schema.UpgradeConfigReply{Error: "oops"})},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteClientReply(&buf, tc.r); !errors.Is(err, ErrBadMsg) {
+				t.Fatalf("encode: err = %v, want ErrBadMsg", err)
+			}
+			b, err := proto.Marshal(tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := ReadClientReply(bytes.NewReader(frame(b))); !errors.Is(err, ErrBadFrame) || r != nil {
+				t.Fatalf("decode: got %v, %v; want ErrBadFrame", r, err)
+			}
+		})
+	}
+	if err := WriteClientReply(io.Discard, &schema.ClientReply{Body: &schema.ClientReply_UpgradeConfigReply{}}); !errors.Is(err, ErrBadMsg) {
+		t.Fatalf("nil upgrade reply body: %v", err)
+	}
 }

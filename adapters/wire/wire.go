@@ -78,6 +78,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 			Priority:  uint32(m.Priority),
 			ConfigTag: m.ConfigTag,
 			WalPos:    m.WALPos,
+			LogTerm:   m.LogTerm,
 		},
 	}
 	switch m.Type {
@@ -118,6 +119,12 @@ func Encode(m sm.Msg) ([]byte, error) {
 			Accepted:   m.Accepted,
 			VersionTag: m.ConfigTag,
 		}}
+	case sm.MsgReplSnapshot:
+		env.Body = &schema.Envelope_ReplSnapshot{ReplSnapshot: &schema.ReplSnapshot{Snapshot: m.Bytes}}
+	case sm.MsgReplRecords:
+		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes}}
+	case sm.MsgReplAck:
+		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{}}
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(env)
 	if err != nil {
@@ -143,6 +150,9 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplConfigReply:     {upToDate: true, status: true, sha: true, bytes: true},
 	sm.MsgReplConfigPush:      {sha: true, bytes: true},
 	sm.MsgReplConfigPushReply: {accepted: true},
+	sm.MsgReplSnapshot:        {bytes: true},
+	sm.MsgReplRecords:         {bytes: true},
+	sm.MsgReplAck:             {},
 }
 
 // checkMsg reports why m cannot travel on the wire unchanged, or nil.
@@ -241,6 +251,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		Term:      from.GetTerm(),
 		Priority:  int(prio),
 		WALPos:    from.GetWalPos(),
+		LogTerm:   from.GetLogTerm(),
 		ConfigTag: from.GetConfigTag(),
 	}
 	switch body := env.GetBody().(type) {
@@ -278,6 +289,14 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Type = sm.MsgReplConfigPushReply
 		m.Accepted = body.ReplConfigPushReply.GetAccepted()
 		m.ConfigTag = body.ReplConfigPushReply.GetVersionTag()
+	case *schema.Envelope_ReplSnapshot:
+		m.Type = sm.MsgReplSnapshot
+		m.Bytes = nonEmpty(body.ReplSnapshot.GetSnapshot())
+	case *schema.Envelope_ReplRecords:
+		m.Type = sm.MsgReplRecords
+		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
+	case *schema.Envelope_ReplAck:
+		m.Type = sm.MsgReplAck
 	case nil:
 		return sm.Msg{}, fmt.Errorf("%w: missing message body", ErrBadFrame)
 	default:

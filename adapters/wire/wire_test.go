@@ -71,6 +71,9 @@ func TestRoundTripEachType(t *testing.T) {
 		}()},
 		{"repl-config-push-reply accepted", func() sm.Msg { m := view(sm.MsgReplConfigPushReply); m.Accepted = true; return m }()},
 		{"repl-config-push-reply rejected", view(sm.MsgReplConfigPushReply)},
+		{"repl-snapshot", func() sm.Msg { m := view(sm.MsgReplSnapshot); m.Bytes = []byte("XCESNAP1..."); m.LogTerm = 3; return m }()},
+		{"repl-records", func() sm.Msg { m := view(sm.MsgReplRecords); m.Bytes = []byte{1, 2, 3}; m.WALPos = 9; return m }()},
+		{"repl-ack", func() sm.Msg { m := view(sm.MsgReplAck); m.WALPos, m.LogTerm = 42, 2; return m }()},
 	}
 	seen := map[sm.MsgType]bool{}
 	for _, tc := range tests {
@@ -330,8 +333,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated varint", []byte{0x08}, ErrBadFrame},
 		{"missing body", marshal(t, &schema.Envelope{From: from, ReqId: 1}), ErrBadFrame},
 		{"missing view", marshal(t, &schema.Envelope{Body: hb}), ErrBadFrame},
-		// field 19 is not (yet) a body: an unknown body type reads as none.
-		{"unknown body field", append(marshal(t, &schema.Envelope{From: from}), 0x9a, 0x01, 0x00), ErrBadFrame},
+		// field 99 is not (yet) a body: an unknown body type reads as none.
+		{"unknown body field", append(marshal(t, &schema.Envelope{From: from}), 0x9a, 0x06, 0x00), ErrBadFrame},
 		{"role out of range", marshal(t, &schema.Envelope{From: &schema.PeerView{Role: 5}, Body: hb}), ErrBadFrame},
 		{"negative role", marshal(t, &schema.Envelope{From: &schema.PeerView{Role: -1}, Body: hb}), ErrBadFrame},
 		{"priority too big", marshal(t, &schema.Envelope{From: &schema.PeerView{Priority: MaxPriority + 1}, Body: hb}), ErrBadFrame},

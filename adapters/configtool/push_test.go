@@ -1,0 +1,358 @@
+package configtool
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"xce/adapters/daemon"
+	"xce/adapters/tlsconf"
+	"xce/adapters/transport"
+	"xce/schema"
+	"xce/sm"
+)
+
+// pushNode is a controller stand-in: a real TLS transport whose client
+// handler answers from a function and records the requests.
+type pushNode struct {
+	name, addr string
+
+	mu     sync.Mutex
+	answer func(*schema.ClientRequest) *schema.ClientReply
+	seen   []*schema.ClientRequest
+}
+
+func (f *pushNode) handle(req *schema.ClientRequest) *schema.ClientReply {
+	f.mu.Lock()
+	f.seen = append(f.seen, req)
+	answer := f.answer
+	f.mu.Unlock()
+	return answer(req)
+}
+
+func (f *pushNode) set(answer func(*schema.ClientRequest) *schema.ClientReply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answer, f.seen = answer, nil
+}
+
+func (f *pushNode) requests() []*schema.ClientRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*schema.ClientRequest(nil), f.seen...)
+}
+
+type pushCluster struct {
+	nodes   []*pushNode
+	peers   string
+	certDir string
+}
+
+// startPushCluster serves every node whose up[i] is true on loopback with
+// dev certificates (DevCerts); the others' addresses refuse connections.
+// Every node answers "starting" until set.
+func startPushCluster(t *testing.T, up ...bool) *pushCluster {
+	t.Helper()
+	pc := &pushCluster{certDir: t.TempDir()}
+	names := make([]string, len(up))
+	for i := range up {
+		names[i] = "n" + string(rune('0'+i))
+	}
+	if err := DevCerts(pc.certDir, names, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tpeers := make([]transport.Peer, len(up))
+	parts := make([]string, len(up))
+	var lns []net.Listener
+	for i, n := range names {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addr := ln.Addr().String()
+		tpeers[i] = transport.Peer{Name: n, Addr: addr}
+		parts[i] = n + "=" + addr
+		pc.nodes = append(pc.nodes, &pushNode{name: n, addr: addr, answer: func(*schema.ClientRequest) *schema.ClientReply {
+			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
+		}})
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	pc.peers = strings.Join(parts, ",")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var trs []*transport.Transport
+	for i, n := range pc.nodes {
+		if !up[i] {
+			continue
+		}
+		mat, err := tlsconf.Load(filepath.Join(pc.certDir, n.name+".crt"), filepath.Join(pc.certDir, n.name+".key"), filepath.Join(pc.certDir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, Client: n.handle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+		wg.Go(func() { _ = tr.Listen(ctx) })
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			c, err := net.Dial("tcp", n.addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not listen: %v", n.name, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, tr := range trs {
+			tr.Close()
+		}
+		wg.Wait()
+	})
+	return pc
+}
+
+func (pc *pushCluster) flags(extra ...string) []string {
+	return append([]string{"push", "--peers", pc.peers, "--cert", filepath.Join(pc.certDir, "admin.crt"),
+		"--key", filepath.Join(pc.certDir, "admin.key"), "--ca", filepath.Join(pc.certDir, "ca.crt"), "--timeout", "3s"}, extra...)
+}
+
+func (pc *pushCluster) admin(t *testing.T) *tlsconf.Material {
+	t.Helper()
+	mat, err := tlsconf.Load(filepath.Join(pc.certDir, "admin.crt"), filepath.Join(pc.certDir, "admin.key"), filepath.Join(pc.certDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mat
+}
+
+func (pc *pushCluster) peerList(t *testing.T) []daemon.Peer {
+	t.Helper()
+	peers, _, err := daemon.ParsePeers(pc.peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return peers
+}
+
+func upgradeOK(tag uint64, acked uint32) func(*schema.ClientRequest) *schema.ClientReply {
+	return func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{VersionTag: tag, AckedCount: acked}}}
+	}
+}
+
+func upgradeErr(status int32, msg string, primary int32) func(*schema.ClientRequest) *schema.ClientReply {
+	return func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Status: status, Error: msg,
+			Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: msg, Primary: primary}}}
+	}
+}
+
+const notPrimary = "Not primary — redirect to primary"
+
+// The YAML is encoded and sent with its SHA-256; a standby's redirect is
+// followed (n1 is never asked); the ACK is printed without a warning when
+// standbys confirmed.
+func TestPushFollowsRedirect(t *testing.T) {
+	pc := startPushCluster(t, true, true, true)
+	pc.nodes[0].set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[1].set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[2].set(upgradeOK(0x0123456789abcdef, 2))
+	out, err := run(t, pc.flags("--config", sample)...)
+	if err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	if out != "upgraded: tag=0123456789abcdef, pushed to 2 standbys; the primary restarts\n" {
+		t.Fatalf("output %q", out)
+	}
+	if n := len(pc.nodes[1].requests()); n != 0 {
+		t.Fatalf("n1 asked %d times; the redirect to n2 should have been followed", n)
+	}
+	reqs := pc.nodes[2].requests()
+	if len(reqs) != 1 || reqs[0].GetUpgradeConfig() == nil {
+		t.Fatalf("n2 requests %v", reqs)
+	}
+	want, err := EncodeFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := reqs[0].GetUpgradeConfig()
+	sum := sha256.Sum256(want)
+	if !bytes.Equal(u.GetBytes(), want) || !bytes.Equal(u.GetSha256(), sum[:]) {
+		t.Fatal("n2 did not receive the encoded YAML with its SHA-256")
+	}
+}
+
+// ackedCount == 0 with standbys in --peers prints the seed §6.3 WARNING;
+// a single-node cluster has nobody to warn about.
+func TestPushWarnsWhenNoStandbyAcked(t *testing.T) {
+	pc := startPushCluster(t, true, false)
+	pc.nodes[0].set(upgradeOK(7, 0))
+	out, err := run(t, pc.flags("--config", sample)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "upgraded: tag=0000000000000007, pushed to 0 standbys; the primary restarts\n") ||
+		!strings.Contains(out, "WARNING: ackedCount == 0: the config may not have reached any standby (1 in --peers)") {
+		t.Fatalf("output %q", out)
+	}
+
+	single := startPushCluster(t, true)
+	single.nodes[0].set(upgradeOK(8, 0))
+	out, err = run(t, single.flags("--config", sample)...)
+	if err != nil || strings.Contains(out, "WARNING") {
+		t.Fatalf("single node: %q, %v", out, err)
+	}
+}
+
+// The primary's refusal is an error with its text (exit 1 in main), and
+// is not sent anywhere else.
+func TestPushRefused(t *testing.T) {
+	pc := startPushCluster(t, true, true)
+	pc.nodes[0].set(upgradeErr(sm.StatusEINVAL, "SHA-256 mismatch — blob corrupted in transit", -1))
+	pc.nodes[1].set(upgradeOK(1, 0))
+	out, err := run(t, pc.flags("--config", sample)...)
+	var re *PushRefusedError
+	if !errors.As(err, &re) || re.Peer != "n0" || !strings.Contains(err.Error(), "SHA-256 mismatch — blob corrupted in transit") {
+		t.Fatalf("err %v, out %q", err, out)
+	}
+	if len(pc.nodes[1].requests()) != 0 {
+		t.Fatal("a refused upgrade was sent to another node")
+	}
+}
+
+// Down, starting and disabled nodes are skipped (nothing was applied
+// there); with nobody accepting, every attempt is listed.
+func TestPushSkipsAndLists(t *testing.T) {
+	pc := startPushCluster(t, false, true, true, true)
+	disabled := "OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)"
+	pc.nodes[1].set(upgradeErr(-1, disabled, 1))
+	// n2 keeps answering "starting"
+	pc.nodes[3].set(upgradeOK(9, 2))
+	res, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Peer != "n3" || res.VersionTag != 9 || res.AckedCount != 2 || res.Standbys != 3 || len(res.Attempts) != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(res.Attempts[1], disabled) || !strings.Contains(res.Attempts[2], "starting") {
+		t.Fatalf("attempts %q", res.Attempts)
+	}
+
+	pc.nodes[3].set(upgradeErr(-1, disabled, 3))
+	_, err = Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
+	if !errors.Is(err, ErrPushNoPrimary) || !strings.Contains(err.Error(), "n3: "+disabled) || !strings.Contains(err.Error(), "n0: ") {
+		t.Fatalf("nobody accepting: %v", err)
+	}
+}
+
+// A request that reached a node without an answer is not sent elsewhere:
+// a second upgrade would restart the primary again.
+func TestPushUnknownOutcome(t *testing.T) {
+	pc := startPushCluster(t, true, true)
+	release := make(chan struct{})
+	defer close(release)
+	pc.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
+		<-release
+		return &schema.ClientReply{}
+	})
+	pc.nodes[1].set(upgradeOK(1, 0))
+	_, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 300*time.Millisecond, mustEncode(t))
+	if !errors.Is(err, ErrPushUnknown) {
+		t.Fatalf("err %v, want ErrPushUnknown", err)
+	}
+	if len(pc.nodes[1].requests()) != 0 {
+		t.Fatal("an upgrade of unknown outcome was sent to another node")
+	}
+	pc.nodes[0].set(upgradeErr(sm.StatusOutcomeUnknown, "runner: node stopped; outcome unknown", -1))
+	if _, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t)); !errors.Is(err, ErrPushUnknown) {
+		t.Fatalf("outcome-unknown status: %v", err)
+	}
+}
+
+// A blob is checked locally before anything is sent.
+func TestPushBlobChecked(t *testing.T) {
+	pc := startPushCluster(t, true)
+	pc.nodes[0].set(upgradeOK(1, 0))
+	dir := t.TempDir()
+	for name, data := range map[string]string{"empty": "", "garbage": "\xff\xff\xff"} {
+		f := writeFile(t, dir, name, data)
+		if _, err := run(t, pc.flags("--blob", f)...); err == nil {
+			t.Errorf("%s blob accepted", name)
+		}
+	}
+	noQueues, _ := schema.Encode(&schema.ClusterConfig{Port: 7001})
+	f := writeFile(t, dir, "noqueues", string(noQueues))
+	if _, err := run(t, pc.flags("--blob", f)...); err == nil {
+		t.Error("blob without queues accepted")
+	}
+	if n := len(pc.nodes[0].requests()); n != 0 {
+		t.Fatalf("%d requests sent for invalid blobs", n)
+	}
+	good := writeFile(t, dir, "good", string(mustEncode(t)))
+	if out, err := run(t, pc.flags("--blob", good)...); err != nil || !strings.HasPrefix(out, "upgraded: ") {
+		t.Fatalf("good blob: %q, %v", out, err)
+	}
+	if _, err := Push(context.Background(), pc.peerList(t), pc.admin(t), time.Second, make([]byte, sm.MaxConfigSize+1)); err == nil {
+		t.Fatal("oversized blob sent")
+	}
+}
+
+func mustEncode(t *testing.T) []byte {
+	t.Helper()
+	b, err := EncodeFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A node that refuses our certificate (TLS 1.3 says so on the first read,
+// after the request was written) never read the request: the next peer is
+// tried, and the outcome is not "unknown".
+func TestPushForeignCertificateSkipped(t *testing.T) {
+	pc := startPushCluster(t, true)
+	pc.nodes[0].set(upgradeOK(1, 0))
+	foreign := t.TempDir()
+	if err := DevCerts(foreign, nil, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	real, err := os.ReadFile(filepath.Join(pc.certDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile(filepath.Join(foreign, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := writeFile(t, foreign, "bundle.crt", string(own)+string(real))
+	mat, err := tlsconf.Load(filepath.Join(foreign, "admin.crt"), filepath.Join(foreign, "admin.key"), bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Push(context.Background(), pc.peerList(t), mat, 3*time.Second, mustEncode(t))
+	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
+		t.Fatalf("err %v, want ErrPushNoPrimary", err)
+	}
+	if n := len(pc.nodes[0].requests()); n != 0 {
+		t.Fatalf("the node answered %d requests from a foreign certificate", n)
+	}
+}

@@ -1,0 +1,440 @@
+package sm
+
+import (
+	"fmt"
+	"sort"
+
+	"xce/schema"
+	"xce/sm/wal"
+)
+
+// WAL replication (DESIGN §4.4). A standby that joins gets a snapshot of
+// the primary's job state, then every WAL batch the primary writes; it
+// appends and fsyncs them and acknowledges its durable LSN (also on every
+// heartbeat, which doubles as liveness). A client reply waits for the
+// primary's fsync and for the acks of SyncStandbys live, synced standbys
+// (fewer if fewer are live: a standby that stops acknowledging for the
+// failure timeout no longer holds writes up). Elections prefer the
+// freshest log: (term of its last record, LSN).
+
+// replPeer is the primary's view of one standby's copy of the log.
+type replPeer struct {
+	epoch    uint64 // the sync this standby is in (ReqID of its messages)
+	startLSN uint64 // its snapshot's LSN: records after it are streamed
+	acked    uint64 // its durable LSN
+	synced   bool   // it installed the snapshot
+	lastSeen int64  // Mono of its last ack (ns)
+}
+
+// standbyRepl is a standby's replicated log.
+type standbyRepl struct {
+	epoch      uint64
+	expect     uint64 // next LSN to append
+	seg        string
+	segRecords int
+	installing bool
+	writing    bool
+	queue      []Msg // records that arrived while installing or writing
+	known      map[string]bool
+}
+
+// logPos is a log's freshness: the term of its last record, then its LSN.
+type logPos struct{ term, lsn uint64 }
+
+func (a logPos) after(b logPos) bool { return a.term > b.term || a.term == b.term && a.lsn > b.lsn }
+
+// startSync sends standby s a snapshot of the current state and streams
+// what follows (a standby's log is always rebuilt from the primary's, so
+// a stepped-down primary's unreplicated suffix can never survive).
+func (n *Node) startSync(s int) {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil || !j.recovered {
+		return // finishRecovery syncs every joined standby
+	}
+	j.replEpoch++
+	lsn := j.nextLSN - 1
+	snap := exportSnapshot(j.q, lsn)
+	snap.Term = n.logPos.term
+	data, err := wal.EncodeSnapshot(snap)
+	if err != nil || len(data) > MaxConfigSize {
+		n.log(Warn, "repl.too-large", fmt.Sprintf("job state of %d bytes cannot be replicated to %s (limit %d): writes are acknowledged without it", len(data), n.peerName(s), MaxConfigSize))
+		delete(j.repl, s)
+		return
+	}
+	j.repl[s] = &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono)}
+	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: j.replEpoch, Bytes: data})
+}
+
+// streamBatch sends a written batch to every standby whose snapshot is
+// older than it, split so that no message exceeds the frame limit.
+func (n *Node) streamBatch(b walBatch) {
+	j := n.jobs
+	peers := make([]int, 0, len(j.repl))
+	for p := range j.repl {
+		peers = append(peers, p)
+	}
+	sort.Ints(peers)
+	for _, p := range peers {
+		rp := j.repl[p]
+		if b.lastLSN <= rp.startLSN {
+			continue // all in its snapshot
+		}
+		data := b.data
+		if b.firstLSN <= rp.startLSN {
+			data = framesAfter(data, rp.startLSN) // the batch straddles its snapshot
+		}
+		for _, chunk := range splitFrames(data, MaxConfigSize) {
+			n.send(p, Msg{Type: MsgReplRecords, ReqID: rp.epoch, Bytes: chunk})
+		}
+	}
+}
+
+// framesAfter returns the frames of data with LSN > lsn.
+func framesAfter(data []byte, lsn uint64) []byte {
+	cut := len(data)
+	_, _ = wal.Walk(data, func(off int, r *schema.WalRecord) error {
+		if r.GetLsn() > lsn && off < cut {
+			cut = off
+		}
+		return nil
+	})
+	return data[cut:]
+}
+
+// splitFrames cuts WAL frames into chunks of at most limit bytes at frame
+// boundaries (a single larger frame travels alone).
+func splitFrames(data []byte, limit int) [][]byte {
+	var out [][]byte
+	start, last := 0, 0
+	_, _ = wal.Walk(data, func(off int, _ *schema.WalRecord) error {
+		if off-start > limit && last > start {
+			out = append(out, data[start:last])
+			start = last
+		}
+		last = off
+		return nil
+	})
+	if len(data)-start > limit && last > start {
+		out = append(out, data[start:last])
+		start = last
+	}
+	return append(out, data[start:])
+}
+
+func (n *Node) onReplAck(from int, m Msg) {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil {
+		return
+	}
+	rp := j.repl[from]
+	if rp == nil {
+		// A standby that follows us but whose join we never got (a lost
+		// message): start its sync now, so it counts, and holds writes up,
+		// from here on.
+		if j.recovered {
+			n.standbys[from] = true
+			n.startSync(from)
+		}
+		return
+	}
+	rp.lastSeen = int64(n.now.Mono) // alive, synced or not: an unsynced live standby holds writes up
+	if rp.epoch != m.ReqID {
+		return
+	}
+	rp.synced = true
+	rp.acked = max(rp.acked, m.WALPos)
+	rp.lastSeen = int64(n.now.Mono)
+	n.releaseWaiting()
+}
+
+// replicated reports whether lsn has the acks a reply needs: from
+// SyncStandbys standbys, or every live one if fewer are live. A live
+// standby still installing its snapshot counts as live, so a resync holds
+// writes up instead of letting them skip replication.
+func (n *Node) replicated(lsn uint64) bool {
+	j := n.jobs
+	need, have, live := n.opt.SyncStandbys, 0, 0
+	for _, rp := range j.repl {
+		if int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout) {
+			continue
+		}
+		live++
+		if rp.synced && rp.acked >= lsn {
+			have++
+		}
+	}
+	return have >= min(need, live)
+}
+
+// releaseWaiting emits the replies whose records are durable here and on
+// enough standbys, in LSN order.
+func (n *Node) releaseWaiting() {
+	j := n.jobs
+	k := 0
+	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && n.replicated(j.waiting[k].lsn) {
+		n.emit(j.waiting[k].rep)
+		k++
+	}
+	j.waiting = j.waiting[k:]
+}
+
+// --- standby side ---
+
+func (n *Node) onReplSnapshot(from int, m Msg) {
+	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
+		return // not our primary's, or an older sync than one already started (a late message)
+	}
+	n.epochSeen = m.ReqID
+	snap, err := wal.DecodeSnapshot(m.Bytes)
+	if err != nil {
+		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot from %s refused: %v", n.peerName(from), err))
+		return
+	}
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
+	n.srepl = sr
+	lsn := snap.GetLsn()
+	fail := func(what string, d IODone) {
+		n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
+		if n.srepl == sr {
+			n.srepl = nil
+		}
+	}
+	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
+		n.replaceDurably(wal.SnapDir+"/"+wal.SnapshotTempName(lsn), wal.SnapshotPath(lsn), wal.SnapDir, m.Bytes, fail, func() {
+			// Only the primary's log may remain: every other file goes.
+			n.listNames(wal.WALDir, func(segs []string) {
+				n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
+					n.listNames(wal.SnapDir, func(snaps []string) {
+						var old []string
+						for _, s := range snaps {
+							if s != wal.SnapshotName(lsn) {
+								old = append(old, wal.SnapDir+"/"+s)
+							}
+						}
+						n.removeFiles(old, wal.SnapDir, func() {
+							if n.srepl != sr {
+								return
+							}
+							sr.installing = false
+							sr.expect, sr.seg = lsn+1, wal.SegmentPath(lsn+1)
+							n.logPos = logPos{term: snap.GetTerm(), lsn: lsn}
+							n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(from), lsn))
+							n.ackRepl()
+							n.drainRepl()
+						})
+					})
+				})
+			})
+		})
+	})
+}
+
+// ackRepl tells the primary our durable position (epoch 0 when not
+// synced: then it only says we are alive); a standby without a sync asks
+// for one again after a failure timeout (the snapshot may have been lost).
+func (n *Node) ackRepl() {
+	if n.role != RoleStandby || n.primary < 0 {
+		return
+	}
+	sr := n.srepl
+	if sr == nil && n.fetch == nil && int64(n.now.Mono)-n.syncAsked > int64(n.opt.FailureTimeout) {
+		n.resync()
+		return
+	}
+	var epoch uint64
+	if sr != nil && !sr.installing {
+		epoch = sr.epoch
+	}
+	n.send(n.primary, Msg{Type: MsgReplAck, ReqID: epoch})
+}
+
+func (n *Node) onReplRecords(from int, m Msg) {
+	sr := n.srepl
+	if n.role != RoleStandby || from != n.primary || sr == nil || m.ReqID != sr.epoch {
+		return
+	}
+	sr.queue = append(sr.queue, m)
+	n.drainRepl()
+}
+
+// drainRepl appends queued record batches one at a time.
+func (n *Node) drainRepl() {
+	sr := n.srepl
+	if sr == nil || sr.installing || sr.writing || len(sr.queue) == 0 {
+		return
+	}
+	m := sr.queue[0]
+	sr.queue = sr.queue[1:]
+	recs, valid, err := wal.Scan(m.Bytes)
+	if err != nil || len(recs) == 0 || valid != len(m.Bytes) {
+		n.log(Warn, "repl.bad-records", fmt.Sprintf("unusable WAL records from the primary (%v): resyncing", err))
+		n.resync()
+		return
+	}
+	first, last := recs[0], recs[len(recs)-1]
+	switch {
+	case last.GetLsn() < sr.expect: // already have them
+		n.drainRepl()
+		return
+	case first.GetLsn() != sr.expect:
+		n.log(Warn, "repl.gap", fmt.Sprintf("WAL records from lsn %d where %d was expected: resyncing", first.GetLsn(), sr.expect))
+		n.resync()
+		return
+	}
+	sr.writing = true
+	seg, newSeg := sr.seg, !sr.known[sr.seg]
+	n.io(FileOp{Op: OpAppend, Path: seg, Data: m.Bytes}, func(d IODone) {
+		if d.Err != IOOK {
+			n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", seg, d.Err, d.Detail))
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: seg}, func(IODone) {
+			done := func() {
+				if n.srepl != sr {
+					return
+				}
+				sr.known[seg] = true
+				sr.writing = false
+				sr.expect = last.GetLsn() + 1
+				sr.segRecords += len(recs)
+				n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
+				n.ackRepl()
+				if sr.segRecords >= n.opt.MaxWALRecords {
+					n.resync() // a fresh snapshot compacts the standby's log
+					return
+				}
+				n.drainRepl()
+			}
+			if newSeg {
+				n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
+				return
+			}
+			done()
+		})
+	})
+}
+
+// resync asks the primary for a fresh snapshot (a Join restarts the sync).
+func (n *Node) resync() {
+	n.srepl = nil
+	if n.role == RoleStandby && n.primary >= 0 {
+		n.syncAsked = int64(n.now.Mono)
+		n.send(n.primary, Msg{Type: MsgJoin, ReqID: n.id()})
+	}
+}
+
+// --- freshness ---
+
+// fresherPeer reports why this candidate should not declare yet: a peer
+// that answered during this election has a fresher log (it, not we,
+// should become primary: Patroni's rule, freshness beats priority), or a
+// peer has not answered since the election began (it may be fresher).
+// The caller bounds the deferrals, so a dead peer cannot stall it.
+func (n *Node) fresherPeer() (int, string) {
+	for p := range n.opt.Peers {
+		if p == n.opt.Self || p == n.failedP {
+			continue
+		}
+		v, ok := n.views[p]
+		switch {
+		case !ok || v.at < n.electionStart:
+			// In a failover, a silent peer may hold the freshest log; at
+			// boot the seed's deadline stands (a peer not up yet is no
+			// contender).
+			if n.failover && n.deferrals < maxUnheardDeferrals {
+				return p, "has not answered yet"
+			}
+		case v.role != RolePrimary && v.pos.after(n.logPos):
+			return p, fmt.Sprintf("has a fresher job log (term %d, lsn %d > term %d, lsn %d)", v.pos.term, v.pos.lsn, n.logPos.term, n.logPos.lsn)
+		}
+	}
+	return -1, ""
+}
+
+// peerView is what the last message from a peer said about it.
+type peerView struct {
+	role Role
+	pos  logPos
+	at   int64
+}
+
+func (n *Node) noteView(from int, m Msg) {
+	if n.views == nil {
+		n.views = map[int]peerView{}
+	}
+	n.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(n.now.Mono)}
+}
+
+// scanLogPosition finds the freshness of the job log on disk at boot: the
+// last record of the newest segment, else the newest snapshot.
+func (n *Node) scanLogPosition(then func()) {
+	list := func(dir string, k func([]string)) {
+		n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
+			if d.Err != IOOK {
+				if d.Err != IONotExist {
+					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot list %s: %s %s — log position taken as empty", dir, d.Err, d.Detail))
+				}
+				k(nil) // no log yet (or unreadable: recovery will say so)
+				return
+			}
+			names := make([]string, len(d.Entries))
+			for i, e := range d.Entries {
+				names[i] = e.Name
+			}
+			k(names)
+		})
+	}
+	list(wal.WALDir, func(segs []string) {
+		list(wal.SnapDir, func(snaps []string) {
+			fromSnap := func() {
+				ss := wal.SortSnapshots(snaps)
+				if len(ss) == 0 {
+					then()
+					return
+				}
+				n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + ss[len(ss)-1], MaxSize: maxLogFile}, func(d IODone) {
+					if s, err := wal.DecodeSnapshot(d.Data); d.Err == IOOK && err == nil {
+						n.logPos = logPos{term: s.GetTerm(), lsn: s.GetLsn()}
+					} else {
+						n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot: %s %v", d.Err, err))
+					}
+					then()
+				})
+			}
+			sorted := wal.SortSegments(segs)
+			if len(sorted) == 0 {
+				fromSnap()
+				return
+			}
+			n.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + sorted[len(sorted)-1], MaxSize: maxLogFile}, func(d IODone) {
+				if d.Err != IOOK {
+					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest segment: %s %s", d.Err, d.Detail))
+				}
+				recs, _, _ := wal.Scan(d.Data)
+				if d.Err != IOOK || len(recs) == 0 {
+					fromSnap()
+					return
+				}
+				last := recs[len(recs)-1]
+				n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
+				then()
+			})
+		})
+	})
+}
+
+// bestCandidate: in a failover election, every peer but the failed
+// primary has answered since it began, and none has a fresher log or an
+// equally fresh one with a higher priority.
+func (n *Node) bestCandidate() bool {
+	for p := range n.opt.Peers {
+		if p == n.opt.Self || p == n.failedP {
+			continue
+		}
+		v, ok := n.views[p]
+		if !ok || v.at < n.electionStart || v.role == RolePrimary || v.pos.after(n.logPos) || v.pos == n.logPos && p < n.opt.Self {
+			return false
+		}
+	}
+	return true
+}
