@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -121,7 +120,7 @@ func NewJobWorld(sc JobScenario, trace func(string)) *JobWorld {
 func (w *JobWorld) push(e event) {
 	w.seq++
 	e.seq = w.seq
-	heap.Push(&w.q, e)
+	w.q.push(e)
 }
 
 func (w *JobWorld) violate(prop, format string, args ...any) {
@@ -141,7 +140,7 @@ func (w *JobWorld) Run() *Failure {
 		w.push(event{at: time.Duration(w.rng.IntN(1000)) * time.Millisecond, kind: evNetFault, node: c}) // client wake-up
 	}
 	for len(w.q) > 0 && w.fail == nil {
-		e := heap.Pop(&w.q).(event)
+		e := w.q.pop()
 		if e.at > w.sc.Duration {
 			break
 		}
@@ -158,7 +157,7 @@ func (w *JobWorld) Run() *Failure {
 			w.clientStep(e.node)
 		case evIO:
 			if w.up && w.inc == e.inc {
-				w.completeIO(e.op)
+				w.completeIO(*e.op)
 			}
 		case evInput:
 			if tf, ok := e.in.(sm.TimerFired); ok && int(tf.Kind) < len(w.timers) && w.timers[tf.Kind] != tf.Gen {
@@ -293,7 +292,8 @@ func (w *JobWorld) execute(e sm.Effect) {
 		}
 		done := max(w.now, w.ioBusy) + lat
 		w.ioBusy = done
-		w.push(event{at: done, kind: evIO, inc: w.inc, op: x})
+		op := x
+		w.push(event{at: done, kind: evIO, inc: w.inc, op: &op})
 	case sm.Log:
 		w.tr.line(w.now, 0, x.Level.String()+" "+x.Key+": "+x.Text)
 	case sm.Exit:

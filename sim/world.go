@@ -6,7 +6,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -48,27 +47,58 @@ type event struct {
 	node int
 	inc  int
 	in   sm.Input
-	nf   NetFault
-	ws   WallStep
-	op   sm.FileOp
+	nf   *NetFault
+	ws   *WallStep
+	op   *sm.FileOp
 }
 
+// evHeap is a binary min-heap of events by (at, seq), typed so that no
+// event is boxed into an interface on the hot path.
 type evHeap []event
 
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
+func (h evHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func (h *evHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *evHeap) pop() event {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = event{}
+	q = q[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q.less(l, m) {
+			m = l
+		}
+		if r < len(q) && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // simNode is one controller process and its disk.
@@ -220,7 +250,7 @@ func provision(d *simdisk.Disk, blob []byte, mtime int64) {
 func (w *World) push(e event) {
 	w.seq++
 	e.seq = w.seq
-	heap.Push(&w.q, e)
+	w.q.push(e)
 }
 
 func (w *World) violate(prop, format string, args ...any) {
@@ -250,11 +280,11 @@ func (w *World) Run() (Report, *Failure) {
 		w.push(event{at: w.sc.Start[i], kind: evStart, node: i})
 		w.nodes[i].restart = true
 	}
-	for _, f := range w.sc.NetFaults {
-		w.push(event{at: f.At, kind: evNetFault, nf: f})
+	for i := range w.sc.NetFaults {
+		w.push(event{at: w.sc.NetFaults[i].At, kind: evNetFault, nf: &w.sc.NetFaults[i]})
 	}
-	for _, ws := range w.sc.WallSteps {
-		w.push(event{at: ws.At, kind: evWallStep, ws: ws})
+	for i := range w.sc.WallSteps {
+		w.push(event{at: w.sc.WallSteps[i].At, kind: evWallStep, ws: &w.sc.WallSteps[i]})
 	}
 	w.push(event{at: w.sc.Safety, kind: evLiveness})
 	w.runUntil(w.sc.Safety, nil)
@@ -274,7 +304,7 @@ func (w *World) runUntil(end time.Duration, done func() bool) bool {
 			w.now = end
 			return false
 		}
-		e := heap.Pop(&w.q).(event)
+		e := w.q.pop()
 		w.now = e.at
 		w.rep.Events++
 		if w.rep.Events > eventBudget {
@@ -306,7 +336,7 @@ func (w *World) dispatch(e event) {
 	case evStart:
 		w.start(e.node)
 	case evNetFault:
-		w.applyNetFault(e.nf)
+		w.applyNetFault(*e.nf)
 	case evClient:
 		w.clientOp(e.node)
 	case evWallStep:

@@ -104,6 +104,9 @@ func framesAfter(data []byte, lsn uint64) []byte {
 // splitFrames cuts WAL frames into chunks of at most limit bytes at frame
 // boundaries (a single larger frame travels alone).
 func splitFrames(data []byte, limit int) [][]byte {
+	if len(data) <= limit {
+		return [][]byte{data} // the common case: no need to walk the frames
+	}
 	var out [][]byte
 	start, last := 0, 0
 	_, _ = wal.Walk(data, func(off int, _ *schema.WalRecord) error {
