@@ -98,6 +98,7 @@ const (
 	JobRequest_TICK             JobRequest_Kind = 13
 	JobRequest_GET              JobRequest_Kind = 14
 	JobRequest_LIST             JobRequest_Kind = 15
+	JobRequest_ENQUEUE_BATCH    JobRequest_Kind = 16 // payloads: one job each, same options
 )
 
 // Enum value maps for JobRequest_Kind.
@@ -119,6 +120,7 @@ var (
 		13: "TICK",
 		14: "GET",
 		15: "LIST",
+		16: "ENQUEUE_BATCH",
 	}
 	JobRequest_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -137,6 +139,7 @@ var (
 		"TICK":             13,
 		"GET":              14,
 		"LIST":             15,
+		"ENQUEUE_BATCH":    16,
 	}
 )
 
@@ -658,6 +661,7 @@ type JobRequest struct {
 	Name          string                 `protobuf:"bytes,15,opt,name=name,proto3" json:"name,omitempty"`   // schedule name
 	Spec          string                 `protobuf:"bytes,16,opt,name=spec,proto3" json:"spec,omitempty"`   // "@every 5m"
 	Fire          *WalFireOpts           `protobuf:"bytes,17,opt,name=fire,proto3" json:"fire,omitempty"`
+	Payloads      [][]byte               `protobuf:"bytes,18,rep,name=payloads,proto3" json:"payloads,omitempty"` // ENQUEUE_BATCH
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -807,6 +811,13 @@ func (x *JobRequest) GetSpec() string {
 func (x *JobRequest) GetFire() *WalFireOpts {
 	if x != nil {
 		return x.Fire
+	}
+	return nil
+}
+
+func (x *JobRequest) GetPayloads() [][]byte {
+	if x != nil {
+		return x.Payloads
 	}
 	return nil
 }
@@ -1171,7 +1182,7 @@ const file_client_proto_rawDesc = "" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +
 	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReply\x12R\n" +
 	"\x14upgrade_config_reply\x18\r \x01(\v2\x1e.xce.schema.UpgradeConfigReplyH\x00R\x12upgradeConfigReplyB\x06\n" +
-	"\x04body\"\xbf\x05\n" +
+	"\x04body\"\xee\x05\n" +
 	"\n" +
 	"JobRequest\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.xce.schema.JobRequest.KindR\x04kind\x12\x14\n" +
@@ -1191,7 +1202,8 @@ const file_client_proto_rawDesc = "" +
 	"\x05error\x18\x0e \x01(\tR\x05error\x12\x12\n" +
 	"\x04name\x18\x0f \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x10 \x01(\tR\x04spec\x12+\n" +
-	"\x04fire\x18\x11 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"\xcf\x01\n" +
+	"\x04fire\x18\x11 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1a\n" +
+	"\bpayloads\x18\x12 \x03(\fR\bpayloads\"\xe2\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aENQUEUE\x10\x01\x12\t\n" +
@@ -1211,7 +1223,8 @@ const file_client_proto_rawDesc = "" +
 	"UNREGISTER\x10\f\x12\b\n" +
 	"\x04TICK\x10\r\x12\a\n" +
 	"\x03GET\x10\x0e\x12\b\n" +
-	"\x04LIST\x10\x0f\"\xc5\x01\n" +
+	"\x04LIST\x10\x0f\x12\x11\n" +
+	"\rENQUEUE_BATCH\x10\x10\"\xc5\x01\n" +
 	"\bJobReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12+\n" +

@@ -331,6 +331,124 @@ func (x *WalEnqueue) GetHost() string {
 }
 
 // ClaimBatch(now, queue, host, max).
+// Many jobs with the same queue, stamps and options, one per payload, in
+// order (one record, one WAL frame: cheap durable inserts).
+type WalEnqueueBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	QueueId       uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Payloads      [][]byte               `protobuf:"bytes,3,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	Stamps        *WalStamps             `protobuf:"bytes,4,opt,name=stamps,proto3" json:"stamps,omitempty"`
+	Priority      int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	Delay         int64                  `protobuf:"varint,6,opt,name=delay,proto3" json:"delay,omitempty"`
+	RunAt         int64                  `protobuf:"varint,7,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	Expires       int64                  `protobuf:"varint,8,opt,name=expires,proto3" json:"expires,omitempty"`
+	Resource      uint32                 `protobuf:"varint,9,opt,name=resource,proto3" json:"resource,omitempty"`
+	Host          string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalEnqueueBatch) Reset() {
+	*x = WalEnqueueBatch{}
+	mi := &file_wal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalEnqueueBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalEnqueueBatch) ProtoMessage() {}
+
+func (x *WalEnqueueBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_wal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalEnqueueBatch.ProtoReflect.Descriptor instead.
+func (*WalEnqueueBatch) Descriptor() ([]byte, []int) {
+	return file_wal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WalEnqueueBatch) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *WalEnqueueBatch) GetQueueId() uint32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetPayloads() [][]byte {
+	if x != nil {
+		return x.Payloads
+	}
+	return nil
+}
+
+func (x *WalEnqueueBatch) GetStamps() *WalStamps {
+	if x != nil {
+		return x.Stamps
+	}
+	return nil
+}
+
+func (x *WalEnqueueBatch) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetDelay() int64 {
+	if x != nil {
+		return x.Delay
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetRunAt() int64 {
+	if x != nil {
+		return x.RunAt
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetExpires() int64 {
+	if x != nil {
+		return x.Expires
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetResource() uint32 {
+	if x != nil {
+		return x.Resource
+	}
+	return 0
+}
+
+func (x *WalEnqueueBatch) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
 type WalClaimBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -343,7 +461,7 @@ type WalClaimBatch struct {
 
 func (x *WalClaimBatch) Reset() {
 	*x = WalClaimBatch{}
-	mi := &file_wal_proto_msgTypes[3]
+	mi := &file_wal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +473,7 @@ func (x *WalClaimBatch) String() string {
 func (*WalClaimBatch) ProtoMessage() {}
 
 func (x *WalClaimBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[3]
+	mi := &file_wal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +486,7 @@ func (x *WalClaimBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalClaimBatch.ProtoReflect.Descriptor instead.
 func (*WalClaimBatch) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{3}
+	return file_wal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WalClaimBatch) GetQueue() string {
@@ -409,7 +527,7 @@ type WalAck struct {
 
 func (x *WalAck) Reset() {
 	*x = WalAck{}
-	mi := &file_wal_proto_msgTypes[4]
+	mi := &file_wal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +539,7 @@ func (x *WalAck) String() string {
 func (*WalAck) ProtoMessage() {}
 
 func (x *WalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[4]
+	mi := &file_wal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +552,7 @@ func (x *WalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalAck.ProtoReflect.Descriptor instead.
 func (*WalAck) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{4}
+	return file_wal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WalAck) GetHandle() *WalHandle {
@@ -454,7 +572,7 @@ type WalAckBatch struct {
 
 func (x *WalAckBatch) Reset() {
 	*x = WalAckBatch{}
-	mi := &file_wal_proto_msgTypes[5]
+	mi := &file_wal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +584,7 @@ func (x *WalAckBatch) String() string {
 func (*WalAckBatch) ProtoMessage() {}
 
 func (x *WalAckBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[5]
+	mi := &file_wal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +597,7 @@ func (x *WalAckBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalAckBatch.ProtoReflect.Descriptor instead.
 func (*WalAckBatch) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{5}
+	return file_wal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WalAckBatch) GetHandles() []*WalHandle {
@@ -499,7 +617,7 @@ type WalHeartbeat struct {
 
 func (x *WalHeartbeat) Reset() {
 	*x = WalHeartbeat{}
-	mi := &file_wal_proto_msgTypes[6]
+	mi := &file_wal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +629,7 @@ func (x *WalHeartbeat) String() string {
 func (*WalHeartbeat) ProtoMessage() {}
 
 func (x *WalHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[6]
+	mi := &file_wal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +642,7 @@ func (x *WalHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalHeartbeat.ProtoReflect.Descriptor instead.
 func (*WalHeartbeat) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{6}
+	return file_wal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WalHeartbeat) GetHandle() *WalHandle {
@@ -545,7 +663,7 @@ type WalRetry struct {
 
 func (x *WalRetry) Reset() {
 	*x = WalRetry{}
-	mi := &file_wal_proto_msgTypes[7]
+	mi := &file_wal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +675,7 @@ func (x *WalRetry) String() string {
 func (*WalRetry) ProtoMessage() {}
 
 func (x *WalRetry) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[7]
+	mi := &file_wal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +688,7 @@ func (x *WalRetry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRetry.ProtoReflect.Descriptor instead.
 func (*WalRetry) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{7}
+	return file_wal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WalRetry) GetHandle() *WalHandle {
@@ -598,7 +716,7 @@ type WalFail struct {
 
 func (x *WalFail) Reset() {
 	*x = WalFail{}
-	mi := &file_wal_proto_msgTypes[8]
+	mi := &file_wal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +728,7 @@ func (x *WalFail) String() string {
 func (*WalFail) ProtoMessage() {}
 
 func (x *WalFail) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[8]
+	mi := &file_wal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +741,7 @@ func (x *WalFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalFail.ProtoReflect.Descriptor instead.
 func (*WalFail) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{8}
+	return file_wal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WalFail) GetHandle() *WalHandle {
@@ -650,7 +768,7 @@ type WalCancel struct {
 
 func (x *WalCancel) Reset() {
 	*x = WalCancel{}
-	mi := &file_wal_proto_msgTypes[9]
+	mi := &file_wal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +780,7 @@ func (x *WalCancel) String() string {
 func (*WalCancel) ProtoMessage() {}
 
 func (x *WalCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[9]
+	mi := &file_wal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +793,7 @@ func (x *WalCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalCancel.ProtoReflect.Descriptor instead.
 func (*WalCancel) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{9}
+	return file_wal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WalCancel) GetId() uint64 {
@@ -694,7 +812,7 @@ type WalSweepExpired struct {
 
 func (x *WalSweepExpired) Reset() {
 	*x = WalSweepExpired{}
-	mi := &file_wal_proto_msgTypes[10]
+	mi := &file_wal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +824,7 @@ func (x *WalSweepExpired) String() string {
 func (*WalSweepExpired) ProtoMessage() {}
 
 func (x *WalSweepExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[10]
+	mi := &file_wal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +837,7 @@ func (x *WalSweepExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalSweepExpired.ProtoReflect.Descriptor instead.
 func (*WalSweepExpired) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{10}
+	return file_wal_proto_rawDescGZIP(), []int{11}
 }
 
 // Redrive(now, id): a dead job back to pending.
@@ -732,7 +850,7 @@ type WalRedrive struct {
 
 func (x *WalRedrive) Reset() {
 	*x = WalRedrive{}
-	mi := &file_wal_proto_msgTypes[11]
+	mi := &file_wal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +862,7 @@ func (x *WalRedrive) String() string {
 func (*WalRedrive) ProtoMessage() {}
 
 func (x *WalRedrive) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[11]
+	mi := &file_wal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +875,7 @@ func (x *WalRedrive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRedrive.ProtoReflect.Descriptor instead.
 func (*WalRedrive) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{11}
+	return file_wal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WalRedrive) GetId() uint64 {
@@ -778,7 +896,7 @@ type WalFireOpts struct {
 
 func (x *WalFireOpts) Reset() {
 	*x = WalFireOpts{}
-	mi := &file_wal_proto_msgTypes[12]
+	mi := &file_wal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +908,7 @@ func (x *WalFireOpts) String() string {
 func (*WalFireOpts) ProtoMessage() {}
 
 func (x *WalFireOpts) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[12]
+	mi := &file_wal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +921,7 @@ func (x *WalFireOpts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalFireOpts.ProtoReflect.Descriptor instead.
 func (*WalFireOpts) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{12}
+	return file_wal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WalFireOpts) GetPriority() int32 {
@@ -836,7 +954,7 @@ type WalRegister struct {
 
 func (x *WalRegister) Reset() {
 	*x = WalRegister{}
-	mi := &file_wal_proto_msgTypes[13]
+	mi := &file_wal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +966,7 @@ func (x *WalRegister) String() string {
 func (*WalRegister) ProtoMessage() {}
 
 func (x *WalRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[13]
+	mi := &file_wal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +979,7 @@ func (x *WalRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRegister.ProtoReflect.Descriptor instead.
 func (*WalRegister) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{13}
+	return file_wal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WalRegister) GetName() string {
@@ -923,7 +1041,7 @@ type WalUnregister struct {
 
 func (x *WalUnregister) Reset() {
 	*x = WalUnregister{}
-	mi := &file_wal_proto_msgTypes[14]
+	mi := &file_wal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1053,7 @@ func (x *WalUnregister) String() string {
 func (*WalUnregister) ProtoMessage() {}
 
 func (x *WalUnregister) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[14]
+	mi := &file_wal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1066,7 @@ func (x *WalUnregister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalUnregister.ProtoReflect.Descriptor instead.
 func (*WalUnregister) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{14}
+	return file_wal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WalUnregister) GetName() string {
@@ -967,7 +1085,7 @@ type WalTick struct {
 
 func (x *WalTick) Reset() {
 	*x = WalTick{}
-	mi := &file_wal_proto_msgTypes[15]
+	mi := &file_wal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1097,7 @@ func (x *WalTick) String() string {
 func (*WalTick) ProtoMessage() {}
 
 func (x *WalTick) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[15]
+	mi := &file_wal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1110,7 @@ func (x *WalTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalTick.ProtoReflect.Descriptor instead.
 func (*WalTick) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{15}
+	return file_wal_proto_rawDescGZIP(), []int{16}
 }
 
 type WalRecord struct {
@@ -1018,6 +1136,7 @@ type WalRecord struct {
 	//	*WalRecord_Register
 	//	*WalRecord_Unregister
 	//	*WalRecord_Tick
+	//	*WalRecord_EnqueueBatch
 	Op            isWalRecord_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1025,7 +1144,7 @@ type WalRecord struct {
 
 func (x *WalRecord) Reset() {
 	*x = WalRecord{}
-	mi := &file_wal_proto_msgTypes[16]
+	mi := &file_wal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1156,7 @@ func (x *WalRecord) String() string {
 func (*WalRecord) ProtoMessage() {}
 
 func (x *WalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[16]
+	mi := &file_wal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1169,7 @@ func (x *WalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRecord.ProtoReflect.Descriptor instead.
 func (*WalRecord) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{16}
+	return file_wal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WalRecord) GetLsn() uint64 {
@@ -1198,6 +1317,15 @@ func (x *WalRecord) GetTick() *WalTick {
 	return nil
 }
 
+func (x *WalRecord) GetEnqueueBatch() *WalEnqueueBatch {
+	if x != nil {
+		if x, ok := x.Op.(*WalRecord_EnqueueBatch); ok {
+			return x.EnqueueBatch
+		}
+	}
+	return nil
+}
+
 type isWalRecord_Op interface {
 	isWalRecord_Op()
 }
@@ -1254,6 +1382,10 @@ type WalRecord_Tick struct {
 	Tick *WalTick `protobuf:"bytes,22,opt,name=tick,proto3,oneof"`
 }
 
+type WalRecord_EnqueueBatch struct {
+	EnqueueBatch *WalEnqueueBatch `protobuf:"bytes,23,opt,name=enqueue_batch,json=enqueueBatch,proto3,oneof"`
+}
+
 func (*WalRecord_Enqueue) isWalRecord_Op() {}
 
 func (*WalRecord_ClaimBatch) isWalRecord_Op() {}
@@ -1279,6 +1411,8 @@ func (*WalRecord_Register) isWalRecord_Op() {}
 func (*WalRecord_Unregister) isWalRecord_Op() {}
 
 func (*WalRecord_Tick) isWalRecord_Op() {}
+
+func (*WalRecord_EnqueueBatch) isWalRecord_Op() {}
 
 // Every field of a job (queue.Job). `host` is the claimant, `pin` the
 // enqueue-time host restriction.
@@ -1310,7 +1444,7 @@ type SnapshotJob struct {
 
 func (x *SnapshotJob) Reset() {
 	*x = SnapshotJob{}
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1456,7 @@ func (x *SnapshotJob) String() string {
 func (*SnapshotJob) ProtoMessage() {}
 
 func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1469,7 @@ func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotJob.ProtoReflect.Descriptor instead.
 func (*SnapshotJob) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{17}
+	return file_wal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotJob) GetId() uint64 {
@@ -1494,7 +1628,7 @@ type SnapshotSchedule struct {
 
 func (x *SnapshotSchedule) Reset() {
 	*x = SnapshotSchedule{}
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1640,7 @@ func (x *SnapshotSchedule) String() string {
 func (*SnapshotSchedule) ProtoMessage() {}
 
 func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1653,7 @@ func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSchedule.ProtoReflect.Descriptor instead.
 func (*SnapshotSchedule) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{18}
+	return file_wal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotSchedule) GetName() string {
@@ -1593,7 +1727,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1739,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1752,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{19}
+	return file_wal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Snapshot) GetLsn() uint64 {
@@ -1689,6 +1823,18 @@ const file_wal_proto_rawDesc = "" +
 	"\aexpires\x18\b \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\t \x01(\rR\bresource\x12\x12\n" +
 	"\x04host\x18\n" +
+	" \x01(\tR\x04host\"\xa0\x02\n" +
+	"\x0fWalEnqueueBatch\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
+	"\bqueue_id\x18\x02 \x01(\rR\aqueueId\x12\x1a\n" +
+	"\bpayloads\x18\x03 \x03(\fR\bpayloads\x12-\n" +
+	"\x06stamps\x18\x04 \x01(\v2\x15.xce.schema.WalStampsR\x06stamps\x12\x1a\n" +
+	"\bpriority\x18\x05 \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05delay\x18\x06 \x01(\x03R\x05delay\x12\x15\n" +
+	"\x06run_at\x18\a \x01(\x03R\x05runAt\x12\x18\n" +
+	"\aexpires\x18\b \x01(\x03R\aexpires\x12\x1a\n" +
+	"\bresource\x18\t \x01(\rR\bresource\x12\x12\n" +
+	"\x04host\x18\n" +
 	" \x01(\tR\x04host\"f\n" +
 	"\rWalClaimBatch\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
@@ -1726,7 +1872,7 @@ const file_wal_proto_rawDesc = "" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"#\n" +
 	"\rWalUnregister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
-	"\aWalTick\"\xf6\x05\n" +
+	"\aWalTick\"\xba\x06\n" +
 	"\tWalRecord\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x12\x12\n" +
@@ -1747,7 +1893,8 @@ const file_wal_proto_rawDesc = "" +
 	"\n" +
 	"unregister\x18\x15 \x01(\v2\x19.xce.schema.WalUnregisterH\x00R\n" +
 	"unregister\x12)\n" +
-	"\x04tick\x18\x16 \x01(\v2\x13.xce.schema.WalTickH\x00R\x04tickB\x04\n" +
+	"\x04tick\x18\x16 \x01(\v2\x13.xce.schema.WalTickH\x00R\x04tick\x12B\n" +
+	"\renqueue_batch\x18\x17 \x01(\v2\x1b.xce.schema.WalEnqueueBatchH\x00R\fenqueueBatchB\x04\n" +
 	"\x02op\"\xbf\x04\n" +
 	"\vSnapshotJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
@@ -1810,63 +1957,66 @@ func file_wal_proto_rawDescGZIP() []byte {
 }
 
 var file_wal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_wal_proto_goTypes = []any{
 	(JobState)(0),            // 0: xce.schema.JobState
 	(*WalStamps)(nil),        // 1: xce.schema.WalStamps
 	(*WalHandle)(nil),        // 2: xce.schema.WalHandle
 	(*WalEnqueue)(nil),       // 3: xce.schema.WalEnqueue
-	(*WalClaimBatch)(nil),    // 4: xce.schema.WalClaimBatch
-	(*WalAck)(nil),           // 5: xce.schema.WalAck
-	(*WalAckBatch)(nil),      // 6: xce.schema.WalAckBatch
-	(*WalHeartbeat)(nil),     // 7: xce.schema.WalHeartbeat
-	(*WalRetry)(nil),         // 8: xce.schema.WalRetry
-	(*WalFail)(nil),          // 9: xce.schema.WalFail
-	(*WalCancel)(nil),        // 10: xce.schema.WalCancel
-	(*WalSweepExpired)(nil),  // 11: xce.schema.WalSweepExpired
-	(*WalRedrive)(nil),       // 12: xce.schema.WalRedrive
-	(*WalFireOpts)(nil),      // 13: xce.schema.WalFireOpts
-	(*WalRegister)(nil),      // 14: xce.schema.WalRegister
-	(*WalUnregister)(nil),    // 15: xce.schema.WalUnregister
-	(*WalTick)(nil),          // 16: xce.schema.WalTick
-	(*WalRecord)(nil),        // 17: xce.schema.WalRecord
-	(*SnapshotJob)(nil),      // 18: xce.schema.SnapshotJob
-	(*SnapshotSchedule)(nil), // 19: xce.schema.SnapshotSchedule
-	(*Snapshot)(nil),         // 20: xce.schema.Snapshot
+	(*WalEnqueueBatch)(nil),  // 4: xce.schema.WalEnqueueBatch
+	(*WalClaimBatch)(nil),    // 5: xce.schema.WalClaimBatch
+	(*WalAck)(nil),           // 6: xce.schema.WalAck
+	(*WalAckBatch)(nil),      // 7: xce.schema.WalAckBatch
+	(*WalHeartbeat)(nil),     // 8: xce.schema.WalHeartbeat
+	(*WalRetry)(nil),         // 9: xce.schema.WalRetry
+	(*WalFail)(nil),          // 10: xce.schema.WalFail
+	(*WalCancel)(nil),        // 11: xce.schema.WalCancel
+	(*WalSweepExpired)(nil),  // 12: xce.schema.WalSweepExpired
+	(*WalRedrive)(nil),       // 13: xce.schema.WalRedrive
+	(*WalFireOpts)(nil),      // 14: xce.schema.WalFireOpts
+	(*WalRegister)(nil),      // 15: xce.schema.WalRegister
+	(*WalUnregister)(nil),    // 16: xce.schema.WalUnregister
+	(*WalTick)(nil),          // 17: xce.schema.WalTick
+	(*WalRecord)(nil),        // 18: xce.schema.WalRecord
+	(*SnapshotJob)(nil),      // 19: xce.schema.SnapshotJob
+	(*SnapshotSchedule)(nil), // 20: xce.schema.SnapshotSchedule
+	(*Snapshot)(nil),         // 21: xce.schema.Snapshot
 }
 var file_wal_proto_depIdxs = []int32{
 	1,  // 0: xce.schema.WalEnqueue.stamps:type_name -> xce.schema.WalStamps
-	2,  // 1: xce.schema.WalAck.handle:type_name -> xce.schema.WalHandle
-	2,  // 2: xce.schema.WalAckBatch.handles:type_name -> xce.schema.WalHandle
-	2,  // 3: xce.schema.WalHeartbeat.handle:type_name -> xce.schema.WalHandle
-	2,  // 4: xce.schema.WalRetry.handle:type_name -> xce.schema.WalHandle
-	2,  // 5: xce.schema.WalFail.handle:type_name -> xce.schema.WalHandle
-	1,  // 6: xce.schema.WalRegister.stamps:type_name -> xce.schema.WalStamps
-	13, // 7: xce.schema.WalRegister.fire:type_name -> xce.schema.WalFireOpts
-	3,  // 8: xce.schema.WalRecord.enqueue:type_name -> xce.schema.WalEnqueue
-	4,  // 9: xce.schema.WalRecord.claim_batch:type_name -> xce.schema.WalClaimBatch
-	5,  // 10: xce.schema.WalRecord.ack:type_name -> xce.schema.WalAck
-	6,  // 11: xce.schema.WalRecord.ack_batch:type_name -> xce.schema.WalAckBatch
-	7,  // 12: xce.schema.WalRecord.heartbeat:type_name -> xce.schema.WalHeartbeat
-	8,  // 13: xce.schema.WalRecord.retry:type_name -> xce.schema.WalRetry
-	9,  // 14: xce.schema.WalRecord.fail:type_name -> xce.schema.WalFail
-	10, // 15: xce.schema.WalRecord.cancel:type_name -> xce.schema.WalCancel
-	11, // 16: xce.schema.WalRecord.sweep_expired:type_name -> xce.schema.WalSweepExpired
-	12, // 17: xce.schema.WalRecord.redrive:type_name -> xce.schema.WalRedrive
-	14, // 18: xce.schema.WalRecord.register:type_name -> xce.schema.WalRegister
-	15, // 19: xce.schema.WalRecord.unregister:type_name -> xce.schema.WalUnregister
-	16, // 20: xce.schema.WalRecord.tick:type_name -> xce.schema.WalTick
-	0,  // 21: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
-	1,  // 22: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
-	1,  // 23: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
-	13, // 24: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
-	18, // 25: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
-	19, // 26: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	1,  // 1: xce.schema.WalEnqueueBatch.stamps:type_name -> xce.schema.WalStamps
+	2,  // 2: xce.schema.WalAck.handle:type_name -> xce.schema.WalHandle
+	2,  // 3: xce.schema.WalAckBatch.handles:type_name -> xce.schema.WalHandle
+	2,  // 4: xce.schema.WalHeartbeat.handle:type_name -> xce.schema.WalHandle
+	2,  // 5: xce.schema.WalRetry.handle:type_name -> xce.schema.WalHandle
+	2,  // 6: xce.schema.WalFail.handle:type_name -> xce.schema.WalHandle
+	1,  // 7: xce.schema.WalRegister.stamps:type_name -> xce.schema.WalStamps
+	14, // 8: xce.schema.WalRegister.fire:type_name -> xce.schema.WalFireOpts
+	3,  // 9: xce.schema.WalRecord.enqueue:type_name -> xce.schema.WalEnqueue
+	5,  // 10: xce.schema.WalRecord.claim_batch:type_name -> xce.schema.WalClaimBatch
+	6,  // 11: xce.schema.WalRecord.ack:type_name -> xce.schema.WalAck
+	7,  // 12: xce.schema.WalRecord.ack_batch:type_name -> xce.schema.WalAckBatch
+	8,  // 13: xce.schema.WalRecord.heartbeat:type_name -> xce.schema.WalHeartbeat
+	9,  // 14: xce.schema.WalRecord.retry:type_name -> xce.schema.WalRetry
+	10, // 15: xce.schema.WalRecord.fail:type_name -> xce.schema.WalFail
+	11, // 16: xce.schema.WalRecord.cancel:type_name -> xce.schema.WalCancel
+	12, // 17: xce.schema.WalRecord.sweep_expired:type_name -> xce.schema.WalSweepExpired
+	13, // 18: xce.schema.WalRecord.redrive:type_name -> xce.schema.WalRedrive
+	15, // 19: xce.schema.WalRecord.register:type_name -> xce.schema.WalRegister
+	16, // 20: xce.schema.WalRecord.unregister:type_name -> xce.schema.WalUnregister
+	17, // 21: xce.schema.WalRecord.tick:type_name -> xce.schema.WalTick
+	4,  // 22: xce.schema.WalRecord.enqueue_batch:type_name -> xce.schema.WalEnqueueBatch
+	0,  // 23: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
+	1,  // 24: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
+	1,  // 25: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
+	14, // 26: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
+	19, // 27: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
+	20, // 28: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_wal_proto_init() }
@@ -1874,7 +2024,7 @@ func file_wal_proto_init() {
 	if File_wal_proto != nil {
 		return
 	}
-	file_wal_proto_msgTypes[16].OneofWrappers = []any{
+	file_wal_proto_msgTypes[17].OneofWrappers = []any{
 		(*WalRecord_Enqueue)(nil),
 		(*WalRecord_ClaimBatch)(nil),
 		(*WalRecord_Ack)(nil),
@@ -1888,6 +2038,7 @@ func file_wal_proto_init() {
 		(*WalRecord_Register)(nil),
 		(*WalRecord_Unregister)(nil),
 		(*WalRecord_Tick)(nil),
+		(*WalRecord_EnqueueBatch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1895,7 +2046,7 @@ func file_wal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wal_proto_rawDesc), len(file_wal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

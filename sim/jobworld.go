@@ -389,9 +389,11 @@ func (w *JobWorld) randomRequest(c int) sm.JobRequest {
 	}
 	id := func() uint64 { return uint64(r.IntN(int(w.maxID) + 2)) }
 	switch k := r.IntN(115); {
-	case k < 30:
+	case k < 27:
 		return sm.JobRequest{Kind: sm.JobEnqueue, Queue: queues[r.IntN(2)], Payload: []byte{byte(r.IntN(256))}, Priority: int32(r.IntN(3)),
 			Delay: int64(r.IntN(3)), Expires: int64(r.IntN(2) * (5 + r.IntN(60)))}
+	case k < 30:
+		return sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: queues[r.IntN(2)], Payloads: [][]byte{{1}, {2}, {3}}[:1+r.IntN(3)], Priority: int32(r.IntN(3))}
 	case k < 50:
 		return sm.JobRequest{Kind: sm.JobClaim, Queue: queues[r.IntN(2)], Host: hosts[r.IntN(2)], Max: 1 + r.IntN(3)}
 	case k < 62:

@@ -119,6 +119,11 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 		rec.Op = &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: req.Queue, QueueId: q.GetId(), Payload: req.Payload,
 			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
 			Resource: req.Resource, Host: req.Host}}
+	case JobEnqueueBatch:
+		q := r.queues[req.Queue]
+		rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: &schema.WalEnqueueBatch{Queue: req.Queue, QueueId: q.GetId(), Payloads: req.Payloads,
+			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
+			Resource: req.Resource, Host: req.Host}}
 	case JobClaim:
 		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max)}}
 	case JobAck:
@@ -172,6 +177,25 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 			return rep, err
 		}
 		rep.OK, rep.Jobs = true, []queue.Job{job}
+	case *schema.WalRecord_EnqueueBatch:
+		e := op.EnqueueBatch
+		name := r.queue(e.GetQueue(), false)
+		if name == LostAndFound && e.GetQueue() != LostAndFound {
+			r.routed += len(e.GetPayloads()) // every job of the batch is routed
+		}
+		opts := queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
+			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())}
+		for i, p := range e.GetPayloads() {
+			job, err := q.Enqueue(now, name, p, stampsOf(e.GetStamps()), opts)
+			if err != nil {
+				if i == 0 {
+					return rep, err // shared stamps/options: nothing enqueued
+				}
+				return rep, fmt.Errorf("enqueue batch: job %d: %w", i, err)
+			}
+			rep.Jobs = append(rep.Jobs, job)
+		}
+		rep.OK = true
 	case *schema.WalRecord_ClaimBatch:
 		c := op.ClaimBatch
 		rep.Jobs = q.ClaimBatch(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()))

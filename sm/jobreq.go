@@ -19,12 +19,13 @@ const (
 	JobRegister
 	JobUnregister
 	JobTick
-	JobGet  // read
-	JobList // read
+	JobGet          // read
+	JobList         // read
+	JobEnqueueBatch // Payloads: one job each, same options
 	jobKindEnd
 )
 
-var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list"}
+var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list", "enqueue-batch"}
 
 func (k JobKind) String() string {
 	if k == 0 || k >= jobKindEnd {
@@ -45,6 +46,7 @@ type JobRequest struct {
 	Kind     JobKind
 	Queue    string
 	Payload  []byte
+	Payloads [][]byte // JobEnqueueBatch
 	Priority int32
 	Delay    int64 // seconds
 	RunAt    int64 // Unix seconds

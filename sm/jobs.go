@@ -104,7 +104,10 @@ func (n *Node) onClientOp(c ClientOp) {
 // submissions to lost_and_found; unknown queue, host or resource).
 func validateJob(r *router, req JobRequest) string {
 	switch req.Kind {
-	case JobEnqueue, JobRegister:
+	case JobEnqueue, JobRegister, JobEnqueueBatch:
+		if req.Kind == JobEnqueueBatch && (len(req.Payloads) == 0 || len(req.Payloads) > maxBatchJobs) {
+			return fmt.Sprintf("enqueue batch of %d jobs outside 1..%d", len(req.Payloads), maxBatchJobs)
+		}
 		if req.Queue == LostAndFound {
 			return "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."
 		}
@@ -114,7 +117,7 @@ func validateJob(r *router, req JobRequest) string {
 		if !r.knownResource(req.Resource) {
 			return fmt.Sprintf("unknown resource id %d", req.Resource)
 		}
-		if req.Kind == JobEnqueue && (!r.knownHost(req.Host) || req.Host == LostAndFound) {
+		if req.Kind != JobRegister && (!r.knownHost(req.Host) || req.Host == LostAndFound) {
 			return fmt.Sprintf("unknown host %q", req.Host)
 		}
 	case JobClaim:
@@ -142,6 +145,9 @@ func validateJob(r *router, req JobRequest) string {
 	}
 	return ""
 }
+
+// maxBatchJobs bounds an enqueue batch (and a record's size with it).
+const maxBatchJobs = 1000
 
 // replyWhenDurable emits rep once every record up to lsn is fsync'd.
 func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {

@@ -68,6 +68,7 @@ type SubmitOpts struct {
 	Expires  time.Duration // lifetime, 0 = never
 	Host     string        // pin: only this claimant host may claim it
 	Resource uint32
+	Count    int // > 1: that many jobs with this payload in one ENQUEUE_BATCH record
 }
 
 // BuildSubmit is the ENQUEUE request of `job submit`.
@@ -94,8 +95,18 @@ func BuildSubmit(o SubmitOpts) (*schema.JobRequest, error) {
 		}
 		runAt = t.Unix()
 	}
-	return &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
-		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}, nil
+	req := &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
+		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}
+	if o.Count > 1 {
+		if o.Count > 1000 {
+			return nil, fmt.Errorf("--count %d: at most 1000 jobs per batch", o.Count)
+		}
+		req.Kind, req.Payload = schema.JobRequest_ENQUEUE_BATCH, nil
+		for i := 0; i < o.Count; i++ {
+			req.Payloads = append(req.Payloads, o.Payload)
+		}
+	}
+	return req, nil
 }
 
 // BuildClaim is the CLAIM request of `job claim`.
@@ -367,6 +378,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	f.StringVar(&so.Queue, "queue", "", "queue name")
 	sp.add(submit)
 	f.Int32Var(&so.Priority, "priority", 0, "priority (higher is claimed first)")
+	f.IntVar(&so.Count, "count", 1, "submit this many identical jobs in one durable batch (at most 1000)")
 	f.DurationVar(&so.Delay, "delay", 0, "ready this long from now (whole seconds)")
 	f.StringVar(&so.RunAt, "run-at", "", "ready at this time (RFC 3339)")
 	f.DurationVar(&so.Expires, "expires", 0, "dead-lettered as \"expired\" this long from now unless done (0 = never)")

@@ -87,7 +87,7 @@ func dialCall(ctx context.Context, addr string, mat *tlsconf.Material, timeout t
 	}
 	defer cl.Close()
 	rep, err := cl.Call(cctx, req)
-	return rep, true, err
+	return rep, !errors.Is(err, transport.ErrNotSent), err
 }
 
 // readOnly operations may be repeated anywhere without harm.

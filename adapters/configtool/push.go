@@ -163,7 +163,7 @@ func pushCall(ctx context.Context, addr string, mat *tlsconf.Material, timeout t
 	}
 	defer cl.Close()
 	rep, err := cl.Call(cctx, req)
-	return rep, true, err
+	return rep, !errors.Is(err, transport.ErrNotSent), err
 }
 
 // handshakeRefused: the server answered with a TLS alert (TLS 1.3 reports

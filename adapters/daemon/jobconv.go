@@ -13,6 +13,7 @@ func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 		Max: int(j.GetMax()), ID: j.GetId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
 		Handle: queue.Handle{ID: j.GetHandle().GetId(), Attempt: j.GetHandle().GetAttempt()},
 		Fire:   queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
+	req.Payloads = j.GetPayloads()
 	for _, h := range j.GetHandles() {
 		req.Handles = append(req.Handles, queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt()})
 	}

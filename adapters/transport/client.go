@@ -122,7 +122,10 @@ func (c *Client) Call(ctx context.Context, req *schema.ClientRequest) (*schema.C
 		return nil, c.err
 	}
 	if err := wire.WriteClientRequest(c.tc, req); err != nil {
-		return fail(err)
+		// The request frame did not go out (in TLS 1.3 this is also how a
+		// server's refusal of our certificate can show up first): the node
+		// never read it.
+		return fail(fmt.Errorf("%w: %w", ErrNotSent, err))
 	}
 	rep, err := wire.ReadClientReply(c.tc)
 	if err != nil {
@@ -133,6 +136,10 @@ func (c *Client) Call(ctx context.Context, req *schema.ClientRequest) (*schema.C
 	}
 	return rep, nil
 }
+
+// ErrNotSent: the request could not be written, so the node never
+// processed it (safe to send elsewhere).
+var ErrNotSent = errors.New("request not sent")
 
 // Status asks the controller for its status. A non-zero reply status is a
 // *ReplyError.
