@@ -93,6 +93,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: bad config fetch backoff", ErrBadOptions)
 	case o.KeepN < 1:
 		return fmt.Errorf("%w: conf keep_n must be >= 1", ErrBadOptions)
+	case o.SyncStandbys < 0:
+		return fmt.Errorf("%w: negative sync standbys", ErrBadOptions)
 	case o.MaintenanceInterval < 0:
 		return fmt.Errorf("%w: negative maintenance interval", ErrBadOptions)
 	case o.MaxWALRecords < 100:

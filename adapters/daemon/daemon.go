@@ -39,6 +39,7 @@ type Config struct {
 	FailureTimeout       time.Duration
 	DialTimeout          time.Duration
 	MaxWALRecords        int
+	SyncStandbys         int
 	WALRepair            bool
 	// EnableUpgrade accepts OP_upgradeConfig (--enable-upgrade-config;
 	// seed 002 §5.3: off by default, since any client certificate signed
@@ -54,8 +55,8 @@ func DefaultConfig() Config {
 		KeepN: d.KeepN, StaleTimeout: d.StaleTimeout,
 		ElectionTimeout: d.ElectionTimeout, PriorityStep: d.PriorityStep, Jitter: d.JitterMax,
 		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
-		MaxWALRecords: d.MaxWALRecords,
-		LogLevel:      "info", LogFormat: "console",
+		MaxWALRecords: d.MaxWALRecords, SyncStandbys: d.SyncStandbys,
+		LogLevel: "info", LogFormat: "console",
 	}
 }
 
@@ -113,7 +114,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
-	opt.MaxWALRecords, opt.WALRepair = cfg.MaxWALRecords, cfg.WALRepair
+	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
 	opt.EnableUpgrade = cfg.EnableUpgrade
 	opt.BaseDir, opt.Workdir = base, cfg.Workdir
 	node, err := sm.NewNode(opt)
