@@ -5,126 +5,32 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"xce/adapters/configtool"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"xce/adapters/transport/fakenodes"
 	"xce/schema"
 	"xce/sm"
 )
 
-// fakeNode is a controller stand-in: a real TLS transport whose client
-// handler answers from a function and records the requests.
-type fakeNode struct {
-	name string
-	addr string
-
-	mu     sync.Mutex
-	answer func(*schema.ClientRequest) *schema.ClientReply
-	seen   []*schema.ClientRequest
-}
-
-func (f *fakeNode) handle(req *schema.ClientRequest) *schema.ClientReply {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.seen = append(f.seen, req)
-	return f.answer(req)
-}
-
-func (f *fakeNode) set(answer func(*schema.ClientRequest) *schema.ClientReply) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answer, f.seen = answer, nil
-}
-
-func (f *fakeNode) requests() []*schema.ClientRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*schema.ClientRequest(nil), f.seen...)
-}
+// fakeNode is a controller stand-in (see adapters/transport/fakenodes).
+type fakeNode = fakenodes.Node
 
 type fakeCluster struct {
-	nodes     []*fakeNode
+	nodes     []*fakenodes.Node
 	peersFlag string
 	certDir   string
 }
 
-// startFakeCluster serves every node whose up[i] is true on loopback
-// with dev certificates (configtool.DevCerts, i.e. tlsconf.GenerateCA and
-// GenerateCert); the others' addresses refuse connections.
+// startFakeCluster serves every node whose up[i] is true on loopback; the
+// others' addresses refuse connections. Every node answers "starting"
+// until Set.
 func startFakeCluster(t *testing.T, up ...bool) *fakeCluster {
 	t.Helper()
-	names := make([]string, len(up))
-	for i := range up {
-		names[i] = "n" + string(rune('0'+i))
-	}
-	fc := &fakeCluster{certDir: t.TempDir()}
-	if err := configtool.DevCerts(fc.certDir, names, []string{"127.0.0.1"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	var lns []net.Listener
-	tpeers := make([]transport.Peer, len(up))
-	parts := make([]string, len(up))
-	for i, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		tpeers[i] = transport.Peer{Name: n, Addr: ln.Addr().String()}
-		parts[i] = n + "=" + ln.Addr().String()
-		fc.nodes = append(fc.nodes, &fakeNode{name: n, addr: ln.Addr().String(), answer: func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
-		}})
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	fc.peersFlag = strings.Join(parts, ",")
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var trs []*transport.Transport
-	for i, n := range fc.nodes {
-		if !up[i] {
-			continue
-		}
-		mat, err := tlsconf.Load(filepath.Join(fc.certDir, n.name+".crt"), filepath.Join(fc.certDir, n.name+".key"), filepath.Join(fc.certDir, "ca.crt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, Client: n.handle})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-		wg.Go(func() { _ = tr.Listen(ctx) })
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			c, err := net.Dial("tcp", n.addr)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not listen: %v", n.name, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	t.Cleanup(func() {
-		cancel()
-		for _, tr := range trs {
-			tr.Close()
-		}
-		wg.Wait()
-	})
-	return fc
+	c := fakenodes.Start(t, up...)
+	return &fakeCluster{nodes: c.Nodes, peersFlag: c.Peers, certDir: c.CertDir}
 }
 
 // run runs xcecli with the cluster's connection flags.
@@ -160,19 +66,19 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	n0, n1, n2 := fc.nodes[0], fc.nodes[1], fc.nodes[2]
 
 	// n0 redirects to n2 (index 2): n1 is never asked.
-	n0.set(standby(2))
-	n1.set(standby(2))
+	n0.Set(standby(2))
+	n1.Set(standby(2))
 	claimed := &schema.SnapshotJob{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2,
 		Host: "node001", ClaimedAt: 1767225600, ClaimExpiresAt: 1767225900, Stamps: &schema.WalStamps{MaxAttempts: 3, VisibilityTimeoutS: 300}}
-	n2.set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{claimed}}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{claimed}}))
 	out, err := fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--max", "4")
 	if err != nil {
 		t.Fatalf("claim: %v\n%s", err, out)
 	}
-	if len(n1.requests()) != 0 || len(n0.requests()) != 1 || len(n2.requests()) != 1 {
-		t.Fatalf("requests: n0 %d n1 %d n2 %d", len(n0.requests()), len(n1.requests()), len(n2.requests()))
+	if len(n1.Requests()) != 0 || len(n0.Requests()) != 1 || len(n2.Requests()) != 1 {
+		t.Fatalf("requests: n0 %d n1 %d n2 %d", len(n0.Requests()), len(n1.Requests()), len(n2.Requests()))
 	}
-	got := n2.requests()[0].GetJob()
+	got := n2.Requests()[0].GetJob()
 	if got.GetKind() != schema.JobRequest_CLAIM || got.GetQueue() != "batch" || got.GetHost() != "node001" || got.GetMax() != 4 {
 		t.Fatalf("primary got %v", got)
 	}
@@ -192,34 +98,34 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 
 	// Ack of one handle: ACK; "ok", exit status 0.
-	n2.set(jobAnswer(&schema.JobReply{Ok: true}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
 	out, err = fc.run(t, "job", "ack", "5:2")
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Fatalf("ack: %v %q", err, out)
 	}
-	if r := n2.requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2" {
+	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2" {
 		t.Fatalf("ack request %v", r)
 	}
 
 	// A refusal is an answer: "refused" and ErrRefused (exit status 1).
-	n2.set(jobAnswer(&schema.JobReply{Ok: false}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
 	out, err = fc.run(t, "job", "heartbeat", "5:1")
 	if !errors.Is(err, ErrRefused) || strings.TrimSpace(out) != "refused" {
 		t.Fatalf("refused heartbeat: %v %q", err, out)
 	}
 
 	// Ack of several: ACK_BATCH, one line each.
-	n2.set(jobAnswer(&schema.JobReply{Oks: []bool{true, false}}))
+	n2.Set(jobAnswer(&schema.JobReply{Oks: []bool{true, false}}))
 	out, err = fc.run(t, "job", "ack", "5:2", "6:1")
 	if !errors.Is(err, ErrRefused) || out != "5:2 ok\n6:1 refused\n" {
 		t.Fatalf("ack batch: %v %q", err, out)
 	}
-	if r := n2.requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
+	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
 		t.Fatalf("ack batch request %v", r)
 	}
 
 	// The node's own error: its text, non-nil error.
-	n2.set(func(*schema.ClientRequest) *schema.ClientReply {
+	n2.Set(func(*schema.ClientRequest) *schema.ClientReply {
 		return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."}
 	})
 	_, err = fc.run(t, "job", "submit", "--queue", "lost_and_found", "--payload", "x")
@@ -229,14 +135,14 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 
 	// A primary that stepped down with the request waiting: not retried.
-	n0.set(func(*schema.ClientRequest) *schema.ClientReply {
+	n0.Set(func(*schema.ClientRequest) *schema.ClientReply {
 		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "stepped down: outcome unknown, retry against the primary",
 			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: 0}}}
 	})
-	n2.set(jobAnswer(&schema.JobReply{Ok: true}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
 	_, err = fc.run(t, "job", "submit", "--queue", "batch")
-	if !errors.Is(err, ErrUnknownOutcome) || len(n1.requests())+len(n2.requests()) != 0 {
-		t.Fatalf("unknown outcome: %v (n1 %d, n2 %d requests)", err, len(n1.requests()), len(n2.requests()))
+	if !errors.Is(err, ErrUnknownOutcome) || len(n1.Requests())+len(n2.Requests()) != 0 {
+		t.Fatalf("unknown outcome: %v (n1 %d, n2 %d requests)", err, len(n1.Requests()), len(n2.Requests()))
 	}
 }
 
@@ -245,10 +151,10 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	n1, n2 := fc.nodes[1], fc.nodes[2]
 
 	// n0 down, n1 does not know the primary: n2 is tried next.
-	n1.set(standby(-1))
+	n1.Set(standby(-1))
 	dead := &schema.SnapshotJob{Id: 9, Queue: "gpu", State: schema.JobState_JOB_STATE_DEAD, Attempts: 2, Claims: 2,
 		LastError: "max attempts exceeded", Stamps: &schema.WalStamps{MaxAttempts: 2}}
-	n2.set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{dead}}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{dead}}))
 	out, err := fc.run(t, "job", "get", "9", "-o", "json")
 	if err != nil {
 		t.Fatalf("get: %v", err)
@@ -257,16 +163,16 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.ID != 9 || v.State != "dead" || v.LastError != "max attempts exceeded" {
 		t.Fatalf("get json: %v %s", err, out)
 	}
-	if r := n2.requests()[0].GetJob(); r.GetKind() != schema.JobRequest_GET || r.GetId() != 9 {
+	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_GET || r.GetId() != 9 {
 		t.Fatalf("get request %v", r)
 	}
-	n2.set(jobAnswer(&schema.JobReply{Ok: false}))
+	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
 	if _, err := fc.run(t, "job", "get", "10"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("get missing: %v", err)
 	}
 
 	// Nobody primary: the error names every peer tried.
-	n2.set(standby(-1))
+	n2.Set(standby(-1))
 	_, err = fc.run(t, "job", "sweep")
 	if !errors.Is(err, ErrNoPrimary) || !strings.Contains(err.Error(), "n0: ") || !strings.Contains(err.Error(), "n2: Not primary") {
 		t.Fatalf("no primary: %v", err)
@@ -277,10 +183,10 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.set(func(*schema.ClientRequest) *schema.ClientReply {
+	n1.Set(func(*schema.ClientRequest) *schema.ClientReply {
 		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "no config loaded yet"}
 	})
-	n2.set(func(req *schema.ClientRequest) *schema.ClientReply {
+	n2.Set(func(req *schema.ClientRequest) *schema.ClientReply {
 		if req.GetConfig() == nil {
 			return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "unexpected"}
 		}
@@ -307,7 +213,7 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	}
 
 	// A blob that does not match the reported tag is not believed.
-	n2.set(func(*schema.ClientRequest) *schema.ClientReply {
+	n2.Set(func(*schema.ClientRequest) *schema.ClientReply {
 		return &schema.ClientReply{Body: &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: blob, VersionTag: 1}}}
 	})
 	if _, err := fc.run(t, "queue", "list"); err == nil || !strings.Contains(err.Error(), "hashes to tag") {

@@ -5,128 +5,35 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"xce/adapters/transport/fakenodes"
 	"xce/schema"
 	"xce/sm"
 )
 
-// pushNode is a controller stand-in: a real TLS transport whose client
-// handler answers from a function and records the requests.
-type pushNode struct {
-	name, addr string
-
-	mu     sync.Mutex
-	answer func(*schema.ClientRequest) *schema.ClientReply
-	seen   []*schema.ClientRequest
-}
-
-func (f *pushNode) handle(req *schema.ClientRequest) *schema.ClientReply {
-	f.mu.Lock()
-	f.seen = append(f.seen, req)
-	answer := f.answer
-	f.mu.Unlock()
-	return answer(req)
-}
-
-func (f *pushNode) set(answer func(*schema.ClientRequest) *schema.ClientReply) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answer, f.seen = answer, nil
-}
-
-func (f *pushNode) requests() []*schema.ClientRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*schema.ClientRequest(nil), f.seen...)
-}
+// pushNode is a controller stand-in (see adapters/transport/fakenodes).
+type pushNode = fakenodes.Node
 
 type pushCluster struct {
-	nodes   []*pushNode
+	nodes   []*fakenodes.Node
 	peers   string
 	certDir string
 }
 
-// startPushCluster serves every node whose up[i] is true on loopback with
-// dev certificates (DevCerts); the others' addresses refuse connections.
-// Every node answers "starting" until set.
+// startPushCluster serves every node whose up[i] is true on loopback; the
+// others' addresses refuse connections. Every node answers "starting"
+// until Set.
 func startPushCluster(t *testing.T, up ...bool) *pushCluster {
 	t.Helper()
-	pc := &pushCluster{certDir: t.TempDir()}
-	names := make([]string, len(up))
-	for i := range up {
-		names[i] = "n" + string(rune('0'+i))
-	}
-	if err := DevCerts(pc.certDir, names, []string{"127.0.0.1"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	tpeers := make([]transport.Peer, len(up))
-	parts := make([]string, len(up))
-	var lns []net.Listener
-	for i, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		addr := ln.Addr().String()
-		tpeers[i] = transport.Peer{Name: n, Addr: addr}
-		parts[i] = n + "=" + addr
-		pc.nodes = append(pc.nodes, &pushNode{name: n, addr: addr, answer: func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
-		}})
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	pc.peers = strings.Join(parts, ",")
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var trs []*transport.Transport
-	for i, n := range pc.nodes {
-		if !up[i] {
-			continue
-		}
-		mat, err := tlsconf.Load(filepath.Join(pc.certDir, n.name+".crt"), filepath.Join(pc.certDir, n.name+".key"), filepath.Join(pc.certDir, "ca.crt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, Client: n.handle})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-		wg.Go(func() { _ = tr.Listen(ctx) })
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			c, err := net.Dial("tcp", n.addr)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not listen: %v", n.name, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	t.Cleanup(func() {
-		cancel()
-		for _, tr := range trs {
-			tr.Close()
-		}
-		wg.Wait()
-	})
-	return pc
+	c := fakenodes.Start(t, up...)
+	return &pushCluster{nodes: c.Nodes, peers: c.Peers, certDir: c.CertDir}
 }
 
 func (pc *pushCluster) flags(extra ...string) []string {
@@ -172,9 +79,9 @@ const notPrimary = "Not primary — redirect to primary"
 // standbys confirmed.
 func TestPushFollowsRedirect(t *testing.T) {
 	pc := startPushCluster(t, true, true, true)
-	pc.nodes[0].set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
-	pc.nodes[1].set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
-	pc.nodes[2].set(upgradeOK(0x0123456789abcdef, 2))
+	pc.nodes[0].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[2].Set(upgradeOK(0x0123456789abcdef, 2))
 	out, err := run(t, pc.flags("--config", sample)...)
 	if err != nil {
 		t.Fatalf("push: %v\n%s", err, out)
@@ -182,10 +89,10 @@ func TestPushFollowsRedirect(t *testing.T) {
 	if out != "upgraded: tag=0123456789abcdef, pushed to 2 standbys; the primary restarts\n" {
 		t.Fatalf("output %q", out)
 	}
-	if n := len(pc.nodes[1].requests()); n != 0 {
+	if n := len(pc.nodes[1].Requests()); n != 0 {
 		t.Fatalf("n1 asked %d times; the redirect to n2 should have been followed", n)
 	}
-	reqs := pc.nodes[2].requests()
+	reqs := pc.nodes[2].Requests()
 	if len(reqs) != 1 || reqs[0].GetUpgradeConfig() == nil {
 		t.Fatalf("n2 requests %v", reqs)
 	}
@@ -204,7 +111,7 @@ func TestPushFollowsRedirect(t *testing.T) {
 // a single-node cluster has nobody to warn about.
 func TestPushWarnsWhenNoStandbyAcked(t *testing.T) {
 	pc := startPushCluster(t, true, false)
-	pc.nodes[0].set(upgradeOK(7, 0))
+	pc.nodes[0].Set(upgradeOK(7, 0))
 	out, err := run(t, pc.flags("--config", sample)...)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +122,7 @@ func TestPushWarnsWhenNoStandbyAcked(t *testing.T) {
 	}
 
 	single := startPushCluster(t, true)
-	single.nodes[0].set(upgradeOK(8, 0))
+	single.nodes[0].Set(upgradeOK(8, 0))
 	out, err = run(t, single.flags("--config", sample)...)
 	if err != nil || strings.Contains(out, "WARNING") {
 		t.Fatalf("single node: %q, %v", out, err)
@@ -226,14 +133,14 @@ func TestPushWarnsWhenNoStandbyAcked(t *testing.T) {
 // is not sent anywhere else.
 func TestPushRefused(t *testing.T) {
 	pc := startPushCluster(t, true, true)
-	pc.nodes[0].set(upgradeErr(sm.StatusEINVAL, "SHA-256 mismatch — blob corrupted in transit", -1))
-	pc.nodes[1].set(upgradeOK(1, 0))
+	pc.nodes[0].Set(upgradeErr(sm.StatusEINVAL, "SHA-256 mismatch — blob corrupted in transit", -1))
+	pc.nodes[1].Set(upgradeOK(1, 0))
 	out, err := run(t, pc.flags("--config", sample)...)
 	var re *PushRefusedError
 	if !errors.As(err, &re) || re.Peer != "n0" || !strings.Contains(err.Error(), "SHA-256 mismatch — blob corrupted in transit") {
 		t.Fatalf("err %v, out %q", err, out)
 	}
-	if len(pc.nodes[1].requests()) != 0 {
+	if len(pc.nodes[1].Requests()) != 0 {
 		t.Fatal("a refused upgrade was sent to another node")
 	}
 }
@@ -243,9 +150,9 @@ func TestPushRefused(t *testing.T) {
 func TestPushSkipsAndLists(t *testing.T) {
 	pc := startPushCluster(t, false, true, true, true)
 	disabled := "OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)"
-	pc.nodes[1].set(upgradeErr(-1, disabled, 1))
+	pc.nodes[1].Set(upgradeErr(-1, disabled, 1))
 	// n2 keeps answering "starting"
-	pc.nodes[3].set(upgradeOK(9, 2))
+	pc.nodes[3].Set(upgradeOK(9, 2))
 	res, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +164,7 @@ func TestPushSkipsAndLists(t *testing.T) {
 		t.Fatalf("attempts %q", res.Attempts)
 	}
 
-	pc.nodes[3].set(upgradeErr(-1, disabled, 3))
+	pc.nodes[3].Set(upgradeErr(-1, disabled, 3))
 	_, err = Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
 	if !errors.Is(err, ErrPushNoPrimary) || !strings.Contains(err.Error(), "n3: "+disabled) || !strings.Contains(err.Error(), "n0: ") {
 		t.Fatalf("nobody accepting: %v", err)
@@ -270,19 +177,19 @@ func TestPushUnknownOutcome(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	release := make(chan struct{})
 	defer close(release)
-	pc.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
+	pc.nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
 		<-release
 		return &schema.ClientReply{}
 	})
-	pc.nodes[1].set(upgradeOK(1, 0))
+	pc.nodes[1].Set(upgradeOK(1, 0))
 	_, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 300*time.Millisecond, mustEncode(t))
 	if !errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("err %v, want ErrPushUnknown", err)
 	}
-	if len(pc.nodes[1].requests()) != 0 {
+	if len(pc.nodes[1].Requests()) != 0 {
 		t.Fatal("an upgrade of unknown outcome was sent to another node")
 	}
-	pc.nodes[0].set(upgradeErr(sm.StatusOutcomeUnknown, "runner: node stopped; outcome unknown", -1))
+	pc.nodes[0].Set(upgradeErr(sm.StatusOutcomeUnknown, "runner: node stopped; outcome unknown", -1))
 	if _, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t)); !errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("outcome-unknown status: %v", err)
 	}
@@ -291,7 +198,7 @@ func TestPushUnknownOutcome(t *testing.T) {
 // A blob is checked locally before anything is sent.
 func TestPushBlobChecked(t *testing.T) {
 	pc := startPushCluster(t, true)
-	pc.nodes[0].set(upgradeOK(1, 0))
+	pc.nodes[0].Set(upgradeOK(1, 0))
 	dir := t.TempDir()
 	for name, data := range map[string]string{"empty": "", "garbage": "\xff\xff\xff"} {
 		f := writeFile(t, dir, name, data)
@@ -304,7 +211,7 @@ func TestPushBlobChecked(t *testing.T) {
 	if _, err := run(t, pc.flags("--blob", f)...); err == nil {
 		t.Error("blob without queues accepted")
 	}
-	if n := len(pc.nodes[0].requests()); n != 0 {
+	if n := len(pc.nodes[0].Requests()); n != 0 {
 		t.Fatalf("%d requests sent for invalid blobs", n)
 	}
 	good := writeFile(t, dir, "good", string(mustEncode(t)))
@@ -330,7 +237,7 @@ func mustEncode(t *testing.T) []byte {
 // tried, and the outcome is not "unknown".
 func TestPushForeignCertificateSkipped(t *testing.T) {
 	pc := startPushCluster(t, true)
-	pc.nodes[0].set(upgradeOK(1, 0))
+	pc.nodes[0].Set(upgradeOK(1, 0))
 	foreign := t.TempDir()
 	if err := DevCerts(foreign, nil, nil, time.Hour); err != nil {
 		t.Fatal(err)
@@ -352,7 +259,7 @@ func TestPushForeignCertificateSkipped(t *testing.T) {
 	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("err %v, want ErrPushNoPrimary", err)
 	}
-	if n := len(pc.nodes[0].requests()); n != 0 {
+	if n := len(pc.nodes[0].Requests()); n != 0 {
 		t.Fatalf("the node answered %d requests from a foreign certificate", n)
 	}
 }
