@@ -15,9 +15,6 @@ import (
 	"xce/sm"
 )
 
-// fakeNode is a controller stand-in (see adapters/transport/fakenodes).
-type fakeNode = fakenodes.Node
-
 type fakeCluster struct {
 	nodes     []*fakenodes.Node
 	peersFlag string

@@ -18,9 +18,6 @@ import (
 	"xce/sm"
 )
 
-// pushNode is a controller stand-in (see adapters/transport/fakenodes).
-type pushNode = fakenodes.Node
-
 type pushCluster struct {
 	nodes   []*fakenodes.Node
 	peers   string
