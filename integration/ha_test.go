@@ -154,10 +154,7 @@ func TestKill9StandbyDuringConfigSave(t *testing.T) {
 	}
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0))
-	iters := 20
-	if testing.Short() {
-		iters = 5
-	}
+	const iters = 20
 	t.Logf("fresh standby saves the %d-byte config %v after exec; %d kills at random delays in [0.2, 1.1] x that (seed %d)", len(blob), saveAt.Round(time.Millisecond), iters, seed)
 	var absent, complete, leftovers int
 	for k := 0; k < iters; k++ {

@@ -215,9 +215,11 @@ func TestCheckLocalFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	if name := classifyFS(magic); name != "" {
-		t.Skipf("temp dir is on %s", name)
-	}
-	if err := CheckLocalFS(dir); err != nil {
+		// The temp dir itself is on a network file system: then it must be refused.
+		if err := CheckLocalFS(dir); !errors.Is(err, ErrNetworkFS) {
+			t.Errorf("CheckLocalFS(%s on %s) = %v, want ErrNetworkFS", dir, name, err)
+		}
+	} else if err := CheckLocalFS(dir); err != nil {
 		t.Errorf("CheckLocalFS(%s) = %v", dir, err)
 	}
 	err = CheckLocalFS(filepath.Join(dir, "missing"))
