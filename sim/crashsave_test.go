@@ -105,7 +105,7 @@ func TestCrashSaveEnumeration(t *testing.T) {
 		disk := simdisk.New()
 		allowed := map[string]bool{name(v3): true}
 		for i, b := range c.prior {
-			provision(disk, b, epoch-int64(time.Duration(len(c.prior)-i)*time.Hour))
+			mustProvision(t, disk, b, epoch-int64(time.Duration(len(c.prior)-i)*time.Hour))
 		}
 		if n := len(c.prior); n > 0 {
 			allowed[name(c.prior[n-1])] = true
@@ -205,7 +205,7 @@ func lastSent(t *testing.T, d *ioDriver, typ sm.MsgType) sm.Msg {
 func TestInstallMode(t *testing.T) {
 	v1, v2 := sampleConfig(1, 3), sampleConfig(2, 4)
 	disk := simdisk.New()
-	provision(disk, v1, epoch)
+	mustProvision(t, disk, v1, epoch)
 	d := newDriver(t, 0, disk)
 	d.feed(sm.Boot{Install: v2})
 	if d.exit == nil || d.exit.Code != 0 {
@@ -221,5 +221,13 @@ func TestInstallMode(t *testing.T) {
 	}
 	if got := validConfigOn(disk.DurableFiles()); got != refName(sha256Sum(v2)) {
 		t.Fatalf("invalid install changed conf/current to %q", got)
+	}
+}
+
+// mustProvision installs a config on a test disk or fails the test.
+func mustProvision(t testing.TB, d *simdisk.Disk, blob []byte, mtime int64) {
+	t.Helper()
+	if err := provision(d, blob, mtime); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -108,11 +108,10 @@ func NewJobWorld(sc JobScenario, trace func(string)) *JobWorld {
 		stamps: map[uint64]queue.Stamps{}, pending: map[uint64]*clientCall{}, handles: make([][]queue.Handle, sc.Clients)}
 	w.disk.SetRand(rand.New(rand.NewPCG(sc.Seed, 0xd15c)))
 	w.cfg = jobConfig(false)
-	blob, err := schema.Encode(w.cfg)
-	if err != nil {
-		panic(err) // static valid message
+	blob, _ := schema.Encode(w.cfg) // static and valid
+	if err := provision(w.disk, blob, epoch); err != nil {
+		w.violate("S7", "%v", err)
 	}
-	provision(w.disk, blob, epoch)
 	w.disk.SetFaults(simdisk.Faults{WriteErr: sc.DiskWriteErr, FsyncErr: sc.DiskFsyncErr})
 	return w
 }
@@ -197,12 +196,11 @@ func (w *JobWorld) start() {
 
 // reconfigure installs a new config the way `xce-config install` does.
 func (w *JobWorld) reconfigure(c *schema.ClusterConfig) {
-	blob, err := schema.Encode(c)
-	if err != nil {
-		panic(err)
-	}
+	blob, _ := schema.Encode(c) // static and valid
 	w.disk.SetFaults(simdisk.Faults{})
-	provision(w.disk, blob, w.wall())
+	if err := provision(w.disk, blob, w.wall()); err != nil {
+		w.violate("S7", "reconfigure: %v", err)
+	}
 	w.disk.SetFaults(simdisk.Faults{WriteErr: w.sc.DiskWriteErr, FsyncErr: w.sc.DiskFsyncErr})
 	w.cfg = c
 	w.reconf = w.now

@@ -54,7 +54,7 @@ func bootPrimaryWithOldWAL(t *testing.T) *ioDriver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	provision(d, blob, epoch)
+	mustProvision(t, d, blob, epoch)
 	oldWAL(t, d)
 	n, err := sm.NewNode(sm.DefaultOptions(0, []string{"n0"}))
 	if err != nil {

@@ -47,7 +47,7 @@ func BenchmarkRecovery(b *testing.B) {
 				b.Fatal(err)
 			}
 			d := simdisk.New()
-			provision(d, blob, epoch)
+			mustProvision(b, d, blob, epoch)
 			for _, op := range []sm.FileOp{{Op: sm.OpMkdir, Path: sm.DataDir}, {Op: sm.OpMkdir, Path: wal.WALDir},
 				{Op: sm.OpWrite, Path: wal.SegmentPath(1), Data: data}, {Op: sm.OpFsync, Path: wal.SegmentPath(1)}} {
 				d.Exec(op, epoch)

@@ -15,7 +15,7 @@ func upgradePrimary(t *testing.T, enable bool) (*ioDriver, []byte) {
 	t.Helper()
 	d := simdisk.New()
 	blob := sampleConfig(1, 3)
-	provision(d, blob, epoch)
+	mustProvision(t, d, blob, epoch)
 	o := sm.DefaultOptions(0, []string{"n0", "n1"})
 	o.EnableUpgrade = enable
 	n, err := sm.NewNode(o)

@@ -201,11 +201,15 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
 		nd := &simNode{id: i, disk: d, opts: o}
 		mtime := epoch + int64(sc.WallOffset[i]) - int64(sc.ConfigAge)
+		var err error
 		switch {
 		case sc.ConfigOn[i]:
-			provision(d, w.config, mtime)
+			err = provision(d, w.config, mtime)
 		case sc.OldConfigOn[i]:
-			provision(d, w.old, mtime)
+			err = provision(d, w.old, mtime)
+		}
+		if err != nil {
+			w.violate("S7", "n%d: %v", i, err)
 		}
 		d.SetFaults(simdisk.Faults{WriteErr: sc.DiskWriteErr, NoSpace: sc.DiskNoSpace, FsyncErr: sc.DiskFsyncErr, ReadErr: sc.DiskReadErr})
 		nd.chk.reset(d)
@@ -215,22 +219,21 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 	return w
 }
 
-// sampleConfig builds a valid ClusterConfig blob.
+// sampleConfig builds a valid ClusterConfig blob (static and valid, so
+// Encode cannot fail; an empty blob would show up as a missing config).
 func sampleConfig(seed uint64, queues int) []byte {
 	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: fmt.Sprintf("sim-%d", seed), Port: 7000}
 	for q := 0; q < queues; q++ {
 		c.Queues = append(c.Queues, &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400})
 	}
 	c.Hosts = []*schema.Host{{Name: "h0"}, {Name: "h1"}}
-	b, err := schema.Encode(c)
-	if err != nil {
-		panic(err) // a static, valid message: cannot fail
-	}
+	b, _ := schema.Encode(c)
 	return b
 }
 
-// provision installs a config the way `xce-config install` would, durably.
-func provision(d *simdisk.Disk, blob []byte, mtime int64) {
+// provision installs a config the way `xce-config install` would, durably;
+// an error means the simulated disk refused a fresh, fault-free install.
+func provision(d *simdisk.Disk, blob []byte, mtime int64) error {
 	name := sm.VersionName(sha256Sum(blob))
 	for _, op := range []sm.FileOp{
 		{Op: sm.OpMkdir, Path: sm.ConfDir},
@@ -242,9 +245,10 @@ func provision(d *simdisk.Disk, blob []byte, mtime int64) {
 		{Op: sm.OpFsyncDir, Path: sm.ConfDir},
 	} {
 		if r := d.Exec(op, mtime); r.Err != sm.IOOK {
-			panic(fmt.Sprintf("provision %s %s: %v", op.Op, op.Path, r.Err)) // fresh disk, no faults yet
+			return fmt.Errorf("provision %s %s: %v %s", op.Op, op.Path, r.Err, r.Detail)
 		}
 	}
+	return nil
 }
 
 func (w *World) push(e event) {

@@ -250,7 +250,6 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 
 // heard records life from the primary and re-arms failure detection.
 func (n *Node) heard() {
-	n.lastHeard = n.now.Mono
 	n.setTimer(TimerFailure, n.opt.FailureTimeout)
 }
 

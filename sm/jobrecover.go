@@ -203,7 +203,6 @@ func (n *Node) finishRecovery(j *jobState) {
 	}
 	j.durableLSN = j.nextLSN - 1
 	j.seg = wal.SegmentPath(j.nextLSN)
-	j.segFirst = j.nextLSN
 	if j.lostFound > 0 {
 		n.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))
 	}

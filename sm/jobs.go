@@ -18,7 +18,6 @@ type jobState struct {
 	durableLSN   uint64 // every record <= this is fsync'd
 	lastNow      int64  // record time never goes backwards
 	seg          string // segment new records go to
-	segFirst     uint64
 	segRecords   int
 	batches      []walBatch // records not yet written, oldest first
 	writing      bool

@@ -41,7 +41,7 @@ func (n *Node) maybeCheckpoint() {
 	snap := exportSnapshot(j.q, lsn)
 	snap.Term = n.term
 	// New records go to a new segment; the old ones hold LSNs <= lsn only.
-	j.seg, j.segFirst, j.segRecords = wal.SegmentPath(j.nextLSN), j.nextLSN, 0
+	j.seg, j.segRecords = wal.SegmentPath(j.nextLSN), 0
 	data, err := wal.EncodeSnapshot(snap)
 	if err != nil {
 		n.die("fatal.checkpoint", fmt.Sprintf("cannot encode snapshot at lsn %d: %v", lsn, err))

@@ -30,7 +30,6 @@ type Node struct {
 	failover  bool                    // current election follows a primary failure
 	failedP   int                     // the primary that failed (excluded from rank)
 	deadline  time.Duration           // current election deadline, from election start
-	lastHeard time.Duration           // standby: last message from the primary
 	lost      bool                    // standby: our primary is gone; follow any live primary
 
 	cfg           *loaded // the config this node runs with; nil = none
