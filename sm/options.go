@@ -45,6 +45,14 @@ type Options struct {
 	// start (an operator's explicit choice: records after it are lost).
 	WALRepair bool
 
+	// SeedMode selects the seed's availability over quorum safety (DESIGN
+	// §4.4): a node that wins the priority election serves alone and a
+	// write may be acknowledged with no standby. The default (false) is
+	// quorum mode: promotion needs a majority of votes and a write is
+	// acknowledged once durable on a majority. Only for clusters where an
+	// operator asked for it (DefaultOptions picks it for 2 nodes).
+	SeedMode bool
+
 	// SeedLiteralP0 enables seed 002 §9.1 literally: priority 0 is primary at
 	// once, never probes and never steps down. Unsafe: kept so the simulator
 	// can show the split brain it allows.
@@ -70,8 +78,12 @@ func DefaultOptions(self int, peers []string) Options {
 		MaxWALRecords:       10000,
 		MaintenanceInterval: time.Second,
 		SyncStandbys:        1,
+		SeedMode:            len(peers) == 2, // a 2-node majority cannot lose a node
 	}
 }
+
+// Majority is the number of nodes whose agreement quorum mode needs.
+func (o Options) Majority() int { return len(o.Peers)/2 + 1 }
 
 // ErrBadOptions is returned by Validate for an unusable option set.
 var ErrBadOptions = errors.New("invalid node options")

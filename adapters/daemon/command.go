@@ -40,6 +40,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.IntVar(&cfg.MaxWALRecords, "max-wal-records", cfg.MaxWALRecords, "checkpoint after this many WAL records (at least 100)")
 	f.BoolVar(&cfg.EnableUpgrade, "enable-upgrade-config", false, "accept OP_upgradeConfig (xce-config push) from any client certificate signed by the cluster CA; off by default (seed 002 §5.3: there is no per-client authorisation)")
 	f.IntVar(&cfg.SyncStandbys, "sync-standbys", cfg.SyncStandbys, "a client reply waits for this many live standbys to hold its job record (0 = asynchronous replication)")
+	f.StringVar(&cfg.Mode, "mode", "auto", "durability mode: quorum (promotion and every acknowledged write need a majority), seed (the seed's availability: a lone node serves and may acknowledge writes no standby holds — they can be lost), or auto (quorum, except seed for a 2-node cluster)")
 	f.BoolVar(&cfg.WALRepair, "wal-repair", false, "truncate the WAL at a corruption instead of refusing to start (records after it are lost)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug|info|warn|error")
 	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console|json")

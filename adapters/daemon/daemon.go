@@ -40,6 +40,7 @@ type Config struct {
 	DialTimeout          time.Duration
 	MaxWALRecords        int
 	SyncStandbys         int
+	Mode                 string // auto, quorum or seed
 	WALRepair            bool
 	// EnableUpgrade accepts OP_upgradeConfig (--enable-upgrade-config;
 	// seed 002 §5.3: off by default, since any client certificate signed
@@ -116,6 +117,18 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
 	opt.EnableUpgrade = cfg.EnableUpgrade
+	switch cfg.Mode {
+	case "", "auto":
+	case "quorum":
+		opt.SeedMode = false
+	case "seed":
+		opt.SeedMode = true
+	default:
+		return 1, fmt.Errorf("--mode %q: want auto, quorum or seed", cfg.Mode)
+	}
+	if opt.SeedMode {
+		log.Warn("seed durability mode: a primary may serve alone and acknowledge writes that no standby holds; a failover, partition or pause can lose them (use --mode quorum with 3 or more nodes to rule that out)", zap.String("key", "mode.seed"))
+	}
 	opt.BaseDir, opt.Workdir = base, cfg.Workdir
 	node, err := sm.NewNode(opt)
 	if err != nil {
