@@ -1113,6 +1113,45 @@ func (*WalTick) Descriptor() ([]byte, []int) {
 	return file_wal_proto_rawDescGZIP(), []int{16}
 }
 
+// The first record a primary logs in its term: once a majority holds it,
+// every record before it is committed too (Raft §5.4.2), and reads may be
+// answered.
+type WalNoop struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalNoop) Reset() {
+	*x = WalNoop{}
+	mi := &file_wal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalNoop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalNoop) ProtoMessage() {}
+
+func (x *WalNoop) ProtoReflect() protoreflect.Message {
+	mi := &file_wal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalNoop.ProtoReflect.Descriptor instead.
+func (*WalNoop) Descriptor() ([]byte, []int) {
+	return file_wal_proto_rawDescGZIP(), []int{17}
+}
+
 type WalRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lsn   uint64                 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"`   // log sequence number, >= 1, strictly increasing
@@ -1137,6 +1176,7 @@ type WalRecord struct {
 	//	*WalRecord_Unregister
 	//	*WalRecord_Tick
 	//	*WalRecord_EnqueueBatch
+	//	*WalRecord_Noop
 	Op            isWalRecord_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1144,7 +1184,7 @@ type WalRecord struct {
 
 func (x *WalRecord) Reset() {
 	*x = WalRecord{}
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1196,7 @@ func (x *WalRecord) String() string {
 func (*WalRecord) ProtoMessage() {}
 
 func (x *WalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1209,7 @@ func (x *WalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRecord.ProtoReflect.Descriptor instead.
 func (*WalRecord) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{17}
+	return file_wal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WalRecord) GetLsn() uint64 {
@@ -1326,6 +1366,15 @@ func (x *WalRecord) GetEnqueueBatch() *WalEnqueueBatch {
 	return nil
 }
 
+func (x *WalRecord) GetNoop() *WalNoop {
+	if x != nil {
+		if x, ok := x.Op.(*WalRecord_Noop); ok {
+			return x.Noop
+		}
+	}
+	return nil
+}
+
 type isWalRecord_Op interface {
 	isWalRecord_Op()
 }
@@ -1386,6 +1435,10 @@ type WalRecord_EnqueueBatch struct {
 	EnqueueBatch *WalEnqueueBatch `protobuf:"bytes,23,opt,name=enqueue_batch,json=enqueueBatch,proto3,oneof"`
 }
 
+type WalRecord_Noop struct {
+	Noop *WalNoop `protobuf:"bytes,24,opt,name=noop,proto3,oneof"`
+}
+
 func (*WalRecord_Enqueue) isWalRecord_Op() {}
 
 func (*WalRecord_ClaimBatch) isWalRecord_Op() {}
@@ -1413,6 +1466,8 @@ func (*WalRecord_Unregister) isWalRecord_Op() {}
 func (*WalRecord_Tick) isWalRecord_Op() {}
 
 func (*WalRecord_EnqueueBatch) isWalRecord_Op() {}
+
+func (*WalRecord_Noop) isWalRecord_Op() {}
 
 // Every field of a job (queue.Job). `host` is the claimant, `pin` the
 // enqueue-time host restriction.
@@ -1444,7 +1499,7 @@ type SnapshotJob struct {
 
 func (x *SnapshotJob) Reset() {
 	*x = SnapshotJob{}
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1511,7 @@ func (x *SnapshotJob) String() string {
 func (*SnapshotJob) ProtoMessage() {}
 
 func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1524,7 @@ func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotJob.ProtoReflect.Descriptor instead.
 func (*SnapshotJob) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{18}
+	return file_wal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotJob) GetId() uint64 {
@@ -1628,7 +1683,7 @@ type SnapshotSchedule struct {
 
 func (x *SnapshotSchedule) Reset() {
 	*x = SnapshotSchedule{}
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1695,7 @@ func (x *SnapshotSchedule) String() string {
 func (*SnapshotSchedule) ProtoMessage() {}
 
 func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1708,7 @@ func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSchedule.ProtoReflect.Descriptor instead.
 func (*SnapshotSchedule) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{19}
+	return file_wal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotSchedule) GetName() string {
@@ -1727,7 +1782,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_wal_proto_msgTypes[20]
+	mi := &file_wal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1794,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[20]
+	mi := &file_wal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1807,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{20}
+	return file_wal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Snapshot) GetLsn() uint64 {
@@ -1872,7 +1927,8 @@ const file_wal_proto_rawDesc = "" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"#\n" +
 	"\rWalUnregister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
-	"\aWalTick\"\xba\x06\n" +
+	"\aWalTick\"\t\n" +
+	"\aWalNoop\"\xe5\x06\n" +
 	"\tWalRecord\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x12\x12\n" +
@@ -1894,7 +1950,8 @@ const file_wal_proto_rawDesc = "" +
 	"unregister\x18\x15 \x01(\v2\x19.xce.schema.WalUnregisterH\x00R\n" +
 	"unregister\x12)\n" +
 	"\x04tick\x18\x16 \x01(\v2\x13.xce.schema.WalTickH\x00R\x04tick\x12B\n" +
-	"\renqueue_batch\x18\x17 \x01(\v2\x1b.xce.schema.WalEnqueueBatchH\x00R\fenqueueBatchB\x04\n" +
+	"\renqueue_batch\x18\x17 \x01(\v2\x1b.xce.schema.WalEnqueueBatchH\x00R\fenqueueBatch\x12)\n" +
+	"\x04noop\x18\x18 \x01(\v2\x13.xce.schema.WalNoopH\x00R\x04noopB\x04\n" +
 	"\x02op\"\xbf\x04\n" +
 	"\vSnapshotJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
@@ -1957,7 +2014,7 @@ func file_wal_proto_rawDescGZIP() []byte {
 }
 
 var file_wal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_wal_proto_goTypes = []any{
 	(JobState)(0),            // 0: xce.schema.JobState
 	(*WalStamps)(nil),        // 1: xce.schema.WalStamps
@@ -1977,10 +2034,11 @@ var file_wal_proto_goTypes = []any{
 	(*WalRegister)(nil),      // 15: xce.schema.WalRegister
 	(*WalUnregister)(nil),    // 16: xce.schema.WalUnregister
 	(*WalTick)(nil),          // 17: xce.schema.WalTick
-	(*WalRecord)(nil),        // 18: xce.schema.WalRecord
-	(*SnapshotJob)(nil),      // 19: xce.schema.SnapshotJob
-	(*SnapshotSchedule)(nil), // 20: xce.schema.SnapshotSchedule
-	(*Snapshot)(nil),         // 21: xce.schema.Snapshot
+	(*WalNoop)(nil),          // 18: xce.schema.WalNoop
+	(*WalRecord)(nil),        // 19: xce.schema.WalRecord
+	(*SnapshotJob)(nil),      // 20: xce.schema.SnapshotJob
+	(*SnapshotSchedule)(nil), // 21: xce.schema.SnapshotSchedule
+	(*Snapshot)(nil),         // 22: xce.schema.Snapshot
 }
 var file_wal_proto_depIdxs = []int32{
 	1,  // 0: xce.schema.WalEnqueue.stamps:type_name -> xce.schema.WalStamps
@@ -2006,17 +2064,18 @@ var file_wal_proto_depIdxs = []int32{
 	16, // 20: xce.schema.WalRecord.unregister:type_name -> xce.schema.WalUnregister
 	17, // 21: xce.schema.WalRecord.tick:type_name -> xce.schema.WalTick
 	4,  // 22: xce.schema.WalRecord.enqueue_batch:type_name -> xce.schema.WalEnqueueBatch
-	0,  // 23: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
-	1,  // 24: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
-	1,  // 25: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
-	14, // 26: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
-	19, // 27: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
-	20, // 28: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	18, // 23: xce.schema.WalRecord.noop:type_name -> xce.schema.WalNoop
+	0,  // 24: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
+	1,  // 25: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
+	1,  // 26: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
+	14, // 27: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
+	20, // 28: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
+	21, // 29: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_wal_proto_init() }
@@ -2024,7 +2083,7 @@ func file_wal_proto_init() {
 	if File_wal_proto != nil {
 		return
 	}
-	file_wal_proto_msgTypes[17].OneofWrappers = []any{
+	file_wal_proto_msgTypes[18].OneofWrappers = []any{
 		(*WalRecord_Enqueue)(nil),
 		(*WalRecord_ClaimBatch)(nil),
 		(*WalRecord_Ack)(nil),
@@ -2039,6 +2098,7 @@ func file_wal_proto_init() {
 		(*WalRecord_Unregister)(nil),
 		(*WalRecord_Tick)(nil),
 		(*WalRecord_EnqueueBatch)(nil),
+		(*WalRecord_Noop)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2046,7 +2106,7 @@ func file_wal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wal_proto_rawDesc), len(file_wal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -82,13 +82,16 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 
 // Sender's view, carried by every message (doubles as a heartbeat).
 type PeerView struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          Role                   `protobuf:"varint,1,opt,name=role,proto3,enum=xce.schema.Role" json:"role,omitempty"`
-	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
-	Priority      uint32                 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`                    // index in --peers, 0 = highest
-	ConfigTag     uint64                 `protobuf:"varint,4,opt,name=config_tag,json=configTag,proto3" json:"config_tag,omitempty"` // first 8 bytes of the config SHA-256, 0 = none
-	WalPos        uint64                 `protobuf:"varint,5,opt,name=wal_pos,json=walPos,proto3" json:"wal_pos,omitempty"`          // last durable LSN of the sender's job log
-	LogTerm       uint64                 `protobuf:"varint,6,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`       // term of that log's last record (freshness: term, then LSN)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Role      Role                   `protobuf:"varint,1,opt,name=role,proto3,enum=xce.schema.Role" json:"role,omitempty"`
+	Term      uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Priority  uint32                 `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`                    // index in --peers, 0 = highest
+	ConfigTag uint64                 `protobuf:"varint,4,opt,name=config_tag,json=configTag,proto3" json:"config_tag,omitempty"` // first 8 bytes of the config SHA-256, 0 = none
+	WalPos    uint64                 `protobuf:"varint,5,opt,name=wal_pos,json=walPos,proto3" json:"wal_pos,omitempty"`          // last durable LSN of the sender's job log
+	LogTerm   uint64                 `protobuf:"varint,6,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`       // term of that log's last record (freshness: term, then LSN)
+	// Heartbeat round: a primary numbers its heartbeats; a standby echoes the
+	// newest round it has seen from its primary (read-index confirmation).
+	Round         uint64 `protobuf:"varint,7,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +164,13 @@ func (x *PeerView) GetWalPos() uint64 {
 func (x *PeerView) GetLogTerm() uint64 {
 	if x != nil {
 		return x.LogTerm
+	}
+	return 0
+}
+
+func (x *PeerView) GetRound() uint64 {
+	if x != nil {
+		return x.Round
 	}
 	return 0
 }
@@ -619,6 +629,8 @@ type Envelope struct {
 	//	*Envelope_ReplSnapshot
 	//	*Envelope_ReplRecords
 	//	*Envelope_ReplAck
+	//	*Envelope_Vote
+	//	*Envelope_VoteReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -783,6 +795,24 @@ func (x *Envelope) GetReplAck() *ReplAck {
 	return nil
 }
 
+func (x *Envelope) GetVote() *Vote {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_Vote); ok {
+			return x.Vote
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetVoteReply() *VoteReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_VoteReply); ok {
+			return x.VoteReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -835,6 +865,14 @@ type Envelope_ReplAck struct {
 	ReplAck *ReplAck `protobuf:"bytes,21,opt,name=repl_ack,json=replAck,proto3,oneof"`
 }
 
+type Envelope_Vote struct {
+	Vote *Vote `protobuf:"bytes,22,opt,name=vote,proto3,oneof"`
+}
+
+type Envelope_VoteReply struct {
+	VoteReply *VoteReply `protobuf:"bytes,23,opt,name=vote_reply,json=voteReply,proto3,oneof"`
+}
+
 func (*Envelope_Probe) isEnvelope_Body() {}
 
 func (*Envelope_ProbeReply) isEnvelope_Body() {}
@@ -858,6 +896,10 @@ func (*Envelope_ReplSnapshot) isEnvelope_Body() {}
 func (*Envelope_ReplRecords) isEnvelope_Body() {}
 
 func (*Envelope_ReplAck) isEnvelope_Body() {}
+
+func (*Envelope_Vote) isEnvelope_Body() {}
+
+func (*Envelope_VoteReply) isEnvelope_Body() {}
 
 // WAL replication (DESIGN §4.4). req_id carries the sync epoch.
 type ReplSnapshot struct {
@@ -984,13 +1026,113 @@ func (*ReplAck) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{13}
 }
 
+// Elections in quorum mode (DESIGN §4.4). A pre-vote asks whether the
+// receiver would vote for the sender in the sender's term + 1, without
+// changing anyone's term; a vote asks for the receiver's one vote of the
+// sender's (new) term. The sender's log position travels in PeerView.
+type Vote struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pre           bool                   `protobuf:"varint,1,opt,name=pre,proto3" json:"pre,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vote) Reset() {
+	*x = Vote{}
+	mi := &file_wire_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vote) ProtoMessage() {}
+
+func (x *Vote) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vote.ProtoReflect.Descriptor instead.
+func (*Vote) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Vote) GetPre() bool {
+	if x != nil {
+		return x.Pre
+	}
+	return false
+}
+
+type VoteReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pre           bool                   `protobuf:"varint,1,opt,name=pre,proto3" json:"pre,omitempty"`
+	Granted       bool                   `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoteReply) Reset() {
+	*x = VoteReply{}
+	mi := &file_wire_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoteReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoteReply) ProtoMessage() {}
+
+func (x *VoteReply) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoteReply.ProtoReflect.Descriptor instead.
+func (*VoteReply) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *VoteReply) GetPre() bool {
+	if x != nil {
+		return x.Pre
+	}
+	return false
+}
+
+func (x *VoteReply) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
 	"wire.proto\x12\n" +
-	"xce.schema\"\xb3\x01\n" +
+	"xce.schema\"\xc9\x01\n" +
 	"\bPeerView\x12$\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x10.xce.schema.RoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1a\n" +
@@ -998,7 +1140,8 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"config_tag\x18\x04 \x01(\x04R\tconfigTag\x12\x17\n" +
 	"\awal_pos\x18\x05 \x01(\x04R\x06walPos\x12\x19\n" +
-	"\blog_term\x18\x06 \x01(\x04R\alogTerm\"\a\n" +
+	"\blog_term\x18\x06 \x01(\x04R\alogTerm\x12\x14\n" +
+	"\x05round\x18\a \x01(\x04R\x05round\"\a\n" +
 	"\x05Probe\"\f\n" +
 	"\n" +
 	"ProbeReply\"\v\n" +
@@ -1027,7 +1170,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x13ReplConfigPushReply\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1f\n" +
 	"\vversion_tag\x18\x02 \x01(\x04R\n" +
-	"versionTag\"\xb5\x06\n" +
+	"versionTag\"\x95\a\n" +
 	"\bEnvelope\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\x04R\x05reqId\x12(\n" +
 	"\x04from\x18\x02 \x01(\v2\x14.xce.schema.PeerViewR\x04from\x12)\n" +
@@ -1046,13 +1189,21 @@ const file_wire_proto_rawDesc = "" +
 	"\x16repl_config_push_reply\x18\x12 \x01(\v2\x1f.xce.schema.ReplConfigPushReplyH\x00R\x13replConfigPushReply\x12?\n" +
 	"\rrepl_snapshot\x18\x13 \x01(\v2\x18.xce.schema.ReplSnapshotH\x00R\freplSnapshot\x12<\n" +
 	"\frepl_records\x18\x14 \x01(\v2\x17.xce.schema.ReplRecordsH\x00R\vreplRecords\x120\n" +
-	"\brepl_ack\x18\x15 \x01(\v2\x13.xce.schema.ReplAckH\x00R\areplAckB\x06\n" +
+	"\brepl_ack\x18\x15 \x01(\v2\x13.xce.schema.ReplAckH\x00R\areplAck\x12&\n" +
+	"\x04vote\x18\x16 \x01(\v2\x10.xce.schema.VoteH\x00R\x04vote\x126\n" +
+	"\n" +
+	"vote_reply\x18\x17 \x01(\v2\x15.xce.schema.VoteReplyH\x00R\tvoteReplyB\x06\n" +
 	"\x04body\"*\n" +
 	"\fReplSnapshot\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"%\n" +
 	"\vReplRecords\x12\x16\n" +
 	"\x06frames\x18\x01 \x01(\fR\x06frames\"\t\n" +
-	"\aReplAck*b\n" +
+	"\aReplAck\"\x18\n" +
+	"\x04Vote\x12\x10\n" +
+	"\x03pre\x18\x01 \x01(\bR\x03pre\"7\n" +
+	"\tVoteReply\x12\x10\n" +
+	"\x03pre\x18\x01 \x01(\bR\x03pre\x12\x18\n" +
+	"\agranted\x18\x02 \x01(\bR\agranted*b\n" +
 	"\x04Role\x12\x10\n" +
 	"\fROLE_BOOTING\x10\x00\x12\x12\n" +
 	"\x0eROLE_CANDIDATE\x10\x01\x12\x10\n" +
@@ -1074,7 +1225,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_wire_proto_goTypes = []any{
 	(Role)(0),                     // 0: xce.schema.Role
 	(*PeerView)(nil),              // 1: xce.schema.PeerView
@@ -1091,6 +1242,8 @@ var file_wire_proto_goTypes = []any{
 	(*ReplSnapshot)(nil),          // 12: xce.schema.ReplSnapshot
 	(*ReplRecords)(nil),           // 13: xce.schema.ReplRecords
 	(*ReplAck)(nil),               // 14: xce.schema.ReplAck
+	(*Vote)(nil),                  // 15: xce.schema.Vote
+	(*VoteReply)(nil),             // 16: xce.schema.VoteReply
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.PeerView.role:type_name -> xce.schema.Role
@@ -1107,11 +1260,13 @@ var file_wire_proto_depIdxs = []int32{
 	12, // 11: xce.schema.Envelope.repl_snapshot:type_name -> xce.schema.ReplSnapshot
 	13, // 12: xce.schema.Envelope.repl_records:type_name -> xce.schema.ReplRecords
 	14, // 13: xce.schema.Envelope.repl_ack:type_name -> xce.schema.ReplAck
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 14: xce.schema.Envelope.vote:type_name -> xce.schema.Vote
+	16, // 15: xce.schema.Envelope.vote_reply:type_name -> xce.schema.VoteReply
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -1132,6 +1287,8 @@ func file_wire_proto_init() {
 		(*Envelope_ReplSnapshot)(nil),
 		(*Envelope_ReplRecords)(nil),
 		(*Envelope_ReplAck)(nil),
+		(*Envelope_Vote)(nil),
+		(*Envelope_VoteReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1139,7 +1296,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -197,6 +197,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o := sm.DefaultOptions(i, peers)
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
+		o.SeedMode = o.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
 		d := simdisk.New()
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
 		nd := &simNode{id: i, disk: d, opts: o}

@@ -3,8 +3,6 @@ package sm
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -52,30 +50,27 @@ func (n *Node) mkdirs(dirs []string, then func()) {
 // ErrBadTermFile reports an unreadable data/term.
 var ErrBadTermFile = errors.New("corrupt term file")
 
-// ParseTerm parses data/term ("<decimal>\n").
+// ParseTerm parses data/term and returns its term (ParseTermVote also
+// returns the vote).
 func ParseTerm(b []byte) (uint64, error) {
-	s := strings.TrimSuffix(string(b), "\n")
-	t, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w '%s': %q is not a decimal term", ErrBadTermFile, TermPath, s)
-	}
-	return t, nil
+	t, _, err := ParseTermVote(b)
+	return t, err
 }
 
 func (n *Node) onTermRead(d IODone) {
 	switch d.Err {
 	case IOOK:
-		t, err := ParseTerm(d.Data)
+		t, v, err := ParseTermVote(d.Data)
 		if err != nil {
 			n.die("fatal.term", err.Error())
 			return
 		}
-		n.term = t
+		n.term, n.vote, n.durTerm, n.durVote = t, v, t, v
 		// What we act on must be durable even if an earlier process died
 		// after a failed fsync left it only in the page cache.
 		n.io(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
 			n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
-				n.loadSaved(func() { n.scanLogPosition(func() { n.startElection(false) }) })
+				n.loadSaved(func() { n.scanLogPosition(n.afterBootScan) })
 			})
 		})
 		return
@@ -85,7 +80,14 @@ func (n *Node) onTermRead(d IODone) {
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(func() { n.scanLogPosition(func() { n.startElection(false) }) })
+	n.loadSaved(func() { n.scanLogPosition(n.afterBootScan) })
+}
+
+// afterBootScan: a log holding records of a term above data/term (a
+// standby appended them and died before its term write) raises the term.
+func (n *Node) afterBootScan() {
+	n.observeTerm(n.logPos.term)
+	n.startElection(false)
 }
 
 // loadSaved resolves conf/current -> versioned file and verifies it. A

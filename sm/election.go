@@ -2,7 +2,6 @@ package sm
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -42,6 +41,7 @@ func (n *Node) startElection(failover bool) {
 	n.role = RoleCandidate
 	n.primary = -1
 	n.promoting = false
+	n.ballot = ballot{}
 	n.failover = failover
 	n.standbys = nil
 	n.srepl = nil
@@ -63,9 +63,14 @@ func (n *Node) startElection(failover bool) {
 }
 
 func (n *Node) onTimer(k TimerKind) {
+	n.syncHA() // retry a data/term write that failed: messages wait for it
 	switch k {
 	case TimerElection:
-		if n.role == RoleCandidate && !n.promoting {
+		switch {
+		case n.role != RoleCandidate || n.promoting:
+		case n.ballot.stage != voteNone:
+			n.onBallotTimeout()
+		default:
 			n.declare()
 		}
 	case TimerProbe:
@@ -74,8 +79,8 @@ func (n *Node) onTimer(k TimerKind) {
 			n.setTimer(TimerProbe, n.opt.ProbeInterval)
 		}
 	case TimerHeartbeat:
-		if n.role == RolePrimary {
-			n.broadcast(Msg{Type: MsgHeartbeat})
+		if n.role == RolePrimary && n.checkQuorum() {
+			n.startRound()
 			n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
 			if n.jobs != nil && n.jobs.recovered {
 				n.releaseWaiting() // a standby that went silent no longer holds writes
@@ -132,29 +137,17 @@ func (n *Node) declare() {
 		n.becomePrimary(n.term)
 		return
 	}
+	if n.quorumMode() {
+		n.setTimer(TimerProbe, n.opt.ProbeInterval) // keep looking for a live primary
+		n.startPreVote()
+		return
+	}
 	n.log(Info, "election.primary", fmt.Sprintf("HA election: no higher-priority candidate responded within %dms — starting as primary (my_priority=%d)",
 		n.deadline.Milliseconds(), n.opt.Self))
-	newTerm := max(n.term, n.maxTerm) + 1
+	// Seed mode: the new term is ours once durable (onHADurable promotes).
+	n.term, n.vote = max(n.term, n.maxTerm)+1, -1
 	n.promoting = true
-	n.persistTerm(newTerm, func() {
-		if n.role == RoleCandidate && n.promoting {
-			n.becomePrimary(newTerm)
-		}
-	})
-}
-
-// persistTerm writes data/term crash-safely: tmp, fsync, rename, fsync dir.
-func (n *Node) persistTerm(t uint64, then func()) {
-	data := []byte(strconv.FormatUint(t, 10) + "\n")
-	fail := func(what string, d IODone) {
-		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — retrying election", what, d.Err, d.Detail))
-		n.promoting = false
-		n.startElection(n.failover)
-	}
-	n.replaceDurably(termTmpPath, TermPath, DataDir, data, fail, func() {
-		n.term = t
-		then()
-	})
+	n.syncHA()
 }
 
 func (n *Node) becomePrimary(term uint64) {
@@ -170,13 +163,18 @@ func (n *Node) becomePrimary(term uint64) {
 	n.pTerm = term
 	n.serving = true
 	n.standbys = map[int]bool{}
+	n.peerHeard, n.peerRound = map[int]int64{}, map[int]uint64{}
+	for p := range n.opt.Peers {
+		n.peerHeard[p] = int64(n.now.Mono) // they voted for us just now
+	}
+	n.round, n.roundPending, n.roundWanted = 0, false, false
 	n.cancelTimer(TimerFailure)
 	staleNote := ""
 	if n.stale {
 		staleNote = ", config_stale"
 	}
 	n.log(Info, "ha.promoted", fmt.Sprintf("Promoted to primary (term=%d, config tag=%016x%s)", term, n.cfg.tag, staleNote))
-	n.broadcast(Msg{Type: MsgHeartbeat})
+	n.startRound()
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
 	n.startRecovery()
 }
@@ -198,8 +196,16 @@ func outranks(a uint64, pa int, b uint64, pb int) bool {
 func (n *Node) seenPrimary(from int, term uint64) {
 	switch n.role {
 	case RoleCandidate:
+		if n.quorumMode() && term < n.term {
+			n.send(from, Msg{Type: MsgProbeReply})
+			return
+		}
 		n.becomeStandby(from, term, "HA election: candidate %s responded — starting as standby (my_priority=%d)")
 	case RoleStandby:
+		if n.quorumMode() && term < n.term {
+			n.send(from, Msg{Type: MsgProbeReply}) // a deposed primary: show it our term
+			return
+		}
 		if from == n.primary {
 			n.pTerm = max(n.pTerm, term)
 			n.heard()
@@ -235,6 +241,8 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.cancelTimer(TimerProbe)
 	n.role = RoleStandby
 	n.promoting = false
+	n.ballot = ballot{}
+	n.lastRound = 0
 	n.srepl = nil
 	n.epochSeen = 0 // sync epochs count per primary
 	n.primary = p
@@ -250,6 +258,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 
 // heard records life from the primary and re-arms failure detection.
 func (n *Node) heard() {
+	n.heardAt = int64(n.now.Mono)
 	n.setTimer(TimerFailure, n.opt.FailureTimeout)
 }
 
@@ -264,13 +273,40 @@ func (n *Node) onMsg(from int, m Msg) {
 	}
 	n.maxTerm = max(n.maxTerm, m.Term)
 	n.noteView(from, m)
-	if n.role == RoleCandidate && n.failover && !n.promoting && m.Role != RolePrimary && n.bestCandidate() {
+	switch m.Type {
+	case MsgPreVote: // never changes a term
+		n.onPreVote(from, m)
+		return
+	case MsgVote: // must not depose a live primary: its own term rules
+		n.onVote(from, m)
+		return
+	}
+	literalP0 := n.opt.SeedLiteralP0 && n.opt.Self == 0 && n.role == RolePrimary
+	if m.Term > n.term && !literalP0 { // the seed-literal P0 never yields (the hole it shows)
+		// A higher term: make it ours (durable before we say anything),
+		// and give up any claim to the lower one.
+		wasPrimary := n.role == RolePrimary
+		n.observeTerm(m.Term)
+		n.promoting = false
+		n.ballot = ballot{}
+		if wasPrimary {
+			n.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s is in term %d, above ours — stepping down", n.peerName(from), m.Term))
+			n.stepDown("stepped down: outcome unknown, check before retrying against the primary")
+		}
+	}
+	if n.role == RoleCandidate && n.failover && !n.promoting && n.ballot.stage == voteNone && m.Role != RolePrimary && n.bestCandidate() {
 		// Every live peer answered and none is fresher (or as fresh with a
 		// higher priority): no reason to wait for the deadline.
 		n.declare()
 		if n.role == RoleStopped {
 			return
 		}
+	}
+	if n.role == RolePrimary && m.Role == RoleStandby && m.Term == n.term && n.quorumMode() {
+		// Only our standbys are standbys in our term: CheckQuorum and the
+		// read index count it.
+		n.peerHeard[from] = int64(n.now.Mono)
+		n.onRoundEcho(from, m.Round)
 	}
 	if n.role == RoleStandby && from == n.primary && m.Role != RolePrimary {
 		n.lost = true // our primary restarted or stepped down: follow whoever leads now
@@ -284,8 +320,13 @@ func (n *Node) onMsg(from int, m Msg) {
 	switch m.Type {
 	case MsgProbe:
 		n.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
+	case MsgPreVoteReply:
+		n.onVoteReply(from, m, true)
+	case MsgVoteReply:
+		n.onVoteReply(from, m, false)
 	case MsgProbeReply, MsgHeartbeat:
 		if m.Type == MsgHeartbeat && n.role == RoleStandby && from == n.primary {
+			n.lastRound = max(n.lastRound, m.Round)
 			n.checkPrimaryTag(m.ConfigTag)
 			n.ackRepl() // liveness and position, every heartbeat
 		}

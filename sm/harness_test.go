@@ -65,7 +65,8 @@ type hnode struct {
 	exitAt  time.Duration
 	ops     []sm.FileOp // every FileOp executed, in order
 	sent    []sent
-	primary bool // was ever RolePrimary
+	replies []sm.Reply // client replies, in order
+	primary bool       // was ever RolePrimary
 }
 
 type harness struct {
@@ -257,6 +258,8 @@ func (h *harness) execute(hn *hnode, e sm.Effect) {
 		delete(hn.timers, x.Kind)
 	case sm.Log:
 		hn.logs = append(hn.logs, x)
+	case sm.Reply:
+		hn.replies = append(hn.replies, x)
 	case sm.Exit:
 		hn.exits = append(hn.exits, x)
 		hn.exitAt = h.now
@@ -363,6 +366,17 @@ func (hn *hnode) opsOf(k sm.OpKind) []sm.FileOp {
 	var out []sm.FileOp
 	for _, op := range hn.ops {
 		if op.Op == k {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// confOpsOf lists the FileOps of kind k on conf/ (not the HA term file).
+func (hn *hnode) confOpsOf(k sm.OpKind) []sm.FileOp {
+	var out []sm.FileOp
+	for _, op := range hn.opsOf(k) {
+		if strings.HasPrefix(op.Path, sm.ConfDir+"/") {
 			out = append(out, op)
 		}
 	}

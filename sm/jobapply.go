@@ -238,6 +238,8 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 	case *schema.WalRecord_Tick:
 		rep.Jobs = q.Tick(now)
 		rep.OK = true
+	case *schema.WalRecord_Noop:
+		rep.OK = true
 	default:
 		return rep, fmt.Errorf("WAL record %d has no known operation", rec.GetLsn())
 	}

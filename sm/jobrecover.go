@@ -70,16 +70,19 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 			j.liveSegs[wal.WALDir+"/"+s] = true
 		}
 	}
-	replay := func(snapLSN uint64) {
+	replay := func(snapLSN, snapTerm uint64) {
 		j.nextLSN = snapLSN + 1
-		n.replaySegments(j, plan.Segments, snapLSN)
+		n.replaySegments(j, plan.Segments, plan.Segments, logPos{term: snapTerm, lsn: snapLSN})
 	}
 	if plan.Snapshot == "" {
-		replay(0)
+		replay(0, 0)
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+	n.readDurably(path, func(d IODone) {
+		if n.jobs != j {
+			return // stepped down: this recovery is abandoned
+		}
 		var q *queue.Queues
 		var lsn uint64
 		err := ioErr(d)
@@ -98,9 +101,27 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 		j.q = q
 		n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, lsn))
-		replay(lsn)
+		replay(lsn, j.lastTerm)
 	})
 }
+
+// readDurably reads path and, if that worked, fsyncs it before handing the
+// contents on: what recovery counts must be durable, even if an earlier
+// process died with it only in the page cache (a failed fsync is fatal).
+func (n *Node) readDurably(path string, k func(IODone)) {
+	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+		if d.Err != IOOK {
+			k(d)
+			return
+		}
+		n.io(FileOp{Op: OpFsync, Path: path}, func(IODone) { k(d) })
+	})
+}
+
+// errDiverged: a segment's record at the snapshot's LSN has another term —
+// the segments are the rest of a log the snapshot replaced (a standby died
+// installing its primary's snapshot before removing its old segments).
+var errDiverged = errors.New("log diverges from the snapshot")
 
 func ioErr(d IODone) error {
 	if d.Err == IOOK {
@@ -109,19 +130,27 @@ func ioErr(d IODone) error {
 	return fmt.Errorf("%s %s", d.Err, d.Detail)
 }
 
-// replaySegments replays segs[0] and continues with the rest.
-func (n *Node) replaySegments(j *jobState, segs []string, snapLSN uint64) {
+// replaySegments replays segs[0] and continues with the rest (all is the
+// whole plan); snap is the snapshot's position.
+func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	if len(segs) == 0 {
 		n.finishRecovery(j)
 		return
 	}
+	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+	n.readDurably(path, func(d IODone) {
+		if n.jobs != j {
+			return // stepped down: this recovery is abandoned
+		}
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return
 		}
 		validLen, err := wal.Walk(d.Data, func(off int, rec *schema.WalRecord) error {
+			if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
+				return errDiverged
+			}
 			if rec.GetLsn() <= snapLSN {
 				return nil
 			}
@@ -131,6 +160,11 @@ func (n *Node) replaySegments(j *jobState, segs []string, snapLSN uint64) {
 			n.replayRecord(j, rec, off, path)
 			return nil
 		})
+		if errors.Is(err, errDiverged) {
+			n.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
+			n.removeFiles(prefixAll(wal.WALDir, all), wal.WALDir, func() { n.finishRecovery(j) })
+			return
+		}
 		var ce *wal.CorruptError
 		if errors.As(err, &ce) {
 			if !n.opt.WALRepair {
@@ -155,7 +189,7 @@ func (n *Node) replaySegments(j *jobState, segs []string, snapLSN uint64) {
 			})
 			return
 		}
-		n.replaySegments(j, rest, snapLSN)
+		n.replaySegments(j, rest, all, snap)
 	})
 }
 
@@ -210,6 +244,12 @@ func (n *Node) finishRecovery(j *jobState) {
 	j.recoveredLSN = j.durableLSN
 	n.logPos = logPos{term: j.lastTerm, lsn: j.durableLSN}
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+	// The term's first record: committing it commits everything before.
+	now := max(n.now.Wall/1e9, j.lastNow)
+	rec := &schema.WalRecord{Lsn: j.nextLSN, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	j.nextLSN++
+	j.lastNow = now
+	n.appendRecord(rec)
 	for _, s := range sortedKeys(n.standbys) {
 		n.startSync(s) // standbys that joined while we recovered
 	}

@@ -22,12 +22,13 @@ type jobState struct {
 	batches      []walBatch // records not yet written, oldest first
 	writing      bool
 	waiting      []waitingReply
+	reads        []waitingRead // quorum mode: reads waiting for their round
 	lostFound    int
 	ckpt         checkpoint
 	liveSegs     map[string]bool   // segments known on disk (for obsolete removal)
 	repl         map[int]*replPeer // standbys receiving the log
 	replEpoch    uint64
-	lastTerm     uint64 // term of the last replayed record (recovery)
+	lastTerm     uint64 // term of the last record (replayed or appended)
 	recoveredLSN uint64 // the log recovery ended at
 }
 
@@ -43,6 +44,13 @@ type walBatch struct {
 type waitingReply struct {
 	lsn uint64
 	rep Reply
+}
+
+// waitingRead is a read answered once lsn is committed and round confirmed.
+type waitingRead struct {
+	lsn   uint64
+	round uint64
+	rep   Reply
 }
 
 // onClientOp handles a client request (seed 000 ops over seed 002's
@@ -76,7 +84,12 @@ func (n *Node) onClientOp(c ClientOp) {
 			rep.Jobs = j.q.List(req.Queue)
 		}
 		// A read may observe applied records whose fsync is pending: answer
-		// only once they are durable.
+		// only once they are durable (committed, and still ours: quorum mode).
+		if n.quorumMode() {
+			j.reads = append(j.reads, waitingRead{lsn: j.nextLSN - 1, round: n.readRound(), rep: rep})
+			n.releaseWaiting()
+			return
+		}
 		n.replyWhenDurable(j.nextLSN-1, rep)
 		return
 	}
@@ -168,6 +181,7 @@ func (n *Node) appendRecord(rec *schema.WalRecord) {
 	}
 	b := &j.batches[len(j.batches)-1]
 	rec.Term = n.term
+	j.lastTerm = n.term
 	if b.n == 0 {
 		b.firstLSN = rec.GetLsn()
 	}
@@ -243,6 +257,9 @@ func (n *Node) failWaiting(why string) {
 	}
 	for _, w := range n.jobs.waiting {
 		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.primary})
+	}
+	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
+		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary})
 	}
 	n.jobs = nil // a future promotion recovers from disk again
 }

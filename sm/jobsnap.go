@@ -39,7 +39,7 @@ func (n *Node) maybeCheckpoint() {
 	j.ckpt.inProgress = true
 	lsn := j.nextLSN - 1
 	snap := exportSnapshot(j.q, lsn)
-	snap.Term = n.term
+	snap.Term = j.lastTerm
 	// New records go to a new segment; the old ones hold LSNs <= lsn only.
 	j.seg, j.segRecords = wal.SegmentPath(j.nextLSN), 0
 	data, err := wal.EncodeSnapshot(snap)

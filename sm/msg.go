@@ -16,6 +16,10 @@ const (
 	MsgReplSnapshot                           // primary -> standby: Bytes = a snapshot file; ReqID = sync epoch
 	MsgReplRecords                            // primary -> standby: Bytes = WAL frames; ReqID = sync epoch
 	MsgReplAck                                // standby -> primary: WALPos = its durable LSN; ReqID = sync epoch
+	MsgPreVote                                // candidate -> peer: would you vote for me in Term+1? (quorum mode)
+	MsgPreVoteReply                           // Accepted = yes
+	MsgVote                                   // candidate -> peer: your vote of Term, please
+	MsgVoteReply                              // Accepted = granted (sent only once durable)
 	msgTypeEnd
 )
 
@@ -48,6 +52,14 @@ func (t MsgType) String() string {
 		return "repl-records"
 	case MsgReplAck:
 		return "repl-ack"
+	case MsgPreVote:
+		return "pre-vote"
+	case MsgPreVoteReply:
+		return "pre-vote-reply"
+	case MsgVote:
+		return "vote"
+	case MsgVoteReply:
+		return "vote-reply"
 	default:
 		return "msg?"
 	}
@@ -65,6 +77,9 @@ type Msg struct {
 	Priority int    // sender's index in --peers (0 = highest)
 	WALPos   uint64 // sender's last durable job-log LSN
 	LogTerm  uint64 // term of that log's last record: freshness is (LogTerm, WALPos)
+	// Round numbers a primary's heartbeats; a standby echoes the newest
+	// round it saw from its primary (read-index confirmation).
+	Round uint64
 	// ConfigTag is the sender's config tag, except in ReplConfigReply and
 	// ReplConfigPush where it is the tag of the carried config.
 	ConfigTag uint64

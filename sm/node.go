@@ -17,11 +17,30 @@ type Node struct {
 	out []Effect
 
 	role    Role
-	term    uint64 // durable term (made durable before acting as primary)
+	term    uint64 // current term: the highest seen (durable before any send reveals it)
+	vote    int    // peer voted for in term, -1 if none
 	maxTerm uint64 // highest term seen from any peer
 	primary int    // index of the primary we follow (or Self), -1 if none
 	pTerm   uint64 // that primary's term
 	rng     uint64 // xorshift64 state (seed 002 §9.0)
+
+	durTerm   uint64 // data/term as durable
+	durVote   int
+	haWriting bool   // a data/term write is in flight
+	held      []Send // sends waiting for data/term (hastate.go)
+	ballot    ballot // candidate: the current (pre-)vote round (vote.go)
+	heardAt   int64  // standby: Mono of the last message from its primary
+	// Primary, quorum mode: when each standby last acknowledged us (for
+	// CheckQuorum) and the newest heartbeat round it echoed (read index).
+	peerHeard    map[int]int64
+	peerRound    map[int]uint64
+	round        uint64 // primary: heartbeat rounds sent
+	roundPending bool   // a round is unconfirmed
+	roundWanted  bool   // a read waits for a round after the pending one
+	lastRound    uint64 // standby: newest round seen from its primary
+	installBusy  bool   // standby: a snapshot install is writing files
+	snapQueued   *Msg   // the newest snapshot that arrived meanwhile
+	snapFrom     int
 
 	timerGen  [timerKinds]uint64
 	nextID    uint64                  // FileOp ids and request ids
@@ -70,7 +89,7 @@ func NewNode(opt Options) (*Node, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	return &Node{opt: opt, primary: -1, failedP: -1, pending: map[uint64]func(IODone){}}, nil
+	return &Node{opt: opt, primary: -1, failedP: -1, vote: -1, durVote: -1, pending: map[uint64]func(IODone){}}, nil
 }
 
 // Step feeds one input and returns the effects to execute, in order.
@@ -117,8 +136,14 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 // Role is the node's current HA role.
 func (n *Node) Role() Role { return n.role }
 
-// Term is the node's durable term.
+// Term is the node's current term.
 func (n *Node) Term() uint64 { return n.term }
+
+// DurableTerm is the term and vote data/term holds (checkers).
+func (n *Node) DurableTerm() (uint64, int) { return n.durTerm, n.durVote }
+
+// QuorumMode reports whether the node runs in quorum mode.
+func (n *Node) QuorumMode() bool { return n.quorumMode() }
 
 // ViewTerm is the term the node acts in: its own as primary, else the
 // highest term it knows (its primary's).
@@ -214,17 +239,23 @@ func (n *Node) send(to int, m Msg) {
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
 		m.ConfigTag = n.ConfigTag()
 	}
-	n.emit(Send{To: to, Msg: m})
+	switch {
+	case n.role == RolePrimary && m.Type == MsgHeartbeat:
+		m.Round = n.round
+	case n.role == RoleStandby && to == n.primary:
+		m.Round = n.lastRound
+	}
+	s := Send{To: to, Msg: m}
+	if n.haDirty() {
+		n.hold(s) // it reveals a term or vote not durable yet
+		return
+	}
+	n.emit(s)
 }
 
-// viewTerm is the term we advertise: ours as primary, else the highest
-// term we know of (so a restarted node learns it back).
-func (n *Node) viewTerm() uint64 {
-	if n.role == RolePrimary {
-		return n.term
-	}
-	return max(n.term, n.pTerm)
-}
+// viewTerm is the term we advertise: the highest we know of (so a
+// restarted node learns it back).
+func (n *Node) viewTerm() uint64 { return max(n.term, n.pTerm) }
 
 func (n *Node) broadcast(m Msg) {
 	for i := range n.opt.Peers {
@@ -308,3 +339,7 @@ func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
 	}
 	return &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: modTime}, ""
 }
+
+// LogPosition is the freshness of the node's durable job log: the term of
+// its last record, then its LSN.
+func (n *Node) LogPosition() (term, lsn uint64) { return n.logPos.term, n.logPos.lsn }

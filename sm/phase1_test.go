@@ -204,7 +204,7 @@ func TestConfSha256ChangeDetection(t *testing.T) {
 		if !s.n.Serving() || s.n.ConfigTag() != tagA || !s.hasLog("conf.up-to-date", sm.Info) {
 			t.Errorf("serving=%v tag=%016x, want serving with %016x and conf.up-to-date\n%s", s.n.Serving(), s.n.ConfigTag(), tagA, s.logDump())
 		}
-		if w := append(s.opsOf(sm.OpWrite), s.opsOf(sm.OpRename)...); len(w) != 0 {
+		if w := append(s.confOpsOf(sm.OpWrite), s.confOpsOf(sm.OpRename)...); len(w) != 0 {
 			t.Errorf("up-to-date standby wrote/renamed %v, want nothing", w)
 		}
 	})
@@ -260,7 +260,7 @@ func TestConfSha256FullIntegrity(t *testing.T) {
 			if l := s.logsWithKey("conf.fetch-mismatch")[0]; !strings.Contains(l.Text, "Retrying (1/20)") {
 				t.Errorf("mismatch log %q does not count the attempt", l.Text)
 			}
-			if w := s.opsOf(sm.OpWrite); len(w) != 0 {
+			if w := s.confOpsOf(sm.OpWrite); len(w) != 0 {
 				t.Errorf("mismatching bytes were written: %v", w)
 			}
 			if files := confFiles(s.disk.Files()); len(files) != 0 {
@@ -643,7 +643,7 @@ func TestConfZeroTagSentinel(t *testing.T) {
 		if !strings.Contains(s.n.FatalReason(), "BUG: primary sent zero version_tag") {
 			t.Errorf("fatal reason %q lacks the seed's wording", s.n.FatalReason())
 		}
-		if w := s.opsOf(sm.OpWrite); len(w) != 0 {
+		if w := s.confOpsOf(sm.OpWrite); len(w) != 0 {
 			t.Errorf("zero-tag config was written: %v", w)
 		}
 	})
@@ -734,8 +734,9 @@ func TestAmIPrimaryNoPeers(t *testing.T) {
 			t.Errorf("%v timer armed, want no election wait", k)
 		}
 	}
-	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1\n" {
-		t.Errorf("durable %s = %q, want \"1\\n\"", sm.TermPath, got)
+	// A one-node cluster is its own majority: it votes for itself.
+	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1 0\n" {
+		t.Errorf("durable %s = %q, want \"1 0\\n\" (term 1, vote for n0)", sm.TermPath, got)
 	}
 	if !n.n.Serving() || !n.hasLog("ha.promoted", sm.Info) {
 		t.Errorf("serving=%v, want serving and ha.promoted", n.n.Serving())
@@ -765,8 +766,9 @@ func TestAmIPrimaryHigherAlive(t *testing.T) {
 	if len(h.outboxOf(sm.MsgJoin)) != 1 {
 		t.Errorf("standby did not join the primary to fetch its config")
 	}
-	if _, ok := n.disk.Files()[sm.TermPath]; ok || n.n.Term() != 0 {
-		t.Errorf("standby wrote a term (term %d)", n.n.Term())
+	// Following the primary, it made the primary's term its own, durably.
+	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "4\n" || n.n.Term() != 4 {
+		t.Errorf("standby of a term-4 primary: durable term %q, term %d; want \"4\\n\", 4", got, n.n.Term())
 	}
 	// It stays a standby past its own deadline while the primary lives.
 	keepAlive(h, p, 2, 5*time.Second, nil)
@@ -797,7 +799,7 @@ func TestAmIPrimaryHigherAlive(t *testing.T) {
 func TestAmIPrimaryDeadlineExpires(t *testing.T) {
 	blob := testConfig(t, "A", 1)
 	h := newHarness(t, 3)
-	n := h.add(2, nil, nil)
+	n := h.add(2, nil, func(o *sm.Options) { o.SeedMode = true }) // the seed's rule: no majority needed
 	install(t, n.disk, blob, epoch)
 	var becamePrimaryAt time.Duration = -1
 	h.onStep = func(i int, _ sm.Input, _ []sm.Effect) {
@@ -904,10 +906,11 @@ func TestAmIPrimarySimultaneousBoot(t *testing.T) {
 		}
 	})
 
+	// The seed's split brain (seed mode): a cut-off node 0 declares too.
 	t.Run("node1-declared-first", func(t *testing.T) {
 		h := newHarness(t, 3)
 		for i := 0; i < 3; i++ {
-			h.add(i, nil, nil)
+			h.add(i, nil, func(o *sm.Options) { o.SeedMode = true })
 			install(t, h.node(i).disk, blob, epoch)
 		}
 		n0, n1, n2 := h.node(0), h.node(1), h.node(2)
@@ -1041,8 +1044,13 @@ func TestStandbyNoConfigNoPrimaryFatal(t *testing.T) {
 	if j, r := len(h.outboxOf(sm.MsgJoin)), len(h.outboxOf(sm.MsgReplConfig)); j != s.opts.FetchMaxAttempts || r != s.opts.FetchMaxAttempts {
 		t.Errorf("%d joins and %d config requests, want %d each", j, r, s.opts.FetchMaxAttempts)
 	}
-	if s.primary || len(s.opsOf(sm.OpWrite)) != 0 {
-		t.Errorf("ever primary=%v writes=%v", s.primary, s.opsOf(sm.OpWrite))
+	for _, w := range s.opsOf(sm.OpWrite) {
+		if w.Path != "data/term.tmp" { // following the primary makes its term durable
+			t.Errorf("wrote %s; want no write but data/term", w.Path)
+		}
+	}
+	if s.primary {
+		t.Errorf("became primary")
 	}
 }
 

@@ -54,7 +54,7 @@ func (n *Node) startSync(s int) {
 	j.replEpoch++
 	lsn := j.nextLSN - 1
 	snap := exportSnapshot(j.q, lsn)
-	snap.Term = n.logPos.term
+	snap.Term = j.lastTerm // the term of the record at lsn
 	data, err := wal.EncodeSnapshot(snap)
 	if err != nil || len(data) > MaxConfigSize {
 		n.log(Warn, "repl.too-large", fmt.Sprintf("job state of %d bytes cannot be replicated to %s (limit %d): writes are acknowledged without it", len(data), n.peerName(s), MaxConfigSize))
@@ -156,6 +156,9 @@ func (n *Node) onReplAck(from int, m Msg) {
 // writes up instead of letting them skip replication.
 func (n *Node) replicated(lsn uint64) bool {
 	j := n.jobs
+	if n.quorumMode() {
+		return lsn <= n.commitLSN()
+	}
 	need, have, live := n.opt.SyncStandbys, 0, 0
 	for _, rp := range j.repl {
 		if int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout) {
@@ -179,6 +182,16 @@ func (n *Node) releaseWaiting() {
 		k++
 	}
 	j.waiting = j.waiting[k:]
+	if len(j.reads) == 0 {
+		return
+	}
+	conf := n.confirmedRound()
+	k = 0
+	for k < len(j.reads) && j.reads[k].round <= conf && j.reads[k].lsn <= j.durableLSN && n.replicated(j.reads[k].lsn) {
+		n.emit(j.reads[k].rep)
+		k++
+	}
+	j.reads = j.reads[k:]
 }
 
 // --- standby side ---
@@ -186,6 +199,14 @@ func (n *Node) releaseWaiting() {
 func (n *Node) onReplSnapshot(from int, m Msg) {
 	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
 		return // not our primary's, or an older sync than one already started (a late message)
+	}
+	if n.installBusy {
+		// One install at a time: they rewrite the same files. The newest
+		// waiting snapshot goes next.
+		n.snapQueued = &Msg{}
+		*n.snapQueued = m
+		n.snapFrom = from
+		return
 	}
 	n.epochSeen = m.ReqID
 	snap, err := wal.DecodeSnapshot(m.Bytes)
@@ -195,18 +216,31 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	}
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
 	n.srepl = sr
+	n.installBusy = true
 	lsn := snap.GetLsn()
 	fail := func(what string, d IODone) {
 		n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
 		if n.srepl == sr {
 			n.srepl = nil
 		}
+		n.installDone()
 	}
 	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
 		n.replaceDurably(wal.SnapDir+"/"+wal.SnapshotTempName(lsn), wal.SnapshotPath(lsn), wal.SnapDir, m.Bytes, fail, func() {
-			// Only the primary's log may remain: every other file goes.
+			// Only the primary's log may remain: every other file goes
+			// (a crash before that leaves segments recovery recognises as
+			// another log's, errDiverged). A node that left the standby
+			// role stops here: its files are recovery's now.
+			if n.srepl != sr {
+				n.installDone()
+				return
+			}
 			n.listNames(wal.WALDir, func(segs []string) {
 				n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
+					if n.srepl != sr {
+						n.installDone()
+						return
+					}
 					n.listNames(wal.SnapDir, func(snaps []string) {
 						var old []string
 						for _, s := range snaps {
@@ -215,6 +249,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 							}
 						}
 						n.removeFiles(old, wal.SnapDir, func() {
+							defer n.installDone()
 							if n.srepl != sr {
 								return
 							}
@@ -230,6 +265,15 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 			})
 		})
 	})
+}
+
+// installDone ends a snapshot install and starts the one that waited.
+func (n *Node) installDone() {
+	n.installBusy = false
+	if q := n.snapQueued; q != nil {
+		n.snapQueued = nil
+		n.onReplSnapshot(n.snapFrom, *q)
+	}
 }
 
 // ackRepl tells the primary our durable position (epoch 0 when not
@@ -366,64 +410,6 @@ func (n *Node) noteView(from int, m Msg) {
 		n.views = map[int]peerView{}
 	}
 	n.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(n.now.Mono)}
-}
-
-// scanLogPosition finds the freshness of the job log on disk at boot: the
-// last record of the newest segment, else the newest snapshot.
-func (n *Node) scanLogPosition(then func()) {
-	list := func(dir string, k func([]string)) {
-		n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
-			if d.Err != IOOK {
-				if d.Err != IONotExist {
-					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot list %s: %s %s — log position taken as empty", dir, d.Err, d.Detail))
-				}
-				k(nil) // no log yet (or unreadable: recovery will say so)
-				return
-			}
-			names := make([]string, len(d.Entries))
-			for i, e := range d.Entries {
-				names[i] = e.Name
-			}
-			k(names)
-		})
-	}
-	list(wal.WALDir, func(segs []string) {
-		list(wal.SnapDir, func(snaps []string) {
-			fromSnap := func() {
-				ss := wal.SortSnapshots(snaps)
-				if len(ss) == 0 {
-					then()
-					return
-				}
-				n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + ss[len(ss)-1], MaxSize: maxLogFile}, func(d IODone) {
-					if s, err := wal.DecodeSnapshot(d.Data); d.Err == IOOK && err == nil {
-						n.logPos = logPos{term: s.GetTerm(), lsn: s.GetLsn()}
-					} else {
-						n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot: %s %v", d.Err, err))
-					}
-					then()
-				})
-			}
-			sorted := wal.SortSegments(segs)
-			if len(sorted) == 0 {
-				fromSnap()
-				return
-			}
-			n.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + sorted[len(sorted)-1], MaxSize: maxLogFile}, func(d IODone) {
-				if d.Err != IOOK {
-					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest segment: %s %s", d.Err, d.Detail))
-				}
-				recs, _, _ := wal.Scan(d.Data)
-				if d.Err != IOOK || len(recs) == 0 {
-					fromSnap()
-					return
-				}
-				last := recs[len(recs)-1]
-				n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
-				then()
-			})
-		})
-	})
 }
 
 // bestCandidate: in a failover election, every peer but the failed

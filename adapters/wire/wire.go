@@ -79,6 +79,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 			ConfigTag: m.ConfigTag,
 			WalPos:    m.WALPos,
 			LogTerm:   m.LogTerm,
+			Round:     m.Round,
 		},
 	}
 	switch m.Type {
@@ -125,6 +126,10 @@ func Encode(m sm.Msg) ([]byte, error) {
 		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes}}
 	case sm.MsgReplAck:
 		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{}}
+	case sm.MsgPreVote, sm.MsgVote:
+		env.Body = &schema.Envelope_Vote{Vote: &schema.Vote{Pre: m.Type == sm.MsgPreVote}}
+	case sm.MsgPreVoteReply, sm.MsgVoteReply:
+		env.Body = &schema.Envelope_VoteReply{VoteReply: &schema.VoteReply{Pre: m.Type == sm.MsgPreVoteReply, Granted: m.Accepted}}
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(env)
 	if err != nil {
@@ -153,6 +158,10 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplSnapshot:        {bytes: true},
 	sm.MsgReplRecords:         {bytes: true},
 	sm.MsgReplAck:             {},
+	sm.MsgPreVote:             {},
+	sm.MsgPreVoteReply:        {accepted: true},
+	sm.MsgVote:                {},
+	sm.MsgVoteReply:           {accepted: true},
 }
 
 // checkMsg reports why m cannot travel on the wire unchanged, or nil.
@@ -252,6 +261,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		Priority:  int(prio),
 		WALPos:    from.GetWalPos(),
 		LogTerm:   from.GetLogTerm(),
+		Round:     from.GetRound(),
 		ConfigTag: from.GetConfigTag(),
 	}
 	switch body := env.GetBody().(type) {
@@ -297,6 +307,17 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
 	case *schema.Envelope_ReplAck:
 		m.Type = sm.MsgReplAck
+	case *schema.Envelope_Vote:
+		m.Type = sm.MsgVote
+		if body.Vote.GetPre() {
+			m.Type = sm.MsgPreVote
+		}
+	case *schema.Envelope_VoteReply:
+		m.Type = sm.MsgVoteReply
+		if body.VoteReply.GetPre() {
+			m.Type = sm.MsgPreVoteReply
+		}
+		m.Accepted = body.VoteReply.GetGranted()
 	case nil:
 		return sm.Msg{}, fmt.Errorf("%w: missing message body", ErrBadFrame)
 	default:

@@ -73,7 +73,13 @@ func TestRoundTripEachType(t *testing.T) {
 		{"repl-config-push-reply rejected", view(sm.MsgReplConfigPushReply)},
 		{"repl-snapshot", func() sm.Msg { m := view(sm.MsgReplSnapshot); m.Bytes = []byte("XCESNAP1..."); m.LogTerm = 3; return m }()},
 		{"repl-records", func() sm.Msg { m := view(sm.MsgReplRecords); m.Bytes = []byte{1, 2, 3}; m.WALPos = 9; return m }()},
-		{"repl-ack", func() sm.Msg { m := view(sm.MsgReplAck); m.WALPos, m.LogTerm = 42, 2; return m }()},
+		{"repl-ack", func() sm.Msg { m := view(sm.MsgReplAck); m.WALPos, m.LogTerm, m.Round = 42, 2, 17; return m }()},
+		{"pre-vote", func() sm.Msg { m := view(sm.MsgPreVote); m.Role, m.LogTerm = sm.RoleCandidate, 8; return m }()},
+		{"pre-vote-reply granted", func() sm.Msg { m := view(sm.MsgPreVoteReply); m.Accepted = true; return m }()},
+		{"vote", func() sm.Msg { m := view(sm.MsgVote); m.Role = sm.RoleCandidate; return m }()},
+		{"vote-reply granted", func() sm.Msg { m := view(sm.MsgVoteReply); m.Accepted = true; return m }()},
+		{"vote-reply refused", view(sm.MsgVoteReply)},
+		{"heartbeat round", func() sm.Msg { m := view(sm.MsgHeartbeat); m.Round = ^uint64(0); return m }()},
 	}
 	seen := map[sm.MsgType]bool{}
 	for _, tc := range tests {

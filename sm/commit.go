@@ -1,0 +1,83 @@
+package sm
+
+import (
+	"sort"
+
+	"xce/sm/quorum"
+)
+
+// Commitment (DESIGN §4.4). In quorum mode a record is committed once a
+// majority holds it durably: the primary's own fsync and the durable LSNs
+// its synced standbys acknowledged. The primary's first record of a term
+// is a no-op, so every client record commits only after the no-op, and
+// with it every record of earlier terms (Raft §5.4.2). Reads are answered
+// once what they observed is committed and a heartbeat round sent after
+// they arrived was echoed by a majority (read index, Raft §6.4): no newer
+// primary can have committed anything they miss. In seed mode a record
+// waits for SyncStandbys live standbys (fewer if fewer are live).
+
+// commitLSN is the highest LSN durable on a majority (quorum mode).
+func (n *Node) commitLSN() uint64 {
+	j := n.jobs
+	pos := []uint64{j.durableLSN}
+	for _, p := range sortedPeers(j.repl) {
+		if rp := j.repl[p]; rp.synced {
+			pos = append(pos, rp.acked)
+		}
+	}
+	return quorum.Committed(pos, n.opt.Majority())
+}
+
+func sortedPeers(m map[int]*replPeer) []int {
+	out := make([]int, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// startRound sends a numbered heartbeat to every peer.
+func (n *Node) startRound() {
+	n.round++
+	n.roundPending = len(n.opt.Peers) > 1
+	n.roundWanted = false
+	n.broadcast(Msg{Type: MsgHeartbeat})
+}
+
+// confirmedRound is the newest round a majority (us included) has echoed.
+func (n *Node) confirmedRound() uint64 {
+	pos := []uint64{n.round}
+	for p := range n.opt.Peers {
+		if p != n.opt.Self {
+			pos = append(pos, n.peerRound[p])
+		}
+	}
+	return quorum.Committed(pos, n.opt.Majority())
+}
+
+// readRound is the round a read arriving now must see confirmed: one sent
+// after it arrived.
+func (n *Node) readRound() uint64 {
+	if !n.roundPending {
+		n.startRound()
+		return n.round
+	}
+	n.roundWanted = true
+	return n.round + 1
+}
+
+// onRoundEcho notes a standby's echo; a confirmed round lets the next one
+// start at once if a read waits for it.
+func (n *Node) onRoundEcho(from int, round uint64) {
+	if round <= n.peerRound[from] {
+		return
+	}
+	n.peerRound[from] = round
+	if n.roundPending && n.confirmedRound() >= n.round {
+		n.roundPending = false
+		if n.roundWanted {
+			n.startRound()
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package sm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The node's durable HA state is data/term: its current term and the vote
+// it cast in that term ("<term>\n", or "<term> <peer index>\n" once it has
+// voted). In memory the node may already have moved on (a higher term
+// seen, a vote granted); every message it sends reveals that state, so
+// sends are held until the state is durable (DESIGN §4.4: a node makes the
+// highest term it has seen durable before it acts on it). Nothing else
+// needs holding: replies to clients and WAL appends follow from messages
+// received after the sends that depend on them.
+
+// maxHeld bounds the sends held while data/term is written: sends are best
+// effort, so the oldest are dropped (the timers resend what matters).
+const maxHeld = 4096
+
+// ParseTermVote parses data/term: the term and the vote in it (-1: none).
+func ParseTermVote(b []byte) (uint64, int, error) {
+	s := strings.TrimSuffix(string(b), "\n")
+	ts, vs, hasVote := strings.Cut(s, " ")
+	t, err := strconv.ParseUint(ts, 10, 64)
+	if err != nil {
+		return 0, -1, fmt.Errorf("%w '%s': %q is not a decimal term", ErrBadTermFile, TermPath, ts)
+	}
+	if !hasVote {
+		return t, -1, nil
+	}
+	v, err := strconv.Atoi(vs)
+	if err != nil || v < 0 || v > 1<<16 {
+		return 0, -1, fmt.Errorf("%w '%s': %q is not a peer index", ErrBadTermFile, TermPath, vs)
+	}
+	return t, v, nil
+}
+
+// termFile is what data/term holds for (term, vote).
+func termFile(t uint64, vote int) []byte {
+	if vote < 0 {
+		return []byte(strconv.FormatUint(t, 10) + "\n")
+	}
+	return []byte(strconv.FormatUint(t, 10) + " " + strconv.Itoa(vote) + "\n")
+}
+
+// haDirty: the in-memory term or vote is not durable yet.
+func (n *Node) haDirty() bool { return n.term != n.durTerm || n.vote != n.durVote }
+
+// observeTerm moves to a higher term seen in a message (no vote in it yet)
+// and starts making it durable.
+func (n *Node) observeTerm(t uint64) {
+	if t <= n.term {
+		return
+	}
+	n.term, n.vote = t, -1
+	n.syncHA()
+}
+
+// syncHA writes the current (term, vote) if it is not durable and no
+// write is in flight; on completion it writes again if the state moved
+// meanwhile, else releases the held sends and lets the election proceed.
+func (n *Node) syncHA() {
+	if n.haWriting || !n.haDirty() || n.role == RoleStopped {
+		return
+	}
+	t, v := n.term, n.vote
+	n.haWriting = true
+	fail := func(what string, d IODone) {
+		// Not durable: nothing that depends on it goes out. The next
+		// timer or message tries again.
+		n.haWriting = false
+		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — term %d not durable, holding messages", what, d.Err, d.Detail, t))
+		if n.role == RoleCandidate {
+			// The election waits for this write: start it over (its
+			// timers retry the write).
+			n.promoting = false
+			n.startElection(n.failover)
+		}
+	}
+	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), fail, func() {
+		n.haWriting = false
+		n.durTerm, n.durVote = t, v
+		if n.haDirty() {
+			n.syncHA()
+			return
+		}
+		held := n.held
+		n.held = nil
+		for _, s := range held {
+			n.emit(s)
+		}
+		n.onHADurable()
+	})
+}
+
+// hold queues a send until the HA state is durable.
+func (n *Node) hold(s Send) {
+	if len(n.held) >= maxHeld {
+		n.held = n.held[1:]
+	}
+	n.held = append(n.held, s)
+}

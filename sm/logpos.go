@@ -1,0 +1,99 @@
+package sm
+
+import (
+	"fmt"
+
+	"xce/schema"
+	"xce/sm/wal"
+)
+
+// scanLogPosition finds the freshness of the job log on disk at boot, the
+// way recovery will read it: the newest snapshot, then the records after
+// it in the planned segments (up to a torn tail), unless a segment's record
+// at the snapshot's LSN has another term (the rest of a replaced log:
+// recovery removes those segments). Every file read is fsync'd first: the
+// position a node votes with must be durable.
+func (n *Node) scanLogPosition(then func()) {
+	n.listForScan(wal.WALDir, func(segs []string) {
+		n.listForScan(wal.SnapDir, func(snaps []string) {
+			plan, err := wal.PlanRecovery(snaps, segs)
+			if err != nil {
+				n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
+			}
+			if plan.Snapshot == "" {
+				n.scanSegments(plan.Segments, logPos{}, then)
+				return
+			}
+			path := wal.SnapDir + "/" + plan.Snapshot
+			n.readDurably(path, func(d IODone) {
+				s, err := wal.DecodeSnapshot(d.Data)
+				if d.Err != IOOK || err != nil {
+					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %s %v — log position from the segments only", path, d.Err, err))
+					n.scanSegments(plan.Segments, logPos{}, then)
+					return
+				}
+				n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, then)
+			})
+		})
+	})
+}
+
+func (n *Node) listForScan(dir string, k func([]string)) {
+	n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
+		if d.Err != IOOK {
+			if d.Err != IONotExist {
+				n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot list %s: %s %s — log position taken as empty", dir, d.Err, d.Detail))
+			}
+			k(nil) // no log yet (or unreadable: recovery will say so)
+			return
+		}
+		names := make([]string, len(d.Entries))
+		for i, e := range d.Entries {
+			names[i] = e.Name
+		}
+		k(names)
+	})
+}
+
+// scanSegments walks segs after the snapshot at snap and sets logPos.
+func (n *Node) scanSegments(segs []string, snap logPos, then func()) {
+	pos := snap
+	var walk func(rest []string)
+	walk = func(rest []string) {
+		if len(rest) == 0 {
+			n.logPos = pos
+			then()
+			return
+		}
+		path := wal.WALDir + "/" + rest[0]
+		n.readDurably(path, func(d IODone) {
+			if d.Err != IOOK {
+				n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read %s: %s %s — log position up to it", path, d.Err, d.Detail))
+				n.logPos = pos
+				then()
+				return
+			}
+			diverged := false
+			_, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
+				switch {
+				case r.GetLsn() == snap.lsn && snap.lsn > 0 && r.GetTerm() != snap.term:
+					diverged = true
+					return errDiverged
+				case r.GetLsn() > pos.lsn:
+					pos = logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+				}
+				return nil
+			})
+			if diverged {
+				pos = snap
+			}
+			if err != nil { // torn tail, corruption or divergence: the log ends here
+				n.logPos = pos
+				then()
+				return
+			}
+			walk(rest[1:])
+		})
+	}
+	walk(segs)
+}

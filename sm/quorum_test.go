@@ -1,0 +1,171 @@
+package sm_test
+
+import (
+	"testing"
+	"time"
+
+	"xce/sm"
+)
+
+// Quorum mode (DESIGN §4.4) on the step harness: the rules one node at a
+// time; the simulator checks them together under faults.
+
+// threeNodes boots a 3-node quorum cluster with the config on every node
+// and returns it once one primary leads two standbys.
+func threeNodes(t *testing.T) (*harness, int) {
+	t.Helper()
+	blob := testConfig(t, "Q", 2)
+	h := newHarness(t, 3)
+	for i := 0; i < 3; i++ {
+		install(t, h.add(i, nil, nil).disk, blob, epoch)
+	}
+	h.boot(0, 1, 2)
+	ok := h.advanceUntil(20*time.Second, func() bool {
+		p := primaries(h)
+		if len(p) != 1 {
+			return false
+		}
+		for i, hn := range h.nodes {
+			if i != p[0] && (hn.n.Role() != sm.RoleStandby || hn.n.Primary() != p[0]) {
+				return false
+			}
+		}
+		_, _, rec := h.node(p[0]).n.JobState()
+		return rec
+	})
+	if !ok {
+		t.Fatalf("no primary with two standbys: %v", primaries(h))
+	}
+	h.advance(time.Second) // standbys synced
+	return h, primaries(h)[0]
+}
+
+// A node of three booting alone never becomes primary, and takes no term:
+// pre-votes change nothing.
+func TestQuorumLoneNodeNeverPrimary(t *testing.T) {
+	h := newHarness(t, 3)
+	n := h.add(0, nil, nil)
+	install(t, n.disk, testConfig(t, "Q", 1), epoch)
+	h.boot(0)
+	h.advance(60 * time.Second)
+	if n.primary {
+		t.Fatalf("a lone node of 3 became primary\n%s", n.logDump())
+	}
+	if _, ok := n.disk.DurableFiles()[sm.TermPath]; ok || n.n.Term() != 0 {
+		t.Errorf("lone node took term %d (pre-votes must not change terms)", n.n.Term())
+	}
+	if len(h.outboxOf(sm.MsgPreVote)) == 0 {
+		t.Errorf("no pre-vote was asked for")
+	}
+}
+
+// Every granted vote is durable (data/term names the candidate in that
+// term) before the reply leaves, and the winner holds a majority of such
+// votes when it becomes primary.
+func TestQuorumVotesDurableBeforeReply(t *testing.T) {
+	blob := testConfig(t, "Q", 1)
+	h := newHarness(t, 3)
+	for i := 0; i < 3; i++ {
+		install(t, h.add(i, nil, nil).disk, blob, epoch)
+	}
+	granted := map[uint64]map[int]bool{} // term -> voters
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		for _, e := range effs {
+			s, ok := e.(sm.Send)
+			if !ok || s.Msg.Type != sm.MsgVoteReply || !s.Msg.Accepted {
+				continue
+			}
+			term, vote, err := sm.ParseTermVote(h.node(i).disk.DurableFiles()[sm.TermPath])
+			if err != nil || term != s.Msg.Term || vote != s.To {
+				t.Errorf("n%d granted n%d its vote of term %d while data/term durably holds term %d vote %d (%v)", i, s.To, s.Msg.Term, term, vote, err)
+			}
+			if granted[term] == nil {
+				granted[term] = map[int]bool{}
+			}
+			granted[term][i] = true
+		}
+		if hn := h.node(i); hn.n.Role() == sm.RolePrimary {
+			term := hn.n.Term()
+			if 1+len(granted[term]) < 2 {
+				t.Errorf("n%d primary of term %d with %d granted votes, want a majority", i, term, 1+len(granted[term]))
+			}
+		}
+	}
+	h.boot(0, 1, 2)
+	h.advance(10 * time.Second)
+	if p := primaries(h); len(p) != 1 {
+		t.Fatalf("primaries %v, want one", p)
+	}
+}
+
+// A primary cut off from both standbys acknowledges nothing: the write
+// waits for a majority, and when the primary steps down (no majority heard
+// within the failure timeout) it answers "outcome unknown"; a read is not
+// answered from its stale state either.
+func TestQuorumPartitionedPrimaryAcksNothing(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p)
+	oldTerm := pn.n.Term()
+	for i := 0; i < 3; i++ {
+		if i != p {
+			h.cutLink(p, i)
+		}
+	}
+	before := len(pn.replies)
+	h.enqueue(p, sm.ClientOp{ID: 901, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("x")}})
+	h.enqueue(p, sm.ClientOp{ID: 902, Req: sm.JobRequest{Kind: sm.JobList}})
+	h.run()
+	h.advance(pn.opts.FailureTimeout / 2)
+	if got := pn.replies[before:]; len(got) != 0 {
+		t.Fatalf("cut-off primary answered %+v before its step-down", got)
+	}
+	h.advance(2 * pn.opts.FailureTimeout)
+	if pn.n.Role() == sm.RolePrimary || !pn.hasLog("ha.quorum-lost", sm.Warn) {
+		t.Fatalf("n%d still %v without a majority", p, pn.n.Role())
+	}
+	got := map[uint64]sm.Reply{}
+	for _, r := range pn.replies[before:] {
+		got[r.ID] = r
+	}
+	if r := got[901]; r.Status != sm.StatusOutcomeUnknown {
+		t.Errorf("write answered %+v, want outcome unknown", r)
+	}
+	if r := got[902]; r.Status == sm.StatusOK {
+		t.Errorf("read answered from a deposed primary: %+v", r)
+	}
+	// The other two elect a new primary in a higher term.
+	h.advance(5 * time.Second)
+	var np []int
+	for _, q := range primaries(h) {
+		if q != p {
+			np = append(np, q)
+		}
+	}
+	if len(np) != 1 || h.node(np[0]).n.Term() <= oldTerm {
+		t.Errorf("new primaries %v, want one in a term above %d", np, oldTerm)
+	}
+}
+
+// With the majority intact a write is acknowledged, and only once the
+// standbys' acks make it durable on a majority.
+func TestQuorumWriteAckedWithMajority(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p)
+	before := len(pn.replies)
+	h.enqueue(p, sm.ClientOp{ID: 903, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("y")}})
+	h.run()
+	h.advance(time.Second)
+	if got := pn.replies[before:]; len(got) != 1 || got[0].Status != sm.StatusOK {
+		t.Fatalf("replies %+v, want one OK", got)
+	}
+	lsn := pn.replies[before].LSN
+	held := 0
+	for i := 0; i < 3; i++ {
+		if t2, l := h.node(i).n.LogPosition(); l >= lsn && t2 == pn.n.Term() {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Errorf("acked LSN %d held by %d nodes, want a majority", lsn, held)
+	}
+}
