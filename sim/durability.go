@@ -265,7 +265,12 @@ func (w *World) finalRestart() {
 	}
 	w.rep.RestartTime = w.now - start
 	q, _, _ := w.nodes[p].node.JobState()
-	w.checkDurable(q.Export().Jobs, fmt.Sprintf("primary n%d after every node restarted", p))
+	final := q.Export().Jobs
+	w.final = final
+	w.checkDurable(final, fmt.Sprintf("primary n%d after every node restarted", p))
+	if w.fail == nil {
+		w.checkHistory(final, w.now)
+	}
 }
 
 // servingPrimary returns the one live primary that has recovered its job

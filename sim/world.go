@@ -13,6 +13,7 @@ import (
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
+	"xce/sm/queue"
 )
 
 // epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).
@@ -190,6 +191,7 @@ type World struct {
 	s4        s4State
 	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
 	wl        *workload
+	final     []queue.Job // the jobs recovered after the final restart of every node
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -247,18 +249,23 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 func sampleConfig(seed uint64, queues int) []byte {
 	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: fmt.Sprintf("sim-%d", seed), Port: 7000}
 	for q := 0; q < queues; q++ {
-		qu := &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}
-		switch q {
-		case 0: // the workload's main queue: dead jobs are kept forever, so every acknowledged job must stay visible
-			qu.DeadLetterRetentionS = 0
-		case 1: // short claims, few attempts, short retention: reclaims, dead-letter moves and purges within a run
-			qu.VisibilityTimeoutS, qu.MaxAttempts, qu.BackoffBaseS, qu.DeadLetterRetentionS = 3, 2, 1, 5
-		}
-		c.Queues = append(c.Queues, qu)
+		c.Queues = append(c.Queues, sampleQueue(q))
 	}
 	c.Hosts = []*schema.Host{{Name: "h0"}, {Name: "h1"}}
 	b, _ := schema.Encode(c)
 	return b
+}
+
+// sampleQueue is queue q of sampleConfig; the workload uses q0 and q1.
+func sampleQueue(q int) *schema.Queue {
+	qu := &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}
+	switch q {
+	case 0: // the workload's main queue: dead jobs are kept forever, so every acknowledged job must stay visible
+		qu.DeadLetterRetentionS = 0
+	case 1: // short claims, few attempts, short retention: reclaims, dead-letter moves and purges within a run
+		qu.VisibilityTimeoutS, qu.MaxAttempts, qu.BackoffBaseS, qu.DeadLetterRetentionS = 3, 2, 1, 5
+	}
+	return qu
 }
 
 // provision installs a config the way `xce-config install` would, durably;
