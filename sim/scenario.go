@@ -77,6 +77,32 @@ type Scenario struct {
 	Drift          []float64       // per-node timer rate error (e.g. 0.01 = 1% fast)
 	WallOffset     []time.Duration // per-node wall clock offset
 	WallSteps      []WallStep      // wall clock steps (NTP jumps, operator mistakes)
+
+	// SeedMode runs every node in the seed's availability mode (DESIGN
+	// §4.4): acknowledged writes may be lost, and the durability checker
+	// counts the loss instead of failing. Otherwise quorum mode, where any
+	// loss of an acknowledged write is an S5 violation.
+	SeedMode bool
+	// Clients is how many simulated clients run the job workload, each
+	// with one request outstanding at a time.
+	Clients int
+	// Pauses freeze a process (SIGSTOP) and thaw it (SIGCONT).
+	Pauses []Pause
+	// PowerLossAt, when non-zero, cuts the power of every node at once at
+	// that time of the safety phase (unsynced data lost on every disk).
+	PowerLossAt time.Duration
+	// FinalPowerLoss: the full restart at the end of the run, which the
+	// durability check reads the state back after, is a power loss of
+	// every node rather than a kill -9 of every process.
+	FinalPowerLoss bool
+}
+
+// Pause freezes node Node from At for Dur: its inputs, timer fires and
+// I/O completions are held and then delivered in one burst, its monotonic
+// clock jumping by Dur, as SIGSTOP/SIGCONT (or a long GC or VM stall) do.
+type Pause struct {
+	At, Dur time.Duration
+	Node    int
 }
 
 // WallStep moves one node's wall clock by By at time At.
@@ -87,8 +113,12 @@ type WallStep struct {
 }
 
 func (s Scenario) String() string {
-	return fmt.Sprintf("seed=%d nodes=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d",
-		s.Seed, s.Nodes, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults))
+	mode := "quorum"
+	if s.SeedMode {
+		mode = "seed"
+	}
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v",
+		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -116,7 +146,9 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func generate(seed uint64, d drawer) Scenario {
 	s := Scenario{Seed: seed}
-	s.Nodes = []int{3, 3, 3, 2, 4, 5}[d.intn(6, "nodes")]
+	// 1..7 nodes, favouring the sizes operators run (3 and 5).
+	sizes := []int{1, 2, 3, 3, 3, 3, 4, 5, 5, 5, 6, 7}
+	s.Nodes = sizes[d.intn(len(sizes), "nodes")]
 	s.Order = BootOrder(d.intn(int(bootOrders), "order"))
 	s.Start = make([]time.Duration, s.Nodes)
 	for i := range s.Start {
@@ -134,7 +166,11 @@ func generate(seed uint64, d drawer) Scenario {
 	switch d.intn(4, "provision") {
 	case 0: // as the seed intends: only priority 0
 		s.ConfigOn[0] = true
-	case 1: // P0 without config
+	case 1: // P0 without config (a lone node has nobody else to hold it)
+		if s.Nodes == 1 {
+			s.ConfigOn[0] = true
+			break
+		}
 		s.ConfigOn[1+d.intn(s.Nodes-1, "holder")] = true
 	default:
 		for i := range s.ConfigOn {
@@ -209,7 +245,37 @@ func generate(seed uint64, d drawer) Scenario {
 			s.WallSteps = append(s.WallSteps, WallStep{At: ms(d.intn(int(s.Safety/time.Millisecond), "wall-step-at")), Node: d.intn(s.Nodes, "wall-step-node"), By: by})
 		}
 	}
+	generateWorkload(&s, d)
 	return s
+}
+
+// generateWorkload draws the durability mode, the clients and the faults
+// that hit the job data path: pauses and a power loss of every node.
+func generateWorkload(s *Scenario, d drawer) {
+	// sm.DefaultOptions picks seed mode for 2 nodes (a 2-node majority
+	// cannot lose a node); keep that unless the draw says otherwise.
+	if s.Nodes == 2 {
+		s.SeedMode = !d.coin(0.2, "two-node-quorum")
+	} else {
+		s.SeedMode = d.coin(0.2, "seed-mode")
+	}
+	s.Clients = 2 + d.intn(3, "clients")
+	safetyMS := int(s.Safety / time.Millisecond)
+	if d.coin(0.4, "pauses") {
+		for k := d.intn(3, "pause-count") + 1; k > 0; k-- {
+			p := Pause{Dur: ms(200 + d.intn(9800, "pause-dur")), Node: d.intn(s.Nodes, "pause-node")}
+			// A pause ends inside the safety phase: the liveness phase
+			// starts with every process running.
+			if room := safetyMS - int(p.Dur/time.Millisecond); room > 0 {
+				p.At = ms(d.intn(room, "pause-at"))
+				s.Pauses = append(s.Pauses, p)
+			}
+		}
+	}
+	if d.coin(0.2, "power-loss") {
+		s.PowerLossAt = ms(1 + d.intn(safetyMS-1, "power-loss-at"))
+	}
+	s.FinalPowerLoss = d.coin(0.5, "final-power-loss")
 }
 
 func anyTrue(b []bool) bool {
@@ -238,6 +304,7 @@ func Demo(seed uint64) Scenario {
 		MaxDelay:     2 * time.Millisecond,
 		Drift:        make([]float64, 3),
 		WallOffset:   make([]time.Duration, 3),
+		Clients:      2,
 	}
 	r := rand.New(rand.NewPCG(seed, 0xde70))
 	for i := 0; i < 3; i++ {

@@ -12,7 +12,7 @@ import (
 
 var (
 	seedFlag      = flag.Uint64("seed", 0, "replay only this schedule, printing its trace with -v")
-	schedulesFlag = flag.Int("schedules", 10000, "schedules TestSimulate runs")
+	schedulesFlag = flag.Int("schedules", 5000, "schedules TestSimulate runs (the cluster world with its client workload costs ~18 ms of CPU per schedule)")
 	firstSeedFlag = flag.Uint64("first-seed", 1, "first seed TestSimulate runs")
 )
 
@@ -56,20 +56,40 @@ func TestSimulate(t *testing.T) {
 	reps, fails := runSeeds(*firstSeedFlag, *schedulesFlag, nil)
 	wall := time.Since(start)
 	nfail := 0
+	byProp := map[string][]uint64{}
 	for _, f := range fails {
 		if f != nil {
 			nfail++
+			byProp[f.Property] = append(byProp[f.Property], f.Seed)
 			if nfail <= 5 {
 				t.Error(f.Error())
 			}
 		}
 	}
+	props := make([]string, 0, len(byProp))
+	for p := range byProp {
+		props = append(props, p)
+	}
+	sort.Strings(props)
+	for _, p := range props {
+		ex := byProp[p]
+		t.Logf("%s failed in %d schedules, e.g. seeds %v", p, len(ex), ex[:min(len(ex), 8)])
+	}
 	var sim time.Duration
-	var events int
+	var events, ops, unknown, acked, lost, lossy int
 	var boot, fo, dual []time.Duration
 	for _, r := range reps {
 		sim += r.SimTime
 		events += r.Events
+		ops += r.ClientOps
+		unknown += r.Unknown
+		if r.Scenario.SeedMode {
+			acked += r.Acked
+			lost += r.AckedLost
+			if r.AckedLost > 0 {
+				lossy++
+			}
+		}
 		if r.BootTime > 0 {
 			boot = append(boot, r.BootTime)
 		}
@@ -82,6 +102,7 @@ func TestSimulate(t *testing.T) {
 	}
 	t.Logf("%d schedules (%d failed) in %v: %.0f schedules/s, %d events, simulated %v = %.0fx real time (%d cores)",
 		len(reps), nfail, wall.Round(time.Millisecond), float64(len(reps))/wall.Seconds(), events, sim.Round(time.Second), float64(sim)/float64(wall), runtime.GOMAXPROCS(0))
+	t.Logf("client requests %d (%d of unknown outcome); seed mode: %d acknowledged writes checked, %d lost, in %d schedules", ops, unknown, acked, lost, lossy)
 	t.Logf("boot-to-converged %s", quantiles(boot))
 	t.Logf("failover %s", quantiles(fo))
 	t.Logf("dual-primary time in %d schedules %s", len(dual), quantiles(dual))

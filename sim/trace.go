@@ -81,6 +81,11 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 			t.buf = append(t.buf, " status="...)
 			t.buf = strconv.AppendInt(t.buf, int64(m.Status), 10)
 		}
+	case sm.ClientOp:
+		t.buf = append(t.buf, "<- client #"...)
+		t.buf = strconv.AppendUint(t.buf, x.ID, 10)
+		t.buf = append(t.buf, ' ')
+		t.buf = append(t.buf, x.Req.Kind.String()...)
 	case sm.IODone:
 		t.buf = append(t.buf, "io#"...)
 		t.buf = strconv.AppendUint(t.buf, x.ID, 10)
@@ -90,6 +95,32 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 			t.buf = append(t.buf, " bytes="...)
 			t.buf = strconv.AppendInt(t.buf, int64(len(x.Data)), 10)
 		}
+	}
+	t.end()
+}
+
+// ioDone traces a completed file operation with what it did.
+func (t *tracer) ioDone(now time.Duration, node int, op sm.FileOp, res sm.IODone) {
+	t.begin(now, node)
+	t.buf = append(t.buf, "io#"...)
+	t.buf = strconv.AppendUint(t.buf, res.ID, 10)
+	t.buf = append(t.buf, ' ')
+	t.buf = append(t.buf, op.Op.String()...)
+	t.buf = append(t.buf, ' ')
+	t.buf = append(t.buf, op.Path...)
+	if op.To != "" {
+		t.buf = append(t.buf, " -> "...)
+		t.buf = append(t.buf, op.To...)
+	}
+	if len(op.Data) > 0 {
+		t.buf = append(t.buf, " len="...)
+		t.buf = strconv.AppendInt(t.buf, int64(len(op.Data)), 10)
+	}
+	t.buf = append(t.buf, ": "...)
+	t.buf = append(t.buf, res.Err.String()...)
+	if len(res.Data) > 0 {
+		t.buf = append(t.buf, " bytes="...)
+		t.buf = strconv.AppendInt(t.buf, int64(len(res.Data)), 10)
 	}
 	t.end()
 }

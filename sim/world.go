@@ -13,6 +13,7 @@ import (
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
+	"xce/sm/queue"
 )
 
 // epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).
@@ -36,8 +37,14 @@ const (
 	evNetFault
 	evLiveness
 	evWallStep
-	evIO     // job world: a file operation completes
-	evClient // cluster world: a client operation to node
+	evIO          // a file operation completes (executes on the disk, then its result is delivered)
+	evClientWake  // client node issues its next request
+	evClientReq   // client request call arrives at node
+	evClientReply // the reply to call arrives at its client
+	evClientGiveUp
+	evPause     // SIGSTOP node for dur
+	evResume    // SIGCONT (trace only: held events are already queued for then)
+	evPowerLoss // every node loses power at once
 )
 
 type event struct {
@@ -50,6 +57,8 @@ type event struct {
 	nf   *NetFault
 	ws   *WallStep
 	op   *sm.FileOp
+	call uint64        // client events: the request id
+	dur  time.Duration // evPause
 }
 
 // evHeap is a binary min-heap of events by (at, seq), typed so that no
@@ -114,6 +123,16 @@ type simNode struct {
 	chk     nodeCheck
 	restart bool       // a start event is queued
 	timers  [16]uint64 // armed generation per timer kind (stale fires are dropped)
+	// ioBusy is when the node's one I/O worker finishes the operations
+	// queued so far: file operations run strictly in issue order.
+	ioBusy time.Duration
+	// pausedUntil: the process is stopped (SIGSTOP) until then; events
+	// for it are held and delivered at that time in their original order.
+	pausedUntil time.Duration
+	// monoBase/monoOff: each incarnation's monotonic clock starts near 0
+	// (monoOff) at its start time (monoBase), as CLOCK_MONOTONIC does
+	// after a reboot; nothing may compare mono times across incarnations.
+	monoBase, monoOff time.Duration
 }
 
 // Report is what one schedule measured.
@@ -124,11 +143,14 @@ type Report struct {
 	BootTime       time.Duration // liveness start -> converged (L1)
 	FailoverTime   time.Duration // primary killed -> one primary again (L2)
 	RejoinTime     time.Duration // old primary restarted -> converged again
+	RestartTime    time.Duration // every node restarted at the end -> a primary serving its recovered jobs
 	DualPrimary    time.Duration // total time with two or more primaries
 	NoConfigLeft   bool          // no disk held a valid config at liveness start
 	FirstConverged time.Duration // first time the cluster converged (L1 shape), -1 if never
-	JobsAcked      int           // L2 workload: highest LSN acknowledged by the killed primary
-	JobsKept       int           // ... and the LSN the new primary recovered
+	ClientOps      int           // client requests sent
+	Unknown        int           // ... whose outcome the client never learned
+	Acked          int           // acknowledged writes the durability check holds the cluster to
+	AckedLost      int           // ... found lost (seed mode, or excused by a disk wipe; otherwise S5)
 	TraceHash      uint64
 }
 
@@ -144,7 +166,7 @@ type Failure struct {
 func (f *Failure) Error() string {
 	cmd := f.Cmd
 	if cmd == "" {
-		cmd = fmt.Sprintf("go test ./sim -seed=%d -v", f.Seed)
+		cmd = fmt.Sprintf("go test ./sim -run 'TestSimulate$' -seed=%d -v", f.Seed)
 	}
 	return fmt.Sprintf("%s violated at t=%v: %s\nreproduce: %s", f.Property, f.At, f.Detail, cmd)
 }
@@ -168,7 +190,8 @@ type World struct {
 	wallOff   []time.Duration // per-node wall offset, moved by wall steps
 	s4        s4State
 	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
-	jobs      *clusterJobs
+	wl        *workload
+	final     []queue.Job // the jobs recovered after the final restart of every node
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -197,7 +220,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o := sm.DefaultOptions(i, peers)
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
-		o.SeedMode = o.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
+		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
 		d := simdisk.New()
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
 		nd := &simNode{id: i, disk: d, opts: o}
@@ -217,6 +240,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		w.nodes = append(w.nodes, nd)
 	}
 	w.s4.init(sc.Nodes)
+	w.wl = newWorkload(sc)
 	return w
 }
 
@@ -225,11 +249,23 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 func sampleConfig(seed uint64, queues int) []byte {
 	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: fmt.Sprintf("sim-%d", seed), Port: 7000}
 	for q := 0; q < queues; q++ {
-		c.Queues = append(c.Queues, &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400})
+		c.Queues = append(c.Queues, sampleQueue(q))
 	}
 	c.Hosts = []*schema.Host{{Name: "h0"}, {Name: "h1"}}
 	b, _ := schema.Encode(c)
 	return b
+}
+
+// sampleQueue is queue q of sampleConfig; the workload uses q0 and q1.
+func sampleQueue(q int) *schema.Queue {
+	qu := &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}
+	switch q {
+	case 0: // the workload's main queue: dead jobs are kept forever, so every acknowledged job must stay visible
+		qu.DeadLetterRetentionS = 0
+	case 1: // short claims, few attempts, short retention: reclaims, dead-letter moves and purges within a run
+		qu.VisibilityTimeoutS, qu.MaxAttempts, qu.BackoffBaseS, qu.DeadLetterRetentionS = 3, 2, 1, 5
+	}
+	return qu
 }
 
 // provision installs a config the way `xce-config install` would, durably;
@@ -267,7 +303,8 @@ func (w *World) violate(prop, format string, args ...any) {
 }
 
 func (w *World) mono(i int) time.Duration {
-	return time.Duration(float64(w.now) * (1 + w.sc.Drift[i]))
+	nd := w.nodes[i]
+	return nd.monoOff + time.Duration(float64(w.now-nd.monoBase)*(1+w.sc.Drift[i]))
 }
 
 func (w *World) wall(i int) int64 { return epoch + int64(w.now) + int64(w.wallOff[i]) }
@@ -291,11 +328,22 @@ func (w *World) Run() (Report, *Failure) {
 	for i := range w.sc.WallSteps {
 		w.push(event{at: w.sc.WallSteps[i].At, kind: evWallStep, ws: &w.sc.WallSteps[i]})
 	}
+	for _, p := range w.sc.Pauses {
+		w.push(event{at: p.At, kind: evPause, node: p.Node, dur: p.Dur})
+	}
+	if w.sc.PowerLossAt > 0 {
+		w.push(event{at: w.sc.PowerLossAt, kind: evPowerLoss})
+	}
+	w.startWorkload()
 	w.push(event{at: w.sc.Safety, kind: evLiveness})
 	w.runUntil(w.sc.Safety, nil)
 	if w.fail == nil {
 		w.livenessPhase()
 	}
+	if w.fail == nil {
+		w.finalRestart()
+	}
+	w.wl.report(&w.rep)
 	w.rep.SimTime = w.now
 	w.rep.TraceHash = w.tr.hash
 	w.s4.finish(w.now, &w.rep)
@@ -335,15 +383,37 @@ func (w *World) dispatch(e event) {
 		if tf, ok := e.in.(sm.TimerFired); ok && int(tf.Kind) < len(nd.timers) && nd.timers[tf.Kind] != tf.Gen {
 			return // re-armed or cancelled since
 		}
-		if nd.up && nd.inc == e.inc {
+		if nd.up && nd.inc == e.inc && !w.hold(e) {
 			w.deliver(e.node, e.in)
 		}
+	case evIO:
+		nd := w.nodes[e.node]
+		if nd.up && nd.inc == e.inc && !w.hold(e) {
+			w.completeIO(nd, *e.op)
+		}
+	case evClientReq:
+		nd := w.nodes[e.node]
+		if nd.up && nd.inc == e.inc && !w.hold(e) {
+			w.deliverRequest(nd, e.call)
+		}
+	case evClientWake:
+		w.clientWake(e.node)
+	case evClientReply:
+		w.clientReply(e.call)
+	case evClientGiveUp:
+		w.clientGiveUp(e.call)
+	case evPause:
+		w.pause(e.node, e.dur)
+	case evResume:
+		if nd := w.nodes[e.node]; nd.up && nd.inc == e.inc {
+			w.tr.line(w.now, e.node, "SIGCONT")
+		}
+	case evPowerLoss:
+		w.powerLossAll()
 	case evStart:
 		w.start(e.node)
 	case evNetFault:
 		w.applyNetFault(*e.nf)
-	case evClient:
-		w.clientOp(e.node)
 	case evWallStep:
 		if e.ws.Node >= 0 && e.ws.Node < len(w.wallOff) {
 			w.wallOff[e.ws.Node] += e.ws.By
@@ -412,6 +482,7 @@ func (w *World) start(i int) {
 		if len(nd.starts) > 0 && w.sc.WipeOnRestart > 0 && w.rng.Float64() < w.sc.WipeOnRestart {
 			nd.disk.Wipe()
 			nd.chk.wiped()
+			w.wl.led.wiped = true
 			w.tr.line(w.now, i, "disk wiped")
 		}
 		if len(nd.starts) > 0 && w.sc.CorruptConf > 0 && w.rng.Float64() < w.sc.CorruptConf {
@@ -429,6 +500,8 @@ func (w *World) start(i int) {
 	}
 	nd.node, nd.up = n, true
 	nd.inc++
+	nd.ioBusy, nd.pausedUntil = w.now, 0
+	nd.monoBase, nd.monoOff = w.now, time.Duration(1+w.rng.IntN(1000))*time.Millisecond
 	nd.chk.booting = true
 	w.tr.line(w.now, i, "process start")
 	w.deliver(i, sm.Boot{Seed: w.rng.Uint64()})
@@ -459,6 +532,7 @@ func (w *World) kill(i int, why string, power bool) {
 	if !nd.up {
 		return
 	}
+	w.processGone(nd, power)
 	nd.up = false
 	nd.inc++
 	if power {
@@ -482,7 +556,9 @@ func (w *World) scheduleRestart(i int) {
 // deliver steps node i with one input and executes its effects.
 func (w *World) deliver(i int, in sm.Input) {
 	nd := w.nodes[i]
-	w.tr.input(w.now, i, in)
+	if _, io := in.(sm.IODone); !io { // completeIO traces it with its operation
+		w.tr.input(w.now, i, in)
+	}
 	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
 	effs, ok := w.step(nd, clk, in)
 	if !ok {
@@ -514,7 +590,6 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (effs []sm.Effect, 
 
 func (w *World) execute(nd *simNode, e sm.Effect) {
 	i := nd.id
-	w.noteJobEffect(nd, e)
 	switch x := e.(type) {
 	case sm.Send:
 		w.checkSend(nd, x)
@@ -536,34 +611,22 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 			nd.timers[x.Kind] = 0
 		}
 	case sm.FileOp:
-		w.checkFileOp(nd, x)
-		res := nd.disk.Exec(x, w.wall(i))
-		res.ID = x.ID
-		if res.Err != sm.IOOK && res.Err != sm.IONotExist && len(x.Path) > 5 && x.Path[:5] == "conf/" {
-			nd.chk.excuse() // an injected conf/ read/write fault may hide the config
-		}
-		w.push(event{at: w.now + w.ioLatency(x.Op), kind: evInput, node: i, inc: nd.inc, in: res})
+		w.issueIO(nd, x)
 	case sm.Log:
 		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
 		w.checkLog(nd, x)
-	case sm.Reply, sm.UpgradeReply:
-		// client answers: the job workload (noteJobEffect) reads them
+	case sm.Reply:
+		w.nodeReply(nd, x)
+	case sm.UpgradeReply:
+		// answers to UpgradeConfig inputs, which only the upgrade tests send
 	case sm.Exit:
 		w.tr.line(w.now, i, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))
+		w.processGone(nd, false)
 		nd.up = false
 		nd.inc++
 		nd.chk.crashed()
 		w.scheduleRestart(i)
 	default:
 		w.violate("S7", "n%d emitted unknown effect %T", i, e)
-	}
-}
-
-func (w *World) ioLatency(op sm.OpKind) time.Duration {
-	switch op {
-	case sm.OpFsync, sm.OpFsyncDir:
-		return time.Duration(500+w.rng.IntN(4500)) * time.Microsecond
-	default:
-		return time.Duration(20+w.rng.IntN(180)) * time.Microsecond
 	}
 }

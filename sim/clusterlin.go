@@ -1,0 +1,463 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"xce/sm"
+	"xce/sm/queue"
+)
+
+// Porcupine over the cluster world's client history, against a reference
+// model of seed 000's queue contract written here for the checker (not
+// sm.ApplyJob). The model is per job — the history is partitioned by job
+// (payload), so each partition is small and porcupine finishes — and it is
+// nondeterministic where the clients cannot see: an operation of unknown
+// outcome may or may not have happened, and the primary's own maintenance
+// sweeps may at any time dead-letter an expiring job or one whose
+// attempts are used up, and purge a dead job of a queue with retention.
+// The state every node restarted with at the end is the last operation
+// of each partition, so a lost job shows up as a non-linearizable history.
+//
+// What the per-job projection checks: a claim hands out only a pending
+// job or a lapsed claim, with Claims and Attempts advanced by one, never
+// one pinned elsewhere; ack/heartbeat/retry/fail succeed exactly when
+// the handle names the current, unexpired claim; cancel only a pending
+// job; redrive only a dead one; get/list/the final state show the job in
+// the state the history leads to. It does not check claim order (priority,
+// readiness) across jobs.
+
+type linState uint8
+
+const (
+	lAbsent linState = iota // not enqueued (yet)
+	lPending
+	lProcessing
+	lDead
+	lGone // deleted: acked, cancelled or purged
+)
+
+// linJob is the model's state of one job. expires is the claim deadline
+// (Unix seconds) or -1 when no reply has shown it.
+type linJob struct {
+	st       linState
+	claims   uint32
+	attempts uint32
+	expires  int64
+}
+
+// linMeta is what the history says of a job, constant through it.
+type linMeta struct {
+	key       string
+	maxAtt    uint32
+	vt        int64
+	retention bool // dead jobs are purged after retention
+	expiring  bool // enqueued with a lifetime
+	pin       string
+	enqueued  time.Duration // when its enqueue was sent
+}
+
+type linIn struct {
+	meta  *linMeta
+	kind  sm.JobKind // 0: the final state read
+	h     queue.Handle
+	host  string
+	hit   *queue.Job // claim/get/list/final: this job in the reply, nil if not there
+	id    uint64
+	final bool
+}
+
+type linOut struct {
+	known bool  // the client learned the outcome
+	ok    bool  // Reply.OK (or OKs[i] of an ack-batch)
+	at    int64 // Reply.At: the second the primary applied it at
+}
+
+// validity is the tri-state validity predicate of a handle.
+type validity uint8
+
+const (
+	vNo validity = iota
+	vYes
+	vMaybe
+)
+
+func (s linJob) valid(h queue.Handle, out linOut) validity {
+	if s.st != lProcessing || s.claims != h.Attempt {
+		return vNo
+	}
+	if s.expires < 0 || !out.known {
+		return vMaybe
+	}
+	if out.at < s.expires {
+		return vYes
+	}
+	return vNo
+}
+
+// spontaneous returns s and every state the primary's own sweeps (or a
+// claim of another job) may move it to, at times nobody observed.
+func spontaneous(s linJob, m *linMeta) []linJob {
+	out := []linJob{s}
+	for i := 0; i < len(out); i++ {
+		x := out[i]
+		switch {
+		case (x.st == lPending || x.st == lProcessing) && m.expiring,
+			x.st == lProcessing && x.attempts >= m.maxAtt:
+			out = append(out, linJob{st: lDead, claims: x.claims, attempts: x.attempts, expires: -1})
+		case x.st == lDead && m.retention:
+			out = append(out, linJob{st: lGone})
+		}
+	}
+	return out
+}
+
+// shows reports whether job j as a reply showed it matches state s.
+func shows(s linJob, j *queue.Job) bool {
+	want := map[queue.State]linState{queue.Pending: lPending, queue.Processing: lProcessing, queue.Dead: lDead}[j.State]
+	return s.st == want && s.claims == j.Claims && s.attempts == j.Attempts
+}
+
+// learn takes the claim deadline from a reply that showed the job.
+func learn(s linJob, j *queue.Job) linJob {
+	if s.st == lProcessing {
+		s.expires = j.ClaimExpiresAt
+	}
+	return s
+}
+
+// linStep is one operation on one job's state: every possible next state
+// (none: the output is impossible from s).
+func linStep(s linJob, in linIn, out linOut) []linJob {
+	m := in.meta
+	same := []linJob{s}
+	either := func(alt ...linJob) []linJob {
+		if out.known {
+			return alt
+		}
+		return append(alt, s)
+	}
+	switch in.kind {
+	case sm.JobEnqueue, sm.JobEnqueueBatch:
+		if s.st != lAbsent {
+			return nil
+		}
+		return either(linJob{st: lPending, expires: -1})
+	case sm.JobClaim:
+		claimable := (s.st == lPending || s.st == lProcessing && s.attempts < m.maxAtt && (s.expires < 0 || !out.known || s.expires <= out.at)) &&
+			(m.pin == "" || m.pin == in.host)
+		next := linJob{st: lProcessing, claims: s.claims + 1, attempts: s.attempts + 1, expires: -1}
+		switch {
+		case out.known && in.hit != nil:
+			if !claimable || in.hit.Claims != next.claims || in.hit.Attempts != next.attempts {
+				return nil
+			}
+			return []linJob{learn(next, in.hit)}
+		case out.known || !claimable:
+			return same
+		default:
+			return []linJob{s, next}
+		}
+	case sm.JobAck, sm.JobAckBatch, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
+		v := s.valid(in.h, out)
+		var applied linJob
+		switch in.kind {
+		case sm.JobAck, sm.JobAckBatch:
+			applied = linJob{st: lGone}
+		case sm.JobHeartbeat:
+			applied = s
+			if s.expires >= 0 && out.known {
+				applied.expires = max(s.expires, out.at+m.vt)
+			} else {
+				applied.expires = -1
+			}
+		case sm.JobRetry:
+			applied = linJob{st: lPending, claims: s.claims, attempts: s.attempts, expires: -1}
+			if s.attempts >= m.maxAtt {
+				applied.st = lDead
+			}
+		case sm.JobFail:
+			applied = linJob{st: lDead, claims: s.claims, attempts: s.attempts, expires: -1}
+		}
+		switch {
+		case !out.known && v == vNo:
+			return same
+		case !out.known:
+			return []linJob{s, applied}
+		case out.ok && v != vNo:
+			return []linJob{applied}
+		case !out.ok && v != vYes:
+			return same
+		}
+		return nil
+	case sm.JobCancel:
+		return onlyIf(s, out, s.st == lPending, linJob{st: lGone})
+	case sm.JobRedrive:
+		return onlyIf(s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1})
+	case sm.JobGet, sm.JobList, 0:
+		if !out.known {
+			return same // a read nobody saw the answer to constrains nothing
+		}
+		if in.hit == nil {
+			if s.st == lAbsent || s.st == lGone {
+				return same
+			}
+			return nil
+		}
+		if !shows(s, in.hit) {
+			return nil
+		}
+		return []linJob{learn(s, in.hit)}
+	}
+	return same
+}
+
+// onlyIf is an operation that succeeds exactly when cond holds.
+func onlyIf(s linJob, out linOut, cond bool, applied linJob) []linJob {
+	switch {
+	case !out.known && cond:
+		return []linJob{s, applied}
+	case !out.known, !out.ok && !cond:
+		return []linJob{s}
+	case out.ok && cond:
+		return []linJob{applied}
+	}
+	return nil
+}
+
+func linModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			idx := map[*linMeta]int{}
+			var parts [][]porcupine.Operation
+			for _, op := range h {
+				m := op.Input.(linIn).meta
+				i, ok := idx[m]
+				if !ok {
+					i = len(parts)
+					idx[m] = i
+					parts = append(parts, nil)
+				}
+				parts[i] = append(parts[i], op)
+			}
+			return parts
+		},
+		Init: func() []any { return []any{linJob{expires: -1}} },
+		Step: func(state, input, output any) []any {
+			in, out := input.(linIn), output.(linOut)
+			var next []any
+			for _, s := range spontaneous(state.(linJob), in.meta) {
+				for _, n := range linStep(s, in, out) {
+					next = append(next, n)
+				}
+			}
+			return next
+		},
+		Equal: func(a, b any) bool { return a.(linJob) == b.(linJob) },
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(linIn), output.(linOut)
+			name := in.kind.String()
+			if in.final {
+				name = "final-state"
+			}
+			res := "?"
+			if out.known {
+				res = fmt.Sprintf("ok=%v at=%d", out.ok, out.at)
+			}
+			hit := "-"
+			if in.hit != nil {
+				hit = fmt.Sprintf("%d/%s/c%d/a%d", in.hit.ID, in.hit.State, in.hit.Claims, in.hit.Attempts)
+			}
+			return fmt.Sprintf("%s %s h=%d/%d hit=%s -> %s", in.meta.key, name, in.h.ID, in.h.Attempt, hit, res)
+		},
+		DescribeState: func(state any) string {
+			s := state.(linJob)
+			return fmt.Sprintf("%v c%d a%d exp=%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires)
+		},
+	}
+	return nm.ToModel()
+}
+
+// checkHistory runs porcupine over the client history and the final
+// state (final: the jobs the primary recovered after every node
+// restarted, read at time end). Only in strict mode: in seed mode the
+// history is expected not to linearize once a write is lost, and the
+// durability checker counts that loss.
+func (w *World) checkHistory(final []queue.Job, end time.Duration) {
+	if !w.strict() {
+		return
+	}
+	hist := w.linHistory(final, end)
+	res, info := porcupine.CheckOperationsVerbose(linModel(), hist, 20*time.Second)
+	switch res {
+	case porcupine.Ok:
+		w.tr.line(w.now, -1, fmt.Sprintf("porcupine: %d operations linearizable", len(hist)))
+	case porcupine.Unknown:
+		w.violate("S5", "porcupine timed out on %d operations: linearizability of the client history unknown", len(hist))
+	default:
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("xce-sim-%d.html", w.sc.Seed))
+		if err := porcupine.VisualizePath(linModel(), info, path); err != nil {
+			path = "(visualization failed: " + err.Error() + ")"
+		}
+		key, ops := w.firstIllegal(hist)
+		for _, op := range ops {
+			w.tr.line(w.now, -1, fmt.Sprintf("porcupine %s: [%v, %v] %s", key, time.Duration(op.Call), time.Duration(op.Return), linModel().DescribeOperation(op.Input, op.Output)))
+		}
+		w.violate("S5", "client history (%d operations, partitioned by job) is not linearizable against the queue-contract model: job %s's %d operations (traced) have no linearization; porcupine visualization: %s", len(hist), key, len(ops), path)
+	}
+}
+
+// firstIllegal finds the first job whose partition does not linearize,
+// so the failure names it and the trace shows its operations in order.
+func (w *World) firstIllegal(hist []porcupine.Operation) (string, []porcupine.Operation) {
+	model := linModel()
+	for _, part := range model.Partition(hist) {
+		if !porcupine.CheckOperations(model, part) {
+			sort.SliceStable(part, func(i, j int) bool { return part[i].Call < part[j].Call })
+			return part[0].Input.(linIn).meta.key, part
+		}
+	}
+	return "?", nil
+}
+
+// linHistory projects the client history onto jobs.
+func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Operation {
+	wl := w.wl
+	metas := map[string]*linMeta{}
+	var keys []string // in first-seen order: no map order reaches the history
+	idKey := map[uint64]string{}
+	for id, k := range wl.led.idKey {
+		idKey[id] = k
+	}
+	for _, j := range final {
+		if _, ok := idKey[j.ID]; !ok {
+			idKey[j.ID] = string(j.Payload)
+		}
+	}
+	meta := func(key, q string) *linMeta {
+		if m, ok := metas[key]; ok {
+			return m
+		}
+		m := &linMeta{key: key}
+		if st, ok := w.queueStamps(q); ok {
+			m.maxAtt, m.vt, m.retention = st.MaxAttempts, int64(st.VisibilityTimeoutS), st.DeadLetterRetentionS > 0
+		}
+		metas[key] = m
+		keys = append(keys, key)
+		return m
+	}
+	byQueue := map[string][]string{} // queue -> keys enqueued to it
+	// Pass 1: every job's meta, from its enqueue request.
+	for _, c := range wl.calls {
+		if c.req.Kind != sm.JobEnqueue && c.req.Kind != sm.JobEnqueueBatch {
+			continue
+		}
+		ps := c.req.Payloads
+		if c.req.Kind == sm.JobEnqueue {
+			ps = [][]byte{c.req.Payload}
+		}
+		for _, p := range ps {
+			m := meta(string(p), c.req.Queue)
+			m.expiring, m.pin, m.enqueued = c.req.Expires > 0, c.req.Host, c.sent
+			byQueue[c.req.Queue] = append(byQueue[c.req.Queue], m.key)
+		}
+	}
+	var hist []porcupine.Operation
+	finalAt := int64(end)
+	add := func(c *call, in linIn, ok bool) {
+		op := porcupine.Operation{ClientId: c.client, Input: in, Call: int64(c.sent)}
+		if c.out == outOK {
+			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At}, int64(c.done)
+		} else {
+			// Unknown: it may take effect at any time before the final
+			// restart killed every process (no request outlives that).
+			op.Output, op.Return = linOut{}, finalAt-1
+		}
+		hist = append(hist, op)
+	}
+	hitIn := func(jobs []queue.Job, key string) *queue.Job {
+		for i := range jobs {
+			if string(jobs[i].Payload) == key {
+				return &jobs[i]
+			}
+		}
+		return nil
+	}
+	for _, c := range wl.calls {
+		if c.out == outRefused {
+			continue // certainly not applied
+		}
+		r := c.req
+		switch r.Kind {
+		case sm.JobEnqueue, sm.JobEnqueueBatch:
+			ps := r.Payloads
+			if r.Kind == sm.JobEnqueue {
+				ps = [][]byte{r.Payload}
+			}
+			for _, p := range ps {
+				add(c, linIn{meta: metas[string(p)], kind: r.Kind}, true)
+			}
+		case sm.JobClaim, sm.JobList:
+			// Every job of the queue may be involved.
+			qs := []string{r.Queue}
+			if r.Queue == "" {
+				qs = []string{"q0", "q1"}
+			}
+			for _, q := range qs {
+				for _, k := range byQueue[q] {
+					m, hit := metas[k], hitIn(c.rep.Jobs, k)
+					// Cost: a claim or list that answered before the job's
+					// enqueue was sent, or was sent after its ack was
+					// acknowledged, and does not show it, cannot involve it.
+					if hit == nil && (c.out == outOK && c.done < m.enqueued || ackedBefore(wl, k, c.sent)) {
+						continue
+					}
+					add(c, linIn{meta: m, kind: r.Kind, host: r.Host, hit: hit}, c.rep.OK)
+				}
+			}
+		case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
+			if k, ok := idKey[r.Handle.ID]; ok && metas[k] != nil {
+				add(c, linIn{meta: metas[k], kind: r.Kind, h: r.Handle}, c.rep.OK)
+			}
+		case sm.JobAckBatch:
+			for i, h := range r.Handles {
+				if k, ok := idKey[h.ID]; ok && metas[k] != nil {
+					add(c, linIn{meta: metas[k], kind: r.Kind, h: h}, i < len(c.rep.OKs) && c.rep.OKs[i])
+				}
+			}
+		case sm.JobCancel, sm.JobRedrive, sm.JobGet:
+			if k, ok := idKey[r.ID]; ok && metas[k] != nil {
+				add(c, linIn{meta: metas[k], kind: r.Kind, id: r.ID, hit: hitIn(c.rep.Jobs, k)}, c.rep.OK)
+			}
+		}
+	}
+	// The final state: one read per job (keys in first-seen order).
+	for _, k := range keys {
+		in := linIn{meta: metas[k], final: true, hit: hitIn(final, k)}
+		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: linOut{known: true, ok: in.hit != nil}, Return: finalAt + 1})
+	}
+	return hist
+}
+
+// ackedBefore reports whether an ack of job key was acknowledged before t.
+func ackedBefore(wl *workload, key string, t time.Duration) bool {
+	at, ok := wl.led.ackedAt[key]
+	return ok && at < t
+}
+
+// queueStamps are the stamps the workload's queues are configured with
+// (sampleConfig: the same for the current and the older config).
+func (w *World) queueStamps(q string) (queue.Stamps, bool) {
+	for i, name := range []string{"q0", "q1"} {
+		if name == q {
+			c := sampleQueue(i)
+			return queue.Stamps{VisibilityTimeoutS: c.VisibilityTimeoutS, MaxAttempts: c.MaxAttempts, BackoffBaseS: c.BackoffBaseS, DeadLetterRetentionS: c.DeadLetterRetentionS}, true
+		}
+	}
+	return queue.Stamps{}, false
+}

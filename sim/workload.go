@@ -1,0 +1,454 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"xce/sm"
+	"xce/sm/queue"
+)
+
+// The cluster world's client workload: a few clients, each with one
+// request outstanding at a time, send job operations (seed 000) to the
+// node they believe is primary through the whole run — the safety phase
+// with every fault, the liveness phase, the primary kill — and the
+// durability checker (durability.go) and porcupine (clusterlin.go) judge
+// what they were told.
+
+const (
+	clientTimeout  = 2 * time.Second // no reply by then: the outcome is unknown
+	clientMinDelay = 50 * time.Microsecond
+	clientMaxDelay = time.Millisecond
+	maxHeld        = 8  // handles a client keeps
+	maxKnownIDs    = 64 // job ids kept as targets for cancel/get/redrive
+)
+
+// outcome is what a client knows of one request.
+type outcome uint8
+
+const (
+	outPending outcome = iota // sent, no answer yet
+	outOK                     // StatusOK: applied and durable (acknowledged)
+	outRefused                // any other status but OutcomeUnknown: certainly not applied
+	outUnknown                // timeout, connection reset, StatusOutcomeUnknown: maybe applied, maybe later
+)
+
+func (o outcome) String() string {
+	return [...]string{"pending", "ok", "refused", "unknown"}[o]
+}
+
+// call is one request of the client history.
+type call struct {
+	id     uint64
+	client int
+	node   int // the node it was sent to
+	inc    int // ... and that node's incarnation then
+	req    sm.JobRequest
+	sent   time.Duration
+	done   time.Duration // when the client learned the outcome (reply, timeout, reset)
+	out    outcome
+	rep    sm.Reply // the reply, when one reached the client in time
+	// replied: the node emitted its reply (in flight in rep until it arrives).
+	replied bool
+}
+
+// mayApply reports whether the call may have changed the state.
+func (c *call) mayApply() bool { return c.out != outRefused }
+
+// okAt reports whether the call may have applied with OK (for single-job
+// operations: ack, cancel, retry, fail).
+func (c *call) okAt() bool { return c.out != outRefused && (c.out != outOK || c.rep.OK) }
+
+type heldHandle struct {
+	h     queue.Handle
+	queue string
+}
+
+type wlClient struct {
+	id      int
+	target  int   // the node it believes is primary; -1: none known
+	cur     *call // the outstanding request
+	handles []heldHandle
+}
+
+// workload is the clients and everything they were told.
+type workload struct {
+	rng      *rand.Rand
+	clients  []*wlClient
+	calls    []*call // every request sent, in send order; id = index+1
+	stopped  bool
+	ids      []uint64 // job ids seen in replies
+	payloads int
+	led      ledger
+}
+
+func newWorkload(sc Scenario) *workload {
+	wl := &workload{rng: rand.New(rand.NewPCG(sc.Seed, 0xc11e)), led: newLedger()}
+	for c := 0; c < sc.Clients; c++ {
+		wl.clients = append(wl.clients, &wlClient{id: c, target: -1})
+	}
+	return wl
+}
+
+func (wl *workload) report(r *Report) {
+	r.ClientOps = len(wl.calls)
+	for _, c := range wl.calls {
+		if c.out == outUnknown {
+			r.Unknown++
+		}
+	}
+	r.Acked, r.AckedLost = wl.led.acked, len(wl.led.lost)
+}
+
+// idle reports whether no request is outstanding.
+func (wl *workload) idle() bool {
+	for _, cl := range wl.clients {
+		if cl.cur != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startWorkload wakes every client within the first second.
+func (w *World) startWorkload() {
+	for _, cl := range w.wl.clients {
+		w.push(event{at: time.Duration(w.wl.rng.IntN(1000)) * time.Millisecond, kind: evClientWake, node: cl.id})
+	}
+}
+
+func (w *World) linkDelay() time.Duration {
+	return clientMinDelay + time.Duration(w.wl.rng.Int64N(int64(clientMaxDelay-clientMinDelay)))
+}
+
+// otherNode picks a node other than n at random (n itself when alone).
+func (w *World) otherNode(n int) int {
+	if w.sc.Nodes == 1 {
+		return 0
+	}
+	o := w.wl.rng.IntN(w.sc.Nodes - 1)
+	if o >= n {
+		o++
+	}
+	return o
+}
+
+// clientWake sends client c's next request.
+func (w *World) clientWake(c int) {
+	wl := w.wl
+	cl := wl.clients[c]
+	if wl.stopped || cl.cur != nil {
+		return
+	}
+	if cl.target < 0 {
+		cl.target = wl.rng.IntN(w.sc.Nodes)
+	}
+	nd := w.nodes[cl.target]
+	if !nd.up {
+		// Connection refused: nothing was sent. Try another node.
+		w.tr.line(w.now, -1, fmt.Sprintf("c%d: n%d refused the connection", c, cl.target))
+		cl.target = w.otherNode(cl.target)
+		w.push(event{at: w.now + time.Duration(10+wl.rng.IntN(90))*time.Millisecond, kind: evClientWake, node: c})
+		return
+	}
+	req := w.randomRequest(cl)
+	k := &call{id: uint64(len(wl.calls) + 1), client: c, node: cl.target, inc: nd.inc, req: req, sent: w.now}
+	wl.calls = append(wl.calls, k)
+	cl.cur = k
+	w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s", c, k.node, k.id, describeReq(req)))
+	w.push(event{at: w.now + w.linkDelay(), kind: evClientReq, node: k.node, inc: k.inc, call: k.id})
+	w.push(event{at: w.now + clientTimeout, kind: evClientGiveUp, call: k.id})
+}
+
+// deliverRequest hands call id to the node it was sent to, even if its
+// client gave up meanwhile: a request the client no longer waits for may
+// still be applied (that is what an unknown outcome means).
+func (w *World) deliverRequest(nd *simNode, id uint64) {
+	c := w.wl.calls[id-1]
+	w.deliver(nd.id, sm.ClientOp{ID: id, Req: c.req})
+}
+
+// nodeReply routes a Reply effect back to the client that sent the
+// request; a reply nobody asked for is a bug in the node (S7).
+func (w *World) nodeReply(nd *simNode, r sm.Reply) {
+	wl := w.wl
+	if r.ID == 0 || r.ID > uint64(len(wl.calls)) {
+		w.violate("S7", "n%d replied to unknown request #%d", nd.id, r.ID)
+		return
+	}
+	c := wl.calls[r.ID-1]
+	switch {
+	case c.node != nd.id:
+		w.violate("S7", "n%d replied to request #%d, which was sent to n%d", nd.id, r.ID, c.node)
+	case c.replied:
+		w.violate("S7", "n%d replied twice to request #%d", nd.id, r.ID)
+	default:
+		c.replied, c.rep = true, r
+		w.push(event{at: w.now + w.linkDelay(), kind: evClientReply, call: c.id})
+	}
+}
+
+// clientReply: the reply to call id reaches its client.
+func (w *World) clientReply(id uint64) {
+	c := w.wl.calls[id-1]
+	if c.out != outPending {
+		w.tr.line(w.now, -1, fmt.Sprintf("c%d <- n%d #%d late reply ignored (%s): %s", c.client, c.node, c.id, c.out, describeRep(c.rep)))
+		return
+	}
+	switch c.rep.Status {
+	case sm.StatusOK:
+		c.out = outOK
+	case sm.StatusOutcomeUnknown:
+		c.out = outUnknown
+	default:
+		c.out = outRefused
+	}
+	c.done = w.now
+	w.tr.line(w.now, -1, fmt.Sprintf("c%d <- n%d #%d %s: %s", c.client, c.node, c.id, c.out, describeRep(c.rep)))
+	cl := w.wl.clients[c.client]
+	cl.cur = nil
+	if c.out == outOK {
+		w.observe(c)
+	}
+	if c.rep.Status == sm.StatusEAGAIN || c.rep.Status == sm.StatusOutcomeUnknown {
+		// Follow the redirect; without one, try another node.
+		if p := c.rep.Primary; p >= 0 && p < w.sc.Nodes && p != c.node {
+			cl.target = p
+		} else {
+			cl.target = w.otherNode(c.node)
+		}
+	}
+	w.think(cl)
+}
+
+// clientGiveUp: no reply within the timeout.
+func (w *World) clientGiveUp(id uint64) {
+	c := w.wl.calls[id-1]
+	if c.out != outPending {
+		return
+	}
+	w.unknown(c, fmt.Sprintf("no reply within %v", clientTimeout))
+}
+
+// processGone: node nd's process is dying. Requests it has not answered
+// lose their connection: their outcome is unknown. Replies already sent
+// still arrive, except when the machine lost power.
+func (w *World) processGone(nd *simNode, power bool) {
+	for _, cl := range w.wl.clients {
+		if c := cl.cur; c != nil && c.node == nd.id && c.inc == nd.inc && (!c.replied || power) {
+			w.unknown(c, fmt.Sprintf("connection to n%d reset", nd.id))
+		}
+	}
+}
+
+func (w *World) unknown(c *call, why string) {
+	c.out, c.done = outUnknown, w.now
+	w.tr.line(w.now, -1, fmt.Sprintf("c%d #%d outcome unknown: %s", c.client, c.id, why))
+	cl := w.wl.clients[c.client]
+	cl.cur = nil
+	cl.target = w.otherNode(c.node)
+	w.think(cl)
+}
+
+// think schedules the client's next request: usually soon (concurrent
+// with the other clients), sometimes seconds later, so claims lapse.
+func (w *World) think(cl *wlClient) {
+	r := w.wl.rng
+	d := time.Duration(r.IntN(20)) * time.Millisecond
+	if r.IntN(5) == 0 {
+		d = time.Duration(r.IntN(2500)) * time.Millisecond
+	}
+	w.push(event{at: w.now + d, kind: evClientWake, node: cl.id})
+}
+
+// observe learns from an acknowledged reply: job ids, handles, acks.
+func (w *World) observe(c *call) {
+	wl := w.wl
+	cl := wl.clients[c.client]
+	for _, j := range c.rep.Jobs {
+		w.noteJob(c, j)
+		if len(wl.ids) == 0 || wl.ids[len(wl.ids)-1] != j.ID {
+			wl.ids = append(wl.ids, j.ID)
+			if len(wl.ids) > maxKnownIDs {
+				wl.ids = wl.ids[1:]
+			}
+		}
+		if c.req.Kind == sm.JobClaim {
+			cl.handles = append(cl.handles, heldHandle{h: j.Handle(), queue: j.Queue})
+			if len(cl.handles) > maxHeld {
+				cl.handles = cl.handles[1:]
+			}
+		}
+	}
+	switch c.req.Kind {
+	case sm.JobAck:
+		w.noteAcked(c, c.req.Handle, c.rep.OK)
+		cl.drop(c.req.Handle)
+	case sm.JobAckBatch:
+		for i, h := range c.req.Handles {
+			w.noteAcked(c, h, i < len(c.rep.OKs) && c.rep.OKs[i])
+			cl.drop(h)
+		}
+	case sm.JobRetry, sm.JobFail:
+		cl.drop(c.req.Handle)
+	}
+}
+
+func (cl *wlClient) drop(h queue.Handle) {
+	for i, x := range cl.handles {
+		if x.h == h {
+			cl.handles = append(cl.handles[:i], cl.handles[i+1:]...)
+			return
+		}
+	}
+}
+
+// randomRequest draws one operation, weighted so that enqueue, claim and
+// ack dominate; payloads are unique so every job can be identified.
+func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
+	wl := w.wl
+	r := wl.rng
+	qname := func() string {
+		if r.IntN(10) < 7 {
+			return "q0"
+		}
+		return "q1"
+	}
+	payload := func() []byte {
+		wl.payloads++
+		return []byte("p" + strconv.Itoa(wl.payloads))
+	}
+	handle := func() queue.Handle {
+		switch k := r.IntN(10); {
+		case k < 8 && len(cl.handles) > 0:
+			// usually one of its newest claims
+			i := len(cl.handles) - 1 - min(r.IntN(3), len(cl.handles)-1)
+			return cl.handles[i].h
+		case k < 9:
+			// someone else's claim: refused unless it lapsed and was reclaimed by ...nobody
+			o := wl.clients[r.IntN(len(wl.clients))]
+			if len(o.handles) > 0 {
+				return o.handles[r.IntN(len(o.handles))].h
+			}
+		}
+		return queue.Handle{ID: w.randomID(), Attempt: uint32(1 + r.IntN(2))}
+	}
+	switch k := r.IntN(100); {
+	case k < 26:
+		req := sm.JobRequest{Kind: sm.JobEnqueue, Queue: qname(), Payload: payload(), Priority: int32(r.IntN(3))}
+		if r.IntN(8) == 0 {
+			req.Delay = int64(1 + r.IntN(3))
+		}
+		if r.IntN(10) == 0 {
+			req.Expires = int64(5 + r.IntN(60))
+		}
+		if r.IntN(10) == 0 {
+			req.Host = "h1"
+		}
+		return req
+	case k < 31:
+		req := sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: qname(), Priority: int32(r.IntN(3))}
+		for n := 2 + r.IntN(3); n > 0; n-- {
+			req.Payloads = append(req.Payloads, payload())
+		}
+		return req
+	case k < 52:
+		return sm.JobRequest{Kind: sm.JobClaim, Queue: qname(), Host: []string{"h0", "h1"}[r.IntN(2)], Max: 1 + r.IntN(3)}
+	case k < 68:
+		return sm.JobRequest{Kind: sm.JobAck, Handle: handle()}
+	case k < 72:
+		hs := []queue.Handle{handle(), handle()}
+		if r.IntN(2) == 0 {
+			hs = append(hs, handle())
+		}
+		return sm.JobRequest{Kind: sm.JobAckBatch, Handles: hs}
+	case k < 77:
+		return sm.JobRequest{Kind: sm.JobHeartbeat, Handle: handle()}
+	case k < 81:
+		return sm.JobRequest{Kind: sm.JobRetry, Handle: handle(), Error: "retry"}
+	case k < 84:
+		return sm.JobRequest{Kind: sm.JobFail, Handle: handle(), Error: "boom"}
+	case k < 87:
+		return sm.JobRequest{Kind: sm.JobCancel, ID: w.randomID()}
+	case k < 91:
+		return sm.JobRequest{Kind: sm.JobGet, ID: w.randomID()}
+	case k < 94:
+		return sm.JobRequest{Kind: sm.JobList, Queue: []string{"q0", "q1", ""}[r.IntN(3)]}
+	case k < 96:
+		return sm.JobRequest{Kind: sm.JobRedrive, ID: w.randomID()}
+	case k < 98:
+		return sm.JobRequest{Kind: sm.JobSweep}
+	default:
+		return sm.JobRequest{Kind: sm.JobTick}
+	}
+}
+
+// randomID is a job id seen in a reply, or now and then one nobody was
+// told about (unknown, or lost).
+func (w *World) randomID() uint64 {
+	wl := w.wl
+	if len(wl.ids) > 0 && wl.rng.IntN(8) > 0 {
+		return wl.ids[wl.rng.IntN(len(wl.ids))]
+	}
+	top := uint64(1)
+	if len(wl.ids) > 0 {
+		top = wl.ids[len(wl.ids)-1]
+	}
+	return 1 + uint64(wl.rng.Int64N(int64(top)+3))
+}
+
+// describeReq renders a request on one trace line.
+func describeReq(q sm.JobRequest) string {
+	s := q.Kind.String()
+	switch q.Kind {
+	case sm.JobEnqueue:
+		s += fmt.Sprintf(" %s %s prio=%d", q.Queue, q.Payload, q.Priority)
+		if q.Delay != 0 || q.Expires != 0 || q.Host != "" {
+			s += fmt.Sprintf(" delay=%d expires=%d pin=%q", q.Delay, q.Expires, q.Host)
+		}
+	case sm.JobEnqueueBatch:
+		s += " " + q.Queue
+		for _, p := range q.Payloads {
+			s += " " + string(p)
+		}
+	case sm.JobClaim:
+		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
+	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
+		s += fmt.Sprintf(" %d/%d", q.Handle.ID, q.Handle.Attempt)
+	case sm.JobAckBatch:
+		for _, h := range q.Handles {
+			s += fmt.Sprintf(" %d/%d", h.ID, h.Attempt)
+		}
+	case sm.JobCancel, sm.JobGet, sm.JobRedrive:
+		s += fmt.Sprintf(" %d", q.ID)
+	case sm.JobList:
+		s += fmt.Sprintf(" %q", q.Queue)
+	}
+	return s
+}
+
+// describeRep renders a reply on one trace line (jobs as id/state/payload).
+func describeRep(r sm.Reply) string {
+	s := fmt.Sprintf("status=%d", r.Status)
+	if r.Status != sm.StatusOK {
+		return s + fmt.Sprintf(" primary=%d %q", r.Primary, r.Error)
+	}
+	s += fmt.Sprintf(" ok=%v lsn=%d at=%d", r.OK, r.LSN, r.At)
+	if r.OKs != nil {
+		s += fmt.Sprintf(" oks=%v", r.OKs)
+	}
+	if r.Moved != 0 || r.Deleted != 0 {
+		s += fmt.Sprintf(" moved=%d deleted=%d", r.Moved, r.Deleted)
+	}
+	const show = 6
+	for i, j := range r.Jobs {
+		if i == show {
+			s += fmt.Sprintf(" ...+%d", len(r.Jobs)-show)
+			break
+		}
+		s += fmt.Sprintf(" %d/%s/a%d/%s", j.ID, j.State, j.Attempts, j.Payload)
+	}
+	return s
+}
