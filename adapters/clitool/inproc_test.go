@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"xce/adapters/configtool"
+	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
 	"xce/schema"
 	"xce/sm"
@@ -37,7 +40,11 @@ func (fc *fakeCluster) run(t *testing.T, args ...string) (string, error) {
 	cmd := NewCommand(context.Background(), &out)
 	cmd.SetErr(&out)
 	cmd.SetArgs(append(args, "--peers", fc.peersFlag, "--cert", filepath.Join(fc.certDir, "admin.crt"),
-		"--key", filepath.Join(fc.certDir, "admin.key"), "--ca", filepath.Join(fc.certDir, "ca.crt"), "--timeout", "3s"))
+		"--key", filepath.Join(fc.certDir, "admin.key"), "--ca", filepath.Join(fc.certDir, "ca.crt"), "--timeout", "3s",
+		// A hedge of 750 ms: a slow handshake to n0 on a loaded machine
+		// does not make the client dial the others too (the tests assert
+		// which nodes were asked).
+		"--connect-timeout", "3s"))
 	err := cmd.Execute()
 	return out.String(), err
 }
@@ -215,5 +222,92 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	})
 	if _, err := fc.run(t, "queue", "list"); err == nil || !strings.Contains(err.Error(), "hashes to tag") {
 		t.Fatalf("tag mismatch: %v", err)
+	}
+}
+
+// hungAddr is a listener that accepts TCP and never answers (a SIGSTOPped
+// controller: its kernel still completes the handshake).
+func hungAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never read
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// xcecli status asks every peer at once: the rows keep --peers order, and
+// a hung peer costs --connect-timeout once, not a timeout per row.
+func TestStatusesPastHungPeer(t *testing.T) {
+	fc := startFakeCluster(t, true, true)
+	for i, n := range fc.nodes {
+		n.Set(func(*schema.ClientRequest) *schema.ClientReply {
+			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
+				Name: n.Name, Priority: uint32(i + 1), Role: "standby", Primary: -1}}}
+		})
+	}
+	mat, err := tlsconf.Load(filepath.Join(fc.certDir, "admin.crt"), filepath.Join(fc.certDir, "admin.key"), filepath.Join(fc.certDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rows, err := statuses(context.Background(), "hung="+hungAddr(t)+","+fc.peersFlag, mat, 5*time.Second, 400*time.Millisecond)
+	d := time.Since(start)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("rows %+v, err %v", rows, err)
+	}
+	if rows[0].Name != "hung" || rows[0].Up || rows[0].Error == "" || !rows[1].Up || rows[1].Name != "n0" || !rows[2].Up || rows[2].Name != "n1" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if d > 2500*time.Millisecond { // was 5 s (the timeout) for the hung row alone
+		t.Fatalf("status with a hung peer took %v", d)
+	}
+}
+
+// xcecli job commands reach the primary past a first peer that accepts
+// TCP and never answers (a SIGSTOPped controller) within the connect
+// timeout, not the request timeout; the mutation was never sent to the
+// hung peer, so its outcome is known.
+func TestInProcessHungFirstPeer(t *testing.T) {
+	fc := startFakeCluster(t, true, true)
+	fc.nodes[0].Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 1, Queue: "batch"}}}))
+	fc.nodes[1].Set(standby(1))
+	var out bytes.Buffer
+	cmd := NewCommand(context.Background(), &out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"job", "submit", "--queue", "batch", "--peers", "hung=" + hungAddr(t) + "," + fc.peersFlag,
+		"--cert", filepath.Join(fc.certDir, "admin.crt"), "--key", filepath.Join(fc.certDir, "admin.key"),
+		"--ca", filepath.Join(fc.certDir, "ca.crt"), "--timeout", "5s"})
+	start := time.Now()
+	err := cmd.Execute()
+	d := time.Since(start)
+	t.Logf("hung first peer to primary: %v", d)
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out.String())
+	}
+	if len(fc.nodes[0].Requests()) != 1 {
+		t.Fatalf("the primary got %d requests, want 1", len(fc.nodes[0].Requests()))
+	}
+	// The old client waited --timeout (5 s here) on the hung peer; the
+	// bound is generous for a noisy machine.
+	if d > 2500*time.Millisecond {
+		t.Fatalf("reaching the primary past a hung peer took %v", d)
 	}
 }

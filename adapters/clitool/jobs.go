@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/tlsconf"
 	"xce/schema"
 )
 
@@ -316,11 +315,7 @@ func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobReq
 	if err := checkOutput(e.output); err != nil {
 		return err
 	}
-	mat, err := tlsconf.Load(e.c.cert, e.c.key, e.c.ca)
-	if err != nil {
-		return err
-	}
-	cl, err := NewJobClient(e.c.peers, mat, e.c.timeout)
+	cl, err := e.c.jobClient()
 	if err != nil {
 		return err
 	}
@@ -349,7 +344,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	e := &jobEnv{}
 	root := &cobra.Command{
 		Use:   "job",
-		Short: "job-queue operations, sent to the primary (peers tried in --peers order, redirects followed)",
+		Short: "job-queue operations, sent to the primary (the last known primary first, then every peer at once; redirects followed)",
 	}
 	e.persistent(root)
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/tlsconf"
 	"xce/schema"
 )
 
@@ -130,11 +129,11 @@ func listCmd(ctx context.Context, what string, print func(io.Writer, *schema.Clu
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
+			cl, err := c.jobClient()
 			if err != nil {
 				return err
 			}
-			cfg, _, err := FetchConfig(ctx, c.peers, mat, c.timeout)
+			cfg, _, err := cl.FetchConfig(ctx)
 			if err != nil {
 				return err
 			}

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
@@ -30,6 +32,21 @@ func NewCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 type conn struct {
 	peers, cert, key, ca string
 	timeout              time.Duration
+	connectTimeout       time.Duration
+}
+
+// jobClient is the failover client of these flags.
+func (c *conn) jobClient() (*JobClient, error) {
+	mat, err := tlsconf.Load(c.cert, c.key, c.ca)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewJobClient(c.peers, mat, c.timeout)
+	if err != nil {
+		return nil, err
+	}
+	cl.ConnectTimeout = c.connectTimeout
+	return cl, nil
 }
 
 func (c *conn) flags(cmd *cobra.Command) {
@@ -38,7 +55,9 @@ func (c *conn) flags(cmd *cobra.Command) {
 	f.StringVar(&c.cert, "cert", os.Getenv("XCE_CERT"), "client certificate signed by the cluster CA (or $XCE_CERT)")
 	f.StringVar(&c.key, "key", os.Getenv("XCE_KEY"), "client key (or $XCE_KEY)")
 	f.StringVar(&c.ca, "ca", os.Getenv("XCE_CA"), "cluster CA certificate (or $XCE_CA)")
-	f.DurationVar(&c.timeout, "timeout", 2*time.Second, "per-node timeout")
+	f.DurationVar(&c.timeout, "timeout", 2*time.Second, "how long to wait for a node's answer once the request is sent")
+	f.DurationVar(&c.connectTimeout, "connect-timeout", failover.DefaultConnectTimeout,
+		"bound on the TCP connect and TLS handshake to each node; a node down or hung is passed over after it")
 }
 
 // PeerStatus is one row of `xcecli status`.
@@ -57,35 +76,58 @@ type PeerStatus struct {
 	Serving    bool   `json:"serving"`
 }
 
-// Statuses asks every peer for its status, in --peers order.
+// Statuses asks every peer for its status, all at once so that a hung
+// node costs timeout once rather than once per row; the rows are in
+// --peers order. timeout bounds each node's connection and answer.
 func Statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout time.Duration) ([]PeerStatus, error) {
+	return statuses(ctx, peersFlag, mat, timeout, timeout)
+}
+
+// statuses is Statuses with the connect and TLS handshake bounded by
+// connectTimeout too (xcecli status --connect-timeout).
+func statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout, connectTimeout time.Duration) ([]PeerStatus, error) {
 	peers, _, err := daemon.ParsePeers(peersFlag)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]PeerStatus, len(peers))
+	var wg sync.WaitGroup
 	for i, p := range peers {
 		out[i] = PeerStatus{Name: p.Name, Addr: p.Addr(), Priority: uint32(i)}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		cl, err := transport.DialClient(cctx, p.Addr(), mat, timeout)
-		if err != nil {
-			cancel()
-			out[i].Error = err.Error()
-			continue
-		}
-		st, err := cl.Status(cctx)
-		_ = cl.Close()
-		cancel()
-		if err != nil {
-			out[i].Error = err.Error()
-			continue
-		}
-		out[i].Up = true
-		out[i].Role, out[i].Term, out[i].Primary = st.GetRole(), st.GetTerm(), st.GetPrimaryName()
-		out[i].ConfigTag, out[i].Generation = fmt.Sprintf("%016x", st.GetConfigTag()), st.GetConfigGeneration()
-		out[i].Stale, out[i].Serving = st.GetConfigStale(), st.GetServing()
+		wg.Go(func() { askStatus(ctx, mat, timeout, connectTimeout, &out[i]) })
 	}
+	wg.Wait()
 	return out, nil
+}
+
+// askStatus fills row from its node's status reply, or its error.
+func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeout time.Duration, row *PeerStatus) {
+	if timeout <= 0 {
+		timeout = transport.DefaultClientTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dctx := cctx
+	if connectTimeout > 0 {
+		var dcancel context.CancelFunc
+		dctx, dcancel = context.WithTimeout(cctx, connectTimeout)
+		defer dcancel()
+	}
+	cl, err := transport.DialClient(dctx, row.Addr, mat, timeout)
+	if err != nil {
+		row.Error = err.Error()
+		return
+	}
+	defer cl.Close()
+	st, err := cl.Status(cctx)
+	if err != nil {
+		row.Error = err.Error()
+		return
+	}
+	row.Up = true
+	row.Role, row.Term, row.Primary = st.GetRole(), st.GetTerm(), st.GetPrimaryName()
+	row.ConfigTag, row.Generation = fmt.Sprintf("%016x", st.GetConfigTag()), st.GetConfigGeneration()
+	row.Stale, row.Serving = st.GetConfigStale(), st.GetServing()
 }
 
 func statusCmd(ctx context.Context) *cobra.Command {
@@ -99,7 +141,7 @@ func statusCmd(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := Statuses(ctx, c.peers, mat, c.timeout)
+			rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
 			if err != nil {
 				return err
 			}

@@ -8,23 +8,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
 	"xce/adapters/wire"
 	"xce/schema"
 	"xce/sm"
 )
 
-// DefaultPushTimeout bounds the connection to one node and its answer
-// (the primary answers after its save and the push window, §6.3).
+// DefaultPushTimeout bounds the wait for the primary's answer once the
+// request is sent (it answers after its save and the push window, §6.3).
+// Connecting to a node is bounded separately by --connect-timeout.
 const DefaultPushTimeout = 10 * time.Second
 
 var (
@@ -60,118 +60,75 @@ type PushResult struct {
 	Attempts   []string
 }
 
-// Push sends blob as OP_upgradeConfig to the primary: the peers in
-// --peers order, following a "Not primary — redirect to primary" reply's
-// primary index once (§10.12). A peer that is down, still starting, or
-// has OP_upgradeConfig disabled is skipped: nothing was applied there.
-// A refusal by the primary is a *PushRefusedError; a request that may
-// have been applied without an answer wraps ErrPushUnknown and is not
-// sent elsewhere; when no peer took it, the error wraps ErrPushNoPrimary
-// and lists every attempt.
+// Push sends blob as OP_upgradeConfig to the primary of peers; timeout
+// bounds the wait for its answer (0 = DefaultPushTimeout). See PushTo.
 func Push(ctx context.Context, peers []daemon.Peer, mat *tlsconf.Material, timeout time.Duration, blob []byte) (*PushResult, error) {
+	return PushTo(ctx, failover.New(peers, mat, timeout), blob)
+}
+
+// PushTo sends blob as OP_upgradeConfig to cl's primary, found as every
+// client request is (package failover: redirects followed, a node down or
+// hung passed over after the connect timeout). A peer that is down, still
+// starting, or has OP_upgradeConfig disabled is skipped: nothing was
+// applied there. A refusal by the primary is a *PushRefusedError; a
+// request that may have been applied without an answer wraps
+// ErrPushUnknown and is not sent elsewhere; when no peer took it, the
+// error wraps ErrPushNoPrimary and lists every attempt. PushTo sets a
+// cl.Timeout of 0 to DefaultPushTimeout.
+func PushTo(ctx context.Context, cl *failover.Client, blob []byte) (*PushResult, error) {
 	switch {
-	case len(peers) == 0:
+	case len(cl.Peers) == 0:
 		return nil, fmt.Errorf("%w: no peers", ErrPushNoPrimary)
 	case len(blob) == 0:
 		return nil, errors.New("empty config blob")
 	case len(blob) > sm.MaxConfigSize:
 		return nil, fmt.Errorf("config blob of %d bytes exceeds CONF_MAX_SIZE (%d)", len(blob), sm.MaxConfigSize)
 	}
-	if timeout <= 0 {
-		timeout = DefaultPushTimeout
+	if cl.Timeout <= 0 {
+		cl.Timeout = DefaultPushTimeout
 	}
 	sum := sha256.Sum256(blob)
-	var attempts []string
-	tried := make([]bool, len(peers))
-	// try returns the result or a final error, else the redirect target
-	// (-1 for none) after recording the attempt.
-	try := func(i int) (*PushResult, int, error) {
-		tried[i] = true
-		p := peers[i]
-		note := func(s string) { attempts = append(attempts, p.Name+": "+s) }
-		req := &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:]}}}
-		rep, sent, err := pushCall(ctx, p.Addr(), mat, timeout, req)
-		if err != nil {
-			note(err.Error())
-			if sent && !handshakeRefused(err) {
-				return nil, -1, fmt.Errorf("%w: %s: %v — check `xcecli status` (config tag, generation) before pushing again", ErrPushUnknown, p.Name, err)
-			}
-			return nil, -1, nil
-		}
-		up := rep.GetUpgradeConfigReply()
-		switch st := rep.GetStatus(); {
-		case st == sm.StatusOK:
-			if up == nil || up.GetVersionTag() == 0 {
-				return nil, -1, fmt.Errorf("%s: accepted without a version tag", p.Name)
-			}
-			return &PushResult{Peer: p.Name, VersionTag: up.GetVersionTag(), AckedCount: int(up.GetAckedCount()),
-				Standbys: len(peers) - 1, Attempts: attempts}, -1, nil
-		case st == sm.StatusOutcomeUnknown:
-			note(rep.GetError())
-			return nil, -1, fmt.Errorf("%w: %s: %s — check `xcecli status` (config tag, generation) before pushing again", ErrPushUnknown, p.Name, rep.GetError())
-		case st == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), "Not primary"):
-			prim := -1
-			if up != nil {
-				prim = int(up.GetPrimary())
-			}
-			msg := rep.GetError()
-			if prim >= 0 && prim < len(peers) {
-				msg += " (primary " + peers[prim].Name + ")"
-			}
-			note(msg)
-			return nil, prim, nil
-		case st == sm.StatusEAGAIN, st == wire.StatusUnsupported, up != nil && strings.HasPrefix(up.GetError(), "OP_upgradeConfig is disabled"):
-			// Starting, recovering, an op this node does not know, or a
-			// node without --enable-upgrade-config: nothing applied here.
-			note(rep.GetError())
-			return nil, -1, nil
-		default:
-			note(rep.GetError())
-			return nil, -1, &PushRefusedError{Peer: p.Name, Status: st, Msg: rep.GetError()}
-		}
+	res, err := cl.Call(ctx, failover.Request{
+		Msg:      &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:]}}},
+		Classify: classifyUpgrade,
+	})
+	var unknown *failover.UnknownOutcomeError
+	var none *failover.NoPrimaryError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, fmt.Errorf("%w: %s: %w — check `xcecli status` (config tag, generation) before pushing again", ErrPushUnknown, unknown.Peer, unknown.Err)
+	case errors.As(err, &none):
+		return nil, fmt.Errorf("%w (%s)", ErrPushNoPrimary, none.List())
+	case err != nil:
+		return nil, err
 	}
-	followed := false
-	for i := range peers {
-		if tried[i] {
-			continue
-		}
-		res, prim, err := try(i)
-		if res != nil || err != nil {
-			return res, err
-		}
-		if prim >= 0 && prim < len(peers) && !followed && !tried[prim] {
-			followed = true
-			if res, _, err := try(prim); res != nil || err != nil {
-				return res, err
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	up := res.Reply.GetUpgradeConfigReply()
+	attempts := make([]string, len(res.Attempts))
+	for i, a := range res.Attempts {
+		attempts[i] = a.Peer + ": " + a.Err
 	}
-	return nil, fmt.Errorf("%w (%s)", ErrPushNoPrimary, strings.Join(attempts, "; "))
+	return &PushResult{Peer: res.Name, VersionTag: up.GetVersionTag(), AckedCount: int(up.GetAckedCount()),
+		Standbys: len(cl.Peers) - 1, Attempts: attempts}, nil
 }
 
-// pushCall makes one connection, one request; sent is false when the
-// connection could not be made.
-func pushCall(ctx context.Context, addr string, mat *tlsconf.Material, timeout time.Duration, req *schema.ClientRequest) (*schema.ClientReply, bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cl, err := transport.DialClient(cctx, addr, mat, timeout)
-	if err != nil {
-		return nil, false, err
+// classifyUpgrade reads an OP_upgradeConfig reply that is not a redirect.
+func classifyUpgrade(p daemon.Peer, rep *schema.ClientReply) (failover.Verdict, error) {
+	up := rep.GetUpgradeConfigReply()
+	switch st := rep.GetStatus(); {
+	case st == sm.StatusOK:
+		if up == nil || up.GetVersionTag() == 0 {
+			return failover.Done, fmt.Errorf("%s: accepted without a version tag", p.Name)
+		}
+		return failover.Done, nil
+	case st == sm.StatusOutcomeUnknown:
+		return failover.Unknown, nil
+	case st == sm.StatusEAGAIN, st == wire.StatusUnsupported, up != nil && strings.HasPrefix(up.GetError(), "OP_upgradeConfig is disabled"):
+		// Starting, recovering, an op this node does not know, or a node
+		// without --enable-upgrade-config: nothing applied here.
+		return failover.Next, nil
+	default:
+		return failover.Done, &PushRefusedError{Peer: p.Name, Status: st, Msg: rep.GetError()}
 	}
-	defer cl.Close()
-	rep, err := cl.Call(cctx, req)
-	return rep, !errors.Is(err, transport.ErrNotSent), err
-}
-
-// handshakeRefused: the server answered with a TLS alert (TLS 1.3 reports
-// a refused client certificate only on the first read), so it never read
-// the request.
-func handshakeRefused(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // PrintPush writes the outcome line and, when no standby confirmed the
@@ -207,13 +164,14 @@ func checkBlob(blob []byte) error {
 
 func pushCmd() *cobra.Command {
 	var peersFlag, cert, key, ca, config, blobFile string
-	var timeout time.Duration
+	var timeout, connectTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "push --peers P --cert C --key K --ca CA --config cluster.yaml",
 		Short: "OP_upgradeConfig: send a new config to the running primary, which saves it, pushes it to its standbys and restarts",
 		Long: `push encodes cluster.yaml (or takes --blob), sends it with its SHA-256 to the
-primary (the peers in --peers order, following a "Not primary" redirect once)
-and prints the primary's answer. The primary saves it with generation =
+primary (found as xcecli finds it: the first peer, then every peer at once,
+following "Not primary" redirects; a node down or hung is passed over after
+--connect-timeout) and prints the primary's answer. The primary saves it with generation =
 current + 1, pushes it to its standbys, answers, and restarts (exit 0) to
 apply it. Every node needs --enable-upgrade-config.
 
@@ -250,7 +208,9 @@ again.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			res, err := Push(ctx, peers, mat, timeout, blob)
+			cl := failover.New(peers, mat, timeout)
+			cl.ConnectTimeout = connectTimeout
+			res, err := PushTo(ctx, cl, blob)
 			if err != nil {
 				return err
 			}
@@ -264,6 +224,8 @@ again.`,
 	f.StringVar(&ca, "ca", os.Getenv("XCE_CA"), "cluster CA certificate (or $XCE_CA)")
 	f.StringVar(&config, "config", "cluster.yaml", "YAML config to push")
 	f.StringVar(&blobFile, "blob", "", "push an already encoded blob instead of --config")
-	f.DurationVar(&timeout, "timeout", DefaultPushTimeout, "per-node connect and answer timeout")
+	f.DurationVar(&timeout, "timeout", DefaultPushTimeout, "how long to wait for the primary's answer once the config is sent")
+	f.DurationVar(&connectTimeout, "connect-timeout", failover.DefaultConnectTimeout,
+		"bound on the TCP connect and TLS handshake to each node; a node down or hung is passed over after it")
 	return c
 }

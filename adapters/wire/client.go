@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -205,6 +206,36 @@ func checkJobRequest(j *schema.JobRequest) error {
 		}
 	}
 	return nil
+}
+
+// NotPrimaryPrefix begins the error text of a standby's refusal of a
+// primary-only request (seed 002 §10.12: "Not primary — redirect to
+// primary"). Clients match the prefix, not the whole text, so that a
+// node may add detail after it.
+const NotPrimaryPrefix = "Not primary"
+
+// Redirect reports whether rep is a standby's "not primary" refusal
+// (StatusEAGAIN, error text starting with NotPrimaryPrefix: nothing was
+// applied) and the index into --peers of the primary it names: the
+// primary field of the JobReply or UpgradeConfigReply body, or -1 when
+// the standby knows none or the body is missing. The index is not
+// checked against the caller's --peers (the reply cannot know its
+// length): callers must.
+func Redirect(rep *schema.ClientReply) (primary int, ok bool) {
+	if rep.GetStatus() != sm.StatusEAGAIN || !strings.HasPrefix(rep.GetError(), NotPrimaryPrefix) {
+		return -1, false
+	}
+	switch body := rep.GetBody().(type) {
+	case *schema.ClientReply_JobReply:
+		if body.JobReply != nil {
+			return int(body.JobReply.GetPrimary()), true
+		}
+	case *schema.ClientReply_UpgradeConfigReply:
+		if body.UpgradeConfigReply != nil {
+			return int(body.UpgradeConfigReply.GetPrimary()), true
+		}
+	}
+	return -1, true
 }
 
 // EncodeClientReply returns the protobuf bytes of r.

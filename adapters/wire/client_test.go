@@ -442,3 +442,39 @@ func TestUpgradeConfigReply(t *testing.T) {
 		t.Fatalf("nil upgrade reply body: %v", err)
 	}
 }
+
+// Redirect recognises only an EAGAIN "Not primary" reply, takes the
+// primary from whichever body carries it, and says -1 without one.
+func TestRedirect(t *testing.T) {
+	const np = "Not primary — redirect to primary"
+	job := func(p int32) *schema.ClientReply_JobReply {
+		return &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}
+	}
+	up := func(p int32) *schema.ClientReply_UpgradeConfigReply {
+		return &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: np, Primary: p}}
+	}
+	for _, c := range []struct {
+		name    string
+		rep     *schema.ClientReply
+		primary int
+		ok      bool
+	}{
+		{"job redirect", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: np, Body: job(2)}, 2, true},
+		{"job redirect, primary unknown", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: np, Body: job(-1)}, -1, true},
+		{"upgrade redirect", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: np, Body: up(1)}, 1, true},
+		{"no body", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: np}, -1, true},
+		{"status body carries no redirect", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: np,
+			Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Primary: 1}}}, -1, true},
+		{"recovering primary", &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "primary is recovering its job state; retry", Body: job(0)}, -1, false},
+		{"outcome unknown with the same text", &schema.ClientReply{Status: sm.StatusOutcomeUnknown, Error: np, Body: job(1)}, -1, false},
+		{"ok", &schema.ClientReply{Body: job(0)}, -1, false},
+		{"nil", nil, -1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := Redirect(c.rep)
+			if p != c.primary || ok != c.ok {
+				t.Fatalf("Redirect = %d, %v; want %d, %v", p, ok, c.primary, c.ok)
+			}
+		})
+	}
+}
