@@ -88,6 +88,8 @@ type Scenario struct {
 	Clients int
 	// Pauses freeze a process (SIGSTOP) and thaw it (SIGCONT).
 	Pauses []Pause
+	// PrimaryFaults strike whoever is primary at the time (nemesis.go).
+	PrimaryFaults []PrimaryFault
 	// PowerLossAt, when non-zero, cuts the power of every node at once at
 	// that time of the safety phase (unsynced data lost on every disk).
 	PowerLossAt time.Duration
@@ -230,6 +232,7 @@ func generate(seed uint64, d drawer) Scenario {
 		}
 		s.NetFaults = append(s.NetFaults, f)
 	}
+	drawPrimaryFaults(&s, d)
 	s.Drift = make([]float64, s.Nodes)
 	s.WallOffset = make([]time.Duration, s.Nodes)
 	for i := range s.Drift {

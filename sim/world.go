@@ -35,6 +35,7 @@ const (
 	evInput evKind = iota // deliver In to node (if still the same incarnation)
 	evStart               // (re)start node
 	evNetFault
+	evPrimaryFault // a fault aimed at the current primary
 	evLiveness
 	evWallStep
 	evIO          // a file operation completes (executes on the disk, then its result is delivered)
@@ -59,6 +60,7 @@ type event struct {
 	op   *sm.FileOp
 	call uint64        // client events: the request id
 	dur  time.Duration // evPause
+	pf   *PrimaryFault
 }
 
 // evHeap is a binary min-heap of events by (at, seq), typed so that no
@@ -112,17 +114,19 @@ func (h *evHeap) pop() event {
 
 // simNode is one controller process and its disk.
 type simNode struct {
-	id      int
-	node    *sm.Node
-	disk    *simdisk.Disk
-	up      bool
-	inc     int // incarnation: events of a dead process are dropped
-	starts  []time.Duration
-	gaveUp  bool // systemd start limit hit
-	opts    sm.Options
-	chk     nodeCheck
-	restart bool       // a start event is queued
-	timers  [16]uint64 // armed generation per timer kind (stale fires are dropped)
+	id        int
+	node      *sm.Node
+	disk      *simdisk.Disk
+	up        bool
+	inc       int // incarnation: events of a dead process are dropped
+	starts    []time.Duration
+	gaveUp    bool // systemd start limit hit
+	opts      sm.Options
+	chk       nodeCheck
+	restart   bool       // a start event is queued
+	lastClaim claimSeen  // checkDurableClaim's last checked claim
+	logs      logCache   // durableLogPos's parse of its files
+	timers    [16]uint64 // armed generation per timer kind (stale fires are dropped)
 	// ioBusy is when the node's one I/O worker finishes the operations
 	// queued so far: file operations run strictly in issue order.
 	ioBusy time.Duration
@@ -191,7 +195,8 @@ type World struct {
 	s4        s4State
 	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
 	wl        *workload
-	final     []queue.Job // the jobs recovered after the final restart of every node
+	final     []queue.Job   // the jobs recovered after the final restart of every node
+	ec        electionCheck // election safety, leader completeness
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -325,6 +330,9 @@ func (w *World) Run() (Report, *Failure) {
 	for i := range w.sc.NetFaults {
 		w.push(event{at: w.sc.NetFaults[i].At, kind: evNetFault, nf: &w.sc.NetFaults[i]})
 	}
+	for i := range w.sc.PrimaryFaults {
+		w.push(event{at: w.sc.PrimaryFaults[i].At, kind: evPrimaryFault, pf: &w.sc.PrimaryFaults[i]})
+	}
 	for i := range w.sc.WallSteps {
 		w.push(event{at: w.sc.WallSteps[i].At, kind: evWallStep, ws: &w.sc.WallSteps[i]})
 	}
@@ -414,6 +422,8 @@ func (w *World) dispatch(e event) {
 		w.start(e.node)
 	case evNetFault:
 		w.applyNetFault(*e.nf)
+	case evPrimaryFault:
+		w.strikePrimary(*e.pf)
 	case evWallStep:
 		if e.ws.Node >= 0 && e.ws.Node < len(w.wallOff) {
 			w.wallOff[e.ws.Node] += e.ws.By
@@ -593,6 +603,8 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 	switch x := e.(type) {
 	case sm.Send:
 		w.checkSend(nd, x)
+		w.checkDurableClaim(nd, x)
+		w.checkTermClaim(nd, x)
 		if x.To < 0 || x.To >= w.sc.Nodes {
 			w.violate("S7", "n%d sent to unknown peer %d", i, x.To)
 			return
@@ -616,6 +628,7 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
 		w.checkLog(nd, x)
 	case sm.Reply:
+		w.noteAckedWrite(nd, x)
 		w.nodeReply(nd, x)
 	case sm.UpgradeReply:
 		// answers to UpgradeConfig inputs, which only the upgrade tests send

@@ -65,11 +65,18 @@ func (n *Node) onTermRead(d IODone) {
 			n.die("fatal.term", err.Error())
 			return
 		}
-		n.term, n.vote, n.durTerm, n.durVote = t, v, t, v
 		// What we act on must be durable even if an earlier process died
-		// after a failed fsync left it only in the page cache.
+		// after a failed fsync left it only in the page cache: until the
+		// fsyncs below complete, messages revealing it are held.
+		n.term, n.vote = t, v
 		n.io(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
 			n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
+				if !n.haWriting && n.durTerm < t {
+					n.durTerm, n.durVote = t, v
+					if !n.haDirty() {
+						n.releaseHeld()
+					}
+				}
 				n.loadSaved(func() { n.scanLogPosition(n.afterBootScan) })
 			})
 		})

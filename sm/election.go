@@ -115,6 +115,9 @@ func (n *Node) onTimer(k TimerKind) {
 // declare: no live primary answered before the deadline. Without a config
 // this is seed §10.1; with one, the new term is made durable first.
 func (n *Node) declare() {
+	if n.cfg == nil && n.quorumMode() && len(n.opt.Peers) > 1 && n.waitWithoutConfig() {
+		return
+	}
 	if n.cfg == nil {
 		conffile := n.cfgProblem
 		n.die("fatal.primary-no-config", fmt.Sprintf(
@@ -370,4 +373,35 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// waitWithoutConfig: in quorum mode a node without config cannot stand,
+// but while peers answer, its vote may be the one a config holder needs,
+// so it stays up and
+// keeps looking for a primary to fetch the config from — for the §5.5
+// fetch window (~88 s) after boot, then the §10.1 FATAL.
+func (n *Node) waitWithoutConfig() bool {
+	heard := false
+	for p, v := range n.views {
+		heard = heard || p != n.opt.Self && v.at >= n.electionStart
+	}
+	if !heard {
+		return false // nobody to vote for: the seed's §10.1 FATAL at once
+	}
+	if n.noCfgSince == 0 {
+		n.noCfgSince = int64(n.now.Mono) + 1
+		n.log(Warn, "election.no-config", fmt.Sprintf("HA election: no config — cannot stand for primary; voting and looking for a primary to fetch it from (%s)", n.cfgProblem))
+	}
+	var window time.Duration
+	for a := 0; a < n.opt.FetchMaxAttempts; a++ {
+		window += n.opt.FetchDelay(a)
+	}
+	if time.Duration(int64(n.now.Mono)-n.noCfgSince) >= window {
+		return false
+	}
+	// Read conf/ again (an unreadable file may read now, an operator may
+	// have installed one), then stand again.
+	n.role = RoleBooting
+	n.loadSaved(func() { n.startElection(n.failover) })
+	return true
 }

@@ -86,13 +86,18 @@ func (n *Node) syncHA() {
 			n.syncHA()
 			return
 		}
-		held := n.held
-		n.held = nil
-		for _, s := range held {
-			n.emit(s)
-		}
+		n.releaseHeld()
 		n.onHADurable()
 	})
+}
+
+// releaseHeld sends what waited for data/term, in order.
+func (n *Node) releaseHeld() {
+	held := n.held
+	n.held = nil
+	for _, s := range held {
+		n.emit(s)
+	}
 }
 
 // hold queues a send until the HA state is durable.

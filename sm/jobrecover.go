@@ -83,22 +83,26 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		if n.jobs != j {
 			return // stepped down: this recovery is abandoned
 		}
-		var q *queue.Queues
-		var lsn uint64
-		err := ioErr(d)
-		if err == nil {
-			n.routeWarnings(j, 0, path)
-			before := j.r.routed
-			q, lsn, j.lastTerm, err = importSnapshot(d.Data, j.r)
-			j.lostFound += j.r.routed - before
-			j.r.warn = nil
+		if err := ioErr(d); err != nil {
+			// Unreadable is not invalid: falling back would rebuild less
+			// than this node holds (and has told its peers it holds).
+			n.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
+			return
 		}
+		n.routeWarnings(j, 0, path)
+		before := j.r.routed
+		q, lsn, snapTerm, err := importSnapshot(d.Data, j.r)
+		j.lostFound += j.r.routed - before
+		j.r.warn = nil
 		if err != nil {
-			// The newest valid snapshot wins: drop this one and plan again.
+			// The newest valid snapshot wins: drop this one and plan again;
+			// the log must still reach its LSN (finishRecovery checks).
 			n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, err))
+			j.mustReach = max(j.mustReach, plan.SnapshotLSN)
 			n.recoverFrom(j, slices.DeleteFunc(slices.Clone(snaps), func(s string) bool { return s == plan.Snapshot }), segs)
 			return
 		}
+		j.lastTerm = snapTerm
 		j.q = q
 		n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, lsn))
 		replay(lsn, j.lastTerm)
@@ -236,6 +240,10 @@ func (n *Node) finishRecovery(j *jobState) {
 		return
 	}
 	j.durableLSN = j.nextLSN - 1
+	if j.durableLSN < j.mustReach {
+		n.die("fatal.wal-corrupt", fmt.Sprintf("the newest snapshot (lsn %d) is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", j.mustReach, j.durableLSN, j.durableLSN+1, j.mustReach))
+		return
+	}
 	j.seg = wal.SegmentPath(j.nextLSN)
 	if j.lostFound > 0 {
 		n.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))

@@ -30,6 +30,7 @@ type jobState struct {
 	replEpoch    uint64
 	lastTerm     uint64 // term of the last record (replayed or appended)
 	recoveredLSN uint64 // the log recovery ended at
+	mustReach    uint64 // recovery: LSN of a corrupt snapshot it skipped
 }
 
 // walBatch is a group commit: records for one segment, one append+fsync.

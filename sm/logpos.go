@@ -26,8 +26,12 @@ func (n *Node) scanLogPosition(then func()) {
 			}
 			path := wal.SnapDir + "/" + plan.Snapshot
 			n.readDurably(path, func(d IODone) {
+				if d.Err != IOOK {
+					n.dieUnreadable(path, d)
+					return
+				}
 				s, err := wal.DecodeSnapshot(d.Data)
-				if d.Err != IOOK || err != nil {
+				if err != nil { // corrupt: recovery falls back the same way
 					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %s %v — log position from the segments only", path, d.Err, err))
 					n.scanSegments(plan.Segments, logPos{}, then)
 					return
@@ -40,18 +44,21 @@ func (n *Node) scanLogPosition(then func()) {
 
 func (n *Node) listForScan(dir string, k func([]string)) {
 	n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
+		if d.Err == IONotExist {
+			k(nil) // no log yet
+			return
+		}
 		if d.Err != IOOK {
-			if d.Err != IONotExist {
-				n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot list %s: %s %s — log position taken as empty", dir, d.Err, d.Detail))
-			}
-			k(nil) // no log yet (or unreadable: recovery will say so)
+			n.dieUnreadable(dir, d)
 			return
 		}
 		names := make([]string, len(d.Entries))
 		for i, e := range d.Entries {
 			names[i] = e.Name
 		}
-		k(names)
+		// The names we count must be durable too (a create whose
+		// directory fsync never ran may vanish at a power cut).
+		n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { k(names) })
 	})
 }
 
@@ -68,9 +75,7 @@ func (n *Node) scanSegments(segs []string, snap logPos, then func()) {
 		path := wal.WALDir + "/" + rest[0]
 		n.readDurably(path, func(d IODone) {
 			if d.Err != IOOK {
-				n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read %s: %s %s — log position up to it", path, d.Err, d.Detail))
-				n.logPos = pos
-				then()
+				n.dieUnreadable(path, d)
 				return
 			}
 			diverged := false
@@ -96,4 +101,11 @@ func (n *Node) scanSegments(segs []string, snap logPos, then func()) {
 		})
 	}
 	walk(segs)
+}
+
+// dieUnreadable: a log the node cannot read has an unknown position, and
+// taking it as shorter than it is would let this node vote for a
+// candidate that lacks records it holds. Restart and read it again.
+func (n *Node) dieUnreadable(path string, d IODone) {
+	n.die("fatal.wal-unreadable", fmt.Sprintf("cannot read %s to learn the job log's position: %s %s — refusing to vote or stand without it", path, d.Err, d.Detail))
 }

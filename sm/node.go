@@ -39,6 +39,8 @@ type Node struct {
 	roundWanted  bool   // a read waits for a round after the pending one
 	lastRound    uint64 // standby: newest round seen from its primary
 	installBusy  bool   // standby: a snapshot install is writing files
+	logUnknown   bool   // the log is being replaced: claim no position, grant no vote
+	noCfgSince   int64  // quorum mode: Mono+1 when a config-less candidate first waited
 	snapQueued   *Msg   // the newest snapshot that arrived meanwhile
 	snapFrom     int
 
@@ -235,7 +237,9 @@ func (n *Node) cancelTimer(k TimerKind) {
 
 func (n *Node) send(to int, m Msg) {
 	m.Role, m.Term, m.Priority = n.role, n.viewTerm(), n.opt.Self
-	m.WALPos, m.LogTerm = n.logPos.lsn, n.logPos.term
+	if !n.logUnknown {
+		m.WALPos, m.LogTerm = n.logPos.lsn, n.logPos.term
+	}
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
 		m.ConfigTag = n.ConfigTag()
 	}

@@ -217,6 +217,9 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
 	n.srepl = sr
 	n.installBusy = true
+	// Until the old log is gone, what recovery would rebuild is either
+	// log: claim neither (no position in messages, no votes).
+	n.logUnknown = true
 	lsn := snap.GetLsn()
 	fail := func(what string, d IODone) {
 		n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
@@ -256,6 +259,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 							sr.installing = false
 							sr.expect, sr.seg = lsn+1, wal.SegmentPath(lsn+1)
 							n.logPos = logPos{term: snap.GetTerm(), lsn: lsn}
+							n.logUnknown = false
 							n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(from), lsn))
 							n.ackRepl()
 							n.drainRepl()
@@ -273,6 +277,14 @@ func (n *Node) installDone() {
 	if q := n.snapQueued; q != nil {
 		n.snapQueued = nil
 		n.onReplSnapshot(n.snapFrom, *q)
+	}
+	if !n.installBusy && n.logUnknown && n.role != RoleStopped {
+		// An install that stopped half way: read what the disk holds now.
+		n.scanLogPosition(func() {
+			if !n.installBusy {
+				n.logUnknown = false
+			}
+		})
 	}
 }
 

@@ -106,7 +106,7 @@ func (n *Node) followsLivePrimary() bool {
 
 // grantable: a candidate at log position pos may have our (pre-)vote.
 func (n *Node) grantable(pos logPos) bool {
-	return n.role != RoleBooting && !n.followsLivePrimary() && !n.logPos.after(pos)
+	return n.role != RoleBooting && !n.logUnknown && !n.followsLivePrimary() && !n.logPos.after(pos)
 }
 
 func (n *Node) onPreVote(from int, m Msg) {

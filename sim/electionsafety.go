@@ -1,0 +1,55 @@
+package sim
+
+import "xce/sm"
+
+// Election safety and leader completeness (Raft §5.2, §5.4), checked the
+// moment a node becomes primary rather than when a loss surfaces later:
+//   - at most one primary per term, in quorum mode (S4);
+//   - in quorum mode the new primary's durable log is at least as fresh as
+//     the newest acknowledged write (term of its primary, LSN): a primary
+//     missing it would lose it (S5).
+
+type electionCheck struct {
+	termPrimary map[uint64]int // quorum mode: the primary of each term
+	acked       struct{ term, lsn uint64 }
+	lastRole    []sm.Role
+	lastTerm    []uint64
+}
+
+// noteAckedWrite records an acknowledged mutation from node nd.
+func (w *World) noteAckedWrite(nd *simNode, r sm.Reply) {
+	if r.Status != sm.StatusOK || r.LSN == 0 || nd.node.Role() != sm.RolePrimary {
+		return
+	}
+	a := &w.ec.acked
+	t := nd.node.Term()
+	if t > a.term || t == a.term && r.LSN > a.lsn {
+		a.term, a.lsn = t, r.LSN
+	}
+}
+
+// checkPromotion runs after every step of nd.
+func (w *World) checkPromotion(nd *simNode) {
+	ec := &w.ec
+	if ec.termPrimary == nil {
+		ec.termPrimary = map[uint64]int{}
+		ec.lastRole = make([]sm.Role, len(w.nodes))
+		ec.lastTerm = make([]uint64, len(w.nodes))
+	}
+	n := nd.node
+	role, term := n.Role(), n.Term()
+	fresh := role == sm.RolePrimary && (ec.lastRole[nd.id] != sm.RolePrimary || ec.lastTerm[nd.id] != term)
+	ec.lastRole[nd.id], ec.lastTerm[nd.id] = role, term
+	if !fresh || !n.QuorumMode() || nd.opts.SeedLiteralP0 || !w.strict() {
+		return // a wiped disk forgets its term and vote: amnesia is not checked
+	}
+	if p, ok := ec.termPrimary[term]; ok && p != nd.id {
+		w.violate("S4", "n%d and n%d were both primary in term %d", p, nd.id, term)
+		return
+	}
+	ec.termPrimary[term] = nd.id
+	t, l := durableLogPos(nd.disk.DurableFiles(), &nd.logs)
+	if a := ec.acked; t < a.term || t == a.term && l < a.lsn {
+		w.violate("S5", "n%d became primary of term %d with a durable log at (term %d, lsn %d), behind the acknowledged write (term %d, lsn %d)", nd.id, term, t, l, a.term, a.lsn)
+	}
+}
