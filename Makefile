@@ -7,8 +7,10 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME ?= 60s
 SEED ?= 1
 SCHEDULES ?= 50000
+CHAOS_TIME ?= 5m
+CHAOS_TIMEOUT ?= 2h
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench chaos clean
 
 all: build
 
@@ -64,6 +66,17 @@ fuzz:
 # A long simulator run (default SCHEDULES=50000).
 sim-long:
 	$(GO) test -count=1 -timeout 0 ./sim -run 'TestSimulate$$' -schedules $(SCHEDULES) -first-seed 100000 -v
+
+# The randomized fault campaign against three real processes for
+# CHAOS_TIME (kill -9, SIGSTOP, restart storms, full restarts in random
+# orders, partitions in network namespaces when run as root), then every
+# job read back and the history checked. Not part of `make test` (build
+# tag chaos). CHAOS_SEED=N replays the fault choices; CHAOS_ARGS passes
+# xcecontroller flags (e.g. "--mode seed").
+chaos:
+	$(GO) vet -tags chaos ./integration
+	CHAOS_TIME=$(CHAOS_TIME) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ARGS="$(CHAOS_ARGS)" \
+	  $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./integration
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./sim/...
