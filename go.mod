@@ -3,22 +3,20 @@ module xce
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	google.golang.org/protobuf v1.36.12
 	pgregory.net/rapid v1.3.0
 )
 
-require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	golang.org/x/sys v0.1.0 // indirect
-)
+require golang.org/x/sys v0.1.0 // indirect
 
 require (
-	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.uber.org/goleak v1.3.0
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	go.yaml.in/yaml/v3 v3.0.6
 )
