@@ -167,7 +167,7 @@ func (x JobRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobRequest_Kind.Descriptor instead.
 func (JobRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{5, 0}
+	return file_client_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type Hello struct {
@@ -273,8 +273,16 @@ type StatusReply struct {
 	ConfigGeneration uint64                 `protobuf:"varint,8,opt,name=config_generation,json=configGeneration,proto3" json:"config_generation,omitempty"`
 	ConfigStale      bool                   `protobuf:"varint,9,opt,name=config_stale,json=configStale,proto3" json:"config_stale,omitempty"` // serving with a saved config older than conf_stale_timeout
 	Serving          bool                   `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`                           // accepting client work
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	Mode             string                 `protobuf:"bytes,11,opt,name=mode,proto3" json:"mode,omitempty"`                                  // durability mode: quorum or seed
+	// Seed mode: writes acknowledged while no standby held them (they can be
+	// lost); degraded once any was.
+	AckedWithoutStandby uint64          `protobuf:"varint,12,opt,name=acked_without_standby,json=ackedWithoutStandby,proto3" json:"acked_without_standby,omitempty"`
+	Degraded            bool            `protobuf:"varint,13,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	DurableLsn          uint64          `protobuf:"varint,14,opt,name=durable_lsn,json=durableLsn,proto3" json:"durable_lsn,omitempty"` // primary: last LSN durable on its own disk
+	CommitLsn           uint64          `protobuf:"varint,15,opt,name=commit_lsn,json=commitLsn,proto3" json:"commit_lsn,omitempty"`    // primary, quorum mode: last LSN durable on a majority
+	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                        // primary: each other peer's copy of the log
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -377,6 +385,117 @@ func (x *StatusReply) GetServing() bool {
 	return false
 }
 
+func (x *StatusReply) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *StatusReply) GetAckedWithoutStandby() uint64 {
+	if x != nil {
+		return x.AckedWithoutStandby
+	}
+	return 0
+}
+
+func (x *StatusReply) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
+}
+
+func (x *StatusReply) GetDurableLsn() uint64 {
+	if x != nil {
+		return x.DurableLsn
+	}
+	return 0
+}
+
+func (x *StatusReply) GetCommitLsn() uint64 {
+	if x != nil {
+		return x.CommitLsn
+	}
+	return 0
+}
+
+func (x *StatusReply) GetStandbys() []*StandbyState {
+	if x != nil {
+		return x.Standbys
+	}
+	return nil
+}
+
+// A primary's view of one peer's replication.
+type StandbyState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`                        // not joined, syncing, in sync, lagging, silent
+	AckedLsn      uint64                 `protobuf:"varint,3,opt,name=acked_lsn,json=ackedLsn,proto3" json:"acked_lsn,omitempty"` // its acknowledged durable LSN
+	Behind        uint64                 `protobuf:"varint,4,opt,name=behind,proto3" json:"behind,omitempty"`                     // records it lacks of the primary's durable log
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandbyState) Reset() {
+	*x = StandbyState{}
+	mi := &file_client_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandbyState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandbyState) ProtoMessage() {}
+
+func (x *StandbyState) ProtoReflect() protoreflect.Message {
+	mi := &file_client_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandbyState.ProtoReflect.Descriptor instead.
+func (*StandbyState) Descriptor() ([]byte, []int) {
+	return file_client_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StandbyState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StandbyState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StandbyState) GetAckedLsn() uint64 {
+	if x != nil {
+		return x.AckedLsn
+	}
+	return 0
+}
+
+func (x *StandbyState) GetBehind() uint64 {
+	if x != nil {
+		return x.Behind
+	}
+	return 0
+}
+
 type ClientRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // chosen by the client, echoed in the reply
@@ -393,7 +512,7 @@ type ClientRequest struct {
 
 func (x *ClientRequest) Reset() {
 	*x = ClientRequest{}
-	mi := &file_client_proto_msgTypes[3]
+	mi := &file_client_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +524,7 @@ func (x *ClientRequest) String() string {
 func (*ClientRequest) ProtoMessage() {}
 
 func (x *ClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[3]
+	mi := &file_client_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +537,7 @@ func (x *ClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
 func (*ClientRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{3}
+	return file_client_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClientRequest) GetId() uint64 {
@@ -519,7 +638,7 @@ type ClientReply struct {
 
 func (x *ClientReply) Reset() {
 	*x = ClientReply{}
-	mi := &file_client_proto_msgTypes[4]
+	mi := &file_client_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +650,7 @@ func (x *ClientReply) String() string {
 func (*ClientReply) ProtoMessage() {}
 
 func (x *ClientReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[4]
+	mi := &file_client_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +663,7 @@ func (x *ClientReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientReply.ProtoReflect.Descriptor instead.
 func (*ClientReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{4}
+	return file_client_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClientReply) GetId() uint64 {
@@ -668,7 +787,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_client_proto_msgTypes[5]
+	mi := &file_client_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +799,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[5]
+	mi := &file_client_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +812,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{5}
+	return file_client_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JobRequest) GetKind() JobRequest_Kind {
@@ -838,7 +957,7 @@ type JobReply struct {
 
 func (x *JobReply) Reset() {
 	*x = JobReply{}
-	mi := &file_client_proto_msgTypes[6]
+	mi := &file_client_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +969,7 @@ func (x *JobReply) String() string {
 func (*JobReply) ProtoMessage() {}
 
 func (x *JobReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[6]
+	mi := &file_client_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +982,7 @@ func (x *JobReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobReply.ProtoReflect.Descriptor instead.
 func (*JobReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{6}
+	return file_client_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobReply) GetOk() bool {
@@ -931,7 +1050,7 @@ type ConfigRequest struct {
 
 func (x *ConfigRequest) Reset() {
 	*x = ConfigRequest{}
-	mi := &file_client_proto_msgTypes[7]
+	mi := &file_client_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1062,7 @@ func (x *ConfigRequest) String() string {
 func (*ConfigRequest) ProtoMessage() {}
 
 func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[7]
+	mi := &file_client_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1075,7 @@ func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRequest.ProtoReflect.Descriptor instead.
 func (*ConfigRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{7}
+	return file_client_proto_rawDescGZIP(), []int{8}
 }
 
 type ConfigReply struct {
@@ -969,7 +1088,7 @@ type ConfigReply struct {
 
 func (x *ConfigReply) Reset() {
 	*x = ConfigReply{}
-	mi := &file_client_proto_msgTypes[8]
+	mi := &file_client_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1100,7 @@ func (x *ConfigReply) String() string {
 func (*ConfigReply) ProtoMessage() {}
 
 func (x *ConfigReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[8]
+	mi := &file_client_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1113,7 @@ func (x *ConfigReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigReply.ProtoReflect.Descriptor instead.
 func (*ConfigReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{8}
+	return file_client_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigReply) GetBlob() []byte {
@@ -1025,7 +1144,7 @@ type UpgradeConfigRequest struct {
 
 func (x *UpgradeConfigRequest) Reset() {
 	*x = UpgradeConfigRequest{}
-	mi := &file_client_proto_msgTypes[9]
+	mi := &file_client_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1156,7 @@ func (x *UpgradeConfigRequest) String() string {
 func (*UpgradeConfigRequest) ProtoMessage() {}
 
 func (x *UpgradeConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[9]
+	mi := &file_client_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1169,7 @@ func (x *UpgradeConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{9}
+	return file_client_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpgradeConfigRequest) GetBytes() []byte {
@@ -1082,7 +1201,7 @@ type UpgradeConfigReply struct {
 
 func (x *UpgradeConfigReply) Reset() {
 	*x = UpgradeConfigReply{}
-	mi := &file_client_proto_msgTypes[10]
+	mi := &file_client_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1213,7 @@ func (x *UpgradeConfigReply) String() string {
 func (*UpgradeConfigReply) ProtoMessage() {}
 
 func (x *UpgradeConfigReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[10]
+	mi := &file_client_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1226,7 @@ func (x *UpgradeConfigReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigReply.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{10}
+	return file_client_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpgradeConfigReply) GetVersionTag() uint64 {
@@ -1151,7 +1270,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\xab\x02\n" +
+	"\rStatusRequest\"\x85\x04\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +
@@ -1164,7 +1283,20 @@ const file_client_proto_rawDesc = "" +
 	"\x11config_generation\x18\b \x01(\x04R\x10configGeneration\x12!\n" +
 	"\fconfig_stale\x18\t \x01(\bR\vconfigStale\x12\x18\n" +
 	"\aserving\x18\n" +
-	" \x01(\bR\aserving\"\x86\x02\n" +
+	" \x01(\bR\aserving\x12\x12\n" +
+	"\x04mode\x18\v \x01(\tR\x04mode\x122\n" +
+	"\x15acked_without_standby\x18\f \x01(\x04R\x13ackedWithoutStandby\x12\x1a\n" +
+	"\bdegraded\x18\r \x01(\bR\bdegraded\x12\x1f\n" +
+	"\vdurable_lsn\x18\x0e \x01(\x04R\n" +
+	"durableLsn\x12\x1d\n" +
+	"\n" +
+	"commit_lsn\x18\x0f \x01(\x04R\tcommitLsn\x124\n" +
+	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\"m\n" +
+	"\fStandbyState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
+	"\tacked_lsn\x18\x03 \x01(\x04R\backedLsn\x12\x16\n" +
+	"\x06behind\x18\x04 \x01(\x04R\x06behind\"\x86\x02\n" +
 	"\rClientRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
 	"\x06status\x18\n" +
@@ -1264,45 +1396,47 @@ func file_client_proto_rawDescGZIP() []byte {
 }
 
 var file_client_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_client_proto_goTypes = []any{
 	(Hello_Kind)(0),              // 0: xce.schema.Hello.Kind
 	(JobRequest_Kind)(0),         // 1: xce.schema.JobRequest.Kind
 	(*Hello)(nil),                // 2: xce.schema.Hello
 	(*StatusRequest)(nil),        // 3: xce.schema.StatusRequest
 	(*StatusReply)(nil),          // 4: xce.schema.StatusReply
-	(*ClientRequest)(nil),        // 5: xce.schema.ClientRequest
-	(*ClientReply)(nil),          // 6: xce.schema.ClientReply
-	(*JobRequest)(nil),           // 7: xce.schema.JobRequest
-	(*JobReply)(nil),             // 8: xce.schema.JobReply
-	(*ConfigRequest)(nil),        // 9: xce.schema.ConfigRequest
-	(*ConfigReply)(nil),          // 10: xce.schema.ConfigReply
-	(*UpgradeConfigRequest)(nil), // 11: xce.schema.UpgradeConfigRequest
-	(*UpgradeConfigReply)(nil),   // 12: xce.schema.UpgradeConfigReply
-	(*WalHandle)(nil),            // 13: xce.schema.WalHandle
-	(*WalFireOpts)(nil),          // 14: xce.schema.WalFireOpts
-	(*SnapshotJob)(nil),          // 15: xce.schema.SnapshotJob
+	(*StandbyState)(nil),         // 5: xce.schema.StandbyState
+	(*ClientRequest)(nil),        // 6: xce.schema.ClientRequest
+	(*ClientReply)(nil),          // 7: xce.schema.ClientReply
+	(*JobRequest)(nil),           // 8: xce.schema.JobRequest
+	(*JobReply)(nil),             // 9: xce.schema.JobReply
+	(*ConfigRequest)(nil),        // 10: xce.schema.ConfigRequest
+	(*ConfigReply)(nil),          // 11: xce.schema.ConfigReply
+	(*UpgradeConfigRequest)(nil), // 12: xce.schema.UpgradeConfigRequest
+	(*UpgradeConfigReply)(nil),   // 13: xce.schema.UpgradeConfigReply
+	(*WalHandle)(nil),            // 14: xce.schema.WalHandle
+	(*WalFireOpts)(nil),          // 15: xce.schema.WalFireOpts
+	(*SnapshotJob)(nil),          // 16: xce.schema.SnapshotJob
 }
 var file_client_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.Hello.kind:type_name -> xce.schema.Hello.Kind
-	3,  // 1: xce.schema.ClientRequest.status:type_name -> xce.schema.StatusRequest
-	7,  // 2: xce.schema.ClientRequest.job:type_name -> xce.schema.JobRequest
-	9,  // 3: xce.schema.ClientRequest.config:type_name -> xce.schema.ConfigRequest
-	11, // 4: xce.schema.ClientRequest.upgrade_config:type_name -> xce.schema.UpgradeConfigRequest
-	4,  // 5: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
-	8,  // 6: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
-	10, // 7: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
-	12, // 8: xce.schema.ClientReply.upgrade_config_reply:type_name -> xce.schema.UpgradeConfigReply
-	1,  // 9: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
-	13, // 10: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
-	13, // 11: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
-	14, // 12: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
-	15, // 13: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 1: xce.schema.StatusReply.standbys:type_name -> xce.schema.StandbyState
+	3,  // 2: xce.schema.ClientRequest.status:type_name -> xce.schema.StatusRequest
+	8,  // 3: xce.schema.ClientRequest.job:type_name -> xce.schema.JobRequest
+	10, // 4: xce.schema.ClientRequest.config:type_name -> xce.schema.ConfigRequest
+	12, // 5: xce.schema.ClientRequest.upgrade_config:type_name -> xce.schema.UpgradeConfigRequest
+	4,  // 6: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
+	9,  // 7: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
+	11, // 8: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
+	13, // 9: xce.schema.ClientReply.upgrade_config_reply:type_name -> xce.schema.UpgradeConfigReply
+	1,  // 10: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
+	14, // 11: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
+	14, // 12: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
+	15, // 13: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
+	16, // 14: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_client_proto_init() }
@@ -1311,13 +1445,13 @@ func file_client_proto_init() {
 		return
 	}
 	file_wal_proto_init()
-	file_client_proto_msgTypes[3].OneofWrappers = []any{
+	file_client_proto_msgTypes[4].OneofWrappers = []any{
 		(*ClientRequest_Status)(nil),
 		(*ClientRequest_Job)(nil),
 		(*ClientRequest_Config)(nil),
 		(*ClientRequest_UpgradeConfig)(nil),
 	}
-	file_client_proto_msgTypes[4].OneofWrappers = []any{
+	file_client_proto_msgTypes[5].OneofWrappers = []any{
 		(*ClientReply_StatusReply)(nil),
 		(*ClientReply_JobReply)(nil),
 		(*ClientReply_ConfigReply)(nil),
@@ -1329,7 +1463,7 @@ func file_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_client_proto_rawDesc), len(file_client_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -166,6 +166,9 @@ const maxBatchJobs = 1000
 func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
 	j := n.jobs
 	if lsn <= j.durableLSN && n.replicated(lsn) {
+		if !n.quorumMode() && len(n.opt.Peers) > 1 && rep.LSN > 0 && !n.heldByStandby(lsn) {
+			n.ackedAlone++
+		}
 		n.emit(rep)
 		return
 	}

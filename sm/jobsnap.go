@@ -180,3 +180,11 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 	}
 	return q, s.GetLsn(), s.GetTerm(), nil
 }
+
+// SnapshotOf encodes q as the snapshot a primary would send at lsn, whose
+// record at lsn has term (tests and tools build logs with it).
+func SnapshotOf(q *queue.Queues, lsn, term uint64) *schema.Snapshot {
+	s := exportSnapshot(q, lsn)
+	s.Term = term
+	return s
+}

@@ -41,6 +41,7 @@ type Node struct {
 	installBusy  bool   // standby: a snapshot install is writing files
 	logUnknown   bool   // the log is being replaced: claim no position, grant no vote
 	noCfgSince   int64  // quorum mode: Mono+1 when a config-less candidate first waited
+	ackedAlone   uint64 // seed mode: writes acknowledged that no standby held
 	snapQueued   *Msg   // the newest snapshot that arrived meanwhile
 	snapFrom     int
 

@@ -178,6 +178,9 @@ func (n *Node) releaseWaiting() {
 	j := n.jobs
 	k := 0
 	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && n.replicated(j.waiting[k].lsn) {
+		if !n.quorumMode() && len(n.opt.Peers) > 1 && j.waiting[k].rep.LSN > 0 && !n.heldByStandby(j.waiting[k].lsn) {
+			n.ackedAlone++ // seed mode: this acknowledged write is on our disk only
+		}
 		n.emit(j.waiting[k].rep)
 		k++
 	}

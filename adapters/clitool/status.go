@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -74,6 +75,44 @@ type PeerStatus struct {
 	Generation uint64 `json:"config_generation"`
 	Stale      bool   `json:"config_stale"`
 	Serving    bool   `json:"serving"`
+	// Replication: the durability mode; in seed mode the writes this
+	// process acknowledged that no standby held (degraded once any);
+	// on the primary, its log positions and each standby's state.
+	Mode                string         `json:"mode,omitempty"`
+	Degraded            bool           `json:"degraded"`
+	AckedWithoutStandby uint64         `json:"acked_without_standby"`
+	DurableLSN          uint64         `json:"durable_lsn,omitempty"`
+	CommitLSN           uint64         `json:"commit_lsn,omitempty"`
+	Standbys            []StandbyState `json:"standbys,omitempty"`
+}
+
+// StandbyState is the primary's view of one standby's replication.
+type StandbyState struct {
+	Name   string `json:"name"`
+	State  string `json:"state"` // not joined, syncing, in sync, lagging, silent
+	Acked  uint64 `json:"acked_lsn"`
+	Behind uint64 `json:"behind"`
+}
+
+// replText is the REPLICATION column: each standby's state on a primary,
+// "degraded" on a seed-mode node that acknowledged writes alone.
+func (r PeerStatus) replText() string {
+	var parts []string
+	if r.Degraded {
+		parts = append(parts, fmt.Sprintf("degraded (%d acked without a standby)", r.AckedWithoutStandby))
+	}
+	for _, s := range r.Standbys {
+		switch s.State {
+		case "lagging":
+			parts = append(parts, fmt.Sprintf("%s: lagging by %d", s.Name, s.Behind))
+		default:
+			parts = append(parts, s.Name+": "+s.State)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Statuses asks every peer for its status, all at once so that a hung
@@ -128,6 +167,11 @@ func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeo
 	row.Role, row.Term, row.Primary = st.GetRole(), st.GetTerm(), st.GetPrimaryName()
 	row.ConfigTag, row.Generation = fmt.Sprintf("%016x", st.GetConfigTag()), st.GetConfigGeneration()
 	row.Stale, row.Serving = st.GetConfigStale(), st.GetServing()
+	row.Mode, row.Degraded, row.AckedWithoutStandby = st.GetMode(), st.GetDegraded(), st.GetAckedWithoutStandby()
+	row.DurableLSN, row.CommitLSN = st.GetDurableLsn(), st.GetCommitLsn()
+	for _, s := range st.GetStandbys() {
+		row.Standbys = append(row.Standbys, StandbyState{Name: s.GetName(), State: s.GetState(), Acked: s.GetAckedLsn(), Behind: s.GetBehind()})
+	}
 }
 
 func statusCmd(ctx context.Context) *cobra.Command {
@@ -161,16 +205,23 @@ func printStatus(w io.Writer, rows []PeerStatus, output string) error {
 		return enc.Encode(rows)
 	case "table":
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tADDR\tUP\tROLE\tTERM\tPRIO\tPRIMARY\tCONFIG TAG\tGEN\tSTALE\tSERVING")
+		fmt.Fprintln(tw, "NAME\tADDR\tUP\tROLE\tTERM\tPRIO\tPRIMARY\tCONFIG TAG\tGEN\tSTALE\tSERVING\tMODE\tREPLICATION")
 		for _, r := range rows {
 			if !r.Up {
-				fmt.Fprintf(tw, "%s\t%s\tdown\t-\t-\t%d\t-\t-\t-\t-\t-\n", r.Name, r.Addr, r.Priority)
+				fmt.Fprintf(tw, "%s\t%s\tdown\t-\t-\t%d\t-\t-\t-\t-\t-\t-\t-\n", r.Name, r.Addr, r.Priority)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\tup\t%s\t%d\t%d\t%s\t%s\t%d\t%v\t%v\n", r.Name, r.Addr, r.Role, r.Term, r.Priority, r.Primary, r.ConfigTag, r.Generation, r.Stale, r.Serving)
+			fmt.Fprintf(tw, "%s\t%s\tup\t%s\t%d\t%d\t%s\t%s\t%d\t%v\t%v\t%s\t%s\n", r.Name, r.Addr, r.Role, r.Term, r.Priority, r.Primary, r.ConfigTag, r.Generation, r.Stale, r.Serving, orDash(r.Mode), r.replText())
 		}
 		return tw.Flush()
 	default:
 		return fmt.Errorf("--output %q: want table or json", output)
 	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -219,11 +219,22 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 		if st.Primary >= 0 && st.Primary < len(peers) {
 			pname = peers[st.Primary].Name
 		}
-		rep.Body = &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
+		sr := &schema.StatusReply{
 			Name: peers[self].Name, Priority: uint32(self), Role: st.Role.String(), Term: st.Term,
 			Primary: int32(st.Primary), PrimaryName: pname, ConfigTag: st.ConfigTag, ConfigGeneration: st.Generation,
 			ConfigStale: st.Stale, Serving: st.Serving,
-		}}
+			Mode: "seed", AckedWithoutStandby: st.AckedWithoutStandby, Degraded: st.AckedWithoutStandby > 0,
+			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN,
+		}
+		if st.Quorum {
+			sr.Mode = "quorum"
+		}
+		for _, s := range st.Standbys {
+			if s.Peer >= 0 && s.Peer < len(peers) {
+				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
+			}
+		}
+		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
 	case *schema.ClientRequest_Config:
 		st := rn.Status()
 		if len(st.Config) == 0 {

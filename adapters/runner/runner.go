@@ -63,6 +63,14 @@ type Status struct {
 	Serving    bool
 	Fatal      string // FatalReason once stopped
 	Config     []byte // the running config blob (never modified in place)
+	// Replication (DESIGN §4.4): the mode, seed mode's count of writes
+	// acknowledged with no standby, and the primary's log positions and
+	// view of each standby.
+	Quorum              bool
+	AckedWithoutStandby uint64
+	DurableLSN          uint64
+	CommitLSN           uint64
+	Standbys            []sm.StandbyStatus
 }
 
 // ExitError is returned by Run when the node emits sm.Exit: Code 0 for a
@@ -142,6 +150,8 @@ func (r *Runner) publish() {
 		Role: n.Role(), Term: n.ViewTerm(), Primary: n.Primary(),
 		ConfigTag: n.ConfigTag(), Generation: n.ConfigGeneration(),
 		Stale: n.Stale(), Serving: n.Serving(), Fatal: n.FatalReason(),
+		Quorum: n.QuorumMode(), AckedWithoutStandby: n.AckedWithoutStandby(),
+		DurableLSN: n.DurableLSN(), CommitLSN: n.CommitLSN(), Standbys: n.ReplicationStatus(),
 	}
 	st.Config, _, _ = n.Config() // immutable once loaded
 	ready := n.Ready()

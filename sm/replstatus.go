@@ -1,0 +1,76 @@
+package sm
+
+// StandbyStatus is a primary's view of one peer's copy of the job log.
+type StandbyStatus struct {
+	Peer   int
+	State  string // not joined, syncing, in sync, lagging, silent
+	Acked  uint64 // its acknowledged durable LSN
+	Behind uint64 // records of the primary's durable log it lacks
+}
+
+// ReplicationStatus describes every other peer's replication (primary
+// only; nil otherwise), by peer index.
+func (n *Node) ReplicationStatus() []StandbyStatus {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil || !j.recovered {
+		return nil
+	}
+	var out []StandbyStatus
+	for p := range n.opt.Peers {
+		if p == n.opt.Self {
+			continue
+		}
+		st := StandbyStatus{Peer: p, State: "not joined"}
+		if rp := j.repl[p]; rp != nil {
+			st.Acked = rp.acked
+			if j.durableLSN > rp.acked {
+				st.Behind = j.durableLSN - rp.acked
+			}
+			switch {
+			case int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout):
+				st.State = "silent"
+			case !rp.synced:
+				st.State = "syncing"
+			case st.Behind > 0:
+				st.State = "lagging"
+			default:
+				st.State = "in sync"
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// DurableLSN and CommitLSN are the primary's own durable LSN and, in
+// quorum mode, the LSN durable on a majority (0 when not a recovered
+// primary).
+func (n *Node) DurableLSN() uint64 {
+	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered {
+		return 0
+	}
+	return n.jobs.durableLSN
+}
+
+// CommitLSN: see DurableLSN.
+func (n *Node) CommitLSN() uint64 {
+	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered || !n.quorumMode() {
+		return 0
+	}
+	return n.commitLSN()
+}
+
+// AckedWithoutStandby counts the writes this process acknowledged in seed
+// mode while no standby held them: each can be lost by a failover. The
+// node is degraded once it is non-zero.
+func (n *Node) AckedWithoutStandby() uint64 { return n.ackedAlone }
+
+// heldByStandby reports whether some synced standby acknowledged lsn.
+func (n *Node) heldByStandby(lsn uint64) bool {
+	for _, rp := range n.jobs.repl {
+		if rp.synced && rp.acked >= lsn {
+			return true
+		}
+	}
+	return false
+}
