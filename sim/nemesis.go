@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"xce/sm"
@@ -70,9 +71,32 @@ func (w *World) strikePrimary(f PrimaryFault) {
 	switch f.Kind {
 	case TargetIsolate:
 		w.applyNetFault(NetFault{At: w.now, Dur: f.Dur, Kind: PartIsolate, A: p, B: p})
+		w.floodNode(p, 20+w.wl.rng.IntN(200))
 	case TargetKill, TargetPower:
 		w.kill(p, "nemesis", f.Kind == TargetPower)
 	case TargetPause:
 		w.pause(p, f.Dur)
+	}
+}
+
+// floodNode sends n enqueues to node p at once from the flooder, the way
+// a pool of submitters with many requests in flight would: a cut-off
+// primary's log then grows past what the others commit meanwhile.
+func (w *World) floodNode(p, n int) {
+	wl := w.wl
+	nd := w.nodes[p]
+	if wl.stopped || !nd.up {
+		return
+	}
+	fl := wl.flood
+	for i := 0; i < n; i++ {
+		wl.payloads++
+		req := sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("p" + strconv.Itoa(wl.payloads))}
+		k := &call{id: uint64(len(wl.calls) + 1), client: fl.id, node: p, inc: nd.inc, req: req, sent: w.now}
+		wl.calls = append(wl.calls, k)
+		fl.pending[k.id] = k
+		w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s", fl.id, p, k.id, describeReq(req)))
+		w.push(event{at: w.now + w.linkDelay(), kind: evClientReq, node: p, inc: k.inc, call: k.id})
+		w.push(event{at: w.now + clientTimeout, kind: evClientGiveUp, call: k.id})
 	}
 }

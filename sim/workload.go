@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,6 +72,10 @@ type wlClient struct {
 	target  int   // the node it believes is primary; -1: none known
 	cur     *call // the outstanding request
 	handles []heldHandle
+	// The flooder (nemesis.go) sends bursts without waiting: pending
+	// holds its outstanding requests.
+	flood   bool
+	pending map[uint64]*call
 }
 
 // workload is the clients and everything they were told.
@@ -82,6 +87,15 @@ type workload struct {
 	ids      []uint64 // job ids seen in replies
 	payloads int
 	led      ledger
+	flood    *wlClient
+}
+
+// client is the client of id (the flooder after the regular ones).
+func (wl *workload) client(id int) *wlClient {
+	if id < len(wl.clients) {
+		return wl.clients[id]
+	}
+	return wl.flood
 }
 
 func newWorkload(sc Scenario) *workload {
@@ -89,6 +103,7 @@ func newWorkload(sc Scenario) *workload {
 	for c := 0; c < sc.Clients; c++ {
 		wl.clients = append(wl.clients, &wlClient{id: c, target: -1})
 	}
+	wl.flood = &wlClient{id: sc.Clients, target: -1, flood: true, pending: map[uint64]*call{}}
 	return wl
 }
 
@@ -109,7 +124,7 @@ func (wl *workload) idle() bool {
 			return false
 		}
 	}
-	return true
+	return len(wl.flood.pending) == 0
 }
 
 // startWorkload wakes every client within the first second.
@@ -207,10 +222,14 @@ func (w *World) clientReply(id uint64) {
 	}
 	c.done = w.now
 	w.tr.line(w.now, -1, fmt.Sprintf("c%d <- n%d #%d %s: %s", c.client, c.node, c.id, c.out, describeRep(c.rep)))
-	cl := w.wl.clients[c.client]
+	cl := w.wl.client(c.client)
 	cl.cur = nil
 	if c.out == outOK {
 		w.observe(c)
+	}
+	if cl.flood {
+		delete(cl.pending, c.id)
+		return
 	}
 	if c.rep.Status == sm.StatusEAGAIN || c.rep.Status == sm.StatusOutcomeUnknown {
 		// Follow the redirect; without one, try another node.
@@ -241,12 +260,26 @@ func (w *World) processGone(nd *simNode, power bool) {
 			w.unknown(c, fmt.Sprintf("connection to n%d reset", nd.id))
 		}
 	}
+	var gone []uint64
+	for id, c := range w.wl.flood.pending {
+		if c.node == nd.id && c.inc == nd.inc && (!c.replied || power) {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone) // the trace must not see map order
+	for _, id := range gone {
+		w.unknown(w.wl.flood.pending[id], fmt.Sprintf("connection to n%d reset", nd.id))
+	}
 }
 
 func (w *World) unknown(c *call, why string) {
 	c.out, c.done = outUnknown, w.now
 	w.tr.line(w.now, -1, fmt.Sprintf("c%d #%d outcome unknown: %s", c.client, c.id, why))
-	cl := w.wl.clients[c.client]
+	cl := w.wl.client(c.client)
+	if cl.flood {
+		delete(cl.pending, c.id)
+		return
+	}
 	cl.cur = nil
 	cl.target = w.otherNode(c.node)
 	w.think(cl)
@@ -266,7 +299,7 @@ func (w *World) think(cl *wlClient) {
 // observe learns from an acknowledged reply: job ids, handles, acks.
 func (w *World) observe(c *call) {
 	wl := w.wl
-	cl := wl.clients[c.client]
+	cl := wl.client(c.client)
 	for _, j := range c.rep.Jobs {
 		w.noteJob(c, j)
 		if len(wl.ids) == 0 || wl.ids[len(wl.ids)-1] != j.ID {
