@@ -105,7 +105,12 @@ func TestCrashAppendEnumeration(t *testing.T) {
 		}
 	}
 	for i := 0; i < 250; i++ {
-		d.feed(sm.ClientOp{ID: uint64(i + 1), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte(fmt.Sprintf("j%d", i))}})
+		op := sm.ClientOp{ID: uint64(i + 1), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte(fmt.Sprintf("j%d", i))}}
+		if i%10 != 9 {
+			d.queue = append(d.queue, op) // bursts of 10: appends overlap writes and checkpoints
+			continue
+		}
+		d.feed(op)
 	}
 	if len(d.replies) != 250 {
 		t.Fatalf("%d replies to 250 enqueues", len(d.replies))

@@ -83,6 +83,11 @@ type Scenario struct {
 	// counts the loss instead of failing. Otherwise quorum mode, where any
 	// loss of an acknowledged write is an S5 violation.
 	SeedMode bool
+	// MaxWALRecords is the checkpoint trigger (0: the default 10,000,
+	// which a schedule's workload never reaches). BUGGIFY-style: half the
+	// schedules use the minimum, 100, so checkpoints, segment rolls and
+	// the removal of old segments run under the faults.
+	MaxWALRecords int
 	// Clients is how many simulated clients run the job workload, each
 	// with one request outstanding at a time.
 	Clients int
@@ -261,6 +266,9 @@ func generateWorkload(s *Scenario, d drawer) {
 		s.SeedMode = !d.coin(0.2, "two-node-quorum")
 	} else {
 		s.SeedMode = d.coin(0.2, "seed-mode")
+	}
+	if d.coin(0.5, "tiny-wal") {
+		s.MaxWALRecords = 100
 	}
 	s.Clients = 2 + d.intn(3, "clients")
 	safetyMS := int(s.Safety / time.Millisecond)

@@ -226,6 +226,9 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
 		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
+		if sc.MaxWALRecords > 0 {
+			o.MaxWALRecords = sc.MaxWALRecords
+		}
 		d := simdisk.New()
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
 		nd := &simNode{id: i, disk: d, opts: o}
