@@ -325,8 +325,8 @@ func fillDisk(path string) (int64, error) {
 
 // checkStatusShowsLag asserts that status tells the broken standby from
 // the healthy one: the primary's row lists each standby's replication
-// state, and the standby on the full disk is not "in sync" while the
-// healthy one is.
+// state; the healthy one is in sync (or a batch behind), the one on the
+// full disk never finished its sync.
 func checkStatusShowsLag(t *testing.T, rows []clitool.PeerStatus, healthy, broken int) {
 	t.Helper()
 	if !rows[broken].Up {
@@ -346,8 +346,12 @@ func checkStatusShowsLag(t *testing.T, rows []clitool.PeerStatus, healthy, broke
 		states[s.Name] = s.State
 	}
 	h, b := states[rows[healthy].Name], states[rows[broken].Name]
-	if h != "in sync" || b == "in sync" || b == "" {
-		t.Errorf("primary %s shows %s (healthy) as %q and %s (full disk) as %q; want in sync and not in sync: %+v", prim.Name, rows[healthy].Name, h, rows[broken].Name, b, prim.Standbys)
+	// Under load a healthy standby may be a batch behind ("lagging") at the
+	// moment of the poll; the broken one never finished its sync.
+	healthyOK := h == "in sync" || h == "lagging"
+	brokenOK := b == "syncing" || b == "silent" || b == "not joined"
+	if !healthyOK || !brokenOK {
+		t.Errorf("primary %s shows %s (healthy) as %q and %s (full disk) as %q; want in sync or lagging, and syncing, silent or not joined: %+v", prim.Name, rows[healthy].Name, h, rows[broken].Name, b, prim.Standbys)
 		return
 	}
 	t.Logf("status on %s: %s %q, %s %q", prim.Name, rows[healthy].Name, h, rows[broken].Name, b)

@@ -12,6 +12,7 @@ import (
 // (the event carries the incarnation), so a write the process never saw
 // complete may never have happened — the window durability bugs hide in.
 func (w *World) issueIO(nd *simNode, op sm.FileOp) {
+	w.checkSnapshotTerm(nd, op)
 	done := max(nd.ioBusy, w.now) + w.ioLatency(op.Op)
 	nd.ioBusy = done
 	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})

@@ -123,10 +123,13 @@ type simNode struct {
 	gaveUp    bool // systemd start limit hit
 	opts      sm.Options
 	chk       nodeCheck
-	restart   bool       // a start event is queued
-	lastClaim claimSeen  // checkDurableClaim's last checked claim
-	logs      logCache   // durableLogPos's parse of its files
-	timers    [16]uint64 // armed generation per timer kind (stale fires are dropped)
+	restart   bool      // a start event is queued
+	lastClaim claimSeen // checkDurableClaim's last checked claim
+	logs      logCache  // durableLogPos's parse of its files
+	// checkSnapshotTerm: the terms of the records this incarnation appended.
+	appended    map[uint64]uint64
+	appendedInc int
+	timers      [16]uint64 // armed generation per timer kind (stale fires are dropped)
 	// ioBusy is when the node's one I/O worker finishes the operations
 	// queued so far: file operations run strictly in issue order.
 	ioBusy time.Duration

@@ -1,0 +1,38 @@
+package sim
+
+import (
+	"strings"
+
+	"xce/sm"
+	"xce/sm/wal"
+)
+
+// checkSnapshotTerm: S5 — a primary's checkpoint names the term of the
+// record at its LSN (the freshness a node claims from a log that ends at
+// its snapshot). The records a primary appended in this incarnation are
+// decoded from its appends; a snapshot it writes at an LSN it appended must
+// carry that record's term.
+func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
+	if nd.appendedInc != nd.inc {
+		nd.appended, nd.appendedInc = map[uint64]uint64{}, nd.inc
+	}
+	if nd.node.Role() != sm.RolePrimary {
+		return
+	}
+	switch {
+	case op.Op == sm.OpAppend && strings.HasPrefix(op.Path, wal.WALDir+"/"):
+		recs, _, _ := wal.Scan(op.Data)
+		for _, r := range recs {
+			nd.appended[r.GetLsn()] = r.GetTerm()
+		}
+	case op.Op == sm.OpWrite && strings.HasPrefix(op.Path, wal.SnapDir+"/"):
+		s, err := wal.DecodeSnapshot(op.Data)
+		if err != nil {
+			w.violate("S5", "n%d wrote an undecodable snapshot %s: %v", nd.id, op.Path, err)
+			return
+		}
+		if t, ok := nd.appended[s.GetLsn()]; ok && t != s.GetTerm() {
+			w.violate("S5", "n%d wrote snapshot %s at lsn %d with term %d, but it logged that record in term %d", nd.id, op.Path, s.GetLsn(), s.GetTerm(), t)
+		}
+	}
+}
