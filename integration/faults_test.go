@@ -349,7 +349,7 @@ func checkStatusShowsLag(t *testing.T, rows []clitool.PeerStatus, healthy, broke
 	// Under load a healthy standby may be a batch behind ("lagging") at the
 	// moment of the poll; the broken one never finished its sync.
 	healthyOK := h == "in sync" || h == "lagging"
-	brokenOK := b == "syncing" || b == "silent" || b == "not joined"
+	brokenOK := b == "syncing" || b == "silent" || b == "not joined" || strings.HasPrefix(b, "failing: ")
 	if !healthyOK || !brokenOK {
 		t.Errorf("primary %s shows %s (healthy) as %q and %s (full disk) as %q; want in sync or lagging, and syncing, silent or not joined: %+v", prim.Name, rows[healthy].Name, h, rows[broken].Name, b, prim.Standbys)
 		return

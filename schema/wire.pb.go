@@ -990,8 +990,12 @@ func (x *ReplRecords) GetFrames() []byte {
 	return nil
 }
 
+// The standby's durable LSN is its PeerView.wal_pos; a standby that cannot
+// sync says why (status != 0, error), so the primary's status can show it.
 type ReplAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1024,6 +1028,20 @@ func (x *ReplAck) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReplAck.ProtoReflect.Descriptor instead.
 func (*ReplAck) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReplAck) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *ReplAck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // Elections in quorum mode (DESIGN §4.4). A pre-vote asks whether the
@@ -1197,8 +1215,10 @@ const file_wire_proto_rawDesc = "" +
 	"\fReplSnapshot\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"%\n" +
 	"\vReplRecords\x12\x16\n" +
-	"\x06frames\x18\x01 \x01(\fR\x06frames\"\t\n" +
-	"\aReplAck\"\x18\n" +
+	"\x06frames\x18\x01 \x01(\fR\x06frames\"7\n" +
+	"\aReplAck\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\x18\n" +
 	"\x04Vote\x12\x10\n" +
 	"\x03pre\x18\x01 \x01(\bR\x03pre\"7\n" +
 	"\tVoteReply\x12\x10\n" +

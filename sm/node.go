@@ -42,6 +42,7 @@ type Node struct {
 	logUnknown   bool   // the log is being replaced: claim no position, grant no vote
 	noCfgSince   int64  // quorum mode: Mono+1 when a config-less candidate first waited
 	ackedAlone   uint64 // seed mode: writes acknowledged that no standby held
+	replFailure  string // standby: why its last sync failed ("" once synced)
 	snapQueued   *Msg   // the newest snapshot that arrived meanwhile
 	snapFrom     int
 

@@ -23,6 +23,7 @@ type replPeer struct {
 	startLSN uint64 // its snapshot's LSN: records after it are streamed
 	acked    uint64 // its durable LSN
 	synced   bool   // it installed the snapshot
+	failure  string // why it cannot sync, as it last said
 	lastSeen int64  // Mono of its last ack (ns)
 }
 
@@ -141,6 +142,7 @@ func (n *Node) onReplAck(from int, m Msg) {
 		return
 	}
 	rp.lastSeen = int64(n.now.Mono) // alive, synced or not: an unsynced live standby holds writes up
+	rp.failure = m.Error
 	if rp.epoch != m.ReqID {
 		return
 	}
@@ -226,6 +228,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	lsn := snap.GetLsn()
 	fail := func(what string, d IODone) {
 		n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
+		n.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
 		if n.srepl == sr {
 			n.srepl = nil
 		}
@@ -263,6 +266,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 							sr.expect, sr.seg = lsn+1, wal.SegmentPath(lsn+1)
 							n.logPos = logPos{term: snap.GetTerm(), lsn: lsn}
 							n.logUnknown = false
+							n.replFailure = ""
 							n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(from), lsn))
 							n.ackRepl()
 							n.drainRepl()
@@ -307,7 +311,11 @@ func (n *Node) ackRepl() {
 	if sr != nil && !sr.installing {
 		epoch = sr.epoch
 	}
-	n.send(n.primary, Msg{Type: MsgReplAck, ReqID: epoch})
+	m := Msg{Type: MsgReplAck, ReqID: epoch}
+	if n.replFailure != "" {
+		m.Status, m.Error = 1, n.replFailure // the primary's status shows why
+	}
+	n.send(n.primary, m)
 }
 
 func (n *Node) onReplRecords(from int, m Msg) {

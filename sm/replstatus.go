@@ -3,7 +3,7 @@ package sm
 // StandbyStatus is a primary's view of one peer's copy of the job log.
 type StandbyStatus struct {
 	Peer   int
-	State  string // not joined, syncing, in sync, lagging, silent
+	State  string // not joined, syncing, failing: why, in sync, lagging, silent
 	Acked  uint64 // its acknowledged durable LSN
 	Behind uint64 // records of the primary's durable log it lacks
 }
@@ -29,6 +29,8 @@ func (n *Node) ReplicationStatus() []StandbyStatus {
 			switch {
 			case int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout):
 				st.State = "silent"
+			case !rp.synced && rp.failure != "":
+				st.State = "failing: " + rp.failure
 			case !rp.synced:
 				st.State = "syncing"
 			case st.Behind > 0:

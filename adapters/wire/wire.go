@@ -125,7 +125,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 	case sm.MsgReplRecords:
 		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes}}
 	case sm.MsgReplAck:
-		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{}}
+		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error}}
 	case sm.MsgPreVote, sm.MsgVote:
 		env.Body = &schema.Envelope_Vote{Vote: &schema.Vote{Pre: m.Type == sm.MsgPreVote}}
 	case sm.MsgPreVoteReply, sm.MsgVoteReply:
@@ -157,7 +157,7 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplConfigPushReply: {accepted: true},
 	sm.MsgReplSnapshot:        {bytes: true},
 	sm.MsgReplRecords:         {bytes: true},
-	sm.MsgReplAck:             {},
+	sm.MsgReplAck:             {status: true},
 	sm.MsgPreVote:             {},
 	sm.MsgPreVoteReply:        {accepted: true},
 	sm.MsgVote:                {},
@@ -307,6 +307,8 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
 	case *schema.Envelope_ReplAck:
 		m.Type = sm.MsgReplAck
+		m.Status = body.ReplAck.GetStatus()
+		m.Error = body.ReplAck.GetError()
 	case *schema.Envelope_Vote:
 		m.Type = sm.MsgVote
 		if body.Vote.GetPre() {

@@ -74,6 +74,11 @@ func TestRoundTripEachType(t *testing.T) {
 		{"repl-snapshot", func() sm.Msg { m := view(sm.MsgReplSnapshot); m.Bytes = []byte("XCESNAP1..."); m.LogTerm = 3; return m }()},
 		{"repl-records", func() sm.Msg { m := view(sm.MsgReplRecords); m.Bytes = []byte{1, 2, 3}; m.WALPos = 9; return m }()},
 		{"repl-ack", func() sm.Msg { m := view(sm.MsgReplAck); m.WALPos, m.LogTerm, m.Round = 42, 2, 17; return m }()},
+		{"repl-ack failing", func() sm.Msg {
+			m := view(sm.MsgReplAck)
+			m.Status, m.Error = 28, "snapshot install: write data/snap/x.tmp: no space"
+			return m
+		}()},
 		{"pre-vote", func() sm.Msg { m := view(sm.MsgPreVote); m.Role, m.LogTerm = sm.RoleCandidate, 8; return m }()},
 		{"pre-vote-reply granted", func() sm.Msg { m := view(sm.MsgPreVoteReply); m.Accepted = true; return m }()},
 		{"vote", func() sm.Msg { m := view(sm.MsgVote); m.Role = sm.RoleCandidate; return m }()},
