@@ -46,13 +46,7 @@ func (c *nodeCheck) excuse() { c.excused = true }
 func (c *nodeCheck) crashed() { c.fsyncIDs = map[uint64]bool{} }
 
 // fetchWindow is the §5.5 retry window (~87.5 s with the defaults).
-func fetchWindow(o sm.Options) time.Duration {
-	var d time.Duration
-	for a := 0; a < o.FetchMaxAttempts; a++ {
-		d += o.FetchDelay(a)
-	}
-	return d
-}
+func fetchWindow(o sm.Options) time.Duration { return o.FetchWindow() }
 
 // checkStep: S7 — an I/O error must be reported (a WARN/ERROR/FATAL log
 // or an exit) in the step that receives it, and a failed fsync is fatal.

@@ -1,5 +1,7 @@
 package sim
 
+import "xce/sm/quorum"
+
 // quorumStuck reports why a quorum-mode cluster may rightly stay without a
 // primary: no node that holds a config has a log at least as fresh as a
 // majority's, so none can collect a majority of votes (a node with a
@@ -28,7 +30,7 @@ func (w *World) quorumStuck() bool {
 				grant++
 			}
 		}
-		if grant >= len(w.nodes)/2+1 {
+		if grant >= quorum.Majority(len(w.nodes)) {
 			return false
 		}
 	}

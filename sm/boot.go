@@ -92,7 +92,8 @@ func (n *Node) onTermRead(d IODone) {
 
 // afterBootScan: a log holding records of a term above data/term (a
 // standby appended them and died before its term write) raises the term.
-func (n *Node) afterBootScan() {
+func (n *Node) afterBootScan(pos logPos) {
+	n.logPos = pos
 	n.observeTerm(n.logPos.term)
 	n.startElection(false)
 }

@@ -1,10 +1,6 @@
 package sm
 
-import (
-	"sort"
-
-	"xce/sm/quorum"
-)
+import "xce/sm/quorum"
 
 // Commitment (DESIGN §4.4). In quorum mode a record is committed once a
 // majority holds it durably: the primary's own fsync and the durable LSNs
@@ -20,21 +16,12 @@ import (
 func (n *Node) commitLSN() uint64 {
 	j := n.jobs
 	pos := []uint64{j.durableLSN}
-	for _, p := range sortedPeers(j.repl) {
+	for _, p := range sortedKeys(j.repl) {
 		if rp := j.repl[p]; rp.synced {
 			pos = append(pos, rp.acked)
 		}
 	}
 	return quorum.Committed(pos, n.opt.Majority())
-}
-
-func sortedPeers(m map[int]*replPeer) []int {
-	out := make([]int, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	sort.Ints(out)
-	return out
 }
 
 // startRound sends a numbered heartbeat to every peer.

@@ -377,9 +377,8 @@ func orDefault(s, def string) string {
 
 // waitWithoutConfig: in quorum mode a node without config cannot stand,
 // but while peers answer, its vote may be the one a config holder needs,
-// so it stays up and
-// keeps looking for a primary to fetch the config from — for the §5.5
-// fetch window (~88 s) after boot, then the §10.1 FATAL.
+// so it stays up and keeps looking for a primary to fetch the config
+// from — for the §5.5 fetch window (~88 s), then the §10.1 FATAL.
 func (n *Node) waitWithoutConfig() bool {
 	heard := false
 	for p, v := range n.views {
@@ -392,11 +391,7 @@ func (n *Node) waitWithoutConfig() bool {
 		n.noCfgSince = int64(n.now.Mono) + 1
 		n.log(Warn, "election.no-config", fmt.Sprintf("HA election: no config — cannot stand for primary; voting and looking for a primary to fetch it from (%s)", n.cfgProblem))
 	}
-	var window time.Duration
-	for a := 0; a < n.opt.FetchMaxAttempts; a++ {
-		window += n.opt.FetchDelay(a)
-	}
-	if time.Duration(int64(n.now.Mono)-n.noCfgSince) >= window {
+	if time.Duration(int64(n.now.Mono)-n.noCfgSince) >= n.opt.FetchWindow() {
 		return false
 	}
 	// Read conf/ again (an unreadable file may read now, an operator may

@@ -297,7 +297,9 @@ func (n *Node) removeFiles(paths []string, dir string, then func()) {
 	})
 }
 
-func sortedKeys(m map[int]bool) []int {
+// sortedKeys lists a peer-indexed map's keys in order (no map order may
+// reach an effect).
+func sortedKeys[V any](m map[int]V) []int {
 	out := make([]int, 0, len(m))
 	for k := range m {
 		out = append(out, k)

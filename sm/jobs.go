@@ -166,10 +166,7 @@ const maxBatchJobs = 1000
 func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
 	j := n.jobs
 	if lsn <= j.durableLSN && n.replicated(lsn) {
-		if !n.quorumMode() && len(n.opt.Peers) > 1 && rep.LSN > 0 && !n.heldByStandby(lsn) {
-			n.ackedAlone++
-		}
-		n.emit(rep)
+		n.emitReply(lsn, rep)
 		return
 	}
 	j.waiting = append(j.waiting, waitingReply{lsn: lsn, rep: rep})

@@ -12,8 +12,9 @@ import (
 // it in the planned segments (up to a torn tail), unless a segment's record
 // at the snapshot's LSN has another term (the rest of a replaced log:
 // recovery removes those segments). Every file read is fsync'd first: the
-// position a node votes with must be durable.
-func (n *Node) scanLogPosition(then func()) {
+// position a node votes with must be durable. then receives the position
+// (the caller decides whether it is still the node's).
+func (n *Node) scanLogPosition(then func(logPos)) {
 	n.listForScan(wal.WALDir, func(segs []string) {
 		n.listForScan(wal.SnapDir, func(snaps []string) {
 			plan, err := wal.PlanRecovery(snaps, segs)
@@ -62,14 +63,13 @@ func (n *Node) listForScan(dir string, k func([]string)) {
 	})
 }
 
-// scanSegments walks segs after the snapshot at snap and sets logPos.
-func (n *Node) scanSegments(segs []string, snap logPos, then func()) {
+// scanSegments walks segs after the snapshot at snap.
+func (n *Node) scanSegments(segs []string, snap logPos, then func(logPos)) {
 	pos := snap
 	var walk func(rest []string)
 	walk = func(rest []string) {
 		if len(rest) == 0 {
-			n.logPos = pos
-			then()
+			then(pos)
 			return
 		}
 		path := wal.WALDir + "/" + rest[0]
@@ -93,8 +93,7 @@ func (n *Node) scanSegments(segs []string, snap logPos, then func()) {
 				pos = snap
 			}
 			if err != nil { // torn tail, corruption or divergence: the log ends here
-				n.logPos = pos
-				then()
+				then(pos)
 				return
 			}
 			walk(rest[1:])

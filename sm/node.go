@@ -143,9 +143,6 @@ func (n *Node) Role() Role { return n.role }
 // Term is the node's current term.
 func (n *Node) Term() uint64 { return n.term }
 
-// DurableTerm is the term and vote data/term holds (checkers).
-func (n *Node) DurableTerm() (uint64, int) { return n.durTerm, n.durVote }
-
 // QuorumMode reports whether the node runs in quorum mode.
 func (n *Node) QuorumMode() bool { return n.quorumMode() }
 

@@ -117,6 +117,15 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// FetchWindow is the whole §5.5 retry window (~87.5 s with the defaults).
+func (o Options) FetchWindow() time.Duration {
+	var d time.Duration
+	for a := 0; a < o.FetchMaxAttempts; a++ {
+		d += o.FetchDelay(a)
+	}
+	return d
+}
+
 // FetchDelay is the §5.5 backoff before attempt n (0-based) is retried:
 // min(initial * 2^n, max).
 func (o Options) FetchDelay(n int) time.Duration {

@@ -169,3 +169,44 @@ func TestQuorumWriteAckedWithMajority(t *testing.T) {
 		t.Errorf("acked LSN %d held by %d nodes, want a majority", lsn, held)
 	}
 }
+
+// A read reaching a primary that has lost its majority is not answered,
+// even with nothing pending: it waits for a heartbeat round a majority
+// echoes, which never comes, and ends "not primary" at the step-down. (A
+// new primary may already be committing writes the read would miss.)
+func TestQuorumReadNeedsMajorityRound(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p)
+	for i := 0; i < 3; i++ {
+		if i != p {
+			h.cutLink(p, i)
+		}
+	}
+	before := len(pn.replies)
+	h.enqueue(p, sm.ClientOp{ID: 904, Req: sm.JobRequest{Kind: sm.JobList}})
+	h.run()
+	h.advance(3 * pn.opts.FailureTimeout)
+	for _, r := range pn.replies[before:] {
+		if r.ID == 904 && r.Status == sm.StatusOK {
+			t.Fatalf("a primary cut off from its majority answered a read: %+v", r)
+		}
+	}
+	if pn.n.Role() == sm.RolePrimary {
+		t.Fatalf("n%d still primary without a majority", p)
+	}
+	// With the majority back, a read is answered.
+	h.heal()
+	h.advance(5 * time.Second)
+	q := primaries(h)
+	if len(q) != 1 {
+		t.Fatalf("primaries %v after heal", q)
+	}
+	qn := h.node(q[0])
+	before = len(qn.replies)
+	h.enqueue(q[0], sm.ClientOp{ID: 905, Req: sm.JobRequest{Kind: sm.JobList}})
+	h.run()
+	h.advance(time.Second)
+	if got := qn.replies[before:]; len(got) != 1 || got[0].Status != sm.StatusOK {
+		t.Fatalf("read on the healed primary answered %+v, want one OK", got)
+	}
+}

@@ -2,7 +2,6 @@ package sm
 
 import (
 	"fmt"
-	"sort"
 
 	"xce/schema"
 	"xce/sm/wal"
@@ -70,12 +69,7 @@ func (n *Node) startSync(s int) {
 // older than it, split so that no message exceeds the frame limit.
 func (n *Node) streamBatch(b walBatch) {
 	j := n.jobs
-	peers := make([]int, 0, len(j.repl))
-	for p := range j.repl {
-		peers = append(peers, p)
-	}
-	sort.Ints(peers)
-	for _, p := range peers {
+	for _, p := range sortedKeys(j.repl) {
 		rp := j.repl[p]
 		if b.lastLSN <= rp.startLSN {
 			continue // all in its snapshot
@@ -180,10 +174,7 @@ func (n *Node) releaseWaiting() {
 	j := n.jobs
 	k := 0
 	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && n.replicated(j.waiting[k].lsn) {
-		if !n.quorumMode() && len(n.opt.Peers) > 1 && j.waiting[k].rep.LSN > 0 && !n.heldByStandby(j.waiting[k].lsn) {
-			n.ackedAlone++ // seed mode: this acknowledged write is on our disk only
-		}
-		n.emit(j.waiting[k].rep)
+		n.emitReply(j.waiting[k].lsn, j.waiting[k].rep)
 		k++
 	}
 	j.waiting = j.waiting[k:]
@@ -287,9 +278,9 @@ func (n *Node) installDone() {
 	}
 	if !n.installBusy && n.logUnknown && n.role != RoleStopped {
 		// An install that stopped half way: read what the disk holds now.
-		n.scanLogPosition(func() {
-			if !n.installBusy {
-				n.logUnknown = false
+		n.scanLogPosition(func(pos logPos) {
+			if !n.installBusy && n.logUnknown { // not overtaken by a newer install
+				n.logPos, n.logUnknown = pos, false
 			}
 		})
 	}

@@ -67,6 +67,15 @@ func (n *Node) CommitLSN() uint64 {
 // node is degraded once it is non-zero.
 func (n *Node) AckedWithoutStandby() uint64 { return n.ackedAlone }
 
+// emitReply sends a reply whose records up to lsn are as durable as the
+// mode requires; in seed mode it counts a write no standby holds.
+func (n *Node) emitReply(lsn uint64, rep Reply) {
+	if !n.quorumMode() && len(n.opt.Peers) > 1 && rep.LSN > 0 && !n.heldByStandby(lsn) {
+		n.ackedAlone++ // on our disk only: a failover can lose it
+	}
+	n.emit(rep)
+}
+
 // heldByStandby reports whether some synced standby acknowledged lsn.
 func (n *Node) heldByStandby(lsn uint64) bool {
 	for _, rp := range n.jobs.repl {

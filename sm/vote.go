@@ -86,16 +86,13 @@ func (n *Node) onBallotTimeout() {
 		n.startPreVote()
 		return
 	}
-	n.log(Info, "election.no-majority", fmt.Sprintf("HA election: no majority for term %d — starting over", n.term+boolToU64(n.ballot.stage == votePre)))
+	stage := "votes"
+	if n.ballot.stage == votePre {
+		stage = "pre-votes"
+	}
+	n.log(Info, "election.no-majority", fmt.Sprintf("HA election: no majority of %s (term %d) — starting over", stage, n.term))
 	n.ballot = ballot{}
 	n.startElection(n.failover)
-}
-
-func boolToU64(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // followsLivePrimary: we heard from our primary within the failure timeout,
