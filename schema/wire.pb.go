@@ -283,8 +283,12 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{3}
 }
 
+// A standby whose log is clean (no torn tail, no replaced log's segments,
+// no write in flight) asks to catch up from its position (PeerView
+// wal_pos, log_term) instead of taking a snapshot.
 type Join struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	CatchUp       bool                   `protobuf:"varint,1,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +321,13 @@ func (x *Join) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Join.ProtoReflect.Descriptor instead.
 func (*Join) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Join) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
 }
 
 type JoinReply struct {
@@ -947,8 +958,13 @@ func (x *ReplSnapshot) GetSnapshot() []byte {
 }
 
 type ReplRecords struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Frames        []byte                 `protobuf:"bytes,1,opt,name=frames,proto3" json:"frames,omitempty"` // WAL frames, contiguous LSNs
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Frames []byte                 `protobuf:"bytes,1,opt,name=frames,proto3" json:"frames,omitempty"` // WAL frames, contiguous LSNs
+	// The first message of a catch-up sync: frames follow the record at
+	// (prev_term, prev_lsn), which the standby's log must end with.
+	CatchUp       bool   `protobuf:"varint,2,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
+	PrevLsn       uint64 `protobuf:"varint,3,opt,name=prev_lsn,json=prevLsn,proto3" json:"prev_lsn,omitempty"`
+	PrevTerm      uint64 `protobuf:"varint,4,opt,name=prev_term,json=prevTerm,proto3" json:"prev_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -988,6 +1004,27 @@ func (x *ReplRecords) GetFrames() []byte {
 		return x.Frames
 	}
 	return nil
+}
+
+func (x *ReplRecords) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
+}
+
+func (x *ReplRecords) GetPrevLsn() uint64 {
+	if x != nil {
+		return x.PrevLsn
+	}
+	return 0
+}
+
+func (x *ReplRecords) GetPrevTerm() uint64 {
+	if x != nil {
+		return x.PrevTerm
+	}
+	return 0
 }
 
 // The standby's durable LSN is its PeerView.wal_pos; a standby that cannot
@@ -1163,8 +1200,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x05Probe\"\f\n" +
 	"\n" +
 	"ProbeReply\"\v\n" +
-	"\tHeartbeat\"\x06\n" +
-	"\x04Join\"9\n" +
+	"\tHeartbeat\"!\n" +
+	"\x04Join\x12\x19\n" +
+	"\bcatch_up\x18\x01 \x01(\bR\acatchUp\"9\n" +
 	"\tJoinReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"4\n" +
@@ -1213,9 +1251,12 @@ const file_wire_proto_rawDesc = "" +
 	"vote_reply\x18\x17 \x01(\v2\x15.xce.schema.VoteReplyH\x00R\tvoteReplyB\x06\n" +
 	"\x04body\"*\n" +
 	"\fReplSnapshot\x12\x1a\n" +
-	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"%\n" +
+	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"x\n" +
 	"\vReplRecords\x12\x16\n" +
-	"\x06frames\x18\x01 \x01(\fR\x06frames\"7\n" +
+	"\x06frames\x18\x01 \x01(\fR\x06frames\x12\x19\n" +
+	"\bcatch_up\x18\x02 \x01(\bR\acatchUp\x12\x19\n" +
+	"\bprev_lsn\x18\x03 \x01(\x04R\aprevLsn\x12\x1b\n" +
+	"\tprev_term\x18\x04 \x01(\x04R\bprevTerm\"7\n" +
 	"\aReplAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x18\n" +

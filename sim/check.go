@@ -121,6 +121,10 @@ func (w *World) checkLog(nd *simNode, l sm.Log) {
 		w.violate("S7", "n%d: FATAL %s in the liveness phase, with every fault off: %s", nd.id, l.Key, l.Text)
 	}
 	switch l.Key {
+	case "repl.catch-up":
+		w.rep.CatchUps++
+	case "repl.synced":
+		w.rep.SnapshotSyncs++
 	case "conf.saved":
 		_, name, _ := n.Config()
 		nd.chk.durable = name

@@ -158,6 +158,8 @@ type Report struct {
 	Unknown        int           // ... whose outcome the client never learned
 	Acked          int           // acknowledged writes the durability check holds the cluster to
 	AckedLost      int           // ... found lost (seed mode, or excused by a disk wipe; otherwise S5)
+	CatchUps       int           // standby syncs from the log (repl.catch-up)
+	SnapshotSyncs  int           // standby syncs by snapshot install (repl.synced)
 	TraceHash      uint64
 }
 

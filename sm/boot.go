@@ -92,8 +92,8 @@ func (n *Node) onTermRead(d IODone) {
 
 // afterBootScan: a log holding records of a term above data/term (a
 // standby appended them and died before its term write) raises the term.
-func (n *Node) afterBootScan(pos logPos) {
-	n.logPos = pos
+func (n *Node) afterBootScan(pos logPos, clean bool) {
+	n.logPos, n.logClean = pos, clean
 	n.observeTerm(n.logPos.term)
 	n.startElection(false)
 }

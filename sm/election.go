@@ -161,6 +161,7 @@ func (n *Node) becomePrimary(term uint64) {
 	n.role = RolePrimary
 	n.promoting = false
 	n.srepl = nil
+	n.wasPrimary, n.logClean = true, false // recovery may rewrite the log's files
 	n.term = term
 	n.primary = n.opt.Self
 	n.pTerm = term

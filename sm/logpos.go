@@ -13,16 +13,20 @@ import (
 // at the snapshot's LSN has another term (the rest of a replaced log:
 // recovery removes those segments). Every file read is fsync'd first: the
 // position a node votes with must be durable. then receives the position
-// (the caller decides whether it is still the node's).
-func (n *Node) scanLogPosition(then func(logPos)) {
+// (the caller decides whether it is still the node's) and whether the log
+// is clean: it ends exactly there, with no torn tail, unreadable snapshot
+// or replaced log's segments after it (only a clean log may be extended
+// by a catch-up).
+func (n *Node) scanLogPosition(then func(logPos, bool)) {
 	n.listForScan(wal.WALDir, func(segs []string) {
 		n.listForScan(wal.SnapDir, func(snaps []string) {
 			plan, err := wal.PlanRecovery(snaps, segs)
 			if err != nil {
 				n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
 			}
+			clean := err == nil
 			if plan.Snapshot == "" {
-				n.scanSegments(plan.Segments, logPos{}, then)
+				n.scanSegments(plan.Segments, logPos{}, clean, then)
 				return
 			}
 			path := wal.SnapDir + "/" + plan.Snapshot
@@ -34,10 +38,10 @@ func (n *Node) scanLogPosition(then func(logPos)) {
 				s, err := wal.DecodeSnapshot(d.Data)
 				if err != nil { // corrupt: recovery falls back the same way
 					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %s %v — log position from the segments only", path, d.Err, err))
-					n.scanSegments(plan.Segments, logPos{}, then)
+					n.scanSegments(plan.Segments, logPos{}, false, then)
 					return
 				}
-				n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, then)
+				n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, clean, then)
 			})
 		})
 	})
@@ -64,12 +68,12 @@ func (n *Node) listForScan(dir string, k func([]string)) {
 }
 
 // scanSegments walks segs after the snapshot at snap.
-func (n *Node) scanSegments(segs []string, snap logPos, then func(logPos)) {
+func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(logPos, bool)) {
 	pos := snap
 	var walk func(rest []string)
 	walk = func(rest []string) {
 		if len(rest) == 0 {
-			then(pos)
+			then(pos, clean)
 			return
 		}
 		path := wal.WALDir + "/" + rest[0]
@@ -79,7 +83,7 @@ func (n *Node) scanSegments(segs []string, snap logPos, then func(logPos)) {
 				return
 			}
 			diverged := false
-			_, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
+			valid, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
 				switch {
 				case r.GetLsn() == snap.lsn && snap.lsn > 0 && r.GetTerm() != snap.term:
 					diverged = true
@@ -92,9 +96,12 @@ func (n *Node) scanSegments(segs []string, snap logPos, then func(logPos)) {
 			if diverged {
 				pos = snap
 			}
-			if err != nil { // torn tail, corruption or divergence: the log ends here
-				then(pos)
+			if err != nil { // corruption or divergence: the log ends here
+				then(pos, false)
 				return
+			}
+			if valid < len(d.Data) {
+				clean = false // a torn tail: recovery truncates it
 			}
 			walk(rest[1:])
 		})

@@ -85,6 +85,12 @@ type Msg struct {
 	ConfigTag uint64
 	UpToDate  bool
 	Accepted  bool
+	// CatchUp: in a Join, the standby asks to catch up from its log
+	// position (WALPos, LogTerm); in ReplRecords, the first message of such
+	// a sync, whose frames follow the record at (PrevTerm, PrevLSN).
+	CatchUp  bool
+	PrevLSN  uint64
+	PrevTerm uint64
 	Status    int32  // 0 ok; non-zero is an errno-style failure
 	Error     string // human text for a non-zero Status
 	SHA256    []byte // 32 bytes when Bytes is set

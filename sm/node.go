@@ -40,6 +40,15 @@ type Node struct {
 	lastRound    uint64 // standby: newest round seen from its primary
 	installBusy  bool   // standby: a snapshot install is writing files
 	logUnknown   bool   // the log is being replaced: claim no position, grant no vote
+	// logClean: the log on disk ends exactly at logPos (no torn tail, no
+	// replaced log's segments): a standby may catch up from there. Not
+	// after this process was primary (its recovery may still be rewriting
+	// files) until a snapshot install replaces the log.
+	logClean     bool
+	wasPrimary   bool
+	replWriting  int              // standby: replicated appends in flight
+	wantSnapshot bool             // standby: its next sync compacts its log
+	joinPos      map[int]logPos   // primary: positions standbys asked to catch up from
 	noCfgSince   int64  // quorum mode: Mono+1 when a config-less candidate first waited
 	ackedAlone   uint64 // seed mode: writes acknowledged that no standby held
 	replFailure  string // standby: why its last sync failed ("" once synced)

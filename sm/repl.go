@@ -24,6 +24,7 @@ type replPeer struct {
 	synced   bool   // it installed the snapshot
 	failure  string // why it cannot sync, as it last said
 	lastSeen int64  // Mono of its last ack (ns)
+	catchUp  *catchUpRead // reading our log to catch it up (catchup.go)
 }
 
 // standbyRepl is a standby's replicated log.
@@ -43,14 +44,25 @@ type logPos struct{ term, lsn uint64 }
 
 func (a logPos) after(b logPos) bool { return a.term > b.term || a.term == b.term && a.lsn > b.lsn }
 
-// startSync sends standby s a snapshot of the current state and streams
-// what follows (a standby's log is always rebuilt from the primary's, so
-// a stepped-down primary's unreplicated suffix can never survive).
+// startSync syncs standby s: from its log position when it asked for that
+// and our log still holds the records after it (catchup.go), else with a
+// snapshot of the current state followed by what we write next (its log
+// is then rebuilt from ours, so a stepped-down primary's unreplicated
+// suffix can never survive).
 func (n *Node) startSync(s int) {
 	j := n.jobs
 	if n.role != RolePrimary || j == nil || !j.recovered {
 		return // finishRecovery syncs every joined standby
 	}
+	if n.tryCatchUp(s) {
+		return
+	}
+	n.sendSnapshot(s)
+}
+
+// sendSnapshot starts a snapshot sync of standby s.
+func (n *Node) sendSnapshot(s int) {
+	j := n.jobs
 	j.replEpoch++
 	lsn := j.nextLSN - 1
 	snap := exportSnapshot(j.q, lsn)
@@ -77,6 +89,10 @@ func (n *Node) streamBatch(b walBatch) {
 		data := b.data
 		if b.firstLSN <= rp.startLSN {
 			data = framesAfter(data, rp.startLSN) // the batch straddles its snapshot
+		}
+		if rp.catchUp != nil {
+			rp.catchUp.buf = append(rp.catchUp.buf, data) // sent after the records being read
+			continue
 		}
 		for _, chunk := range splitFrames(data, MaxConfigSize) {
 			n.send(p, Msg{Type: MsgReplRecords, ReqID: rp.epoch, Bytes: chunk})
@@ -257,6 +273,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 							sr.expect, sr.seg = lsn+1, wal.SegmentPath(lsn+1)
 							n.logPos = logPos{term: snap.GetTerm(), lsn: lsn}
 							n.logUnknown = false
+							n.logClean, n.wantSnapshot = true, false
 							n.replFailure = ""
 							n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(from), lsn))
 							n.ackRepl()
@@ -278,9 +295,10 @@ func (n *Node) installDone() {
 	}
 	if !n.installBusy && n.logUnknown && n.role != RoleStopped {
 		// An install that stopped half way: read what the disk holds now.
-		n.scanLogPosition(func(pos logPos) {
+		n.scanLogPosition(func(pos logPos, clean bool) {
 			if !n.installBusy && n.logUnknown { // not overtaken by a newer install
 				n.logPos, n.logUnknown = pos, false
+				n.logClean = clean && !n.wasPrimary
 			}
 		})
 	}
@@ -310,6 +328,10 @@ func (n *Node) ackRepl() {
 }
 
 func (n *Node) onReplRecords(from int, m Msg) {
+	if m.CatchUp {
+		n.onCatchUp(from, m)
+		return
+	}
 	sr := n.srepl
 	if n.role != RoleStandby || from != n.primary || sr == nil || m.ReqID != sr.epoch {
 		return
@@ -343,6 +365,7 @@ func (n *Node) drainRepl() {
 		return
 	}
 	sr.writing = true
+	n.replWriting++
 	seg, newSeg := sr.seg, !sr.known[sr.seg]
 	n.io(FileOp{Op: OpAppend, Path: seg, Data: m.Bytes}, func(d IODone) {
 		if d.Err != IOOK {
@@ -351,6 +374,11 @@ func (n *Node) drainRepl() {
 		}
 		n.io(FileOp{Op: OpFsync, Path: seg}, func(IODone) {
 			done := func() {
+				n.replWriting--
+				if !n.logUnknown {
+					// On disk whoever asked: a later catch-up starts here.
+					n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
+				}
 				if n.srepl != sr {
 					return
 				}
@@ -358,10 +386,10 @@ func (n *Node) drainRepl() {
 				sr.writing = false
 				sr.expect = last.GetLsn() + 1
 				sr.segRecords += len(recs)
-				n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
 				n.ackRepl()
 				if sr.segRecords >= n.opt.MaxWALRecords {
-					n.resync() // a fresh snapshot compacts the standby's log
+					n.wantSnapshot = true // a fresh snapshot compacts the standby's log
+					n.resync()
 					return
 				}
 				n.drainRepl()
@@ -380,7 +408,7 @@ func (n *Node) resync() {
 	n.srepl = nil
 	if n.role == RoleStandby && n.primary >= 0 {
 		n.syncAsked = int64(n.now.Mono)
-		n.send(n.primary, Msg{Type: MsgJoin, ReqID: n.id()})
+		n.send(n.primary, n.joinMsg(n.id()))
 	}
 }
 

@@ -49,7 +49,7 @@ func (n *Node) tryFetch() {
 	f := n.fetch
 	f.reqID = n.id()
 	n.syncAsked = int64(n.now.Mono) // a join also starts a log sync
-	n.send(n.primary, Msg{Type: MsgJoin, ReqID: f.reqID})
+	n.send(n.primary, n.joinMsg(f.reqID))
 	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
 }
 
@@ -92,6 +92,7 @@ func (n *Node) onJoin(from int, m Msg) {
 		n.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", n.peerName(from)))
 	}
 	n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
+	n.noteJoin(from, m)
 	n.startSync(from)
 }
 

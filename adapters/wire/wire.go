@@ -90,7 +90,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 	case sm.MsgHeartbeat:
 		env.Body = &schema.Envelope_Heartbeat{Heartbeat: &schema.Heartbeat{}}
 	case sm.MsgJoin:
-		env.Body = &schema.Envelope_Join{Join: &schema.Join{}}
+		env.Body = &schema.Envelope_Join{Join: &schema.Join{CatchUp: m.CatchUp}}
 	case sm.MsgJoinReply:
 		env.Body = &schema.Envelope_JoinReply{JoinReply: &schema.JoinReply{
 			Status: m.Status,
@@ -123,7 +123,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 	case sm.MsgReplSnapshot:
 		env.Body = &schema.Envelope_ReplSnapshot{ReplSnapshot: &schema.ReplSnapshot{Snapshot: m.Bytes}}
 	case sm.MsgReplRecords:
-		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes}}
+		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes, CatchUp: m.CatchUp, PrevLsn: m.PrevLSN, PrevTerm: m.PrevTerm}}
 	case sm.MsgReplAck:
 		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error}}
 	case sm.MsgPreVote, sm.MsgVote:
@@ -143,20 +143,20 @@ func Encode(m sm.Msg) ([]byte, error) {
 
 // carried lists, per message type, which optional Msg fields its body
 // carries (Type, ReqID and the sender view travel in every message).
-type carried struct{ upToDate, accepted, status, sha, bytes bool }
+type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, prev bool }
 
 var bodyFields = map[sm.MsgType]carried{
 	sm.MsgProbe:               {},
 	sm.MsgProbeReply:          {},
 	sm.MsgHeartbeat:           {},
-	sm.MsgJoin:                {},
+	sm.MsgJoin:                {catchUp: true},
 	sm.MsgJoinReply:           {status: true},
 	sm.MsgReplConfig:          {},
 	sm.MsgReplConfigReply:     {upToDate: true, status: true, sha: true, bytes: true},
 	sm.MsgReplConfigPush:      {sha: true, bytes: true},
 	sm.MsgReplConfigPushReply: {accepted: true},
 	sm.MsgReplSnapshot:        {bytes: true},
-	sm.MsgReplRecords:         {bytes: true},
+	sm.MsgReplRecords:         {bytes: true, catchUp: true, prev: true},
 	sm.MsgReplAck:             {status: true},
 	sm.MsgPreVote:             {},
 	sm.MsgPreVoteReply:        {accepted: true},
@@ -187,6 +187,10 @@ func checkMsg(m sm.Msg) error {
 		return errors.New("field SHA256 set but not carried by this type")
 	case !c.bytes && m.Bytes != nil:
 		return errors.New("field Bytes set but not carried by this type")
+	case !c.catchUp && m.CatchUp:
+		return errors.New("field CatchUp set but not carried by this type")
+	case !c.prev && (m.PrevLSN != 0 || m.PrevTerm != 0):
+		return errors.New("fields PrevLSN/PrevTerm set but not carried by this type")
 	}
 	// An empty slice decodes as nil: refuse it so the round trip is exact.
 	if m.SHA256 != nil && len(m.SHA256) == 0 {
@@ -273,6 +277,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Type = sm.MsgHeartbeat
 	case *schema.Envelope_Join:
 		m.Type = sm.MsgJoin
+		m.CatchUp = body.Join.GetCatchUp()
 	case *schema.Envelope_JoinReply:
 		m.Type = sm.MsgJoinReply
 		m.Status = body.JoinReply.GetStatus()
@@ -305,6 +310,9 @@ func Decode(b []byte) (sm.Msg, error) {
 	case *schema.Envelope_ReplRecords:
 		m.Type = sm.MsgReplRecords
 		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
+		m.CatchUp = body.ReplRecords.GetCatchUp()
+		m.PrevLSN = body.ReplRecords.GetPrevLsn()
+		m.PrevTerm = body.ReplRecords.GetPrevTerm()
 	case *schema.Envelope_ReplAck:
 		m.Type = sm.MsgReplAck
 		m.Status = body.ReplAck.GetStatus()

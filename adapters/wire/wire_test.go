@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -190,7 +191,7 @@ func TestConfigTagMapping(t *testing.T) {
 func genMsg() *rapid.Generator[sm.Msg] {
 	return rapid.Custom(func(t *rapid.T) sm.Msg {
 		m := sm.Msg{
-			Type:      rapid.SampledFrom([]sm.MsgType{sm.MsgProbe, sm.MsgProbeReply, sm.MsgHeartbeat, sm.MsgJoin, sm.MsgJoinReply, sm.MsgReplConfig, sm.MsgReplConfigReply, sm.MsgReplConfigPush, sm.MsgReplConfigPushReply}).Draw(t, "type"),
+			Type:      rapid.SampledFrom(sortedTypes()).Draw(t, "type"),
 			ReqID:     rapid.Uint64().Draw(t, "req"),
 			Role:      sm.Role(rapid.IntRange(int(sm.RoleBooting), int(sm.RoleStopped)).Draw(t, "role")),
 			Term:      rapid.Uint64().Draw(t, "term"),
@@ -216,6 +217,12 @@ func genMsg() *rapid.Generator[sm.Msg] {
 			if b := rapid.SliceOfN(rapid.Byte(), 0, 512).Draw(t, "bytes"); len(b) > 0 {
 				m.Bytes = b
 			}
+		}
+		if c.catchUp {
+			m.CatchUp = rapid.Bool().Draw(t, "catchup")
+		}
+		if c.prev {
+			m.PrevLSN, m.PrevTerm = rapid.Uint64().Draw(t, "prevlsn"), rapid.Uint64().Draw(t, "prevterm")
 		}
 		return m
 	})
@@ -256,6 +263,8 @@ func TestEncodeAcceptsOnlyFaithful(t *testing.T) {
 			Error:     rapid.SampledFrom([]string{"", "x", "\xff\xfe"}).Draw(t, "error"),
 			SHA256:    rapid.SampledFrom([][]byte{nil, {}, make([]byte, 31), make([]byte, 32), make([]byte, 33)}).Draw(t, "sha"),
 			Bytes:     rapid.SampledFrom([][]byte{nil, {}, {1, 2, 3}}).Draw(t, "bytes"),
+			CatchUp:   rapid.Bool().Draw(t, "catchup"),
+			PrevLSN:   rapid.Uint64Range(0, 2).Draw(t, "prevlsn"),
 		}
 		b, err := Encode(m)
 		if err != nil {
@@ -475,4 +484,14 @@ func TestWriteFrameError(t *testing.T) {
 	if err := WriteFrame(failWriter{}, view(sm.MsgProbe)); !errors.Is(err, errWrite) {
 		t.Fatalf("WriteFrame = %v, want wrapped writer error", err)
 	}
+}
+
+// sortedTypes lists every message type the wire carries, in order.
+func sortedTypes() []sm.MsgType {
+	var out []sm.MsgType
+	for t := range bodyFields {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }

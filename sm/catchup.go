@@ -1,0 +1,301 @@
+package sm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"xce/schema"
+	"xce/sm/wal"
+)
+
+// Catch-up from the log (DESIGN §4.4). A standby whose log is clean asks,
+// in its Join, to continue from its position (term of its last record,
+// LSN). If the primary's log holds a record at that LSN with that term,
+// the two logs agree up to it (one primary per term writes each (term,
+// LSN) once: the log matching property), so the primary reads its
+// segments from there and streams the records instead of a snapshot. A
+// position the primary cannot match — records checkpointed away, a
+// divergent suffix, a log ahead of ours — falls back to a snapshot, which
+// replaces the standby's log. Seed mode always uses snapshots: two
+// primaries there may write the same term.
+
+// catchUpRead is a catch-up in progress on the primary: the standby's
+// position, and the batches written meanwhile (sent after what the read
+// finds, without the LSNs the read already covered).
+type catchUpRead struct {
+	from logPos
+	buf  [][]byte
+}
+
+// canCatchUp: the standby's log ends exactly at logPos with nothing after
+// it, and nothing will change it but this primary's sync.
+func (n *Node) canCatchUp() bool {
+	return n.quorumMode() && n.role == RoleStandby && !n.logUnknown && n.logClean && !n.installBusy && n.replWriting == 0 && !n.wantSnapshot
+}
+
+// joinMsg is a standby's request for a log sync.
+func (n *Node) joinMsg(reqID uint64) Msg {
+	return Msg{Type: MsgJoin, ReqID: reqID, CatchUp: n.canCatchUp()}
+}
+
+// noteJoin keeps the position a standby asked to catch up from, for the
+// sync that its join starts (now, or when recovery finishes).
+func (n *Node) noteJoin(from int, m Msg) {
+	if n.joinPos == nil {
+		n.joinPos = map[int]logPos{}
+	}
+	delete(n.joinPos, from)
+	if m.CatchUp {
+		n.joinPos[from] = logPos{term: m.LogTerm, lsn: m.WALPos}
+	}
+}
+
+// tryCatchUp starts a catch-up sync of standby s from its stated position,
+// or reports that only a snapshot can sync it.
+func (n *Node) tryCatchUp(s int) bool {
+	from, ok := n.joinPos[s]
+	delete(n.joinPos, s)
+	j := n.jobs
+	if !ok || !n.quorumMode() || from.lsn > j.nextLSN-1 {
+		return false // no position, or a log longer than ours: diverged
+	}
+	j.replEpoch++
+	rp := &replPeer{epoch: j.replEpoch, startLSN: from.lsn, lastSeen: int64(n.now.Mono), catchUp: &catchUpRead{from: from}}
+	j.repl[s] = rp
+	if from.lsn == j.nextLSN-1 {
+		if from.term != j.lastTerm {
+			delete(j.repl, s)
+			return false
+		}
+		n.finishCatchUp(s, rp, nil, from.lsn) // nothing to read: it has every record
+		return true
+	}
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+		if n.jobs != j || j.repl[s] != rp {
+			return // stepped down or resynced meanwhile
+		}
+		if d.Err != IOOK {
+			n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+			return
+		}
+		segs := catchUpSegments(d.Entries, from.lsn)
+		if len(segs) == 0 {
+			n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
+			return
+		}
+		// Issued together, the reads run before any removal issued later.
+		data := make([][]byte, len(segs))
+		left := len(segs)
+		for i, seg := range segs {
+			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
+				live := n.jobs == j && j.repl[s] == rp && rp.catchUp != nil
+				if d.Err != IOOK {
+					why := fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail)
+					if !live {
+						n.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
+						return
+					}
+					n.catchUpIOFailed(s, rp, why)
+					return
+				}
+				if !live {
+					return
+				}
+				data[i] = d.Data
+				if left--; left == 0 {
+					n.catchUpRead(s, rp, data)
+				}
+			})
+		}
+	})
+	return true
+}
+
+// catchUpSegments lists the segments holding the records from lsn on: the
+// newest one starting at or before it (it holds the record at lsn, whose
+// term must match) and every later one, oldest first. None if the record
+// at lsn is gone (the first segment starts after it).
+func catchUpSegments(entries []DirEntry, lsn uint64) []string {
+	type seg struct {
+		first uint64
+		path  string
+	}
+	var all []seg
+	for _, e := range entries {
+		if first, ok := wal.ParseSegmentName(e.Name); ok {
+			all = append(all, seg{first, wal.WALDir + "/" + e.Name})
+		}
+	}
+	slices.SortFunc(all, func(a, b seg) int { return cmpU64(a.first, b.first) })
+	start := -1
+	for i, s := range all {
+		if s.first <= max(lsn, 1) {
+			start = i
+		}
+	}
+	if start < 0 || lsn == 0 && all[start].first != 1 {
+		return nil
+	}
+	var out []string
+	for _, s := range all[start:] {
+		out = append(out, s.path)
+	}
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// catchUpRead checks what the reads found and sends it: the record at the
+// standby's position must carry its term, the records after it must be
+// contiguous.
+func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
+	from := rp.catchUp.from
+	var frames []byte
+	end, matched := from.lsn, from.lsn == 0
+	for _, d := range data {
+		var why string
+		cut := -1 // offset of the first frame to send from d
+		last := end
+		valid, err := wal.Walk(d, func(off int, r *schema.WalRecord) error {
+			switch lsn := r.GetLsn(); {
+			case lsn == from.lsn:
+				if r.GetTerm() != from.term {
+					why = fmt.Sprintf("its log diverges at lsn %d (its term %d, ours %d)", lsn, from.term, r.GetTerm())
+					return errStop
+				}
+				matched = true
+			case lsn > last:
+				if lsn != last+1 {
+					why = fmt.Sprintf("our segments skip from lsn %d to %d", last, lsn)
+					return errStop
+				}
+				if cut < 0 {
+					cut = off
+				}
+				last = lsn
+			}
+			return nil
+		})
+		switch {
+		case why != "":
+			n.catchUpFailed(s, rp, why)
+			return
+		case err != nil:
+			n.catchUpFailed(s, rp, fmt.Sprintf("the primary's own log does not scan: %v", err))
+			return
+		}
+		if cut >= 0 {
+			frames = append(frames, d[cut:valid]...) // a torn tail is no record
+		}
+		end = last
+	}
+	if !matched {
+		n.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
+		return
+	}
+	n.finishCatchUp(s, rp, frames, end)
+}
+
+// errStop ends a wal.Walk early.
+var errStop = errors.New("stop")
+
+// finishCatchUp sends frames (the records after the standby's position up
+// to end) and the batches written meanwhile, then streams live.
+func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
+	for _, b := range rp.catchUp.buf {
+		rest := framesAfter(b, end)
+		if len(rest) == 0 {
+			continue
+		}
+		if first := firstLSN(rest); first != end+1 {
+			n.catchUpFailed(s, rp, fmt.Sprintf("records written meanwhile start at lsn %d, after %d", first, end))
+			return
+		}
+		frames = append(frames, rest...)
+		end = lastLSN(rest)
+	}
+	from := rp.catchUp.from
+	rp.catchUp = nil
+	n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): %d records, no snapshot", n.peerName(s), from.lsn, from.term, end-from.lsn))
+	start := Msg{Type: MsgReplRecords, ReqID: rp.epoch, CatchUp: true, PrevLSN: from.lsn, PrevTerm: from.term}
+	chunks := splitFrames(frames, MaxConfigSize)
+	if len(frames) > 0 {
+		start.Bytes, chunks = chunks[0], chunks[1:]
+	}
+	n.send(s, start)
+	for _, c := range chunks {
+		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.epoch, Bytes: c})
+	}
+}
+
+func firstLSN(frames []byte) uint64 {
+	var lsn uint64
+	_, _ = wal.Walk(frames, func(_ int, r *schema.WalRecord) error {
+		lsn = r.GetLsn()
+		return errStop
+	})
+	return lsn
+}
+
+func lastLSN(frames []byte) uint64 {
+	var lsn uint64
+	_, _ = wal.Walk(frames, func(_ int, r *schema.WalRecord) error {
+		lsn = r.GetLsn()
+		return nil
+	})
+	return lsn
+}
+
+// catchUpIOFailed: our own log could not be read for it.
+func (n *Node) catchUpIOFailed(s int, rp *replPeer, why string) {
+	n.log(Warn, "repl.catch-up-io", fmt.Sprintf("reading our log to catch %s up: %s — sending a snapshot", n.peerName(s), why))
+	delete(n.jobs.repl, s)
+	n.sendSnapshot(s)
+}
+
+// catchUpFailed falls back to a snapshot.
+func (n *Node) catchUpFailed(s int, rp *replPeer, why string) {
+	n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d (%s): sending a snapshot", n.peerName(s), rp.catchUp.from.lsn, why))
+	delete(n.jobs.repl, s)
+	n.sendSnapshot(s)
+}
+
+// onCatchUp is the standby's side of a catch-up sync's first message: it
+// starts the sync only if its log still ends at the position it asked
+// from; otherwise it asks again.
+func (n *Node) onCatchUp(from int, m Msg) {
+	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
+		return
+	}
+	if !n.canCatchUp() || n.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {
+		n.log(Info, "repl.catch-up-stale", fmt.Sprintf("catch-up from lsn %d (term %d) no longer matches our log (term %d, lsn %d): asking again", m.PrevLSN, m.PrevTerm, n.logPos.term, n.logPos.lsn))
+		n.resync()
+		return
+	}
+	n.epochSeen = m.ReqID
+	// installing until the log's directories exist (a node with no log yet).
+	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, installing: true}
+	n.srepl = sr
+	n.replFailure = ""
+	n.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", n.peerName(from), m.PrevLSN))
+	if m.Bytes != nil {
+		sr.queue = append(sr.queue, m)
+	}
+	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
+		if n.srepl != sr {
+			return
+		}
+		sr.installing = false
+		n.ackRepl()
+		n.drainRepl()
+	})
+}
