@@ -57,14 +57,19 @@ func (n *Node) tryCatchUp(s int) bool {
 	from, ok := n.joinPos[s]
 	delete(n.joinPos, s)
 	j := n.jobs
-	if !ok || !n.quorumMode() || from.lsn > j.nextLSN-1 {
-		return false // no position, or a log longer than ours: diverged
+	if !ok || !n.quorumMode() {
+		return false
+	}
+	if from.lsn > j.nextLSN-1 {
+		n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d (term %d): its log is longer than ours (lsn %d), a suffix no majority holds — sending a snapshot", n.peerName(s), from.lsn, from.term, j.nextLSN-1))
+		return false
 	}
 	j.replEpoch++
 	rp := &replPeer{epoch: j.replEpoch, startLSN: from.lsn, lastSeen: int64(n.now.Mono), catchUp: &catchUpRead{from: from}}
 	j.repl[s] = rp
 	if from.lsn == j.nextLSN-1 {
 		if from.term != j.lastTerm {
+			n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d: its record there has term %d, ours %d — sending a snapshot", n.peerName(s), from.lsn, from.term, j.lastTerm))
 			delete(j.repl, s)
 			return false
 		}

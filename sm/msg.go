@@ -91,10 +91,10 @@ type Msg struct {
 	CatchUp  bool
 	PrevLSN  uint64
 	PrevTerm uint64
-	Status    int32  // 0 ok; non-zero is an errno-style failure
-	Error     string // human text for a non-zero Status
-	SHA256    []byte // 32 bytes when Bytes is set
-	Bytes     []byte // raw ClusterConfig blob
+	Status   int32  // 0 ok; non-zero is an errno-style failure
+	Error    string // human text for a non-zero Status
+	SHA256   []byte // 32 bytes when Bytes is set
+	Bytes    []byte // raw ClusterConfig blob
 }
 
 // MaxConfigSize is CONF_MAX_SIZE (seed 002 §10.7).

@@ -46,13 +46,13 @@ type Node struct {
 	// files) until a snapshot install replaces the log.
 	logClean     bool
 	wasPrimary   bool
-	replWriting  int              // standby: replicated appends in flight
-	wantSnapshot bool             // standby: its next sync compacts its log
-	joinPos      map[int]logPos   // primary: positions standbys asked to catch up from
-	noCfgSince   int64  // quorum mode: Mono+1 when a config-less candidate first waited
-	ackedAlone   uint64 // seed mode: writes acknowledged that no standby held
-	replFailure  string // standby: why its last sync failed ("" once synced)
-	snapQueued   *Msg   // the newest snapshot that arrived meanwhile
+	replWriting  int            // standby: replicated appends in flight
+	wantSnapshot bool           // standby: its next sync compacts its log
+	joinPos      map[int]logPos // primary: positions standbys asked to catch up from
+	noCfgSince   int64          // quorum mode: Mono+1 when a config-less candidate first waited
+	ackedAlone   uint64         // seed mode: writes acknowledged that no standby held
+	replFailure  string         // standby: why its last sync failed ("" once synced)
+	snapQueued   *Msg           // the newest snapshot that arrived meanwhile
 	snapFrom     int
 
 	timerGen  [timerKinds]uint64

@@ -18,12 +18,12 @@ import (
 
 // replPeer is the primary's view of one standby's copy of the log.
 type replPeer struct {
-	epoch    uint64 // the sync this standby is in (ReqID of its messages)
-	startLSN uint64 // its snapshot's LSN: records after it are streamed
-	acked    uint64 // its durable LSN
-	synced   bool   // it installed the snapshot
-	failure  string // why it cannot sync, as it last said
-	lastSeen int64  // Mono of its last ack (ns)
+	epoch    uint64       // the sync this standby is in (ReqID of its messages)
+	startLSN uint64       // its snapshot's LSN: records after it are streamed
+	acked    uint64       // its durable LSN
+	synced   bool         // it installed the snapshot
+	failure  string       // why it cannot sync, as it last said
+	lastSeen int64        // Mono of its last ack (ns)
 	catchUp  *catchUpRead // reading our log to catch it up (catchup.go)
 }
 

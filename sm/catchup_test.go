@@ -1,0 +1,110 @@
+package sm_test
+
+import (
+	"testing"
+	"time"
+
+	"xce/sm"
+)
+
+// Catch-up from the log (DESIGN §4.4) on the step harness.
+
+// hasLog reports whether node i logged key since its process started.
+func hasLog(h *harness, i int, key string) bool {
+	for _, l := range h.node(i).logs {
+		if l.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueN writes n jobs through primary p and waits for their replies.
+func enqueueN(t *testing.T, h *harness, p, n int, id uint64) {
+	t.Helper()
+	pn := h.node(p)
+	before := len(pn.replies)
+	for k := 0; k < n; k++ {
+		h.enqueue(p, sm.ClientOp{ID: id + uint64(k), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("x")}})
+	}
+	h.run()
+	h.advance(time.Second)
+	ok := 0
+	for _, r := range pn.replies[before:] {
+		if r.Status == sm.StatusOK {
+			ok++
+		}
+	}
+	if ok != n {
+		t.Fatalf("%d of %d enqueues acknowledged", ok, n)
+	}
+}
+
+// A standby that restarts behind the primary catches up from its last
+// record: it gets the records it lacks, no snapshot, and holds the
+// primary's whole log again.
+func TestCatchUpAfterRestart(t *testing.T) {
+	h, p := threeNodes(t)
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 5, 100)
+	h.kill(s)
+	enqueueN(t, h, p, 7, 200) // acknowledged by the other standby alone
+	h.newProcess(h.node(s))
+	h.boot(s)
+	h.advance(5 * time.Second)
+	if !hasLog(h, p, "repl.catch-up") {
+		t.Errorf("the primary did not catch n%d up from the log", s)
+	}
+	if hasLog(h, s, "repl.synced") {
+		t.Errorf("n%d installed a snapshot although the primary held every record it lacked", s)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d)", s, st, sl, pt, pl)
+	}
+	enqueueN(t, h, p, 1, 300) // it acks live records after the catch-up
+	if st, sl := h.node(s).n.LogPosition(); sl != pl+1 || st != pt {
+		t.Errorf("n%d log at (term %d, lsn %d) after one more write, want lsn %d", s, st, sl, pl+1)
+	}
+}
+
+// A standby whose last record the primary no longer holds (a divergent
+// suffix of another term) gets a snapshot instead, which replaces its log.
+func TestCatchUpRefusedForDivergentLog(t *testing.T) {
+	h, p := threeNodes(t)
+	enqueueN(t, h, p, 3, 100)
+	// Cut the primary off; it logs writes nobody else holds, then steps
+	// down; the others elect a new primary and write in a higher term.
+	for i := 0; i < 3; i++ {
+		if i != p {
+			h.cutLink(p, i)
+		}
+	}
+	for k := 0; k < 4; k++ {
+		h.enqueue(p, sm.ClientOp{ID: 400 + uint64(k), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("lost")}})
+	}
+	h.run()
+	h.advance(5 * time.Second)
+	np := -1
+	for _, q := range primaries(h) {
+		if q != p {
+			np = q
+		}
+	}
+	if np < 0 {
+		t.Fatalf("no new primary: %v", primaries(h))
+	}
+	enqueueN(t, h, np, 2, 500)
+	// The old primary restarts (a clean log ending in its own suffix) and
+	// rejoins.
+	h.heal()
+	h.restart(p)
+	h.advance(5 * time.Second)
+	if !hasLog(h, np, "repl.catch-up-refused") || !hasLog(h, p, "repl.synced") {
+		t.Errorf("the deposed primary's divergent log was not replaced by a snapshot (refused=%v synced=%v)", hasLog(h, np, "repl.catch-up-refused"), hasLog(h, p, "repl.synced"))
+	}
+	nt, nl := h.node(np).n.LogPosition()
+	if ot, ol := h.node(p).n.LogPosition(); ot != nt || ol != nl {
+		t.Errorf("old primary's log at (term %d, lsn %d), new primary at (term %d, lsn %d)", ot, ol, nt, nl)
+	}
+}
