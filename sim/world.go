@@ -313,6 +313,14 @@ func (w *World) violate(prop, format string, args ...any) {
 	}
 	w.fail = &Failure{Property: prop, At: w.now, Detail: fmt.Sprintf(format, args...), Seed: w.sc.Seed}
 	w.tr.line(w.now, -1, "VIOLATION "+prop+": "+w.fail.Detail)
+	for _, nd := range w.nodes { // what each live node had in flight
+		if nd.node == nil || !nd.up {
+			continue
+		}
+		for _, p := range nd.node.PendingOps() {
+			w.tr.line(w.now, nd.id, "pending "+p)
+		}
+	}
 }
 
 func (w *World) mono(i int) time.Duration {

@@ -76,9 +76,17 @@ func (n *Node) tryCatchUp(s int) bool {
 		n.finishCatchUp(s, rp, nil, from.lsn) // nothing to read: it has every record
 		return true
 	}
+	n.as(n.jobsOwner(), func() { n.readForCatchUp(j, s, rp) })
+	return true
+}
+
+// readForCatchUp lists our segments and reads those after the standby's
+// position.
+func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
+	from := rp.catchUp.from
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if n.jobs != j || j.repl[s] != rp {
-			return // stepped down or resynced meanwhile
+		if j.repl[s] != rp {
+			return // resynced meanwhile
 		}
 		if d.Err != IOOK {
 			n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
@@ -94,7 +102,7 @@ func (n *Node) tryCatchUp(s int) bool {
 		left := len(segs)
 		for i, seg := range segs {
 			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
-				live := n.jobs == j && j.repl[s] == rp && rp.catchUp != nil
+				live := j.repl[s] == rp && rp.catchUp != nil // (a step-down drops this completion)
 				if d.Err != IOOK {
 					why := fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail)
 					if !live {
@@ -114,7 +122,6 @@ func (n *Node) tryCatchUp(s int) bool {
 			})
 		}
 	})
-	return true
 }
 
 // catchUpSegments lists the segments holding the records from lsn on: the

@@ -108,3 +108,41 @@ func TestCatchUpRefusedForDivergentLog(t *testing.T) {
 		t.Errorf("old primary's log at (term %d, lsn %d), new primary at (term %d, lsn %d)", ot, ol, nt, nl)
 	}
 }
+
+// A primary's file operations belong to its promotion: once it steps
+// down, the completions of what it had in flight start nothing more (here
+// the WAL append of a write in flight is never fsync'd or followed up),
+// and the stepped-down node reports them abandoned.
+func TestStepDownAbandonsJobOperations(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p)
+	other := (p + 1) % 3
+	h.step(p, sm.ClientOp{ID: 700, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("z")}})
+	var appended string
+	for _, op := range pn.ops {
+		if op.Op == sm.OpAppend {
+			appended = op.Path
+		}
+	}
+	if appended == "" {
+		t.Fatal("the write issued no WAL append")
+	}
+	if len(pn.n.PendingOps()) == 0 {
+		t.Fatal("no pending operation after the append was issued")
+	}
+	// A primary of a higher term speaks before the append completes (its
+	// completion is queued behind this message).
+	h.queue = append([]queued{{p, sm.Recv{From: other, Msg: sm.Msg{Type: sm.MsgHeartbeat, Role: sm.RolePrimary, Term: pn.n.Term() + 1, Priority: other}}}}, h.queue...)
+	opsBefore := len(pn.ops)
+	h.step(p, h.queue[0].in)
+	h.queue = h.queue[1:]
+	if pn.n.Role() == sm.RolePrimary {
+		t.Fatalf("n%d still primary after a higher term's heartbeat", p)
+	}
+	h.run()
+	for _, op := range pn.ops[opsBefore:] {
+		if op.Path == appended {
+			t.Errorf("after the step-down n%d still issued %s %s for the abandoned write", p, op.Op, op.Path)
+		}
+	}
+}

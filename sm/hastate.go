@@ -79,6 +79,10 @@ func (n *Node) syncHA() {
 			n.startElection(n.failover)
 		}
 	}
+	n.as(owner{}, func() { n.writeTerm(t, v, fail) }) // the node's, whatever role asked
+}
+
+func (n *Node) writeTerm(t uint64, v int, fail func(string, IODone)) {
 	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), fail, func() {
 		n.haWriting = false
 		n.durTerm, n.durVote = t, v

@@ -21,6 +21,11 @@ const maxLogFile = 1 << 31
 func (n *Node) startRecovery() {
 	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}}
 	n.jobs = j
+	n.endJobs() // a new generation: this promotion's operations
+	n.as(n.jobsOwner(), func() { n.recoverAll(j) })
+}
+
+func (n *Node) recoverAll(j *jobState) {
 	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
 		n.listNames(wal.SnapDir, func(snaps []string) {
 			n.listNames(wal.WALDir, func(segs []string) {
@@ -80,9 +85,6 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
 	n.readDurably(path, func(d IODone) {
-		if n.jobs != j {
-			return // stepped down: this recovery is abandoned
-		}
 		if err := ioErr(d); err != nil {
 			// Unreadable is not invalid: falling back would rebuild less
 			// than this node holds (and has told its peers it holds).
@@ -144,9 +146,6 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
 	n.readDurably(path, func(d IODone) {
-		if n.jobs != j {
-			return // stepped down: this recovery is abandoned
-		}
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return

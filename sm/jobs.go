@@ -216,6 +216,12 @@ func (n *Node) flushWAL() {
 	j.writing = true
 	newSeg := !j.liveSegs[b.seg]
 	n.streamBatch(b) // standbys write in parallel with our fsync
+	n.as(n.jobsOwner(), func() { n.writeBatch(j, b, newSeg) })
+}
+
+// writeBatch appends and fsyncs one batch (the job state's operations:
+// a step-down drops their completions).
+func (n *Node) writeBatch(j *jobState, b walBatch, newSeg bool) {
 	n.io(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", b.seg, d.Err, d.Detail))
@@ -223,9 +229,6 @@ func (n *Node) flushWAL() {
 		}
 		n.io(FileOp{Op: OpFsync, Path: b.seg}, func(IODone) {
 			done := func() {
-				if n.jobs != j {
-					return // stepped down meanwhile; this state was discarded
-				}
 				j.liveSegs[b.seg] = true
 				j.batches = j.batches[1:]
 				j.writing = false
@@ -263,6 +266,7 @@ func (n *Node) failWaiting(why string) {
 		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary})
 	}
 	n.jobs = nil // a future promotion recovers from disk again
+	n.endJobs()  // and its operations in flight complete into nothing
 }
 
 // maintain runs what is due on the primary's own clock: sweep_expired

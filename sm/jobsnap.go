@@ -21,7 +21,9 @@ func (n *Node) CheckpointInProgress() bool { return n.jobs != nil && n.jobs.ckpt
 
 // maybeCheckpoint starts a checkpoint once the active segment holds more
 // than max_wal_records records (a soft trigger, §13.2, §13.5).
-func (n *Node) maybeCheckpoint() {
+func (n *Node) maybeCheckpoint() { n.as(n.jobsOwner(), n.checkpointIfDue) }
+
+func (n *Node) checkpointIfDue() {
 	j := n.jobs
 	if j == nil || !j.recovered {
 		return

@@ -57,7 +57,9 @@ type Node struct {
 
 	timerGen  [timerKinds]uint64
 	nextID    uint64                  // FileOp ids and request ids
-	pending   map[uint64]func(IODone) // continuations of in-flight FileOps
+	pending   map[uint64]pendingOp // in-flight FileOps and their owners (pending.go)
+	gens      [concerns]uint64     // each concern's current generation
+	cur       owner                // owner of the continuation running
 	promoting bool                    // candidate: term write in flight
 	failover  bool                    // current election follows a primary failure
 	failedP   int                     // the primary that failed (excluded from rank)
@@ -102,7 +104,7 @@ func NewNode(opt Options) (*Node, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	return &Node{opt: opt, primary: -1, failedP: -1, vote: -1, durVote: -1, pending: map[uint64]func(IODone){}}, nil
+	return &Node{opt: opt, primary: -1, failedP: -1, vote: -1, durVote: -1, pending: map[uint64]pendingOp{}}, nil
 }
 
 // Step feeds one input and returns the effects to execute, in order.
@@ -131,13 +133,13 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 	case UpgradeConfig:
 		n.onUpgrade(x)
 	case IODone:
-		k, ok := n.pending[x.ID]
+		p, ok := n.pending[x.ID]
 		if !ok {
 			n.log(Error, "io.unknown", fmt.Sprintf("completion for unknown file operation id %d", x.ID))
 			break
 		}
 		delete(n.pending, x.ID)
-		k(x)
+		n.complete(p, x)
 	}
 	out := n.out
 	n.out = nil
@@ -223,13 +225,7 @@ func (n *Node) id() uint64 { n.nextID++; return n.nextID }
 // fails is fatal (never retry and trust it).
 func (n *Node) io(op FileOp, k func(IODone)) {
 	op.ID = n.id()
-	n.pending[op.ID] = func(d IODone) {
-		if d.Err != IOOK && (op.Op == OpFsync || op.Op == OpFsyncDir) {
-			n.die("fatal.fsync", fmt.Sprintf("fsync(%s) failed: %s %s — durability cannot be trusted", op.Path, d.Err, d.Detail))
-			return
-		}
-		k(d)
-	}
+	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.ownerNow(), k: k}
 	n.emit(op)
 }
 
