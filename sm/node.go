@@ -56,15 +56,15 @@ type Node struct {
 	snapFrom     int
 
 	timerGen  [timerKinds]uint64
-	nextID    uint64                  // FileOp ids and request ids
+	nextID    uint64               // FileOp ids and request ids
 	pending   map[uint64]pendingOp // in-flight FileOps and their owners (pending.go)
 	gens      [concerns]uint64     // each concern's current generation
 	cur       owner                // owner of the continuation running
-	promoting bool                    // candidate: term write in flight
-	failover  bool                    // current election follows a primary failure
-	failedP   int                     // the primary that failed (excluded from rank)
-	deadline  time.Duration           // current election deadline, from election start
-	lost      bool                    // standby: our primary is gone; follow any live primary
+	promoting bool                 // candidate: term write in flight
+	failover  bool                 // current election follows a primary failure
+	failedP   int                  // the primary that failed (excluded from rank)
+	deadline  time.Duration        // current election deadline, from election start
+	lost      bool                 // standby: our primary is gone; follow any live primary
 
 	cfg           *loaded // the config this node runs with; nil = none
 	cfgProblem    string  // why the saved config is unusable (for the §10 FATALs)
