@@ -913,9 +913,16 @@ func (*Envelope_Vote) isEnvelope_Body() {}
 func (*Envelope_VoteReply) isEnvelope_Body() {}
 
 // WAL replication (DESIGN §4.4). req_id carries the sync epoch.
+// A snapshot travels in chunks of at most 512 KiB, one at a time: the
+// primary sends the chunk at the offset the standby's last ReplAck
+// (snapshot_offset) reported written.
 type ReplSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Snapshot      []byte                 `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // an encoded snapshot file (sm/wal EncodeSnapshot)
+	Snapshot      []byte                 `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // bytes [offset, offset+len) of an encoded snapshot file (sm/wal EncodeSnapshot)
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // the file's size
+	Lsn           uint64                 `protobuf:"varint,4,opt,name=lsn,proto3" json:"lsn,omitempty"`     // the snapshot's position: records after it follow
+	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +962,34 @@ func (x *ReplSnapshot) GetSnapshot() []byte {
 		return x.Snapshot
 	}
 	return nil
+}
+
+func (x *ReplSnapshot) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReplSnapshot) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ReplSnapshot) GetLsn() uint64 {
+	if x != nil {
+		return x.Lsn
+	}
+	return 0
+}
+
+func (x *ReplSnapshot) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 type ReplRecords struct {
@@ -1030,11 +1065,12 @@ func (x *ReplRecords) GetPrevTerm() uint64 {
 // The standby's durable LSN is its PeerView.wal_pos; a standby that cannot
 // sync says why (status != 0, error), so the primary's status can show it.
 type ReplAck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Status         int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	Error          string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	SnapshotOffset uint64                 `protobuf:"varint,3,opt,name=snapshot_offset,json=snapshotOffset,proto3" json:"snapshot_offset,omitempty"` // > 0: bytes of the sync's snapshot written so far
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReplAck) Reset() {
@@ -1079,6 +1115,13 @@ func (x *ReplAck) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ReplAck) GetSnapshotOffset() uint64 {
+	if x != nil {
+		return x.SnapshotOffset
+	}
+	return 0
 }
 
 // Elections in quorum mode (DESIGN §4.4). A pre-vote asks whether the
@@ -1249,17 +1292,22 @@ const file_wire_proto_rawDesc = "" +
 	"\x04vote\x18\x16 \x01(\v2\x10.xce.schema.VoteH\x00R\x04vote\x126\n" +
 	"\n" +
 	"vote_reply\x18\x17 \x01(\v2\x15.xce.schema.VoteReplyH\x00R\tvoteReplyB\x06\n" +
-	"\x04body\"*\n" +
+	"\x04body\"~\n" +
 	"\fReplSnapshot\x12\x1a\n" +
-	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\"x\n" +
+	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x04R\x05total\x12\x10\n" +
+	"\x03lsn\x18\x04 \x01(\x04R\x03lsn\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\"x\n" +
 	"\vReplRecords\x12\x16\n" +
 	"\x06frames\x18\x01 \x01(\fR\x06frames\x12\x19\n" +
 	"\bcatch_up\x18\x02 \x01(\bR\acatchUp\x12\x19\n" +
 	"\bprev_lsn\x18\x03 \x01(\x04R\aprevLsn\x12\x1b\n" +
-	"\tprev_term\x18\x04 \x01(\x04R\bprevTerm\"7\n" +
+	"\tprev_term\x18\x04 \x01(\x04R\bprevTerm\"`\n" +
 	"\aReplAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\x18\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12'\n" +
+	"\x0fsnapshot_offset\x18\x03 \x01(\x04R\x0esnapshotOffset\"\x18\n" +
 	"\x04Vote\x12\x10\n" +
 	"\x03pre\x18\x01 \x01(\bR\x03pre\"7\n" +
 	"\tVoteReply\x12\x10\n" +

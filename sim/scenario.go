@@ -88,6 +88,10 @@ type Scenario struct {
 	// schedules use the minimum, 100, so checkpoints, segment rolls and
 	// the removal of old segments run under the faults.
 	MaxWALRecords int
+	// SnapshotChunk, when set, is a tiny snapshot chunk (BUGGIFY: half the
+	// schedules), so a standby's snapshot sync takes many chunks, each
+	// waiting for the standby's progress ack, under the faults.
+	SnapshotChunk int
 	// Clients is how many simulated clients run the job workload, each
 	// with one request outstanding at a time.
 	Clients int
@@ -254,6 +258,9 @@ func generate(seed uint64, d drawer) Scenario {
 		}
 	}
 	generateWorkload(&s, d)
+	if d.coin(0.5, "tiny-snapshot-chunks") {
+		s.SnapshotChunk = 64 + d.intn(448, "snapshot-chunk")
+	}
 	return s
 }
 

@@ -231,6 +231,9 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
 		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
+		if sc.SnapshotChunk > 0 {
+			o.SnapshotChunk = sc.SnapshotChunk
+		}
 		if sc.MaxWALRecords > 0 {
 			o.MaxWALRecords = sc.MaxWALRecords
 		}

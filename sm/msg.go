@@ -89,12 +89,16 @@ type Msg struct {
 	// position (WALPos, LogTerm); in ReplRecords, the first message of such
 	// a sync, whose frames follow the record at (PrevTerm, PrevLSN).
 	CatchUp  bool
-	PrevLSN  uint64
+	PrevLSN  uint64 // also a ReplSnapshot's position
 	PrevTerm uint64
-	Status   int32  // 0 ok; non-zero is an errno-style failure
-	Error    string // human text for a non-zero Status
-	SHA256   []byte // 32 bytes when Bytes is set
-	Bytes    []byte // raw ClusterConfig blob
+	// Offset and Total place a ReplSnapshot chunk in its file; in a
+	// ReplAck, Offset is how much of the sync's snapshot is written.
+	Offset uint64
+	Total  uint64
+	Status int32  // 0 ok; non-zero is an errno-style failure
+	Error  string // human text for a non-zero Status
+	SHA256 []byte // 32 bytes when Bytes is set
+	Bytes  []byte // raw ClusterConfig blob
 }
 
 // MaxConfigSize is CONF_MAX_SIZE (seed 002 §10.7).

@@ -52,8 +52,6 @@ type Node struct {
 	noCfgSince   int64          // quorum mode: Mono+1 when a config-less candidate first waited
 	ackedAlone   uint64         // seed mode: writes acknowledged that no standby held
 	replFailure  string         // standby: why its last sync failed ("" once synced)
-	snapQueued   *Msg           // the newest snapshot that arrived meanwhile
-	snapFrom     int
 
 	timerGen  [timerKinds]uint64
 	nextID    uint64               // FileOp ids and request ids

@@ -32,6 +32,10 @@ type Options struct {
 	// MaxWALRecords triggers a checkpoint (seed 002 §13; default 10,000,
 	// at least 100).
 	MaxWALRecords int
+	// SnapshotChunk bounds one chunk of a snapshot sent to a standby
+	// (default 512 KiB; at least 64 bytes, at most 768 KiB: a chunk and
+	// its message fit in one frame).
+	SnapshotChunk int
 	// MaintenanceInterval: how often a primary runs a due sweep_expired and
 	// scheduler tick on its own (0 disables; then clients must).
 	MaintenanceInterval time.Duration
@@ -76,6 +80,7 @@ func DefaultOptions(self int, peers []string) Options {
 		KeepN:               2,
 		StaleTimeout:        24 * time.Hour,
 		MaxWALRecords:       10000,
+		SnapshotChunk:       512 << 10,
 		MaintenanceInterval: time.Second,
 		SyncStandbys:        1,
 		SeedMode:            len(peers) == 2, // a 2-node majority cannot lose a node
@@ -111,6 +116,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: negative maintenance interval", ErrBadOptions)
 	case o.MaxWALRecords < 100:
 		return fmt.Errorf("%w: max_wal_records %d below the minimum of 100 (seed 002 §13.5)", ErrBadOptions, o.MaxWALRecords)
+	case o.SnapshotChunk < 64 || o.SnapshotChunk > 768<<10:
+		return fmt.Errorf("%w: snapshot chunk of %d bytes outside 64..%d", ErrBadOptions, o.SnapshotChunk, 768<<10)
 	case o.StaleTimeout < 0:
 		return fmt.Errorf("%w: negative stale timeout", ErrBadOptions)
 	}

@@ -25,6 +25,7 @@ type replPeer struct {
 	failure  string       // why it cannot sync, as it last said
 	lastSeen int64        // Mono of its last ack (ns)
 	catchUp  *catchUpRead // reading our log to catch it up (catchup.go)
+	snap     *snapSend    // the snapshot it is being sent (snapsync.go)
 }
 
 // standbyRepl is a standby's replicated log.
@@ -37,6 +38,7 @@ type standbyRepl struct {
 	writing    bool
 	queue      []Msg // records that arrived while installing or writing
 	known      map[string]bool
+	recv       *snapRecv // the snapshot being received (snapsync.go)
 }
 
 // logPos is a log's freshness: the term of its last record, then its LSN.
@@ -58,23 +60,6 @@ func (n *Node) startSync(s int) {
 		return
 	}
 	n.sendSnapshot(s)
-}
-
-// sendSnapshot starts a snapshot sync of standby s.
-func (n *Node) sendSnapshot(s int) {
-	j := n.jobs
-	j.replEpoch++
-	lsn := j.nextLSN - 1
-	snap := exportSnapshot(j.q, lsn)
-	snap.Term = j.lastTerm // the term of the record at lsn
-	data, err := wal.EncodeSnapshot(snap)
-	if err != nil || len(data) > MaxConfigSize {
-		n.log(Warn, "repl.too-large", fmt.Sprintf("job state of %d bytes cannot be replicated to %s (limit %d): writes are acknowledged without it", len(data), n.peerName(s), MaxConfigSize))
-		delete(j.repl, s)
-		return
-	}
-	j.repl[s] = &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono)}
-	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: j.replEpoch, Bytes: data})
 }
 
 // streamBatch sends a written batch to every standby whose snapshot is
@@ -156,7 +141,11 @@ func (n *Node) onReplAck(from int, m Msg) {
 	if rp.epoch != m.ReqID {
 		return
 	}
-	rp.synced = true
+	if m.Offset > 0 { // snapshot transfer progress
+		n.onSnapshotProgress(from, rp, m.Offset)
+		return
+	}
+	rp.synced, rp.snap = true, nil
 	rp.acked = max(rp.acked, m.WALPos)
 	rp.lastSeen = int64(n.now.Mono)
 	n.releaseWaiting()
@@ -208,102 +197,6 @@ func (n *Node) releaseWaiting() {
 
 // --- standby side ---
 
-func (n *Node) onReplSnapshot(from int, m Msg) {
-	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
-		return // not our primary's, or an older sync than one already started (a late message)
-	}
-	if n.installBusy {
-		// One install at a time: they rewrite the same files. The newest
-		// waiting snapshot goes next.
-		n.snapQueued = &Msg{}
-		*n.snapQueued = m
-		n.snapFrom = from
-		return
-	}
-	n.epochSeen = m.ReqID
-	snap, err := wal.DecodeSnapshot(m.Bytes)
-	if err != nil {
-		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot from %s refused: %v", n.peerName(from), err))
-		return
-	}
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
-	n.srepl = sr
-	n.installBusy = true
-	// Until the old log is gone, what recovery would rebuild is either
-	// log: claim neither (no position in messages, no votes).
-	n.logUnknown = true
-	lsn := snap.GetLsn()
-	fail := func(what string, d IODone) {
-		n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
-		n.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
-		if n.srepl == sr {
-			n.srepl = nil
-		}
-		n.installDone()
-	}
-	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
-		n.replaceDurably(wal.SnapDir+"/"+wal.SnapshotTempName(lsn), wal.SnapshotPath(lsn), wal.SnapDir, m.Bytes, fail, func() {
-			// Only the primary's log may remain: every other file goes
-			// (a crash before that leaves segments recovery recognises as
-			// another log's, errDiverged). A node that left the standby
-			// role stops here: its files are recovery's now.
-			if n.srepl != sr {
-				n.installDone()
-				return
-			}
-			n.listNames(wal.WALDir, func(segs []string) {
-				n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
-					if n.srepl != sr {
-						n.installDone()
-						return
-					}
-					n.listNames(wal.SnapDir, func(snaps []string) {
-						var old []string
-						for _, s := range snaps {
-							if s != wal.SnapshotName(lsn) {
-								old = append(old, wal.SnapDir+"/"+s)
-							}
-						}
-						n.removeFiles(old, wal.SnapDir, func() {
-							defer n.installDone()
-							if n.srepl != sr {
-								return
-							}
-							sr.installing = false
-							sr.expect, sr.seg = lsn+1, wal.SegmentPath(lsn+1)
-							n.logPos = logPos{term: snap.GetTerm(), lsn: lsn}
-							n.logUnknown = false
-							n.logClean, n.wantSnapshot = true, false
-							n.replFailure = ""
-							n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(from), lsn))
-							n.ackRepl()
-							n.drainRepl()
-						})
-					})
-				})
-			})
-		})
-	})
-}
-
-// installDone ends a snapshot install and starts the one that waited.
-func (n *Node) installDone() {
-	n.installBusy = false
-	if q := n.snapQueued; q != nil {
-		n.snapQueued = nil
-		n.onReplSnapshot(n.snapFrom, *q)
-	}
-	if !n.installBusy && n.logUnknown && n.role != RoleStopped {
-		// An install that stopped half way: read what the disk holds now.
-		n.scanLogPosition(func(pos logPos, clean bool) {
-			if !n.installBusy && n.logUnknown { // not overtaken by a newer install
-				n.logPos, n.logUnknown = pos, false
-				n.logClean = clean && !n.wasPrimary
-			}
-		})
-	}
-}
-
 // ackRepl tells the primary our durable position (epoch 0 when not
 // synced: then it only says we are alive); a standby without a sync asks
 // for one again after a failure timeout (the snapshot may have been lost).
@@ -321,6 +214,9 @@ func (n *Node) ackRepl() {
 		epoch = sr.epoch
 	}
 	m := Msg{Type: MsgReplAck, ReqID: epoch}
+	if sr != nil && sr.recv != nil && sr.recv.written > 0 {
+		m.ReqID, m.Offset = sr.epoch, sr.recv.written // send me what follows
+	}
 	if n.replFailure != "" {
 		m.Status, m.Error = 1, n.replFailure // the primary's status shows why
 	}

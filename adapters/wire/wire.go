@@ -121,11 +121,11 @@ func Encode(m sm.Msg) ([]byte, error) {
 			VersionTag: m.ConfigTag,
 		}}
 	case sm.MsgReplSnapshot:
-		env.Body = &schema.Envelope_ReplSnapshot{ReplSnapshot: &schema.ReplSnapshot{Snapshot: m.Bytes}}
+		env.Body = &schema.Envelope_ReplSnapshot{ReplSnapshot: &schema.ReplSnapshot{Snapshot: m.Bytes, Offset: m.Offset, Total: m.Total, Lsn: m.PrevLSN, Term: m.PrevTerm}}
 	case sm.MsgReplRecords:
 		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes, CatchUp: m.CatchUp, PrevLsn: m.PrevLSN, PrevTerm: m.PrevTerm}}
 	case sm.MsgReplAck:
-		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error}}
+		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error, SnapshotOffset: m.Offset}}
 	case sm.MsgPreVote, sm.MsgVote:
 		env.Body = &schema.Envelope_Vote{Vote: &schema.Vote{Pre: m.Type == sm.MsgPreVote}}
 	case sm.MsgPreVoteReply, sm.MsgVoteReply:
@@ -143,7 +143,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 
 // carried lists, per message type, which optional Msg fields its body
 // carries (Type, ReqID and the sender view travel in every message).
-type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, prev bool }
+type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, prev, offset, total bool }
 
 var bodyFields = map[sm.MsgType]carried{
 	sm.MsgProbe:               {},
@@ -155,9 +155,9 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplConfigReply:     {upToDate: true, status: true, sha: true, bytes: true},
 	sm.MsgReplConfigPush:      {sha: true, bytes: true},
 	sm.MsgReplConfigPushReply: {accepted: true},
-	sm.MsgReplSnapshot:        {bytes: true},
+	sm.MsgReplSnapshot:        {bytes: true, prev: true, offset: true, total: true},
 	sm.MsgReplRecords:         {bytes: true, catchUp: true, prev: true},
-	sm.MsgReplAck:             {status: true},
+	sm.MsgReplAck:             {status: true, offset: true},
 	sm.MsgPreVote:             {},
 	sm.MsgPreVoteReply:        {accepted: true},
 	sm.MsgVote:                {},
@@ -191,6 +191,10 @@ func checkMsg(m sm.Msg) error {
 		return errors.New("field CatchUp set but not carried by this type")
 	case !c.prev && (m.PrevLSN != 0 || m.PrevTerm != 0):
 		return errors.New("fields PrevLSN/PrevTerm set but not carried by this type")
+	case !c.offset && m.Offset != 0:
+		return errors.New("field Offset set but not carried by this type")
+	case !c.total && m.Total != 0:
+		return errors.New("field Total set but not carried by this type")
 	}
 	// An empty slice decodes as nil: refuse it so the round trip is exact.
 	if m.SHA256 != nil && len(m.SHA256) == 0 {
@@ -307,6 +311,8 @@ func Decode(b []byte) (sm.Msg, error) {
 	case *schema.Envelope_ReplSnapshot:
 		m.Type = sm.MsgReplSnapshot
 		m.Bytes = nonEmpty(body.ReplSnapshot.GetSnapshot())
+		m.Offset, m.Total = body.ReplSnapshot.GetOffset(), body.ReplSnapshot.GetTotal()
+		m.PrevLSN, m.PrevTerm = body.ReplSnapshot.GetLsn(), body.ReplSnapshot.GetTerm()
 	case *schema.Envelope_ReplRecords:
 		m.Type = sm.MsgReplRecords
 		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
@@ -317,6 +323,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Type = sm.MsgReplAck
 		m.Status = body.ReplAck.GetStatus()
 		m.Error = body.ReplAck.GetError()
+		m.Offset = body.ReplAck.GetSnapshotOffset()
 	case *schema.Envelope_Vote:
 		m.Type = sm.MsgVote
 		if body.Vote.GetPre() {

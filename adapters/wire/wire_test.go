@@ -224,6 +224,12 @@ func genMsg() *rapid.Generator[sm.Msg] {
 		if c.prev {
 			m.PrevLSN, m.PrevTerm = rapid.Uint64().Draw(t, "prevlsn"), rapid.Uint64().Draw(t, "prevterm")
 		}
+		if c.offset {
+			m.Offset = rapid.Uint64().Draw(t, "offset")
+		}
+		if c.total {
+			m.Total = rapid.Uint64().Draw(t, "total")
+		}
 		return m
 	})
 }
@@ -265,6 +271,8 @@ func TestEncodeAcceptsOnlyFaithful(t *testing.T) {
 			Bytes:     rapid.SampledFrom([][]byte{nil, {}, {1, 2, 3}}).Draw(t, "bytes"),
 			CatchUp:   rapid.Bool().Draw(t, "catchup"),
 			PrevLSN:   rapid.Uint64Range(0, 2).Draw(t, "prevlsn"),
+			Offset:    rapid.Uint64Range(0, 2).Draw(t, "offset"),
+			Total:     rapid.Uint64Range(0, 2).Draw(t, "total"),
 		}
 		b, err := Encode(m)
 		if err != nil {

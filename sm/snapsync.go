@@ -1,0 +1,267 @@
+package sm
+
+import (
+	"fmt"
+
+	"xce/sm/wal"
+)
+
+// Snapshot syncs of any size (issue 9). The primary encodes a snapshot of
+// its state and sends it in chunks of at most Options.SnapshotChunk bytes, one at a
+// time: each chunk goes when the standby reports the bytes before it
+// written (flow control: a slow standby is never flooded, and a lost chunk
+// or ack is resent at the standby's next periodic ack). The standby
+// writes the chunks to a temporary file while its old log stays as it is
+// (it keeps its position and its vote); with the last chunk it fsyncs the
+// file, reads it back and verifies it (length, CRC32C, contents), and only
+// then installs it: rename, fsync, removal of the old log. A newer sync
+// supersedes a transfer still receiving; an interrupted transfer restarts
+// with the next sync.
+
+// snapSend is the primary's side of a snapshot transfer.
+type snapSend struct {
+	data []byte
+	term uint64 // of the record at the snapshot's LSN
+}
+
+// snapRecv is the standby's side: the file being written.
+type snapRecv struct {
+	lsn, term uint64
+	total     uint64
+	written   uint64 // bytes written to tmp
+	writing   bool   // a chunk write is in flight
+	ready     bool   // complete, waiting for another install to finish
+	tmp       string
+}
+
+// sendSnapshot starts a snapshot sync of standby s.
+func (n *Node) sendSnapshot(s int) {
+	j := n.jobs
+	j.replEpoch++
+	lsn := j.nextLSN - 1
+	snap := exportSnapshot(j.q, lsn)
+	snap.Term = j.lastTerm // the term of the record at lsn
+	data, err := wal.EncodeSnapshot(snap)
+	if err != nil {
+		n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %v — it is not synced", n.peerName(s), err))
+		delete(j.repl, s)
+		return
+	}
+	rp := &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono), snap: &snapSend{data: data, term: snap.Term}}
+	j.repl[s] = rp
+	n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(data), (len(data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
+	n.sendChunk(s, rp, 0)
+}
+
+// sendChunk sends the chunk of rp's snapshot starting at off.
+func (n *Node) sendChunk(s int, rp *replPeer, off uint64) {
+	data := rp.snap.data
+	if off >= uint64(len(data)) {
+		return
+	}
+	end := min(off+uint64(n.opt.SnapshotChunk), uint64(len(data)))
+	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.startLSN, PrevTerm: rp.snap.term})
+}
+
+// onSnapshotProgress: the standby has written off bytes of the snapshot.
+func (n *Node) onSnapshotProgress(from int, rp *replPeer, off uint64) {
+	if rp.snap != nil {
+		n.sendChunk(from, rp, off)
+	}
+}
+
+// --- standby side ---
+
+func (n *Node) onReplSnapshot(from int, m Msg) {
+	if n.role != RoleStandby || from != n.primary {
+		return
+	}
+	if m.Offset > 0 {
+		if sr := n.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
+			n.writeChunk(sr, m)
+		}
+		return
+	}
+	if m.ReqID <= n.epochSeen {
+		return // an older sync than one already started (a late message)
+	}
+	if m.Total < wal.SnapshotHeaderSize || uint64(len(m.Bytes)) > m.Total {
+		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot from %s refused: chunk of %d bytes for a file of %d", n.peerName(from), len(m.Bytes), m.Total))
+		return
+	}
+	// A newer sync supersedes whatever sync was running; the old log stays
+	// until this snapshot is complete and verified.
+	n.epochSeen = m.ReqID
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, recv: &snapRecv{
+		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
+	}}
+	n.srepl = sr
+	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
+		if n.srepl == sr {
+			n.writeChunk(sr, m)
+		}
+	})
+}
+
+// writeChunk writes the next chunk; duplicates, chunks out of order and
+// chunks arriving while one is written are dropped (the standby's acks
+// say what it needs next).
+func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
+	rc := sr.recv
+	size := uint64(len(m.Bytes))
+	if rc.writing || m.Offset != rc.written || m.Total != rc.total || size == 0 || rc.written+size > rc.total {
+		return
+	}
+	rc.writing = true
+	op := OpAppend
+	if m.Offset == 0 {
+		op = OpWrite // a tmp file left by an interrupted transfer is replaced
+	}
+	n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
+		rc.writing = false
+		if d.Err != IOOK {
+			n.installFailed(sr, "write "+rc.tmp, d)
+			return
+		}
+		if n.srepl != sr {
+			return // superseded
+		}
+		rc.written += size
+		if rc.written == rc.total {
+			n.finishInstall(sr)
+			return
+		}
+		n.ackRepl()
+	})
+}
+
+// installFailed: this sync cannot complete; the standby tells its primary
+// why (in its acks) and asks again after a failure timeout.
+func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
+	n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
+	if n.srepl == sr {
+		n.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
+		n.srepl = nil
+	}
+}
+
+// finishInstall makes the received snapshot the standby's log: fsync,
+// read back and verify, rename, fsync; then the old log's files go. One
+// install at a time (they rewrite the same files): a complete transfer
+// waits for the one running.
+func (n *Node) finishInstall(sr *standbyRepl) {
+	rc := sr.recv
+	if n.installBusy {
+		rc.ready = true
+		return
+	}
+	n.installBusy = true
+	// Until the old log is gone, what recovery would rebuild is either
+	// log: claim neither (no position in messages, no votes).
+	n.logUnknown = true
+	n.ackRepl()
+	fail := func(what string, d IODone) {
+		n.installFailed(sr, what, d)
+		n.installDone()
+	}
+	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
+		n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, func(d IODone) {
+			if d.Err != IOOK {
+				fail("read back "+rc.tmp, d)
+				return
+			}
+			snap, err := wal.DecodeSnapshot(d.Data)
+			if err == nil && (snap.GetLsn() != rc.lsn || snap.GetTerm() != rc.term) {
+				err = fmt.Errorf("it holds lsn %d term %d, the sync announced lsn %d term %d", snap.GetLsn(), snap.GetTerm(), rc.lsn, rc.term)
+			}
+			if err != nil {
+				n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %v — asking again", err))
+				if n.srepl == sr {
+					n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %v", err)
+					n.srepl = nil
+				}
+				n.installDone()
+				return
+			}
+			n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
+				if d.Err != IOOK {
+					fail("rename "+rc.tmp, d)
+					return
+				}
+				n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
+			})
+		})
+	})
+}
+
+// replaceLog removes every file but the installed snapshot: only the
+// primary's log may remain (a crash before that leaves segments recovery
+// recognises as another log's, errDiverged). A node that left the standby
+// role stops here: its files are recovery's now.
+func (n *Node) replaceLog(sr *standbyRepl) {
+	rc := sr.recv
+	if n.srepl != sr {
+		n.installDone()
+		return
+	}
+	n.listNames(wal.WALDir, func(segs []string) {
+		n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
+			if n.srepl != sr {
+				n.installDone()
+				return
+			}
+			n.listNames(wal.SnapDir, func(snaps []string) {
+				var old []string
+				for _, s := range snaps {
+					if s != wal.SnapshotName(rc.lsn) {
+						old = append(old, wal.SnapDir+"/"+s)
+					}
+				}
+				n.removeFiles(old, wal.SnapDir, func() {
+					defer n.installDone()
+					if n.srepl != sr {
+						return
+					}
+					sr.installing, sr.recv = false, nil
+					sr.expect, sr.seg = rc.lsn+1, wal.SegmentPath(rc.lsn+1)
+					n.logPos = logPos{term: rc.term, lsn: rc.lsn}
+					n.logUnknown = false
+					n.logClean, n.wantSnapshot = true, false
+					n.replFailure = ""
+					n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.primary), rc.lsn))
+					n.ackRepl()
+					n.drainRepl()
+				})
+			})
+		})
+	})
+}
+
+// installDone ends an install and starts the complete one that waited.
+// An install that stopped half way leaves the log unknown: the rescan of
+// what the disk holds counts as an install (no other may change the files
+// it reads).
+func (n *Node) installDone() {
+	n.installBusy = false
+	if n.startReady() || !n.logUnknown || n.role == RoleStopped {
+		return
+	}
+	n.installBusy = true
+	n.scanLogPosition(func(pos logPos, clean bool) {
+		n.installBusy = false
+		n.logPos, n.logUnknown = pos, false
+		n.logClean = clean && !n.wasPrimary
+		n.startReady()
+	})
+}
+
+// startReady starts the install of a complete snapshot that waited.
+func (n *Node) startReady() bool {
+	sr := n.srepl
+	if sr == nil || sr.recv == nil || !sr.recv.ready {
+		return false
+	}
+	sr.recv.ready = false
+	n.finishInstall(sr)
+	return true
+}

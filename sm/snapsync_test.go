@@ -1,0 +1,68 @@
+package sm_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"xce/sim/simdisk"
+	"xce/sm"
+)
+
+// A snapshot larger than one chunk travels in chunks, one per progress
+// ack; a transfer cut off half way resumes where the standby's acks say
+// (no second snapshot), and the installed log matches the primary's.
+func TestSnapshotSyncInChunksResumes(t *testing.T) {
+	blob := testConfig(t, "Q", 2)
+	h := newHarness(t, 3)
+	small := func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords = 64, 100 }
+	for i := 0; i < 3; i++ {
+		install(t, h.add(i, nil, small).disk, blob, epoch)
+	}
+	h.boot(0, 1, 2)
+	if !h.advanceUntil(20*time.Second, func() bool { return len(primaries(h)) == 1 }) {
+		t.Fatal("no primary")
+	}
+	h.advance(time.Second)
+	p := primaries(h)[0]
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
+	// s loses its disk: its empty log cannot catch up from lsn 0 any more.
+	h.kill(s)
+	snapsBefore := len(h.node(p).logsWithKey("repl.snapshot"))
+	sn := h.node(s)
+	sn.disk = simdisk.New()
+	install(t, sn.disk, blob, epoch)
+	h.newProcess(sn)
+	h.boot(s)
+	chunks := func() int {
+		k := 0
+		for _, op := range sn.ops {
+			if strings.HasSuffix(op.Path, ".tmp") && strings.Contains(op.Path, "snap/") && (op.Op == sm.OpAppend || op.Op == sm.OpWrite) {
+				k++
+			}
+		}
+		return k
+	}
+	if !h.advanceUntil(10*time.Second, func() bool { return chunks() >= 5 }) {
+		t.Fatalf("the standby wrote %d snapshot chunks, want a transfer in many", chunks())
+	}
+	h.cutLink(p, s)
+	h.run()
+	h.advance(300 * time.Millisecond) // shorter than the failure timeout
+	h.heal()
+	h.advance(5 * time.Second)
+	if got := len(h.node(p).logsWithKey("repl.snapshot")) - snapsBefore; got != 1 {
+		t.Errorf("the primary started %d snapshot transfers, want 1 (resumed, not restarted)", got)
+	}
+	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
+		t.Fatalf("standby installed %d snapshots, want 1", got)
+	}
+	if c := chunks(); c < 20 {
+		t.Errorf("snapshot written in %d chunks, want it split at 64 bytes", c)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
+	}
+}
