@@ -87,11 +87,11 @@ func check(h *history, rb *readBack) *faultReport {
 			for _, j := range o.jobs {
 				r.claimedJobs++
 				noteID(j.id, j.payload)
-				hk := fmt.Sprintf("%d:%d", j.id, j.attempt)
+				hk := handleKey(j.id, j.attempt, j.stamp)
 				handles[hk] = append(handles[hk], fmt.Sprintf("%s (worker %d via %s)", j.payload, o.client, o.peer))
 			}
 		case opAck:
-			hk := fmt.Sprintf("%d:%d", o.id, o.attempt)
+			hk := handleKey(o.id, o.attempt, o.stamp)
 			switch o.out {
 			case outOK:
 				r.acksOK++

@@ -54,7 +54,17 @@ func (o outcome) String() string { return [...]string{"ok", "fail", "unknown"}[o
 type claimed struct {
 	id      uint64
 	attempt uint32
+	stamp   claimStamp
 	payload string
+}
+
+// claimStamp is the record that made a claim (term, LSN), carried by its
+// handle.
+type claimStamp struct{ term, lsn uint64 }
+
+// handleKey is a handle as xcecli prints it, ID:ATTEMPT:TERM.LSN.
+func handleKey(id uint64, attempt uint32, st claimStamp) string {
+	return fmt.Sprintf("%d:%d:%d.%d", id, attempt, st.term, st.lsn)
 }
 
 // op is one client operation. Times are nanoseconds since the history's
@@ -64,11 +74,12 @@ type op struct {
 	client    int
 	call, ret int64
 	out       outcome
-	payload   string // enqueue: its payload; ack: the claimed job's; get: the one acknowledged for id
-	id        uint64 // enqueue ok: the id given; ack, get: the id asked for
-	attempt   uint32 // ack: the handle's attempt
-	found     bool   // get: a job with that id exists
-	got       string // get: its payload
+	payload   string     // enqueue: its payload; ack: the claimed job's; get: the one acknowledged for id
+	id        uint64     // enqueue ok: the id given; ack, get: the id asked for
+	attempt   uint32     // ack: the handle's attempt
+	stamp     claimStamp // ack: the handle's claim stamp
+	found     bool       // get: a job with that id exists
+	got       string     // get: its payload
 	jobs      []claimed
 	peer      string // who answered
 	err       string
@@ -344,7 +355,7 @@ func (l *load) worker(ctx context.Context, client int, jc jobDoer, queue string)
 		} else {
 			o.peer = res.Peer
 			for _, j := range res.Reply.GetJobs() {
-				o.jobs = append(o.jobs, claimed{id: j.GetId(), attempt: j.GetClaims(), payload: string(j.GetPayload())})
+				o.jobs = append(o.jobs, claimed{id: j.GetId(), attempt: j.GetClaims(), stamp: claimStamp{j.GetClaimTerm(), j.GetClaimLsn()}, payload: string(j.GetPayload())})
 			}
 		}
 		l.h.add(o)
@@ -356,13 +367,13 @@ func (l *load) worker(ctx context.Context, client int, jc jobDoer, queue string)
 		l.pause(time.Duration(rng.Int64N(int64(l.opts.hold) + 1)))
 		hs := make([]*schema.WalHandle, len(o.jobs))
 		for i, j := range o.jobs {
-			hs[i] = &schema.WalHandle{Id: j.id, Attempt: j.attempt}
+			hs[i] = &schema.WalHandle{Id: j.id, Attempt: j.attempt, ClaimTerm: j.stamp.term, ClaimLsn: j.stamp.lsn}
 		}
 		call := l.h.now()
 		res, err = jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs})
 		ret, out := l.h.now(), classifyErr(err)
 		for i, j := range o.jobs {
-			a := op{kind: opAck, client: client, call: call, ret: ret, out: out, payload: j.payload, id: j.id, attempt: j.attempt}
+			a := op{kind: opAck, client: client, call: call, ret: ret, out: out, payload: j.payload, id: j.id, attempt: j.attempt, stamp: j.stamp}
 			if err != nil {
 				a.err = err.Error()
 			} else {

@@ -99,7 +99,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 					}
 					hs := make([]*schema.WalHandle, len(rep.GetJobs()))
 					for i, j := range rep.GetJobs() {
-						hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims()}
+						hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
 					}
 					ack := call(cl, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs})
 					if ack == nil {

@@ -5,7 +5,8 @@
 // including the time it happened (`now`, Unix seconds), so that replay is
 // the deterministic re-execution of that call against the state rebuilt so
 // far. Nothing that the state machine derives (job ids, sequence numbers,
-// deadlines) is stored: it is recomputed on replay.
+// deadlines, claim stamps) is stored: it is recomputed on replay (a claim
+// is stamped with the term and lsn of its own record).
 //
 // Queues are referenced by name AND id so that recovery can route a record
 // whose queue is gone from the current config to `lost_and_found` (seed
@@ -159,12 +160,16 @@ func (x *WalStamps) GetDeadLetterRetentionS() uint32 {
 }
 
 // A claim handle: the job id and the claim it names (queue.Handle: Attempt
-// is the job's Claims count at the handout; the validity predicate of seed
-// 000 compares both).
+// is the job's Claims count at the handout; claim_term and claim_lsn are
+// the term and LSN of the WAL record whose application made the claim, so
+// a handle names one claim record of one history). The validity predicate
+// of seed 000 compares all of them with the job's current claim.
 type WalHandle struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ClaimTerm     uint64                 `protobuf:"varint,3,opt,name=claim_term,json=claimTerm,proto3" json:"claim_term,omitempty"`
+	ClaimLsn      uint64                 `protobuf:"varint,4,opt,name=claim_lsn,json=claimLsn,proto3" json:"claim_lsn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +214,20 @@ func (x *WalHandle) GetId() uint64 {
 func (x *WalHandle) GetAttempt() uint32 {
 	if x != nil {
 		return x.Attempt
+	}
+	return 0
+}
+
+func (x *WalHandle) GetClaimTerm() uint64 {
+	if x != nil {
+		return x.ClaimTerm
+	}
+	return 0
+}
+
+func (x *WalHandle) GetClaimLsn() uint64 {
+	if x != nil {
+		return x.ClaimLsn
 	}
 	return 0
 }
@@ -1115,7 +1134,8 @@ func (*WalTick) Descriptor() ([]byte, []int) {
 
 // The first record a primary logs in its term: once a majority holds it,
 // every record before it is committed too (Raft §5.4.2), and reads may be
-// answered.
+// answered. Applying it raises the next job id to at least term<<40 | 1,
+// so each term's jobs get ids no other history of the log handed out.
 type WalNoop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1493,8 +1513,12 @@ type SnapshotJob struct {
 	DiedAt         int64                  `protobuf:"varint,18,opt,name=died_at,json=diedAt,proto3" json:"died_at,omitempty"`
 	Pin            string                 `protobuf:"bytes,19,opt,name=pin,proto3" json:"pin,omitempty"`        // host the job is pinned to ("" = any)
 	Claims         uint32                 `protobuf:"varint,20,opt,name=claims,proto3" json:"claims,omitempty"` // handouts ever (never reset; handles carry it)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The record of the latest claim (queue.Job.Claim; 0/0 until the first
+	// claim): its term and LSN. Handles carry it.
+	ClaimTerm     uint64 `protobuf:"varint,21,opt,name=claim_term,json=claimTerm,proto3" json:"claim_term,omitempty"`
+	ClaimLsn      uint64 `protobuf:"varint,22,opt,name=claim_lsn,json=claimLsn,proto3" json:"claim_lsn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotJob) Reset() {
@@ -1663,6 +1687,20 @@ func (x *SnapshotJob) GetPin() string {
 func (x *SnapshotJob) GetClaims() uint32 {
 	if x != nil {
 		return x.Claims
+	}
+	return 0
+}
+
+func (x *SnapshotJob) GetClaimTerm() uint64 {
+	if x != nil {
+		return x.ClaimTerm
+	}
+	return 0
+}
+
+func (x *SnapshotJob) GetClaimLsn() uint64 {
+	if x != nil {
+		return x.ClaimLsn
 	}
 	return 0
 }
@@ -1862,10 +1900,13 @@ const file_wal_proto_rawDesc = "" +
 	"\x14visibility_timeout_s\x18\x01 \x01(\rR\x12visibilityTimeoutS\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\rR\vmaxAttempts\x12$\n" +
 	"\x0ebackoff_base_s\x18\x03 \x01(\rR\fbackoffBaseS\x125\n" +
-	"\x17dead_letter_retention_s\x18\x04 \x01(\rR\x14deadLetterRetentionS\"5\n" +
+	"\x17dead_letter_retention_s\x18\x04 \x01(\rR\x14deadLetterRetentionS\"q\n" +
 	"\tWalHandle\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt\"\x99\x02\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x1d\n" +
+	"\n" +
+	"claim_term\x18\x03 \x01(\x04R\tclaimTerm\x12\x1b\n" +
+	"\tclaim_lsn\x18\x04 \x01(\x04R\bclaimLsn\"\x99\x02\n" +
 	"\n" +
 	"WalEnqueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
@@ -1952,7 +1993,7 @@ const file_wal_proto_rawDesc = "" +
 	"\x04tick\x18\x16 \x01(\v2\x13.xce.schema.WalTickH\x00R\x04tick\x12B\n" +
 	"\renqueue_batch\x18\x17 \x01(\v2\x1b.xce.schema.WalEnqueueBatchH\x00R\fenqueueBatch\x12)\n" +
 	"\x04noop\x18\x18 \x01(\v2\x13.xce.schema.WalNoopH\x00R\x04noopB\x04\n" +
-	"\x02op\"\xbf\x04\n" +
+	"\x02op\"\xfb\x04\n" +
 	"\vSnapshotJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x19\n" +
@@ -1978,7 +2019,10 @@ const file_wal_proto_rawDesc = "" +
 	"last_error\x18\x11 \x01(\tR\tlastError\x12\x17\n" +
 	"\adied_at\x18\x12 \x01(\x03R\x06diedAt\x12\x10\n" +
 	"\x03pin\x18\x13 \x01(\tR\x03pin\x12\x16\n" +
-	"\x06claims\x18\x14 \x01(\rR\x06claims\"\xfe\x01\n" +
+	"\x06claims\x18\x14 \x01(\rR\x06claims\x12\x1d\n" +
+	"\n" +
+	"claim_term\x18\x15 \x01(\x04R\tclaimTerm\x12\x1b\n" +
+	"\tclaim_lsn\x18\x16 \x01(\x04R\bclaimLsn\"\xfe\x01\n" +
 	"\x10SnapshotSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +

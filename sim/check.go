@@ -188,6 +188,7 @@ func (w *World) mtime(nd *simNode, path string) (int64, bool) {
 func (w *World) checkNode(nd *simNode) {
 	n := nd.node
 	w.checkPromotion(nd)
+	w.noteTermPrimary(nd)
 	if n.Serving() && n.ConfigTag() == 0 {
 		w.violate("L3", "n%d serving (%s) without a config", nd.id, n.Role())
 	}

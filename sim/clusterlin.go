@@ -27,7 +27,8 @@ import (
 // What the per-job projection checks: a claim hands out only a pending
 // job or a lapsed claim, with Claims and Attempts advanced by one, never
 // one pinned elsewhere; ack/heartbeat/retry/fail succeed exactly when
-// the handle names the current, unexpired claim; cancel only a pending
+// the handle names the current, unexpired claim (its claim count and the
+// claim stamp the claim reply showed); cancel only a pending
 // job; redrive only a dead one; get/list/the final state show the job in
 // the state the history leads to. It does not check claim order (priority,
 // readiness) across jobs.
@@ -43,12 +44,15 @@ const (
 )
 
 // linJob is the model's state of one job. expires is the claim deadline
-// (Unix seconds) or -1 when no reply has shown it.
+// (Unix seconds) or -1 when no reply has shown it; claim is the stamp of
+// the latest claim as a reply showed it (zero: a claim no reply showed,
+// whose handle no client can hold).
 type linJob struct {
 	st       linState
 	claims   uint32
 	attempts uint32
 	expires  int64
+	claim    queue.ClaimStamp
 }
 
 // linMeta is what the history says of a job, constant through it.
@@ -88,7 +92,7 @@ const (
 )
 
 func (s linJob) valid(h queue.Handle, out linOut) validity {
-	if s.st != lProcessing || s.claims != h.Attempt {
+	if s.st != lProcessing || s.claims != h.Attempt || h.Claim.LSN == 0 || s.claim != h.Claim {
 		return vNo
 	}
 	if s.expires < 0 || !out.known {
@@ -109,7 +113,7 @@ func spontaneous(s linJob, m *linMeta) []linJob {
 		switch {
 		case (x.st == lPending || x.st == lProcessing) && m.expiring,
 			x.st == lProcessing && x.attempts >= m.maxAtt:
-			out = append(out, linJob{st: lDead, claims: x.claims, attempts: x.attempts, expires: -1})
+			out = append(out, linJob{st: lDead, claims: x.claims, attempts: x.attempts, expires: -1, claim: x.claim})
 		case x.st == lDead && m.retention:
 			out = append(out, linJob{st: lGone})
 		}
@@ -120,14 +124,16 @@ func spontaneous(s linJob, m *linMeta) []linJob {
 // shows reports whether job j as a reply showed it matches state s.
 func shows(s linJob, j *queue.Job) bool {
 	want := map[queue.State]linState{queue.Pending: lPending, queue.Processing: lProcessing, queue.Dead: lDead}[j.State]
-	return s.st == want && s.claims == j.Claims && s.attempts == j.Attempts
+	return s.st == want && s.claims == j.Claims && s.attempts == j.Attempts && (s.claim.LSN == 0 || s.claim == j.Claim)
 }
 
-// learn takes the claim deadline from a reply that showed the job.
+// learn takes the claim deadline and stamp from a reply that showed the
+// job.
 func learn(s linJob, j *queue.Job) linJob {
 	if s.st == lProcessing {
 		s.expires = j.ClaimExpiresAt
 	}
+	s.claim = j.Claim
 	return s
 }
 
@@ -177,12 +183,12 @@ func linStep(s linJob, in linIn, out linOut) []linJob {
 				applied.expires = -1
 			}
 		case sm.JobRetry:
-			applied = linJob{st: lPending, claims: s.claims, attempts: s.attempts, expires: -1}
+			applied = linJob{st: lPending, claims: s.claims, attempts: s.attempts, expires: -1, claim: s.claim}
 			if s.attempts >= m.maxAtt {
 				applied.st = lDead
 			}
 		case sm.JobFail:
-			applied = linJob{st: lDead, claims: s.claims, attempts: s.attempts, expires: -1}
+			applied = linJob{st: lDead, claims: s.claims, attempts: s.attempts, expires: -1, claim: s.claim}
 		}
 		switch {
 		case !out.known && v == vNo:
@@ -198,7 +204,7 @@ func linStep(s linJob, in linIn, out linOut) []linJob {
 	case sm.JobCancel:
 		return onlyIf(s, out, s.st == lPending, linJob{st: lGone})
 	case sm.JobRedrive:
-		return onlyIf(s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1})
+		return onlyIf(s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1, claim: s.claim})
 	case sm.JobGet, sm.JobList, 0:
 		if !out.known {
 			return same // a read nobody saw the answer to constrains nothing
@@ -273,11 +279,11 @@ func linModel() porcupine.Model {
 			if in.hit != nil {
 				hit = fmt.Sprintf("%d/%s/c%d/a%d", in.hit.ID, in.hit.State, in.hit.Claims, in.hit.Attempts)
 			}
-			return fmt.Sprintf("%s %s h=%d/%d hit=%s -> %s", in.meta.key, name, in.h.ID, in.h.Attempt, hit, res)
+			return fmt.Sprintf("%s %s h=%s hit=%s -> %s", in.meta.key, name, fmtHandle(in.h), hit, res)
 		},
 		DescribeState: func(state any) string {
 			s := state.(linJob)
-			return fmt.Sprintf("%v c%d a%d exp=%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires)
+			return fmt.Sprintf("%v c%d a%d exp=%d claim=%d.%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires, s.claim.Term, s.claim.LSN)
 		},
 	}
 	return nm.ToModel()

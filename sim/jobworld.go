@@ -62,7 +62,9 @@ func jobConfig(dropQ1 bool) *schema.ClusterConfig {
 type clientCall struct {
 	client  int
 	req     sm.JobRequest
-	now     int64 // the second the node applied (or would apply) it at
+	now     int64  // the second the node applied (or would apply) it at
+	term    uint64 // ... in this term (the node's when it was delivered)
+	lsn     uint64 // ... as the record at this LSN (the one node logs it at once)
 	call    time.Duration
 	ret     time.Duration // -1: outcome unknown (the node crashed)
 	reply   sm.Reply
@@ -93,6 +95,7 @@ type JobWorld struct {
 	nextReq uint64
 	handles [][]queue.Handle // per client: handles from its claims
 	maxID   uint64
+	ids     []uint64 // the newest job ids seen in replies
 	Events  int
 	Routed  int           // jobs routed to lost_and_found by recoveries
 	reconf  time.Duration // when queue q1 was removed (0: never)
@@ -348,6 +351,12 @@ func (w *JobWorld) onReply(r sm.Reply) {
 	}
 	for _, j := range r.Jobs {
 		w.maxID = max(w.maxID, j.ID)
+		if len(w.ids) == 0 || w.ids[len(w.ids)-1] != j.ID {
+			w.ids = append(w.ids, j.ID)
+			if len(w.ids) > 64 {
+				w.ids = w.ids[1:]
+			}
+		}
 		if c.req.Kind == sm.JobClaim {
 			w.handles[c.client] = append(w.handles[c.client], j.Handle())
 		}
@@ -368,7 +377,7 @@ func (w *JobWorld) clientStep(c int) {
 	}
 	req := w.randomRequest(c)
 	w.nextReq++
-	call := &clientCall{client: c, req: req, now: w.wall() / 1e9, call: w.now}
+	call := &clientCall{client: c, req: req, now: w.wall() / 1e9, call: w.now, term: w.node.Term(), lsn: w.node.NextLSN()}
 	w.calls = append(w.calls, call)
 	w.pending[w.nextReq] = call
 	w.deliver(sm.ClientOp{ID: w.nextReq, Req: req})
@@ -378,14 +387,26 @@ func (w *JobWorld) randomRequest(c int) sm.JobRequest {
 	r := w.rng
 	queues := []string{"q0", "q1"}
 	hosts := []string{"h0", "h1"}
+	// Job ids are sparse (each term starts a range, sm.TermIDFloor): draw
+	// seen ones, and now and then one past the newest or 0 (no such job).
+	id := func() uint64 {
+		if len(w.ids) == 0 || r.IntN(6) == 0 {
+			return uint64(r.IntN(2)) * (w.maxID + 1)
+		}
+		return w.ids[r.IntN(len(w.ids))]
+	}
 	handle := func() queue.Handle {
 		hs := w.handles[c]
-		if len(hs) == 0 || r.IntN(8) == 0 {
-			return queue.Handle{ID: uint64(r.IntN(int(w.maxID) + 2)), Attempt: uint32(r.IntN(3))}
+		switch {
+		case len(hs) > 0 && r.IntN(10) == 0:
+			h := hs[r.IntN(len(hs))] // the same claim count from another record
+			h.Claim.LSN++
+			return h
+		case len(hs) == 0 || r.IntN(8) == 0:
+			return queue.Handle{ID: id(), Attempt: uint32(r.IntN(3))}
 		}
 		return hs[r.IntN(len(hs))]
 	}
-	id := func() uint64 { return uint64(r.IntN(int(w.maxID) + 2)) }
 	switch k := r.IntN(115); {
 	case k < 27:
 		return sm.JobRequest{Kind: sm.JobEnqueue, Queue: queues[r.IntN(2)], Payload: []byte{byte(r.IntN(256))}, Priority: int32(r.IntN(3)),
@@ -452,9 +473,12 @@ func (w *JobWorld) checkRecovered(q *queue.Queues, k uint64) {
 		w.violate("S5", "recovered up to LSN %d but only %d records were ever written", k, len(w.issued))
 		return
 	}
-	ref, routed := sm.ReplayRecords(w.cfg, w.issued[:k])
+	// The new term's no-op (LSN k+1, logged as recovery ends, not durable
+	// yet) is applied too: it raises the next job id to the term's range.
+	noop := &schema.WalRecord{Lsn: k + 1, Term: w.node.Term(), Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	ref, routed := sm.ReplayRecords(w.cfg, append(w.issued[:k:k], noop))
 	if got, want := q.Export(), ref.Export(); !reflect.DeepEqual(got, want) {
-		w.violate("S5", "recovered state differs from the replay of LSNs 1..%d (%d vs %d jobs)", k, len(got.Jobs), len(want.Jobs))
+		w.violate("S5", "recovered state differs from the replay of LSNs 1..%d and the term's no-op (%d vs %d jobs, next id %d vs %d)", k, len(got.Jobs), len(want.Jobs), got.NextID, want.NextID)
 		return
 	}
 	w.Routed += routed

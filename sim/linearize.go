@@ -16,8 +16,9 @@ import (
 
 // jobInput / jobOutput are what porcupine sees of one client call.
 type jobInput struct {
-	req sm.JobRequest
-	now int64
+	req       sm.JobRequest
+	now       int64
+	term, lsn uint64 // the record it was (or would be) logged as
 }
 
 type jobOutput struct {
@@ -39,7 +40,7 @@ func jobModel(cfg *schema.ClusterConfig) porcupine.Model {
 			if err != nil {
 				return false, state
 			}
-			rep := sm.ApplyJob(q, cfg, in.now, in.req)
+			rep := sm.ApplyJob(q, cfg, in.term, in.lsn, in.now, in.req)
 			if out.known && !sameOutcome(rep, out.rep) {
 				return false, state
 			}
@@ -91,7 +92,7 @@ func (w *JobWorld) checkLinearizable() {
 		if c.refused || w.reconf > 0 && c.call >= w.reconf {
 			continue // after a config change the model's config no longer applies
 		}
-		op := porcupine.Operation{ClientId: c.client, Input: jobInput{req: c.req, now: c.now}, Call: int64(c.call)}
+		op := porcupine.Operation{ClientId: c.client, Input: jobInput{req: c.req, now: c.now, term: c.term, lsn: c.lsn}, Call: int64(c.call)}
 		if c.ret < 0 || c.ret == 0 && c.reply.ID == 0 {
 			op.Output, op.Return = jobOutput{}, end
 		} else {

@@ -300,6 +300,7 @@ func (w *World) think(cl *wlClient) {
 func (w *World) observe(c *call) {
 	wl := w.wl
 	cl := wl.client(c.client)
+	w.checkHandleReply(c)
 	for _, j := range c.rep.Jobs {
 		w.noteJob(c, j)
 		if len(wl.ids) == 0 || wl.ids[len(wl.ids)-1] != j.ID {
@@ -358,7 +359,13 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		case k < 8 && len(cl.handles) > 0:
 			// usually one of its newest claims
 			i := len(cl.handles) - 1 - min(r.IntN(3), len(cl.handles)-1)
-			return cl.handles[i].h
+			h := cl.handles[i].h
+			if r.IntN(12) == 0 {
+				// the same id and attempt from another record: what a lost
+				// history's handle looks like (always refused)
+				h.Claim = queue.ClaimStamp{Term: h.Claim.Term + uint64(r.IntN(2)), LSN: h.Claim.LSN + 1}
+			}
+			return h
 		case k < 9:
 			// someone else's claim: refused unless it lapsed and was reclaimed by ...nobody
 			o := wl.clients[r.IntN(len(wl.clients))]
@@ -449,10 +456,10 @@ func describeReq(q sm.JobRequest) string {
 	case sm.JobClaim:
 		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
-		s += fmt.Sprintf(" %d/%d", q.Handle.ID, q.Handle.Attempt)
+		s += " " + fmtHandle(q.Handle)
 	case sm.JobAckBatch:
 		for _, h := range q.Handles {
-			s += fmt.Sprintf(" %d/%d", h.ID, h.Attempt)
+			s += " " + fmtHandle(h)
 		}
 	case sm.JobCancel, sm.JobGet, sm.JobRedrive:
 		s += fmt.Sprintf(" %d", q.ID)

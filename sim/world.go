@@ -202,6 +202,7 @@ type World struct {
 	wl        *workload
 	final     []queue.Job   // the jobs recovered after the final restart of every node
 	ec        electionCheck // election safety, leader completeness
+	hc        handleCheck   // handles and ids name one history (S8)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines

@@ -101,12 +101,31 @@ func queueStamps(q *schema.Queue) queue.Stamps {
 // lost_and_found (only by replay routing of a scheduler fire).
 var lostAndFoundStamps = queue.Stamps{VisibilityTimeoutS: 300, MaxAttempts: 1}
 
-func handleOf(h *schema.WalHandle) queue.Handle {
-	return queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt()}
+// HandleOf is the handle a wire or WAL handle names.
+func HandleOf(h *schema.WalHandle) queue.Handle {
+	return queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt(), Claim: queue.ClaimStamp{Term: h.GetClaimTerm(), LSN: h.GetClaimLsn()}}
 }
 
-func walHandle(h queue.Handle) *schema.WalHandle {
-	return &schema.WalHandle{Id: h.ID, Attempt: h.Attempt}
+// WalHandle is the wire and WAL form of h.
+func WalHandle(h queue.Handle) *schema.WalHandle {
+	return &schema.WalHandle{Id: h.ID, Attempt: h.Attempt, ClaimTerm: h.Claim.Term, ClaimLsn: h.Claim.LSN}
+}
+
+// TermIDBits is how many low bits of a job id count jobs within a term:
+// applying the first record of term T (its no-op) raises the next id to at
+// least TermIDFloor(T) = T<<TermIDBits | 1, so the jobs of each term's
+// history get ids no history of another term handed out (2^40 ids per
+// term, terms up to 2^24-1).
+const TermIDBits = 40
+
+// TermIDFloor is the lowest id the jobs enqueued in term get; 1 (no
+// floor) for term 0 and for terms too large for the scheme, which then
+// continue the counter (docs/replication.md, "Job ids and claim handles").
+func TermIDFloor(term uint64) uint64 {
+	if term >= 1<<(64-TermIDBits) {
+		return 1
+	}
+	return term<<TermIDBits | 1
 }
 
 // buildRecord turns a validated live request into its WAL record, with
@@ -127,19 +146,19 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 	case JobClaim:
 		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max)}}
 	case JobAck:
-		rec.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: walHandle(req.Handle)}}
+		rec.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: WalHandle(req.Handle)}}
 	case JobAckBatch:
 		hs := make([]*schema.WalHandle, len(req.Handles))
 		for i, h := range req.Handles {
-			hs[i] = walHandle(h)
+			hs[i] = WalHandle(h)
 		}
 		rec.Op = &schema.WalRecord_AckBatch{AckBatch: &schema.WalAckBatch{Handles: hs}}
 	case JobHeartbeat:
-		rec.Op = &schema.WalRecord_Heartbeat{Heartbeat: &schema.WalHeartbeat{Handle: walHandle(req.Handle)}}
+		rec.Op = &schema.WalRecord_Heartbeat{Heartbeat: &schema.WalHeartbeat{Handle: WalHandle(req.Handle)}}
 	case JobRetry:
-		rec.Op = &schema.WalRecord_Retry{Retry: &schema.WalRetry{Handle: walHandle(req.Handle), Error: req.Error}}
+		rec.Op = &schema.WalRecord_Retry{Retry: &schema.WalRetry{Handle: WalHandle(req.Handle), Error: req.Error}}
 	case JobFail:
-		rec.Op = &schema.WalRecord_Fail{Fail: &schema.WalFail{Handle: walHandle(req.Handle), Error: req.Error}}
+		rec.Op = &schema.WalRecord_Fail{Fail: &schema.WalFail{Handle: WalHandle(req.Handle), Error: req.Error}}
 	case JobCancel:
 		rec.Op = &schema.WalRecord_Cancel{Cancel: &schema.WalCancel{Id: req.ID}}
 	case JobRedrive:
@@ -198,22 +217,26 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		rep.OK = true
 	case *schema.WalRecord_ClaimBatch:
 		c := op.ClaimBatch
-		rep.Jobs = q.ClaimBatch(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()))
+		// The claim is stamped with its own record: a handle names one
+		// claim record of one history (term and LSN are set before the
+		// record is applied, live and on replay alike).
+		at := queue.ClaimStamp{Term: rec.GetTerm(), LSN: rec.GetLsn()}
+		rep.Jobs = q.ClaimBatch(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()), at)
 		rep.OK = len(rep.Jobs) > 0
 	case *schema.WalRecord_Ack:
-		rep.OK = q.Ack(now, handleOf(op.Ack.GetHandle()))
+		rep.OK = q.Ack(now, HandleOf(op.Ack.GetHandle()))
 	case *schema.WalRecord_AckBatch:
 		hs := make([]queue.Handle, len(op.AckBatch.GetHandles()))
 		for i, h := range op.AckBatch.GetHandles() {
-			hs[i] = handleOf(h)
+			hs[i] = HandleOf(h)
 		}
 		rep.OKs = q.AckBatch(now, hs)
 	case *schema.WalRecord_Heartbeat:
-		rep.OK = q.Heartbeat(now, handleOf(op.Heartbeat.GetHandle()))
+		rep.OK = q.Heartbeat(now, HandleOf(op.Heartbeat.GetHandle()))
 	case *schema.WalRecord_Retry:
-		rep.OK = q.Retry(now, handleOf(op.Retry.GetHandle()), op.Retry.GetError())
+		rep.OK = q.Retry(now, HandleOf(op.Retry.GetHandle()), op.Retry.GetError())
 	case *schema.WalRecord_Fail:
-		rep.OK = q.Fail(now, handleOf(op.Fail.GetHandle()), op.Fail.GetError())
+		rep.OK = q.Fail(now, HandleOf(op.Fail.GetHandle()), op.Fail.GetError())
 	case *schema.WalRecord_Cancel:
 		rep.OK = q.Cancel(now, op.Cancel.GetId())
 	case *schema.WalRecord_Redrive:
@@ -239,6 +262,9 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		rep.Jobs = q.Tick(now)
 		rep.OK = true
 	case *schema.WalRecord_Noop:
+		// A term's first record: its jobs get ids no other term's history
+		// handed out.
+		q.AdvanceNextID(TermIDFloor(rec.GetTerm()))
 		rep.OK = true
 	default:
 		return rep, fmt.Errorf("WAL record %d has no known operation", rec.GetLsn())
@@ -246,12 +272,13 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 	return rep, nil
 }
 
-// ApplyJob runs one live request against q exactly as a primary would
-// (validation, record, apply) but without durability: the sequential
-// specification the simulator's linearizability checker uses, and the
-// replay of tools. Refused requests return Status != StatusOK and change
-// nothing.
-func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, now int64, req JobRequest) Reply {
+// ApplyJob runs one live request against q exactly as a primary of term
+// would log it at lsn (validation, record, apply) but without durability:
+// the sequential specification the simulator's linearizability checker
+// uses, and the replay of tools. The term's no-op came first, so the
+// term's id floor applies (raising it again is a no-op). Refused requests
+// return Status != StatusOK and change nothing.
+func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, term, lsn uint64, now int64, req JobRequest) Reply {
 	r := newRouter(cfg)
 	if msg := validateJob(r, req); msg != "" {
 		return Reply{Status: StatusEINVAL, Error: msg}
@@ -271,6 +298,8 @@ func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, now int64, req JobRequ
 	if err != nil {
 		return Reply{Status: StatusEINVAL, Error: err.Error()}
 	}
+	rec.Term, rec.Lsn = term, lsn
+	q.AdvanceNextID(TermIDFloor(term))
 	rep, err := applyRecord(q, r, rec)
 	if err != nil {
 		return Reply{Status: StatusEINVAL, Error: err.Error()}

@@ -251,9 +251,14 @@ func (n *Node) finishRecovery(j *jobState) {
 	j.recoveredLSN = j.durableLSN
 	n.logPos = logPos{term: j.lastTerm, lsn: j.durableLSN}
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
-	// The term's first record: committing it commits everything before.
+	// The term's first record: committing it commits everything before,
+	// and applying it gives the term's jobs their own id range.
 	now := max(n.now.Wall/1e9, j.lastNow)
-	rec := &schema.WalRecord{Lsn: j.nextLSN, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	rec := &schema.WalRecord{Lsn: j.nextLSN, Term: n.term, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	if _, err := applyRecord(j.q, j.r, rec); err != nil {
+		n.die("fatal.recovery", fmt.Sprintf("cannot apply the no-op of term %d: %v", n.term, err))
+		return
+	}
 	j.nextLSN++
 	j.lastNow = now
 	n.appendRecord(rec)

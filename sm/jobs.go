@@ -100,7 +100,7 @@ func (n *Node) onClientOp(c ClientOp) {
 		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
 		return
 	}
-	rec.Lsn = j.nextLSN
+	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
 		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
@@ -296,7 +296,7 @@ func (n *Node) logInternal(req JobRequest, now int64) {
 		n.log(Error, "jobs.maintenance", fmt.Sprintf("cannot build %s record: %v", req.Kind, err))
 		return
 	}
-	rec.Lsn = j.nextLSN
+	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil {
 		n.log(Error, "jobs.maintenance", fmt.Sprintf("%s refused: %v", req.Kind, err))

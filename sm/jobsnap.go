@@ -143,7 +143,8 @@ func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot {
 		out.Jobs = append(out.Jobs, &schema.SnapshotJob{Id: jb.ID, Queue: jb.Queue, Payload: jb.Payload, Priority: jb.Priority,
 			State: stateOf(jb.State), RunAt: jb.RunAt, Seq: jb.Seq, EnqueuedAt: jb.EnqueuedAt, ExpiresAt: jb.ExpiresAt,
 			Attempts: jb.Attempts, Stamps: walStamps(jb.Stamps), Host: jb.Host, Resource: jb.Resource, ClaimedAt: jb.ClaimedAt,
-			ClaimExpiresAt: jb.ClaimExpiresAt, LastError: jb.LastError, DiedAt: jb.DiedAt, Claims: jb.Claims, Pin: jb.Pin})
+			ClaimExpiresAt: jb.ClaimExpiresAt, LastError: jb.LastError, DiedAt: jb.DiedAt, Claims: jb.Claims, Pin: jb.Pin,
+			ClaimTerm: jb.Claim.Term, ClaimLsn: jb.Claim.LSN})
 	}
 	for _, sc := range s.Schedules {
 		out.Schedules = append(out.Schedules, &schema.SnapshotSchedule{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
@@ -165,7 +166,13 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 		qs.Jobs = append(qs.Jobs, queue.Job{ID: jb.GetId(), Queue: r.queue(jb.GetQueue(), true), Payload: jb.GetPayload(), Priority: jb.GetPriority(),
 			State: queueState(jb.GetState()), RunAt: jb.GetRunAt(), Seq: jb.GetSeq(), EnqueuedAt: jb.GetEnqueuedAt(), ExpiresAt: jb.GetExpiresAt(),
 			Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: r.resource(jb.GetResource()), ClaimedAt: jb.GetClaimedAt(),
-			ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: r.host(jb.GetPin())})
+			ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: r.host(jb.GetPin()),
+			Claim: queue.ClaimStamp{Term: jb.GetClaimTerm(), LSN: jb.GetClaimLsn()}})
+		// A claim was made by a record the snapshot covers.
+		if jb.GetClaimLsn() > s.GetLsn() || jb.GetClaimTerm() > s.GetTerm() {
+			return nil, 0, 0, fmt.Errorf("%w: job %d: claim stamp (term %d, lsn %d) is beyond the snapshot (term %d, lsn %d)",
+				queue.ErrBadSnapshot, jb.GetId(), jb.GetClaimTerm(), jb.GetClaimLsn(), s.GetTerm(), s.GetLsn())
+		}
 	}
 	for _, sc := range s.GetSchedules() {
 		st := stampsOf(sc.GetStamps())

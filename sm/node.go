@@ -346,6 +346,16 @@ func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
 	return &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: modTime}, ""
 }
 
+// NextLSN is the LSN the next record this primary logs gets (0 while it
+// has no job state): a checker that delivers a request knows the record
+// it will be logged at.
+func (n *Node) NextLSN() uint64 {
+	if n.jobs == nil {
+		return 0
+	}
+	return n.jobs.nextLSN
+}
+
 // LogPosition is the freshness of the node's durable job log: the term of
 // its last record, then its LSN.
 func (n *Node) LogPosition() (term, lsn uint64) { return n.logPos.term, n.logPos.lsn }

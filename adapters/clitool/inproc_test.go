@@ -72,7 +72,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	// n0 redirects to n2 (index 2): n1 is never asked.
 	n0.Set(standby(2))
 	n1.Set(standby(2))
-	claimed := &schema.SnapshotJob{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2,
+	claimed := &schema.SnapshotJob{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2, ClaimTerm: 1, ClaimLsn: 9,
 		Host: "node001", ClaimedAt: 1767225600, ClaimExpiresAt: 1767225900, Stamps: &schema.WalStamps{MaxAttempts: 3, VisibilityTimeoutS: 300}}
 	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{claimed}}))
 	out, err := fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--max", "4")
@@ -88,7 +88,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 	checkTable(t, out, [][]string{
 		{"HANDLE", "ID", "QUEUE", "STATE", "ATTEMPTS/MAX", "PRIORITY", "HOST", "CLAIMED_AT", "CLAIM_EXPIRES", "LAST_ERROR"},
-		{"5:2", "5", "batch", "processing", "1/3", "0", "node001", "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "-"},
+		{"5:2:1.9", "5", "batch", "processing", "1/3", "0", "node001", "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "-"},
 	})
 
 	// JSON output of the same.
@@ -97,31 +97,31 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var views []JobView
-	if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 || views[0].Handle != "5:2" {
+	if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 || views[0].Handle != "5:2:1.9" {
 		t.Fatalf("json claim: %v %s", err, out)
 	}
 
 	// Ack of one handle: ACK; "ok", exit status 0.
 	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
-	out, err = fc.run(t, "job", "ack", "5:2")
+	out, err = fc.run(t, "job", "ack", "5:2:1.9")
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Fatalf("ack: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2" {
+	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2:1.9" {
 		t.Fatalf("ack request %v", r)
 	}
 
 	// A refusal is an answer: "refused" and ErrRefused (exit status 1).
 	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
-	out, err = fc.run(t, "job", "heartbeat", "5:1")
+	out, err = fc.run(t, "job", "heartbeat", "5:1:1.9")
 	if !errors.Is(err, ErrRefused) || strings.TrimSpace(out) != "refused" {
 		t.Fatalf("refused heartbeat: %v %q", err, out)
 	}
 
 	// Ack of several: ACK_BATCH, one line each.
 	n2.Set(jobAnswer(&schema.JobReply{Oks: []bool{true, false}}))
-	out, err = fc.run(t, "job", "ack", "5:2", "6:1")
-	if !errors.Is(err, ErrRefused) || out != "5:2 ok\n6:1 refused\n" {
+	out, err = fc.run(t, "job", "ack", "5:2:1.9", "6:1:1.9")
+	if !errors.Is(err, ErrRefused) || out != "5:2:1.9 ok\n6:1:1.9 refused\n" {
 		t.Fatalf("ack batch: %v %q", err, out)
 	}
 	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {

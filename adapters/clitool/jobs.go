@@ -124,7 +124,7 @@ func BuildClaim(queue, host string, max int) (*schema.JobRequest, error) {
 // BuildAck: one handle is ACK, several ACK_BATCH.
 func BuildAck(args []string) (*schema.JobRequest, error) {
 	if len(args) == 0 {
-		return nil, errors.New("ack: at least one ID:ATTEMPT handle")
+		return nil, errors.New("ack: at least one ID:ATTEMPT:TERM.LSN handle")
 	}
 	hs := make([]*schema.WalHandle, len(args))
 	for i, a := range args {
@@ -386,7 +386,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	var cmax int
 	claim := &cobra.Command{
 		Use:   "claim --queue Q --host H [--max N]",
-		Short: "claim up to N ready jobs for worker host H; prints them with their ID:ATTEMPT handles",
+		Short: "claim up to N ready jobs for worker host H; prints them with their ID:ATTEMPT:TERM.LSN handles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := BuildClaim(cq, ch, cmax)
@@ -403,7 +403,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	_ = claim.MarkFlagRequired("host")
 
 	ack := &cobra.Command{
-		Use:   "ack ID:ATTEMPT...",
+		Use:   "ack ID:ATTEMPT:TERM.LSN...",
 		Short: "acknowledge (complete) claimed jobs; prints ok or refused per handle, exit 1 if any was refused",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -477,9 +477,9 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	}
 
 	root.AddCommand(submit, claim, ack,
-		handleOp("heartbeat ID:ATTEMPT", "extend a claim by the job's visibility timeout; ok or refused", schema.JobRequest_HEARTBEAT, false),
-		handleOp("retry ID:ATTEMPT [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", schema.JobRequest_RETRY, true),
-		handleOp("fail ID:ATTEMPT [--error MSG]", "dead-letter a claimed job; ok or refused", schema.JobRequest_FAIL, true),
+		handleOp("heartbeat HANDLE", "extend a claim by the job's visibility timeout; ok or refused", schema.JobRequest_HEARTBEAT, false),
+		handleOp("retry HANDLE [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", schema.JobRequest_RETRY, true),
+		handleOp("fail HANDLE [--error MSG]", "dead-letter a claimed job; ok or refused", schema.JobRequest_FAIL, true),
 		idOp("cancel ID", "delete a pending job (a processing or dead one is refused); ok or refused", schema.JobRequest_CANCEL, showOK),
 		idOp("get ID", "every field of a job, dead ones included", schema.JobRequest_GET, showGet),
 		list,

@@ -23,30 +23,38 @@ import (
 )
 
 func TestParseHandle(t *testing.T) {
-	good := map[string][2]uint64{"12:3": {12, 3}, " 7:1 ": {7, 1}, "18446744073709551615:4294967295": {1<<64 - 1, 1<<32 - 1}}
+	good := map[string][4]uint64{
+		"12:3:1.40":           {12, 3, 1, 40},
+		" 7:1:0.1 ":           {7, 1, 0, 1},
+		"1099511627777:2:1.5": {1<<40 | 1, 2, 1, 5},
+		"18446744073709551615:4294967295:18446744073709551615.18446744073709551615": {1<<64 - 1, 1<<32 - 1, 1<<64 - 1, 1<<64 - 1},
+	}
 	for in, want := range good {
 		h, err := ParseHandle(in)
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
 		}
-		if h.GetId() != want[0] || uint64(h.GetAttempt()) != want[1] {
+		if got := [4]uint64{h.GetId(), uint64(h.GetAttempt()), h.GetClaimTerm(), h.GetClaimLsn()}; got != want {
 			t.Fatalf("%q: got %v", in, h)
 		}
 		if got := FormatHandle(h); got != strings.TrimSpace(in) {
 			t.Fatalf("round trip %q -> %q", in, got)
 		}
 	}
-	for _, in := range []string{"", "12", "12:", ":3", "0:1", "1:0", "a:b", "1:4294967296", "-1:2", "1:2:3", "1.5:2"} {
+	for _, in := range []string{"", "12", "12:", ":3", "12:3", "0:1:1.1", "1:0:1.1", "a:b:1.1", "1:4294967296:1.1", "-1:2:1.1",
+		"1:2:3", "1:2:3.", "1:2:.3", "1:2:3.0", "1:2:x.3", "1:2:3.4.5", "1:2:-3.4", "1.5:2:1.1", "1:2:3:4.5", "1:2:3.4:"} {
 		if h, err := ParseHandle(in); err == nil {
 			t.Fatalf("%q accepted as %v", in, h)
+		} else if !strings.Contains(err.Error(), "ID:ATTEMPT:TERM.LSN") {
+			t.Fatalf("%q: error %q does not name the form", in, err)
 		}
 	}
 }
 
 func TestJobHandleOnlyForProcessing(t *testing.T) {
-	j := &schema.SnapshotJob{Id: 9, Claims: 4, Attempts: 1, State: schema.JobState_JOB_STATE_PROCESSING}
-	if h := JobHandle(j); h == nil || FormatHandle(h) != "9:4" {
-		t.Fatalf("processing job handle: %v (want claims, not attempts)", h)
+	j := &schema.SnapshotJob{Id: 9, Claims: 4, Attempts: 1, State: schema.JobState_JOB_STATE_PROCESSING, ClaimTerm: 2, ClaimLsn: 77}
+	if h := JobHandle(j); h == nil || FormatHandle(h) != "9:4:2.77" {
+		t.Fatalf("processing job handle: %v (want claims, not attempts, and the claim stamp)", h)
 	}
 	for _, st := range []schema.JobState{schema.JobState_JOB_STATE_PENDING, schema.JobState_JOB_STATE_DEAD} {
 		j.State = st
@@ -89,16 +97,16 @@ func TestBuildSubmit(t *testing.T) {
 }
 
 func TestBuildOthers(t *testing.T) {
-	req, err := BuildAck([]string{"5:2"})
-	if err != nil || req.GetKind() != schema.JobRequest_ACK || FormatHandle(req.GetHandle()) != "5:2" || len(req.GetHandles()) != 0 {
+	req, err := BuildAck([]string{"5:2:1.9"})
+	if err != nil || req.GetKind() != schema.JobRequest_ACK || FormatHandle(req.GetHandle()) != "5:2:1.9" || len(req.GetHandles()) != 0 {
 		t.Fatalf("ack one: %v %v", req, err)
 	}
-	req, err = BuildAck([]string{"5:2", "6:1"})
+	req, err = BuildAck([]string{"5:2:1.9", "6:1:1.9"})
 	if err != nil || req.GetKind() != schema.JobRequest_ACK_BATCH || len(req.GetHandles()) != 2 || req.GetHandle() != nil ||
-		FormatHandle(req.GetHandles()[1]) != "6:1" {
+		FormatHandle(req.GetHandles()[1]) != "6:1:1.9" {
 		t.Fatalf("ack batch: %v %v", req, err)
 	}
-	if _, err := BuildAck([]string{"5:2", "x"}); err == nil {
+	if _, err := BuildAck([]string{"5:2:1.9", "x"}); err == nil {
 		t.Fatal("bad handle in batch accepted")
 	}
 	if _, err := BuildAck(nil); err == nil {
@@ -115,12 +123,15 @@ func TestBuildOthers(t *testing.T) {
 		}
 	}
 
-	req, err = BuildHandleOp(schema.JobRequest_RETRY, "3:1", "disk full")
-	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_RETRY, Handle: &schema.WalHandle{Id: 3, Attempt: 1}, Error: "disk full"}) {
+	req, err = BuildHandleOp(schema.JobRequest_RETRY, "3:1:2.8", "disk full")
+	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_RETRY, Handle: &schema.WalHandle{Id: 3, Attempt: 1, ClaimTerm: 2, ClaimLsn: 8}, Error: "disk full"}) {
 		t.Fatalf("retry: %v %v", req, err)
 	}
 	if _, err := BuildHandleOp(schema.JobRequest_FAIL, "3", ""); err == nil {
 		t.Fatal("fail without attempt accepted")
+	}
+	if _, err := BuildHandleOp(schema.JobRequest_FAIL, "3:1", ""); err == nil {
+		t.Fatal("fail with a handle without its claim stamp accepted")
 	}
 
 	req, err = BuildIDOp(schema.JobRequest_REDRIVE, "42")
@@ -175,7 +186,7 @@ func TestReadPayload(t *testing.T) {
 func sampleJobs() []*schema.SnapshotJob {
 	st := &schema.WalStamps{VisibilityTimeoutS: 300, MaxAttempts: 3, BackoffBaseS: 10}
 	return []*schema.SnapshotJob{
-		{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2, Priority: 7, Host: "node001",
+		{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2, ClaimTerm: 3, ClaimLsn: 41, Priority: 7, Host: "node001",
 			ClaimedAt: 1767225600, ClaimExpiresAt: 1767225900, Stamps: st, Payload: []byte("hello")},
 		{Id: 6, Queue: "batch", State: schema.JobState_JOB_STATE_DEAD, Attempts: 3, Claims: 3, Stamps: st,
 			LastError: "boom\nsecond line", DiedAt: 1767225999, Payload: []byte{0xff, 0xfe}},
@@ -194,7 +205,7 @@ func TestPrintJobs(t *testing.T) {
 	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "HANDLE ID QUEUE STATE ATTEMPTS/MAX PRIORITY HOST CLAIMED_AT CLAIM_EXPIRES LAST_ERROR" {
 		t.Fatalf("header %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); strings.Join(f, " ") != "5:2 5 batch processing 1/3 7 node001 2026-01-01T00:00:00Z 2026-01-01T00:05:00Z -" {
+	if f := strings.Fields(lines[1]); strings.Join(f, " ") != "5:2:3.41 5 batch processing 1/3 7 node001 2026-01-01T00:00:00Z 2026-01-01T00:05:00Z -" {
 		t.Fatalf("row 1 %q", lines[1])
 	}
 	if f := strings.Fields(lines[2]); strings.Join(f, " ") != "- 6 batch dead 3/3 0 - - - boom second line" {
@@ -216,7 +227,7 @@ func TestPrintJobs(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &views); err != nil {
 		t.Fatal(err)
 	}
-	if len(views) != 2 || views[0].Handle != "5:2" || views[0].Payload != "hello" || views[0].MaxAttempts != 3 ||
+	if len(views) != 2 || views[0].Handle != "5:2:3.41" || views[0].ClaimLSN != 41 || views[0].Payload != "hello" || views[0].MaxAttempts != 3 ||
 		views[1].Handle != "" || views[1].PayloadBase64 != "//4=" || views[1].State != "dead" || views[1].DiedAt != 1767225999 {
 		t.Fatalf("json: %+v", views)
 	}

@@ -15,28 +15,45 @@ import (
 	"xce/schema"
 )
 
-// ParseHandle parses a claim handle "ID:ATTEMPT" as `job claim` prints it:
-// the job id and the claim it names (the job's claims count at the
-// handout, queue.Job.Handle), both >= 1.
+// ParseHandle parses a claim handle "ID:ATTEMPT:TERM.LSN" as `job claim`
+// prints it: the job id, the claim it names (the job's claims count at the
+// handout, queue.Job.Handle), both >= 1, and the term and LSN of the WAL
+// record that made the claim (LSN >= 1). A worker passes it through as one
+// opaque word.
 func ParseHandle(s string) (*schema.WalHandle, error) {
-	idS, attS, ok := strings.Cut(strings.TrimSpace(s), ":")
-	if !ok {
-		return nil, fmt.Errorf("handle %q: want ID:ATTEMPT (as printed by `job claim`)", s)
+	bad := func(why string) (*schema.WalHandle, error) {
+		return nil, fmt.Errorf("handle %q: %s (want ID:ATTEMPT:TERM.LSN, as printed by `job claim`)", s, why)
 	}
-	id, err := strconv.ParseUint(idS, 10, 64)
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) != 3 {
+		return bad(fmt.Sprintf("%d colon-separated fields, want 3", len(parts)))
+	}
+	id, err := strconv.ParseUint(parts[0], 10, 64)
 	if err != nil || id == 0 {
-		return nil, fmt.Errorf("handle %q: job id must be a positive integer", s)
+		return bad("job id must be a positive integer")
 	}
-	att, err := strconv.ParseUint(attS, 10, 32)
+	att, err := strconv.ParseUint(parts[1], 10, 32)
 	if err != nil || att == 0 {
-		return nil, fmt.Errorf("handle %q: attempt must be a positive integer", s)
+		return bad("attempt must be a positive integer")
 	}
-	return &schema.WalHandle{Id: id, Attempt: uint32(att)}, nil
+	termS, lsnS, ok := strings.Cut(parts[2], ".")
+	if !ok {
+		return bad("claim stamp must be TERM.LSN")
+	}
+	term, err := strconv.ParseUint(termS, 10, 64)
+	if err != nil {
+		return bad("claim term must be a non-negative integer")
+	}
+	lsn, err := strconv.ParseUint(lsnS, 10, 64)
+	if err != nil || lsn == 0 {
+		return bad("claim lsn must be a positive integer")
+	}
+	return &schema.WalHandle{Id: id, Attempt: uint32(att), ClaimTerm: term, ClaimLsn: lsn}, nil
 }
 
-// FormatHandle is the printed form of a handle, "ID:ATTEMPT".
+// FormatHandle is the printed form of a handle, "ID:ATTEMPT:TERM.LSN".
 func FormatHandle(h *schema.WalHandle) string {
-	return fmt.Sprintf("%d:%d", h.GetId(), h.GetAttempt())
+	return fmt.Sprintf("%d:%d:%d.%d", h.GetId(), h.GetAttempt(), h.GetClaimTerm(), h.GetClaimLsn())
 }
 
 // JobHandle is the handle of the claim a processing job is under; nil for
@@ -45,7 +62,7 @@ func JobHandle(j *schema.SnapshotJob) *schema.WalHandle {
 	if j.GetState() != schema.JobState_JOB_STATE_PROCESSING || j.GetClaims() == 0 {
 		return nil
 	}
-	return &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims()}
+	return &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
 }
 
 func parseJobID(s string) (uint64, error) {
@@ -79,6 +96,8 @@ type JobView struct {
 	Attempts             uint32 `json:"attempts"`
 	MaxAttempts          uint32 `json:"max_attempts"`
 	Claims               uint32 `json:"claims"`
+	ClaimTerm            uint64 `json:"claim_term,omitempty"` // the record of the latest claim
+	ClaimLSN             uint64 `json:"claim_lsn,omitempty"`
 	Priority             int32  `json:"priority"`
 	Host                 string `json:"host,omitempty"`
 	Pin                  string `json:"pin,omitempty"`
@@ -100,7 +119,7 @@ type JobView struct {
 // ViewOf converts a job for JSON output.
 func ViewOf(j *schema.SnapshotJob) JobView {
 	v := JobView{ID: j.GetId(), Queue: j.GetQueue(), State: stateName(j.GetState()), Attempts: j.GetAttempts(),
-		MaxAttempts: j.GetStamps().GetMaxAttempts(), Claims: j.GetClaims(), Priority: j.GetPriority(), Host: j.GetHost(),
+		MaxAttempts: j.GetStamps().GetMaxAttempts(), Claims: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLSN: j.GetClaimLsn(), Priority: j.GetPriority(), Host: j.GetHost(),
 		Pin: j.GetPin(), Resource: j.GetResource(), RunAt: j.GetRunAt(), EnqueuedAt: j.GetEnqueuedAt(), ExpiresAt: j.GetExpiresAt(),
 		ClaimedAt: j.GetClaimedAt(), ClaimExpiresAt: j.GetClaimExpiresAt(), LastError: j.GetLastError(), DiedAt: j.GetDiedAt(),
 		VisibilityTimeoutS: j.GetStamps().GetVisibilityTimeoutS(), BackoffBaseS: j.GetStamps().GetBackoffBaseS(),

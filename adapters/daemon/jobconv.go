@@ -11,11 +11,11 @@ func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 	req := sm.JobRequest{Kind: sm.JobKind(j.GetKind()), Queue: j.GetQueue(), Payload: j.GetPayload(), Priority: j.GetPriority(),
 		Delay: j.GetDelay(), RunAt: j.GetRunAt(), Expires: j.GetExpires(), Resource: j.GetResource(), Host: j.GetHost(),
 		Max: int(j.GetMax()), ID: j.GetId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
-		Handle: queue.Handle{ID: j.GetHandle().GetId(), Attempt: j.GetHandle().GetAttempt()},
+		Handle: sm.HandleOf(j.GetHandle()),
 		Fire:   queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
 	req.Payloads = j.GetPayloads()
 	for _, h := range j.GetHandles() {
-		req.Handles = append(req.Handles, queue.Handle{ID: h.GetId(), Attempt: h.GetAttempt()})
+		req.Handles = append(req.Handles, sm.HandleOf(h))
 	}
 	return req
 }
@@ -42,5 +42,5 @@ func JobToProto(j queue.Job) *schema.SnapshotJob {
 		EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt, Attempts: j.Attempts,
 		Stamps: &schema.WalStamps{VisibilityTimeoutS: j.Stamps.VisibilityTimeoutS, MaxAttempts: j.Stamps.MaxAttempts, BackoffBaseS: j.Stamps.BackoffBaseS, DeadLetterRetentionS: j.Stamps.DeadLetterRetentionS},
 		Host:   j.Host, Resource: j.Resource, ClaimedAt: j.ClaimedAt, ClaimExpiresAt: j.ClaimExpiresAt, LastError: j.LastError, DiedAt: j.DiedAt,
-		Claims: j.Claims, Pin: j.Pin}
+		Claims: j.Claims, Pin: j.Pin, ClaimTerm: j.Claim.Term, ClaimLsn: j.Claim.LSN}
 }

@@ -35,7 +35,7 @@ func BenchmarkClaimAck(b *testing.B) {
 					left = n
 					b.StartTimer()
 				}
-				got := q.ClaimBatch(now, "q", "h1", 1)
+				got := q.ClaimBatch(now, "q", "h1", 1, stampAt(now))
 				if len(got) != 1 || !q.Ack(now, got[0].Handle()) {
 					b.Fatal("claim/ack failed")
 				}
@@ -63,7 +63,7 @@ func BenchmarkClaimBatchAck(b *testing.B) {
 			b.StartTimer()
 		}
 		hs = hs[:0]
-		for _, j := range q.ClaimBatch(now, "q", "h1", batch) {
+		for _, j := range q.ClaimBatch(now, "q", "h1", batch, stampAt(now)) {
 			hs = append(hs, j.Handle())
 		}
 		for _, ok := range q.AckBatch(now, hs) {

@@ -20,9 +20,13 @@ func mustEnqueue(t *testing.T, q *Queues, now int64, queue string, st Stamps, o 
 	return j
 }
 
+// stampAt is the claim stamp the scenario tests give a claim at now: a
+// record of term 1 at LSN now (one record per second is enough here).
+func stampAt(now int64) ClaimStamp { return ClaimStamp{Term: 1, LSN: uint64(now)} }
+
 func claimOne(t *testing.T, q *Queues, now int64, host string) Job {
 	t.Helper()
-	got := q.ClaimBatch(now, "a", host, 1)
+	got := q.ClaimBatch(now, "a", host, 1, stampAt(now))
 	if len(got) != 1 {
 		t.Fatalf("claim by %s at %d: got %d jobs", host, now, len(got))
 	}
@@ -77,7 +81,7 @@ func TestClaimOrder(t *testing.T) {
 	e := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 9, Delay: 100}) // not ready
 	f := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{Priority: 9, Host: "h2"}) // pinned elsewhere
 	mustEnqueue(t, q, t0, "b", st, EnqueueOpts{Priority: 9})                  // other queue
-	got := q.ClaimBatch(t0+2, "a", "h1", 10)
+	got := q.ClaimBatch(t0+2, "a", "h1", 10, stampAt(t0+2))
 	var ids []uint64
 	for _, j := range got {
 		ids = append(ids, j.ID)
@@ -86,10 +90,10 @@ func TestClaimOrder(t *testing.T) {
 		t.Fatalf("claim order %v, want %v (priority desc, ready time asc, seq asc)", ids, want)
 	}
 	_ = e
-	if got := q.ClaimBatch(t0+2, "a", "h2", 10); len(got) != 1 || got[0].ID != f.ID {
+	if got := q.ClaimBatch(t0+2, "a", "h2", 10, stampAt(t0+2)); len(got) != 1 || got[0].ID != f.ID {
 		t.Fatalf("pinned job: %+v", got)
 	}
-	if q.ClaimBatch(t0+2, "a", "", 10) != nil || q.ClaimBatch(t0+2, "a", "h1", 0) != nil {
+	if q.ClaimBatch(t0+2, "a", "", 10, stampAt(t0+2)) != nil || q.ClaimBatch(t0+2, "a", "h1", 0, stampAt(t0+2)) != nil {
 		t.Fatal("claim without a host or with max 0 not refused")
 	}
 }
@@ -105,7 +109,7 @@ func TestZombie(t *testing.T) {
 		now := t0 + 10 // lapsed
 		switch via {
 		case "claim":
-			if got := q.ClaimBatch(now, "a", "h2", 5); len(got) != 0 {
+			if got := q.ClaimBatch(now, "a", "h2", 5, stampAt(now)); len(got) != 0 {
 				t.Fatalf("zombie handed out: %+v", got)
 			}
 		case "sweep":
@@ -198,7 +202,7 @@ func TestDeadVisibility(t *testing.T) {
 	}
 	want := Job{ID: j.ID, Queue: "a", Payload: []byte("x"), Priority: 4, State: Dead, RunAt: t0 + 5,
 		Seq: j.Seq, EnqueuedAt: t0, ExpiresAt: t0 + 500, Attempts: 2, Stamps: st, Host: "h2", Resource: 7,
-		ClaimedAt: t0 + 5, ClaimExpiresAt: t0 + 16, LastError: ErrMsgExhausted, DiedAt: t0 + 7, Claims: 2}
+		ClaimedAt: t0 + 5, ClaimExpiresAt: t0 + 16, LastError: ErrMsgExhausted, DiedAt: t0 + 7, Claims: 2, Claim: stampAt(t0 + 5)}
 	if g, ok := q.Get(j.ID); !ok || !reflect.DeepEqual(g, want) {
 		t.Fatalf("dead job\n got %+v\nwant %+v", g, want)
 	}
@@ -279,5 +283,96 @@ func TestSweepBothStates(t *testing.T) {
 	}
 	if names := q.QueueNames(); !reflect.DeepEqual(names, []string{"b"}) {
 		t.Fatalf("an emptied queue is still listed: %v", names)
+	}
+}
+
+// TestHandleOfLostHistory: two histories from one state claim the same job
+// with the same claim count (a deposed primary's lost suffix, then the
+// next primary's log); the handle of the lost history names another
+// claim record, so every handle op refuses it as a value, and only the
+// surviving history's handle works.
+func TestHandleOfLostHistory(t *testing.T) {
+	base := New()
+	j := mustEnqueue(t, base, t0, "a", testStamps, EnqueueOpts{})
+	snap := base.Export()
+	lost := base.ClaimBatch(t0+1, "a", "h1", 1, ClaimStamp{Term: 1, LSN: 7})
+	if len(lost) != 1 || lost[0].Claim != (ClaimStamp{Term: 1, LSN: 7}) || lost[0].Handle().Claim != lost[0].Claim {
+		t.Fatalf("claim in the lost history: %+v", lost)
+	}
+	for _, op := range []string{"ack", "ack batch", "heartbeat", "retry", "fail"} {
+		q, err := Import(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := q.ClaimBatch(t0+1, "a", "h2", 1, ClaimStamp{Term: 2, LSN: 7})
+		if len(got) != 1 || got[0].ID != j.ID || got[0].Claims != lost[0].Claims {
+			t.Fatalf("claim in the surviving history: %+v", got)
+		}
+		stale, cur := lost[0].Handle(), got[0].Handle()
+		if stale.ID != cur.ID || stale.Attempt != cur.Attempt || stale == cur {
+			t.Fatalf("handles %+v / %+v: want the same id and attempt, different stamps", stale, cur)
+		}
+		do := func(h Handle) bool {
+			switch op {
+			case "ack":
+				return q.Ack(t0+2, h)
+			case "ack batch":
+				return q.AckBatch(t0+2, []Handle{h})[0]
+			case "heartbeat":
+				return q.Heartbeat(t0+2, h)
+			case "retry":
+				return q.Retry(t0+2, h, "x")
+			default:
+				return q.Fail(t0+2, h, "x")
+			}
+		}
+		before := q.Export()
+		if do(stale) {
+			t.Fatalf("%s with the lost history's handle %+v accepted", op, stale)
+		}
+		if !reflect.DeepEqual(q.Export(), before) {
+			t.Fatalf("%s refused but changed the state", op)
+		}
+		if !do(cur) {
+			t.Fatalf("%s with the current handle %+v refused", op, cur)
+		}
+	}
+}
+
+// TestClaimNeedsStamp: a claim that names no record (LSN 0) is refused,
+// and a handle without the stamp never matches.
+func TestClaimNeedsStamp(t *testing.T) {
+	q := New()
+	mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	if got := q.ClaimBatch(t0, "a", "h1", 1, ClaimStamp{Term: 3}); got != nil {
+		t.Fatalf("claim with LSN 0 handed out %+v", got)
+	}
+	j := claimOne(t, q, t0, "h1")
+	if q.Heartbeat(t0, Handle{ID: j.ID, Attempt: j.Claims}) {
+		t.Fatal("handle without its claim stamp accepted")
+	}
+	if !q.Heartbeat(t0, j.Handle()) {
+		t.Fatal("the claim's own handle refused")
+	}
+}
+
+// TestAdvanceNextID: the floor raises the next ID and never lowers it, and
+// survives a snapshot round trip.
+func TestAdvanceNextID(t *testing.T) {
+	q := New()
+	a := mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	q.AdvanceNextID(1 << 40)
+	b := mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	q.AdvanceNextID(5) // below: no effect
+	c := mustEnqueue(t, q, t0, "a", testStamps, EnqueueOpts{})
+	if a.ID != 1 || b.ID != 1<<40 || c.ID != 1<<40+1 {
+		t.Fatalf("ids %d, %d, %d; want 1, 2^40, 2^40+1", a.ID, b.ID, c.ID)
+	}
+	back, err := Import(q.Export())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := mustEnqueue(t, back, t0, "a", testStamps, EnqueueOpts{}); d.ID != 1<<40+2 {
+		t.Fatalf("after import: id %d", d.ID)
 	}
 }

@@ -80,8 +80,8 @@ func die(j *Job, now int64, msg string) {
 	j.DiedAt = now
 }
 
-func (m *model) claim(now int64, queue, host string, max int) []Job {
-	if host == "" || max <= 0 {
+func (m *model) claim(now int64, queue, host string, max int, at ClaimStamp) []Job {
+	if host == "" || max <= 0 || at.LSN == 0 {
 		return nil
 	}
 	for i := range m.jobs {
@@ -124,6 +124,7 @@ func (m *model) claim(now int64, queue, host string, max int) []Job {
 		j.State = Processing
 		j.Attempts++
 		j.Claims++
+		j.Claim = at
 		j.Host = host
 		j.ClaimedAt = now
 		j.ClaimExpiresAt = now + int64(j.Stamps.VisibilityTimeoutS)
@@ -134,15 +135,38 @@ func (m *model) claim(now int64, queue, host string, max int) []Job {
 	return out
 }
 
-// valid is the validity predicate: the handle names the job's latest claim,
-// still processing and not lapsed.
+// advanceNextID: IDs continue from floor if that is higher.
+func (m *model) advanceNextID(floor uint64) {
+	if floor > m.nextID {
+		m.nextID = floor
+	}
+}
+
+// modelFrom is the model of a snapshot's state (a history rolled back to
+// an earlier point).
+func modelFrom(s Snapshot) *model {
+	m := &model{nextID: s.NextID, nextSeq: s.NextSeq}
+	for _, j := range s.Jobs {
+		j.Payload = cloneBytes(j.Payload)
+		m.jobs = append(m.jobs, j)
+	}
+	for _, sc := range s.Schedules {
+		sc.Payload = cloneBytes(sc.Payload)
+		m.scheds = append(m.scheds, sc)
+	}
+	return m
+}
+
+// valid is the validity predicate: the handle names the job's latest claim
+// (its claim count and the stamp of the record that made it), still
+// processing and not lapsed.
 func (m *model) valid(now int64, h Handle) int {
 	i := m.find(h.ID)
 	if i < 0 {
 		return -1
 	}
 	j := m.jobs[i]
-	if j.State != Processing || h != (Handle{j.ID, j.Claims}) || now >= j.ClaimExpiresAt {
+	if j.State != Processing || h != (Handle{j.ID, j.Claims, j.Claim}) || now >= j.ClaimExpiresAt {
 		return -1
 	}
 	return i

@@ -97,6 +97,21 @@ type Job struct {
 	// reset (Redrive resets Attempts). A claim's Handle carries it, so a
 	// handle from before a redrive can never match a later claim.
 	Claims uint32
+	// Claim is the stamp of the latest claim (the record that made it);
+	// like Claims it is set by every claim and never cleared. Zero until
+	// the first claim.
+	Claim ClaimStamp
+}
+
+// ClaimStamp names the record whose application made a claim: the term and
+// LSN of that WAL record, given by the caller of ClaimBatch. A log
+// position names one record of one history, so a handle carrying it can
+// match only the claim that record made, never one a different history
+// (a deposed primary's lost suffix, say) made of the same job with the
+// same claim count. LSN 0 names no record.
+type ClaimStamp struct {
+	Term uint64
+	LSN  uint64
 }
 
 // Handle identifies one claim: the caller's claim of job ID.
@@ -106,10 +121,12 @@ type Handle struct {
 	// Attempts until an operator Redrive resets the attempt budget; use
 	// Job.Handle rather than building a Handle from Attempts.
 	Attempt uint32
+	// Claim is the stamp of the claim (Job.Claim at the handout).
+	Claim ClaimStamp
 }
 
 // Handle returns the handle of the claim that handed out j.
-func (j Job) Handle() Handle { return Handle{ID: j.ID, Attempt: j.Claims} }
+func (j Job) Handle() Handle { return Handle{ID: j.ID, Attempt: j.Claims, Claim: j.Claim} }
 
 // EnqueueOpts are the per-call inputs of Enqueue.
 type EnqueueOpts struct {
@@ -351,6 +368,11 @@ func (q *Queues) drop(e *entry) {
 	}
 }
 
+// AdvanceNextID raises the ID the next enqueued job gets to at least
+// floor (never lowers it). The caller uses it to give each history its own
+// range of IDs (sm: the first record of every term).
+func (q *Queues) AdvanceNextID(floor uint64) { q.nextID = max(q.nextID, floor) }
+
 // ClaimBatch hands out up to max jobs of queue to the claimant host, in the
 // order Priority DESC, ready time ASC, Seq ASC, where the ready time of a
 // pending job is its RunAt and that of a processing job whose claim lapsed
@@ -363,13 +385,14 @@ func (q *Queues) drop(e *entry) {
 // First, every processing job of the queue whose claim lapsed with its
 // attempts exhausted is moved to Dead ("max attempts exceeded"): such a job
 // is never handed out. Each handed job gets Attempts+1, Claims+1, State
-// Processing, Host = host, ClaimedAt = now and ClaimExpiresAt = now + its
-// own VisibilityTimeoutS.
+// Processing, Host = host, ClaimedAt = now, ClaimExpiresAt = now + its
+// own VisibilityTimeoutS and Claim = at (the stamp its Handle carries).
 //
-// An empty host or max <= 0 is refused (nil, nothing changes).
-func (q *Queues) ClaimBatch(now int64, queue, host string, max int) []Job {
+// An empty host, max <= 0 or a stamp naming no record (at.LSN == 0) is
+// refused (nil, nothing changes).
+func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStamp) []Job {
 	l := q.lanes[queue]
-	if host == "" || max <= 0 || l == nil {
+	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
 		return nil
 	}
 	for e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now; e = l.exhausted.top() {
@@ -413,6 +436,7 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int) []Job {
 		}
 		e.Attempts++
 		e.Claims++
+		e.Claim = at
 		e.Host = host
 		e.ClaimedAt = now
 		e.ClaimExpiresAt = addSat(now, int64(e.Stamps.VisibilityTimeoutS))
@@ -426,11 +450,11 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int) []Job {
 }
 
 // claimOf returns the job h names if the validity predicate holds: the job
-// exists, is Processing, h is its current claim, and the claim has not
-// lapsed (now < ClaimExpiresAt).
+// exists, is Processing, h is its current claim (claim count and claim
+// stamp both match), and the claim has not lapsed (now < ClaimExpiresAt).
 func (q *Queues) claimOf(now int64, h Handle) *entry {
 	e := q.jobs[h.ID]
-	if e == nil || e.State != Processing || e.Claims != h.Attempt || now >= e.ClaimExpiresAt {
+	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.Claim != h.Claim || now >= e.ClaimExpiresAt {
 		return nil
 	}
 	return e

@@ -37,7 +37,8 @@ func (q *Queues) Export() Snapshot {
 // Import rebuilds a state from a snapshot (in any order), checking that it
 // is one the operations can reach: unique non-zero IDs below NextID, unique
 // Seqs below NextSeq, known states, valid stamps, non-empty queue names,
-// Attempts <= MaxAttempts and <= Claims, a pending job with budget left
+// Attempts <= MaxAttempts and <= Claims, a claim stamp (LSN >= 1) exactly
+// when Claims > 0, a pending job with budget left
 // and no claim, a processing job with a claimant, a live job not dead-dated;
 // schedules with unique non-empty names, a valid spec, queue, stamps and
 // fire options. The result shares no memory with s.
@@ -113,6 +114,10 @@ func checkJob(j Job, nextID, nextSeq uint64) error {
 		return fmt.Errorf("attempts %d > max attempts %d", j.Attempts, j.Stamps.MaxAttempts)
 	case j.Attempts > j.Claims:
 		return fmt.Errorf("attempts %d > claims %d", j.Attempts, j.Claims)
+	case j.Claims > 0 && j.Claim.LSN == 0:
+		return fmt.Errorf("claimed %d times but no claim stamp", j.Claims)
+	case j.Claims == 0 && j.Claim != (ClaimStamp{}):
+		return fmt.Errorf("never claimed but claim stamp %+v", j.Claim)
 	}
 	switch j.State {
 	case Pending:

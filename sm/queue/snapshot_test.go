@@ -31,12 +31,12 @@ func busyState(t *testing.T) (*Queues, int64) {
 	if err := q.Register(now, "r", "@every 1h", "b", nil, st, FireOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	got := q.ClaimBatch(now, "a", "h1", 4)
+	got := q.ClaimBatch(now, "a", "h1", 4, stampAt(now))
 	q.Retry(now, got[0].Handle(), "boom")
 	q.Fail(now, got[1].Handle(), "")
-	q.ClaimBatch(now, "b", "h2", 2)
+	q.ClaimBatch(now, "b", "h2", 2, stampAt(now))
 	now += 20 // the claims on b lapse
-	q.ClaimBatch(now, "b", "h3", 1)
+	q.ClaimBatch(now, "b", "h3", 1, stampAt(now))
 	q.Tick(now)
 	return q, now
 }
@@ -69,8 +69,8 @@ func TestExportImportRoundTrip(t *testing.T) {
 		now = start
 		for step := range 20 {
 			now += 7
-			q.ClaimBatch(now, "a", "h1", 2)
-			q.ClaimBatch(now, "b", "h2", 1)
+			q.ClaimBatch(now, "a", "h1", 2, stampAt(now))
+			q.ClaimBatch(now, "b", "h2", 1, stampAt(now))
 			q.SweepExpired(now)
 			q.Tick(now)
 			if step%3 == 0 {
@@ -89,9 +89,12 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 func TestImportRejects(t *testing.T) {
 	base, _ := busyState(t)
-	var pending, processing, dead int
+	var pending, processing, dead, fresh int
 	snap := base.Export()
 	for i, j := range snap.Jobs {
+		if j.Claims == 0 {
+			fresh = i
+		}
 		switch j.State {
 		case Pending:
 			pending = i
@@ -100,6 +103,9 @@ func TestImportRejects(t *testing.T) {
 		case Dead:
 			dead = i
 		}
+	}
+	if snap.Jobs[fresh].Claims != 0 {
+		t.Fatal("busyState has no job that was never claimed")
 	}
 	for _, c := range []struct {
 		name string
@@ -116,6 +122,8 @@ func TestImportRejects(t *testing.T) {
 		{"bad stamps", func(s *Snapshot) { s.Jobs[0].Stamps.MaxAttempts = 0 }},
 		{"attempts beyond budget", func(s *Snapshot) { s.Jobs[dead].Attempts = s.Jobs[dead].Stamps.MaxAttempts + 1 }},
 		{"attempts beyond claims", func(s *Snapshot) { s.Jobs[processing].Claims = 0 }},
+		{"claimed without a claim stamp", func(s *Snapshot) { s.Jobs[processing].Claim = ClaimStamp{Term: 4} }},
+		{"never claimed with a claim stamp", func(s *Snapshot) { s.Jobs[fresh].Claim = ClaimStamp{Term: 1, LSN: 3} }},
 		{"exhausted pending", func(s *Snapshot) {
 			s.Jobs[pending].Attempts, s.Jobs[pending].Claims = s.Jobs[pending].Stamps.MaxAttempts, 5
 		}},

@@ -35,11 +35,30 @@ type harness struct {
 	m   *model
 	now int64
 
-	issued []Handle          // every handle ever handed out, in order
+	issued []Handle          // every handle ever handed out, in order (lost histories too)
 	latest map[uint64]Handle // the most recent handle of each job
 	born   map[uint64]immutable
 
+	// The log the claims are stamped from: each claim is a record at the
+	// next LSN of the current term. A fork saves a point of the history;
+	// losing rolls the state back to it and continues in a new term from
+	// that LSN (a deposed primary's suffix lost, the next primary's log),
+	// with the next ID raised above every ID any history handed out.
+	term, lsn uint64
+	saved     *savedPoint
+	lost      []Handle        // handles handed out by lost histories
+	everID    map[uint64]bool // every job ID any history handed out
+	maxID     uint64
+
 	stats map[string]int // how often the interesting shapes occurred, over all runs
+}
+
+type savedPoint struct {
+	snap   Snapshot
+	latest map[uint64]Handle
+	born   map[uint64]immutable
+	lsn    uint64
+	issued int
 }
 
 func (h *harness) fatalf(t *rapid.T, format string, args ...any) {
@@ -77,7 +96,19 @@ func (h *harness) drawHandle(t *rapid.T) Handle {
 			stale = append(stale, hd)
 		}
 	}
-	switch k := rapid.IntRange(0, 9).Draw(t, "handle_kind"); {
+	// A lost history's handle with the claim count of the job's current
+	// claim: it differs from the current handle only in its stamp.
+	var twins []Handle
+	for _, hd := range h.lost {
+		if cur, ok := h.latest[hd.ID]; ok && cur.Attempt == hd.Attempt {
+			twins = append(twins, hd)
+		}
+	}
+	switch k := rapid.IntRange(0, 11).Draw(t, "handle_kind"); {
+	case k >= 10 && len(twins) > 0:
+		return rapid.SampledFrom(twins).Draw(t, "twin")
+	case k >= 10 && len(h.lost) > 0:
+		return rapid.SampledFrom(h.lost).Draw(t, "lost")
 	case k < 2 && len(stale) > 0:
 		return rapid.SampledFrom(stale).Draw(t, "stale")
 	case k < 6 && len(h.issued) > 0:
@@ -90,6 +121,7 @@ func (h *harness) drawHandle(t *rapid.T) Handle {
 		return Handle{
 			ID:      rapid.Uint64Range(0, h.m.nextID+1).Draw(t, "id"),
 			Attempt: rapid.Uint32Range(0, 4).Draw(t, "attempt"),
+			Claim:   ClaimStamp{Term: rapid.Uint64Range(0, h.term).Draw(t, "stamp_term"), LSN: rapid.Uint64Range(0, h.lsn).Draw(t, "stamp_lsn")},
 		}
 	}
 }
@@ -115,6 +147,8 @@ func (h *harness) checkHandleOp(t *rapid.T, op string, hd Handle, before Snapsho
 		h.stats[op+" accepted"]++
 	case prev == nil:
 		h.stats["handle op on a missing job refused"]++
+	case hd != h.latest[hd.ID] && prev.State == Processing && hd.Attempt == prev.Claims && hd.ID == h.latest[hd.ID].ID:
+		h.stats["handle of another history's claim refused (id and attempt match)"]++
 	case hd != h.latest[hd.ID] && prev.State == Processing && hd.Attempt < prev.Claims && hd.Attempt == prev.Attempts:
 		h.stats["stale handle from before a redrive refused (attempt matches)"]++
 	case hd != h.latest[hd.ID] && prev.State == Processing:
@@ -165,6 +199,10 @@ func (h *harness) enqueue(t *rapid.T) {
 		h.fatalf(t, "Enqueue = %+v, %v; model %+v, %v", got, err, want, werr)
 	}
 	if err == nil {
+		if h.everID[got.ID] {
+			h.fatalf(t, "Enqueue reused job id %d, which an earlier (maybe lost) history handed out", got.ID)
+		}
+		h.noteID(got.ID)
 		h.born[got.ID] = immutableOf(got)
 		if len(payload) > 0 {
 			payload[0]++ // the state must not alias the caller's bytes
@@ -176,11 +214,19 @@ func (h *harness) claim(t *rapid.T) {
 	queue := rapid.SampledFrom([]string{"a", "a", "b", "zz"}).Draw(t, "queue")
 	host := rapid.SampledFrom([]string{"h1", "h2", "h3", "h1", ""}).Draw(t, "host")
 	n := rapid.IntRange(-1, 4).Draw(t, "max")
+	h.lsn++
+	at := ClaimStamp{Term: h.term, LSN: h.lsn}
+	if rapid.IntRange(0, 19).Draw(t, "no_stamp") == 0 {
+		at.LSN = 0 // names no record: refused
+	}
 	before := h.q.Export()
-	got := h.q.ClaimBatch(h.now, queue, host, n)
-	want := h.m.claim(h.now, queue, host, n)
+	got := h.q.ClaimBatch(h.now, queue, host, n, at)
+	want := h.m.claim(h.now, queue, host, n, at)
 	if !reflect.DeepEqual(got, want) {
-		h.fatalf(t, "ClaimBatch(%q, %q, %d) = %+v\nmodel %+v", queue, host, n, got, want)
+		h.fatalf(t, "ClaimBatch(%q, %q, %d, %+v) = %+v\nmodel %+v", queue, host, n, at, got, want)
+	}
+	if at.LSN == 0 && got != nil {
+		h.fatalf(t, "ClaimBatch without a record stamp handed out %+v", got)
 	}
 	if len(got) > max(n, 0) {
 		h.fatalf(t, "claimed %d > max %d", len(got), n)
@@ -213,7 +259,7 @@ func (h *harness) claim(t *rapid.T) {
 			h.fatalf(t, "job %d: attempts %d -> %d on claim", j.ID, p.Attempts, j.Attempts)
 		case p.Pin != "" && p.Pin != host:
 			h.fatalf(t, "job %d pinned to %q handed to %q", j.ID, p.Pin, host)
-		case j.Host != host || j.State != Processing || j.ClaimExpiresAt != h.now+int64(j.Stamps.VisibilityTimeoutS):
+		case j.Host != host || j.State != Processing || j.ClaimExpiresAt != h.now+int64(j.Stamps.VisibilityTimeoutS) || j.Claim != at:
 			h.fatalf(t, "job %d handed out as %+v", j.ID, j)
 		}
 		h.stats["handed out"]++
@@ -228,10 +274,15 @@ func (h *harness) claim(t *rapid.T) {
 		if old, ok := h.latest[j.ID]; ok && old == hd {
 			h.fatalf(t, "job %d: new claim reuses handle %+v", j.ID, hd)
 		}
+		for _, l := range h.lost {
+			if l == hd {
+				h.fatalf(t, "job %d: claim hands out %+v, a handle a lost history handed out", j.ID, hd)
+			}
+		}
 		h.latest[j.ID] = hd
 		h.issued = append(h.issued, hd)
 	}
-	if host != "" && n > 0 {
+	if host != "" && n > 0 && at.LSN != 0 {
 		h.checkNoZombies(t, queue)
 		for _, j := range before.Jobs {
 			if j.Queue == queue && zombie(j, h.now) {
@@ -394,6 +445,10 @@ func (h *harness) tick(t *rapid.T) {
 		h.fatalf(t, "Tick = %+v\nmodel %+v", got, want)
 	}
 	for _, j := range got {
+		if h.everID[j.ID] {
+			h.fatalf(t, "Tick reused job id %d, which an earlier (maybe lost) history handed out", j.ID)
+		}
+		h.noteID(j.ID)
 		h.born[j.ID] = immutableOf(j)
 	}
 	if len(got) > 0 {
@@ -411,6 +466,46 @@ func (h *harness) tick(t *rapid.T) {
 			h.fatalf(t, "schedule %q still due (next %d) after Tick", s.Name, s.Next)
 		}
 	}
+}
+
+func (h *harness) noteID(id uint64) {
+	h.everID[id] = true
+	h.maxID = max(h.maxID, id)
+}
+
+// fork saves the current point of the history.
+func (h *harness) fork(t *rapid.T) {
+	latest, born := map[uint64]Handle{}, map[uint64]immutable{}
+	for k, v := range h.latest {
+		latest[k] = v
+	}
+	for k, v := range h.born {
+		born[k] = v
+	}
+	h.saved = &savedPoint{snap: h.q.Export(), latest: latest, born: born, lsn: h.lsn, issued: len(h.issued)}
+}
+
+// lose rolls back to the saved point: what happened since is a lost
+// history. The next history is a new term that continues the log from the
+// saved LSN, so its claims have the LSNs the lost ones had; the caller's
+// ID scheme (here: above every ID handed out so far) keeps new IDs fresh.
+func (h *harness) lose(t *rapid.T) {
+	sp := h.saved
+	if sp == nil {
+		return
+	}
+	q, err := Import(sp.snap)
+	if err != nil {
+		h.fatalf(t, "Import(saved point) = %v", err)
+	}
+	h.lost = append(h.lost, h.issued[sp.issued:]...)
+	h.q, h.m = q, modelFrom(sp.snap)
+	h.latest, h.born, h.lsn = sp.latest, sp.born, sp.lsn
+	h.term++
+	h.q.AdvanceNextID(h.maxID + 1)
+	h.m.advanceNextID(h.maxID + 1)
+	h.saved = nil
+	h.stats["history lost, next term continues from the fork"]++
 }
 
 // restore replaces the implementation by Import(Export()): the rebuilt
@@ -493,19 +588,22 @@ func TestStateMachine(t *testing.T) {
 			latest: map[uint64]Handle{},
 			born:   map[uint64]immutable{},
 			stats:  stats,
+			term:   rapid.Uint64Range(0, 3).Draw(t, "first_term"),
+			everID: map[uint64]bool{},
 		}
 		actions := map[string]func(*rapid.T){
 			"enqueue": h.enqueue, "claim": h.claim, "ack": h.ack, "ackBatch": h.ackBatch,
 			"heartbeat": h.heartbeat, "retry": h.retry, "fail": h.fail, "cancel": h.cancel,
 			"redrive": h.redrive, "sweep": h.sweep, "advance": h.advance, "register": h.register,
 			"unregister": h.unregister, "tick": h.tick, "restore": h.restore,
+			"fork": h.fork, "lose": h.lose,
 		}
 		// Weights (rapid favours the first and last entries): enough
 		// enqueues, claims and time to keep jobs moving.
 		weighted := []string{
 			"enqueue", "claim", "advance", "ack", "heartbeat", "retry", "claim", "fail", "redrive",
 			"ackBatch", "sweep", "enqueue", "cancel", "tick", "advance", "register", "unregister",
-			"retry", "restore", "heartbeat", "sweep", "claim",
+			"retry", "restore", "heartbeat", "fork", "claim", "ack", "lose", "sweep", "claim",
 		}
 		steps := rapid.IntRange(50, 400).Draw(t, "steps")
 		for range steps {
