@@ -82,7 +82,8 @@ func TestCrashInstallEnumeration(t *testing.T) {
 		}
 	}
 	m = primary
-	m.Type, m.ReqID, m.Bytes = sm.MsgReplSnapshot, 1, snap
+	m.Type, m.ReqID, m.Bytes = sm.MsgReplSnapshot, 1, snap // one chunk: the whole file
+	m.Total, m.PrevLSN, m.PrevTerm = uint64(len(snap)), 12, 2
 	d.feed(sm.Recv{From: 0, Msg: m})
 	if tm, l := d.node.LogPosition(); tm != 2 || l != 12 {
 		t.Fatalf("install did not complete: log position (%d, %d), logs %v", tm, l, d.logs)

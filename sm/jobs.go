@@ -84,14 +84,7 @@ func (n *Node) onClientOp(c ClientOp) {
 		case JobList:
 			rep.Jobs = j.q.List(req.Queue)
 		}
-		// A read may observe applied records whose fsync is pending: answer
-		// only once they are durable (committed, and still ours: quorum mode).
-		if n.quorumMode() {
-			j.reads = append(j.reads, waitingRead{lsn: j.nextLSN - 1, round: n.readRound(), rep: rep})
-			n.releaseWaiting()
-			return
-		}
-		n.replyWhenDurable(j.nextLSN-1, rep)
+		n.answerRead(rep)
 		return
 	}
 	now := max(n.now.Wall/1e9, j.lastNow)
@@ -101,9 +94,17 @@ func (n *Node) onClientOp(c ClientOp) {
 		return
 	}
 	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
+	p0, r0, d0 := j.q.Counts(req.Queue)
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
 		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
+		return
+	}
+	if p1, r1, d1 := j.q.Counts(req.Queue); p0 == p1 && r0 == r1 && d0 == d1 && changedNothing(req.Kind, rep) {
+		// No record without a state change (an idle worker's empty claim,
+		// a refused handle): the answer is a read of the current state.
+		rep.ID, rep.LSN = c.ID, 0
+		n.answerRead(rep)
 		return
 	}
 	j.nextLSN++
@@ -111,6 +112,39 @@ func (n *Node) onClientOp(c ClientOp) {
 	rep.ID = c.ID
 	n.appendRecord(rec)
 	n.replyWhenDurable(rec.Lsn, rep)
+}
+
+// answerRead answers rep, which observed the current state: once the
+// records it may have seen are durable (committed, and still ours in
+// quorum mode: a read-index round).
+func (n *Node) answerRead(rep Reply) {
+	j := n.jobs
+	if n.quorumMode() {
+		j.reads = append(j.reads, waitingRead{lsn: j.nextLSN - 1, round: n.readRound(), rep: rep})
+		n.releaseWaiting()
+		return
+	}
+	n.replyWhenDurable(j.nextLSN-1, rep)
+}
+
+// changedNothing: an applied operation whose answer shows it changed no
+// job (the caller also compares the queue's counts: an empty claim may
+// still dead-letter exhausted jobs). Such an operation is not logged.
+func changedNothing(k JobKind, rep Reply) bool {
+	switch k {
+	case JobClaim:
+		return len(rep.Jobs) == 0
+	case JobAck, JobHeartbeat, JobRetry, JobFail, JobCancel, JobRedrive:
+		return !rep.OK
+	case JobAckBatch:
+		for _, ok := range rep.OKs {
+			if ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // validateJob refuses what must never reach the log (seed 002 §6.5: no
