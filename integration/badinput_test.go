@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -268,4 +270,31 @@ poll:
 	}
 	verifyConf(t, c, 0, blob)
 	verifyConf(t, c, 1, blob)
+}
+
+// A node whose port is taken exits non-zero at start with a FATAL naming
+// the address, before any election: it never promotes (issue 8 defect 1:
+// it used to log "listening", win the election alone and become a second
+// primary, the bind error showing only at shutdown).
+func TestTakenPortFatalBeforeElection(t *testing.T) {
+	c := newCluster(t, 1)
+	install(t, c, 0, configBlob(t, "taken-port", 1, 8))
+	addr := "127.0.0.1:" + strconv.Itoa(c.Ports[0])
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("taking %s: %v", addr, err)
+	}
+	defer l.Close()
+	start(t, c, 0)
+	if code := waitExit(t, c, 0, 10*time.Second); code <= 0 {
+		t.Fatalf("exit code %d, want non-zero", code)
+	}
+	log := logSince(c, 0, 0)
+	line := findLine(log, "cannot listen on")
+	if !strings.Contains(line, "\tFATAL\t") || !strings.Contains(line, addr) {
+		t.Fatalf("want a FATAL naming %s:\n%s", addr, log)
+	}
+	if strings.Contains(log, "Promoted to primary") || strings.Contains(log, "election") {
+		t.Fatalf("the node ran an election with its port taken:\n%s", log)
+	}
 }

@@ -154,8 +154,22 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Bind before the node runs: a node that cannot be reached must not
+	// stand for election (it would promote with no peer able to see it).
+	if err := tr.Bind(ctx); err != nil {
+		logging.Fatal(log, fmt.Sprintf("cannot listen on %s: %v — another process holds the port, or the address is not this machine's; not starting", peers[self].Addr(), err), zap.String("key", "fatal.listen"))
+		_ = tr.Close()
+		return 1, err
+	}
 	listenErr := make(chan error, 1)
-	go func() { listenErr <- tr.Listen(ctx) }()
+	go func() {
+		err := tr.Listen(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			logging.Fatal(log, "listener failed: "+err.Error()+" — stopping", zap.String("key", "fatal.listen"))
+			cancel() // a node nobody can reach stops rather than serve deaf
+		}
+		listenErr <- err
+	}()
 	inbound := make(chan runner.Inbound, 1024)
 	go func() {
 		for m := range tr.Inbound() {
@@ -191,10 +205,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	_, _ = sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
 	cancel()
 	_ = tr.Close()
-	if lerr := <-listenErr; lerr != nil && !errors.Is(lerr, context.Canceled) {
-		log.Warn("listener: "+lerr.Error(), zap.String("key", "transport"))
-	}
+	lerr := <-listenErr
 	switch {
+	case lerr != nil && !errors.Is(lerr, context.Canceled) && ee == nil:
+		return 1, lerr // logged FATAL when it failed
 	case ee != nil:
 		return ee.Code, nil
 	case err == nil || errors.Is(err, context.Canceled):

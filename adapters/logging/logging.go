@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -85,4 +86,13 @@ func SanitizeCN(s string, limit int) string {
 		}
 	}
 	return string(b)
+}
+
+// Fatal writes msg at zap's FatalLevel through the core, without zap's
+// os.Exit: the caller ends the process with its own exit code.
+func Fatal(log *zap.Logger, msg string, fields ...zap.Field) {
+	ent := zapcore.Entry{Level: zapcore.FatalLevel, Time: time.Now(), LoggerName: log.Name(), Message: msg}
+	if ce := log.Core().Check(ent, nil); ce != nil {
+		ce.Write(fields...)
+	}
 }

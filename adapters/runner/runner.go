@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"xce/adapters/fileio"
+	"xce/adapters/logging"
 	"xce/sm"
 )
 
@@ -412,10 +413,7 @@ func (r *Runner) logEffect(l sm.Log) {
 	case sm.Error:
 		r.log.Error(l.Text, key)
 	default:
-		ent := zapcore.Entry{Level: zapcore.FatalLevel, Time: time.Now(), LoggerName: r.log.Name(), Message: l.Text}
-		if ce := r.log.Core().Check(ent, nil); ce != nil {
-			ce.Write(key)
-		}
+		logging.Fatal(r.log, l.Text, key)
 	}
 }
 

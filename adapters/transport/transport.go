@@ -117,6 +117,7 @@ type Transport struct {
 	// peerConn holds, per peer index, the current accepted connection from
 	// that peer; a newer one replaces (closes) it.
 	peerConn map[int]net.Conn
+	bound    net.Listener // from Bind, for the next Listen
 
 	closeOnce sync.Once
 }
@@ -248,6 +249,10 @@ func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
 		t.closed = true
+		if t.bound != nil { // bound but never served
+			t.bound.Close()
+			t.bound = nil
+		}
 		t.mu.Unlock()
 		t.cancel()
 		t.wg.Wait()
@@ -414,7 +419,30 @@ func (t *Transport) drain(l *link, o *outConn) {
 
 // ---- inbound ----
 
-// Listen binds Peers[Self].Addr and serves connections until ctx is done
+// Bind binds Peers[Self].Addr now, so a taken port is an error at start
+// (before the node runs an election), not in a goroutine; the next Listen
+// serves on it.
+func (t *Transport) Bind(ctx context.Context) error {
+	addr := t.cfg.Peers[t.cfg.Self].Addr
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("transport: listen %s: %w", addr, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		ln.Close()
+		return ErrClosed
+	}
+	if t.bound != nil {
+		t.bound.Close()
+	}
+	t.bound = ln
+	return nil
+}
+
+// Listen binds Peers[Self].Addr (unless Bind did) and serves connections until ctx is done
 // or the transport is closed; it then closes the listener and every
 // connection it accepted, waits for their goroutines, and returns nil. It
 // returns an error if it cannot bind (or if the listener fails for good),
@@ -427,6 +455,8 @@ func (t *Transport) Listen(ctx context.Context) error {
 		return ErrClosed
 	}
 	t.wg.Add(1)
+	ln := t.bound
+	t.bound = nil
 	t.mu.Unlock()
 	defer t.wg.Done()
 
@@ -436,13 +466,15 @@ func (t *Transport) Listen(ctx context.Context) error {
 	defer stopOnClose()
 
 	addr := t.cfg.Peers[t.cfg.Self].Addr
-	var lc net.ListenConfig
-	ln, err := lc.Listen(lctx, "tcp", addr)
-	if err != nil {
-		if lctx.Err() != nil {
-			return nil
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(lctx, "tcp", addr); err != nil {
+			if lctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("transport: listen %s: %w", addr, err)
 		}
-		return fmt.Errorf("transport: listen %s: %w", addr, err)
 	}
 	stopLn := context.AfterFunc(lctx, func() { ln.Close() })
 	defer stopLn()
