@@ -780,7 +780,8 @@ type JobRequest struct {
 	Name          string                 `protobuf:"bytes,15,opt,name=name,proto3" json:"name,omitempty"`   // schedule name
 	Spec          string                 `protobuf:"bytes,16,opt,name=spec,proto3" json:"spec,omitempty"`   // "@every 5m"
 	Fire          *WalFireOpts           `protobuf:"bytes,17,opt,name=fire,proto3" json:"fire,omitempty"`
-	Payloads      [][]byte               `protobuf:"bytes,18,rep,name=payloads,proto3" json:"payloads,omitempty"` // ENQUEUE_BATCH
+	Payloads      [][]byte               `protobuf:"bytes,18,rep,name=payloads,proto3" json:"payloads,omitempty"`               // ENQUEUE_BATCH
+	AfterId       uint64                 `protobuf:"varint,19,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"` // LIST: only jobs with a larger id (the next page)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -941,6 +942,13 @@ func (x *JobRequest) GetPayloads() [][]byte {
 	return nil
 }
 
+func (x *JobRequest) GetAfterId() uint64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
 type JobReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -951,6 +959,7 @@ type JobReply struct {
 	Lsn           uint64                 `protobuf:"varint,6,opt,name=lsn,proto3" json:"lsn,omitempty"`
 	At            int64                  `protobuf:"varint,7,opt,name=at,proto3" json:"at,omitempty"`
 	Primary       int32                  `protobuf:"varint,8,opt,name=primary,proto3" json:"primary,omitempty"` // with a "not primary" status: the primary's index, -1 unknown
+	More          bool                   `protobuf:"varint,9,opt,name=more,proto3" json:"more,omitempty"`       // LIST: the page is full; ask again with after_id = the last id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,6 +1048,13 @@ func (x *JobReply) GetPrimary() int32 {
 		return x.Primary
 	}
 	return 0
+}
+
+func (x *JobReply) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // The running cluster config (for queue and host listings).
@@ -1314,7 +1330,7 @@ const file_client_proto_rawDesc = "" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +
 	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReply\x12R\n" +
 	"\x14upgrade_config_reply\x18\r \x01(\v2\x1e.xce.schema.UpgradeConfigReplyH\x00R\x12upgradeConfigReplyB\x06\n" +
-	"\x04body\"\xee\x05\n" +
+	"\x04body\"\x89\x06\n" +
 	"\n" +
 	"JobRequest\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.xce.schema.JobRequest.KindR\x04kind\x12\x14\n" +
@@ -1335,7 +1351,8 @@ const file_client_proto_rawDesc = "" +
 	"\x04name\x18\x0f \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x10 \x01(\tR\x04spec\x12+\n" +
 	"\x04fire\x18\x11 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1a\n" +
-	"\bpayloads\x18\x12 \x03(\fR\bpayloads\"\xe2\x01\n" +
+	"\bpayloads\x18\x12 \x03(\fR\bpayloads\x12\x19\n" +
+	"\bafter_id\x18\x13 \x01(\x04R\aafterId\"\xe2\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aENQUEUE\x10\x01\x12\t\n" +
@@ -1356,7 +1373,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04TICK\x10\r\x12\a\n" +
 	"\x03GET\x10\x0e\x12\b\n" +
 	"\x04LIST\x10\x0f\x12\x11\n" +
-	"\rENQUEUE_BATCH\x10\x10\"\xc5\x01\n" +
+	"\rENQUEUE_BATCH\x10\x10\"\xd9\x01\n" +
 	"\bJobReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12+\n" +
@@ -1365,7 +1382,8 @@ const file_client_proto_rawDesc = "" +
 	"\adeleted\x18\x05 \x01(\rR\adeleted\x12\x10\n" +
 	"\x03lsn\x18\x06 \x01(\x04R\x03lsn\x12\x0e\n" +
 	"\x02at\x18\a \x01(\x03R\x02at\x12\x18\n" +
-	"\aprimary\x18\b \x01(\x05R\aprimary\"\x0f\n" +
+	"\aprimary\x18\b \x01(\x05R\aprimary\x12\x12\n" +
+	"\x04more\x18\t \x01(\bR\x04more\"\x0f\n" +
 	"\rConfigRequest\"B\n" +
 	"\vConfigReply\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\x12\x1f\n" +

@@ -221,7 +221,7 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		// claim record of one history (term and LSN are set before the
 		// record is applied, live and on replay alike).
 		at := queue.ClaimStamp{Term: rec.GetTerm(), LSN: rec.GetLsn()}
-		rep.Jobs = q.ClaimBatch(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()), at)
+		rep.Jobs = q.ClaimBatchWithin(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()), ClaimReplyBudget, at)
 		rep.OK = len(rep.Jobs) > 0
 	case *schema.WalRecord_Ack:
 		rep.OK = q.Ack(now, HandleOf(op.Ack.GetHandle()))

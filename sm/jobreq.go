@@ -61,6 +61,7 @@ type JobRequest struct {
 	Name     string // schedule name
 	Spec     string // schedule spec, "@every 5m"
 	Fire     queue.FireOpts
+	AfterID  uint64 // list: only jobs with a larger ID (the next page)
 }
 
 // ClientOp is a client request arriving at the node.
@@ -84,6 +85,7 @@ type Reply struct {
 	Deleted int // sweep: dead jobs deleted by retention
 	LSN     uint64
 	At      int64 // the time (Unix seconds) the operation was applied at
+	More    bool  // list: the page is full (ClaimReplyBudget); ask after the last ID
 }
 
 func (Reply) isEffect() {}

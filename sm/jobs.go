@@ -82,7 +82,7 @@ func (n *Node) onClientOp(c ClientOp) {
 				rep.Jobs = []queue.Job{job}
 			}
 		case JobList:
-			rep.Jobs = j.q.List(req.Queue)
+			rep.Jobs, rep.More = listPage(j.q.List(req.Queue), req.AfterID)
 		}
 		n.answerRead(rep)
 		return
@@ -94,6 +94,10 @@ func (n *Node) onClientOp(c ClientOp) {
 		return
 	}
 	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
+	if why := recordTooLarge(rec); why != "" {
+		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: why, Primary: n.primary})
+		return
+	}
 	p0, r0, d0 := j.q.Counts(req.Queue)
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
@@ -154,6 +158,9 @@ func validateJob(r *router, req JobRequest) string {
 	case JobEnqueue, JobRegister, JobEnqueueBatch:
 		if req.Kind == JobEnqueueBatch && (len(req.Payloads) == 0 || len(req.Payloads) > maxBatchJobs) {
 			return fmt.Sprintf("enqueue batch of %d jobs outside 1..%d", len(req.Payloads), maxBatchJobs)
+		}
+		if why := payloadTooLarge(req); why != "" {
+			return why
 		}
 		if req.Queue == LostAndFound {
 			return "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."

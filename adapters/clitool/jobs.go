@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"google.golang.org/protobuf/proto"
+
 	"xce/schema"
 )
 
@@ -326,6 +328,41 @@ func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobReq
 	return show(cmd.OutOrStdout(), e.output, req, res)
 }
 
+// runPages is run for a listing: it asks for page after page (each reply
+// holds what fits one message) and shows them together. Each page is
+// consistent on its own; a job changing between pages may show its
+// older or newer state.
+func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {
+	if err := checkOutput(e.output); err != nil {
+		return err
+	}
+	cl, err := e.c.jobClient()
+	if err != nil {
+		return err
+	}
+	var all *JobResult
+	for {
+		res, err := cl.Do(ctx, req)
+		if err != nil {
+			return err
+		}
+		if all == nil {
+			all = res
+		} else {
+			all.Reply.Jobs = append(all.Reply.Jobs, res.Reply.GetJobs()...)
+		}
+		jobs := res.Reply.GetJobs()
+		if !res.Reply.GetMore() || len(jobs) == 0 {
+			break
+		}
+		next := proto.Clone(req).(*schema.JobRequest)
+		next.AfterId = jobs[len(jobs)-1].GetId()
+		req = next
+	}
+	all.Reply.More = false
+	return show(cmd.OutOrStdout(), e.output, req, all)
+}
+
 // payloadFlags are --payload and --payload-file.
 type payloadFlags struct {
 	payload, file string
@@ -461,7 +498,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			if lq == "" {
 				return errors.New("--queue is required")
 			}
-			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: lq}, showJobs(false))
+			return e.runPages(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: lq}, showJobs(false))
 		},
 	}
 	list.Flags().StringVar(&lq, "queue", "", "queue name (lost_and_found lists the jobs recovery routed there)")

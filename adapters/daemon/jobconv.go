@@ -10,7 +10,7 @@ import (
 func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 	req := sm.JobRequest{Kind: sm.JobKind(j.GetKind()), Queue: j.GetQueue(), Payload: j.GetPayload(), Priority: j.GetPriority(),
 		Delay: j.GetDelay(), RunAt: j.GetRunAt(), Expires: j.GetExpires(), Resource: j.GetResource(), Host: j.GetHost(),
-		Max: int(j.GetMax()), ID: j.GetId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
+		Max: int(j.GetMax()), ID: j.GetId(), AfterID: j.GetAfterId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
 		Handle: sm.HandleOf(j.GetHandle()),
 		Fire:   queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
 	req.Payloads = j.GetPayloads()
@@ -22,7 +22,7 @@ func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 
 // JobReplyToProto converts a node's reply for the wire.
 func JobReplyToProto(r sm.Reply) *schema.JobReply {
-	out := &schema.JobReply{Ok: r.OK, Oks: r.OKs, Moved: uint32(r.Moved), Deleted: uint32(r.Deleted), Lsn: r.LSN, At: r.At, Primary: int32(r.Primary)}
+	out := &schema.JobReply{Ok: r.OK, Oks: r.OKs, Moved: uint32(r.Moved), Deleted: uint32(r.Deleted), Lsn: r.LSN, At: r.At, Primary: int32(r.Primary), More: r.More}
 	for _, j := range r.Jobs {
 		out.Jobs = append(out.Jobs, JobToProto(j))
 	}

@@ -191,8 +191,8 @@ func checkJobRequest(j *schema.JobRequest) error {
 		return errors.New("job op with nil body")
 	case j.GetKind() == schema.JobRequest_KIND_UNSPECIFIED || j.GetKind() > schema.JobRequest_ENQUEUE_BATCH:
 		return fmt.Errorf("job op kind %d unknown", j.GetKind())
-	case len(j.GetPayload()) > sm.MaxConfigSize:
-		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.GetPayload()), sm.MaxConfigSize)
+	case len(j.GetPayload()) > sm.MaxJobPayload:
+		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.GetPayload()), sm.MaxJobPayload)
 	case len(j.GetPayloads()) > MaxJobHandles:
 		return fmt.Errorf("%d payloads exceed %d", len(j.GetPayloads()), MaxJobHandles)
 	case len(j.GetHandles()) > MaxJobHandles:

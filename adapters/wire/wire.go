@@ -31,11 +31,13 @@ import (
 
 	"xce/schema"
 	"xce/sm"
+	"xce/sm/wal"
 )
 
 // MaxFrameSize bounds the encoded Envelope of one frame (the length prefix
-// excluded): the largest config blob plus room for the rest of the message.
-const MaxFrameSize = sm.MaxConfigSize + 64*1024
+// excluded): sm's one set of limits (the largest WAL record, config blob
+// or claim reply plus room for the rest of the message).
+const MaxFrameSize = sm.MaxFrameSize
 
 // MaxPriority is the largest accepted Msg.Priority (an index into --peers).
 const MaxPriority = 1 << 16
@@ -173,7 +175,7 @@ func checkMsg(m sm.Msg) error {
 	if err := checkView(m.Role, m.Priority); err != nil {
 		return err
 	}
-	if err := checkPayload(m.SHA256, m.Bytes); err != nil {
+	if err := checkPayload(m.Type, m.SHA256, m.Bytes); err != nil {
 		return err
 	}
 	switch {
@@ -230,12 +232,17 @@ func checkView(r sm.Role, prio int) error {
 
 // checkPayload validates the config payload fields shared by Encode and
 // Decode.
-func checkPayload(sum, blob []byte) error {
+func checkPayload(t sm.MsgType, sum, blob []byte) error {
 	if n := len(sum); n != 0 && n != SHA256Size {
 		return fmt.Errorf("sha256 is %d bytes, want 0 or %d", n, SHA256Size)
 	}
-	if n := len(blob); n > sm.MaxConfigSize {
-		return fmt.Errorf("config bytes %d exceed %d", n, sm.MaxConfigSize)
+	limit, what := sm.MaxConfigSize, "config bytes"
+	if t == sm.MsgReplRecords || t == sm.MsgReplSnapshot {
+		// One WAL frame travels alone when it is larger than a batch.
+		limit, what = sm.MaxRecordSize+wal.HeaderSize, "replicated log bytes"
+	}
+	if n := len(blob); n > limit {
+		return fmt.Errorf("%s %d exceed %d", what, n, limit)
 	}
 	return nil
 }
@@ -340,7 +347,7 @@ func Decode(b []byte) (sm.Msg, error) {
 	default:
 		return sm.Msg{}, fmt.Errorf("%w: unknown message body %T", ErrBadFrame, body)
 	}
-	if err := checkPayload(m.SHA256, m.Bytes); err != nil {
+	if err := checkPayload(m.Type, m.SHA256, m.Bytes); err != nil {
 		return sm.Msg{}, fmt.Errorf("%w: %s: %w", ErrBadFrame, m.Type, err)
 	}
 	if err := checkError(m.Error); err != nil {

@@ -391,6 +391,21 @@ func (q *Queues) AdvanceNextID(floor uint64) { q.nextID = max(q.nextID, floor) }
 // An empty host, max <= 0 or a stamp naming no record (at.LSN == 0) is
 // refused (nil, nothing changes).
 func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStamp) []Job {
+	return q.ClaimBatchWithin(now, queue, host, max, 0, at)
+}
+
+// SizeBound bounds the bytes j takes in a reply: its variable-length
+// fields plus a fixed allowance for the rest.
+func (j Job) SizeBound() int {
+	return len(j.Payload) + len(j.Queue) + len(j.Pin) + len(j.Host) + len(j.LastError) + 256
+}
+
+// ClaimBatchWithin is ClaimBatch that stops before the claimed jobs'
+// SizeBound would pass budget bytes (0 = no bound), so that the reply
+// handing them out fits its message: the first candidate is always
+// claimed, and the ones left stay ready for the next claim, never
+// stranded in a reply that cannot be sent.
+func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int, at ClaimStamp) []Job {
 	l := q.lanes[queue]
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
 		return nil
@@ -411,6 +426,7 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStam
 	}
 	shared, mine := l.ready[""], l.ready[host]
 	var out []Job
+	used := 0
 	for len(out) < max {
 		var h *jobHeap
 		switch {
@@ -431,6 +447,12 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStam
 			l.parked.push(e)
 			continue
 		}
+		size := e.Job.SizeBound()
+		if budget > 0 && len(out) > 0 && used+size > budget {
+			h.push(e) // for the next claim
+			break
+		}
+		used += size
 		if e.State != Processing {
 			e.setState(Processing)
 		}

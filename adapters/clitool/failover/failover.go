@@ -58,6 +58,10 @@ var ErrNoPrimary = errors.New("no primary answered")
 // while the request waited). It may have been applied.
 var ErrUnknownOutcome = errors.New("outcome unknown")
 
+// ErrRefusedLocally: the request cannot travel (the wire's limits or
+// fields refuse it) and was sent to nobody.
+var ErrRefusedLocally = errors.New("refused locally")
+
 // Verdict is what a reply means for the search of the primary.
 type Verdict int
 
@@ -249,12 +253,17 @@ func Sent(err error) bool {
 // Call sends r to the primary (see the package comment). The result is
 // the node's answer, or: the error Classify gave with Done; a
 // *UnknownOutcomeError (ErrUnknownOutcome); a *NoPrimaryError
-// (ErrNoPrimary); or ctx's error.
+// (ErrNoPrimary); ErrRefusedLocally; or ctx's error.
 func (c *Client) Call(ctx context.Context, r Request) (*Result, error) {
-	switch {
-	case r.Msg == nil || r.Classify == nil:
+	if r.Msg == nil || r.Classify == nil {
 		return nil, errors.New("failover: request without a message or a classifier")
-	case len(c.Peers) == 0:
+	}
+	// A request the wire refuses (too large, bad fields) is refused here,
+	// before any node sees it: never "outcome unknown".
+	if _, err := wire.EncodeClientRequest(r.Msg); err != nil {
+		return nil, fmt.Errorf("%w: not sent: %w", ErrRefusedLocally, err)
+	}
+	if len(c.Peers) == 0 {
 		return nil, &NoPrimaryError{}
 	}
 	s := newSearch(ctx, c)

@@ -344,3 +344,29 @@ func TestCallEdges(t *testing.T) {
 		t.Fatal("a request without a message was accepted")
 	}
 }
+
+// A request the wire cannot carry (a payload above sm.MaxJobPayload) is
+// refused before any node is dialled: ErrRefusedLocally, never "outcome
+// unknown" (issue 8 defect 2).
+func TestTooLargeRefusedLocally(t *testing.T) {
+	ps := peers(t, "n0", "127.0.0.1:1")
+	cl := failover.New(ps, nil, 0)
+	dialled := false
+	cl.Dial = func(context.Context, string) (failover.Conn, error) {
+		dialled = true
+		return nil, errors.New("no")
+	}
+	r := submit()
+	r.Msg.GetJob().Payload = make([]byte, sm.MaxJobPayload+1)
+	_, err := cl.Call(context.Background(), r)
+	if !errors.Is(err, failover.ErrRefusedLocally) || errors.Is(err, failover.ErrUnknownOutcome) {
+		t.Fatalf("oversized payload: %v, want ErrRefusedLocally", err)
+	}
+	if dialled {
+		t.Fatal("a request refused locally dialled a node")
+	}
+	r.Msg.GetJob().Payload = make([]byte, sm.MaxJobPayload) // the limit itself travels
+	if _, err := cl.Call(context.Background(), r); errors.Is(err, failover.ErrRefusedLocally) {
+		t.Fatalf("a payload at the limit was refused: %v", err)
+	}
+}
