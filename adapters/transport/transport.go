@@ -43,6 +43,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"xce/adapters/tlsconf"
 	"xce/adapters/wire"
 	"xce/schema"
@@ -55,6 +57,13 @@ const (
 	DefaultHandshakeTimeout = 2 * time.Second
 	DefaultWriteTimeout     = 5 * time.Second
 	DefaultQueueLen         = 64
+	// Bounds on what connections may hold (issue 8): a slow or silent
+	// client never costs more than its share.
+	DefaultMaxConns          = 512              // accepted connections at once
+	DefaultMaxConnsPerClient = 64               // per client certificate CN
+	DefaultIdleTimeout       = 2 * time.Minute  // no frame started for this long: closed
+	DefaultBodyTimeout       = 10 * time.Second // a frame's body after its header
+	DefaultMaxBuffered       = 64 << 20         // frame bodies being read, all connections
 	// InboundLen is the capacity of the Inbound channel. When it is full,
 	// readers wait (TCP flow control pushes back on the senders, whose
 	// writes then time out and whose queues drop their oldest messages).
@@ -83,6 +92,13 @@ type Config struct {
 	WriteTimeout time.Duration
 	// QueueLen is the per-peer outbound queue; 0 means DefaultQueueLen.
 	QueueLen int
+	// MaxConns, MaxConnsPerClient, IdleTimeout, BodyTimeout, MaxBuffered:
+	// 0 means the Default of the same name.
+	MaxConns          int
+	MaxConnsPerClient int
+	IdleTimeout       time.Duration
+	BodyTimeout       time.Duration
+	MaxBuffered       int64
 	// Logf receives diagnostics (refused connections, bad frames, dial
 	// failures — the latter once per change of error); nil discards them.
 	Logf func(format string, args ...any)
@@ -117,7 +133,10 @@ type Transport struct {
 	// peerConn holds, per peer index, the current accepted connection from
 	// that peer; a newer one replaces (closes) it.
 	peerConn map[int]net.Conn
-	bound    net.Listener // from Bind, for the next Listen
+	bound    net.Listener        // from Bind, for the next Listen
+	conns    atomic.Int64        // accepted connections open
+	perCN    map[string]int      // client connections per certificate CN (mu)
+	buffered *semaphore.Weighted // bytes of frame bodies being read
 
 	closeOnce sync.Once
 }
@@ -176,6 +195,21 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = DefaultQueueLen
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MaxBuffered <= 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -185,6 +219,8 @@ func New(cfg Config) (*Transport, error) {
 		links:    make([]*link, len(cfg.Peers)),
 		in:       make(chan Inbound, InboundLen),
 		peerConn: make(map[int]net.Conn),
+		buffered: semaphore.NewWeighted(cfg.MaxBuffered),
+		perCN:    make(map[string]int),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i, p := range cfg.Peers {
@@ -502,7 +538,14 @@ func (t *Transport) Listen(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
+		if n := t.conns.Add(1); n > int64(t.cfg.MaxConns) {
+			t.conns.Add(-1)
+			t.logf("refusing a connection from %s: %d connections open (max %d)", c.RemoteAddr(), n-1, t.cfg.MaxConns)
+			c.Close()
+			continue
+		}
 		conns.Go(func() {
+			defer t.conns.Add(-1)
 			defer c.Close()
 			t.serve(lctx, c)
 		})
@@ -557,9 +600,49 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 		}
 		t.servePeer(ctx, raw, tc, idx, remote)
 	case schema.Hello_CLIENT:
+		t.mu.Lock()
+		n := t.perCN[cn]
+		if n >= t.cfg.MaxConnsPerClient {
+			t.mu.Unlock()
+			t.logf("from %s: refusing client %q: %d connections open (max %d per client)", remote, tlsconf.SanitizeCN(cn), n, t.cfg.MaxConnsPerClient)
+			return
+		}
+		t.perCN[cn] = n + 1
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			if t.perCN[cn]--; t.perCN[cn] == 0 {
+				delete(t.perCN, cn)
+			}
+			t.mu.Unlock()
+		}()
 		t.serveClient(ctx, raw, tc, cn, remote)
 	}
 }
+
+// admit bounds the bytes every connection's frame bodies hold while being
+// read (MaxBuffered), and gives a body BodyTimeout to arrive once its
+// header has: a client that sends a header and then stalls holds its
+// share for that long at most.
+func (t *Transport) admit(ctx context.Context, raw net.Conn) wire.Admit {
+	return func(n int) (func(), error) {
+		deadline := time.Now().Add(t.cfg.BodyTimeout)
+		if err := raw.SetReadDeadline(deadline); err != nil {
+			return nil, err
+		}
+		if !t.buffered.TryAcquire(int64(n)) {
+			actx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			if err := t.buffered.Acquire(actx, int64(n)); err != nil {
+				return nil, fmt.Errorf("%w: %d bytes of frames already being read (max %d)", ErrBusy, t.cfg.MaxBuffered, t.cfg.MaxBuffered)
+			}
+		}
+		return func() { t.buffered.Release(int64(n)) }, nil
+	}
+}
+
+// ErrBusy: a frame could not be buffered within the body timeout.
+var ErrBusy = errors.New("transport: busy")
 
 // servePeer delivers the frames of an authenticated peer connection.
 func (t *Transport) servePeer(ctx context.Context, raw net.Conn, tc *tls.Conn, idx int, remote string) {
@@ -578,7 +661,10 @@ func (t *Transport) servePeer(ctx context.Context, raw net.Conn, tc *tls.Conn, i
 		t.mu.Unlock()
 	}()
 	for {
-		m, err := wire.ReadFrame(tc)
+		if err := raw.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout)); err != nil {
+			return
+		}
+		m, err := wire.ReadFrameAdmit(tc, t.admit(ctx, raw))
 		if err != nil {
 			switch {
 			case ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
@@ -598,7 +684,10 @@ func (t *Transport) servePeer(ctx context.Context, raw net.Conn, tc *tls.Conn, i
 // serveClient answers the requests of a client connection in order.
 func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn, cn, remote string) {
 	for {
-		req, err := wire.ReadClientRequest(tc)
+		if err := raw.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout)); err != nil {
+			return
+		}
+		req, err := wire.ReadClientRequestAdmit(tc, t.admit(ctx, raw))
 		if err != nil {
 			switch {
 			case ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):

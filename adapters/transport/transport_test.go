@@ -43,7 +43,7 @@ var (
 // certs returns the cluster PKI (n0, n1, n2, n9 for client and server use;
 // operator for client use only) and a foreign one (n1 and n0 issued by
 // another CA, trusting the cluster CA).
-func certs(t *testing.T) (cluster, evil *pki) {
+func certs(t testing.TB) (cluster, evil *pki) {
 	t.Helper()
 	pkiOnce.Do(func() {
 		testPKI, pkiError = newPKI("cluster CA", nil, "n0", "n1", "n2", "n9", "operator")
@@ -88,7 +88,7 @@ func newPKI(caName string, trust []byte, names ...string) (*pki, error) {
 }
 
 // freeAddrs returns n loopback addresses with ports free a moment ago.
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	var lns []net.Listener
 	var out []string
@@ -169,7 +169,7 @@ type node struct {
 
 // start makes the transport of peer self (with material mat) and starts
 // its listener; everything is closed at the end of the test.
-func start(t *testing.T, self int, peers []Peer, mat *tlsconf.Material, mod func(*Config)) *node {
+func start(t testing.TB, self int, peers []Peer, mat *tlsconf.Material, mod func(*Config)) *node {
 	t.Helper()
 	n := &node{log: &logBuf{}}
 	cfg := Config{Self: self, Peers: peers, TLS: mat, Logf: n.log.logf}
@@ -195,7 +195,7 @@ func (n *node) listen() {
 	go func() { n.done <- n.tr.Listen(ctx) }()
 }
 
-func (n *node) stop(t *testing.T) {
+func (n *node) stop(t testing.TB) {
 	t.Helper()
 	n.cancel()
 	select {
@@ -254,7 +254,7 @@ func expectNothing(t *testing.T, tr *Transport, d time.Duration) {
 
 // rawDial connects to addr with mat, retrying until the listener is up,
 // and sends hello (nil: none).
-func rawDial(t *testing.T, addr string, mat *tlsconf.Material, hello *schema.Hello) *tls.Conn {
+func rawDial(t testing.TB, addr string, mat *tlsconf.Material, hello *schema.Hello) *tls.Conn {
 	t.Helper()
 	var tc *tls.Conn
 	ok := eventually(3*time.Second, func() bool {

@@ -366,10 +366,17 @@ func WriteClientRequest(w io.Writer, req *schema.ClientRequest) error {
 // ReadClientRequest reads and decodes one ClientRequest frame; errors as
 // ReadFrame.
 func ReadClientRequest(r io.Reader) (*schema.ClientRequest, error) {
-	b, err := readRaw(r, "client request", MaxFrameSize)
+	return ReadClientRequestAdmit(r, nil)
+}
+
+// ReadClientRequestAdmit is ReadClientRequest with admit (see Admit) asked
+// before the body is allocated.
+func ReadClientRequestAdmit(r io.Reader, admit Admit) (*schema.ClientRequest, error) {
+	b, release, err := readRawAdmit(r, "client request", MaxFrameSize, admit)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return DecodeClientRequest(b)
 }
 
@@ -405,23 +412,41 @@ func writeRaw(w io.Writer, what string, b []byte) error {
 // readRaw reads one frame's body of at most limit bytes, with ReadFrame's
 // error conventions.
 func readRaw(r io.Reader, what string, limit uint32) ([]byte, error) {
+	body, release, err := readRawAdmit(r, what, limit, nil)
+	if release != nil {
+		release()
+	}
+	return body, err
+}
+
+// readRawAdmit is readRaw asking admit before the body is allocated; the
+// caller releases once it is done with the body.
+func readRawAdmit(r io.Reader, what string, limit uint32, admit Admit) ([]byte, func(), error) {
 	var hdr [headerSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
+			return nil, nil, io.EOF
 		}
-		return nil, fmt.Errorf("wire: read %s header: %w", what, err)
+		return nil, nil, fmt.Errorf("wire: read %s header: %w", what, err)
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > limit {
-		return nil, fmt.Errorf("%w: %s length %d, max %d", ErrFrameTooBig, what, n, limit)
+		return nil, nil, fmt.Errorf("%w: %s length %d, max %d", ErrFrameTooBig, what, n, limit)
+	}
+	release := func() {}
+	if admit != nil {
+		var err error
+		if release, err = admit(int(n)); err != nil {
+			return nil, nil, fmt.Errorf("wire: %s of %d bytes: %w", what, n, err)
+		}
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, fmt.Errorf("wire: read %s body (%d bytes): %w", what, n, err)
+		release()
+		return nil, nil, fmt.Errorf("wire: read %s body (%d bytes): %w", what, n, err)
 	}
-	return body, nil
+	return body, release, nil
 }

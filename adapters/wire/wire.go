@@ -384,7 +384,17 @@ func WriteFrame(w io.Writer, m sm.Msg) error {
 // returns an error wrapping io.ErrUnexpectedEOF; a length over MaxFrameSize
 // returns ErrFrameTooBig before anything is allocated for the body; a
 // malformed body returns an error wrapping ErrBadFrame.
-func ReadFrame(r io.Reader) (sm.Msg, error) {
+func ReadFrame(r io.Reader) (sm.Msg, error) { return ReadFrameAdmit(r, nil) }
+
+// Admit is asked, once a frame's header is read, whether n more bytes may
+// be buffered for its body; it returns a release to call once the body is
+// decoded, or an error (the read fails with it). A server uses it to bound
+// the bytes all its connections buffer, and to start a body deadline.
+type Admit func(n int) (release func(), err error)
+
+// ReadFrameAdmit is ReadFrame with admit (nil: no bound) asked before the
+// body is allocated.
+func ReadFrameAdmit(r io.Reader, admit Admit) (sm.Msg, error) {
 	var hdr [headerSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -395,6 +405,13 @@ func ReadFrame(r io.Reader) (sm.Msg, error) {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > MaxFrameSize {
 		return sm.Msg{}, fmt.Errorf("%w: length %d", ErrFrameTooBig, n)
+	}
+	if admit != nil {
+		release, err := admit(int(n))
+		if err != nil {
+			return sm.Msg{}, fmt.Errorf("wire: frame of %d bytes: %w", n, err)
+		}
+		defer release()
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
