@@ -26,6 +26,7 @@ var (
 	ErrNoQueues     = errors.New("Config requires at least one queue")
 	ErrBadPort      = errors.New("Config port out of valid range (1024–65535)")
 	ErrDuplicate    = errors.New("duplicate name or id in config")
+	ErrBadStamps    = errors.New("queue stamps no job can have")
 )
 
 // DecodeClusterConfig is the one validating decode of a config blob:
@@ -92,6 +93,14 @@ func Validate(c *ClusterConfig) error {
 	}
 	qn, qi := map[string]int{}, map[uint32]int{}
 	for i, q := range c.GetQueues() {
+		// The queue contract refuses such stamps at every enqueue: a
+		// queue with them could never hold a job.
+		if q.GetMaxAttempts() == 0 {
+			return entryErr("queues", i, fmt.Errorf("%w: max_attempts 0 (at least 1: the attempt a claim uses)", ErrBadStamps))
+		}
+		if q.GetVisibilityTimeoutS() == 0 {
+			return entryErr("queues", i, fmt.Errorf("%w: visibility_timeout_s 0 (at least 1: a claim would lapse the moment it is made)", ErrBadStamps))
+		}
 		if j, ok := qn[q.GetName()]; ok {
 			return entryErr("queues", i, fmt.Errorf("%w: name %q already used by queues[%d]", ErrDuplicate, q.GetName(), j))
 		}

@@ -15,7 +15,7 @@ func validConfig() *ClusterConfig {
 		Port:             7400,
 		Queues: []*Queue{
 			{Id: 1, Name: "default", VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400},
-			{Id: 2, Name: "batch", Priority: -1},
+			{Id: 2, Name: "batch", Priority: -1, VisibilityTimeoutS: 60, MaxAttempts: 1},
 		},
 		Hosts: []*Host{
 			{Name: "node-a", Address: "10.0.0.1:7401", ResourceIds: []uint32{1, 2}},
@@ -131,6 +131,8 @@ func TestValidate(t *testing.T) {
 		{"reserved queue name", mod(func(c *ClusterConfig) { c.Queues[1].Name = ReservedName }), ErrReservedName},
 		{"reserved host name", mod(func(c *ClusterConfig) { c.Hosts[1].Name = ReservedName }), ErrReservedName},
 		{"reserved-like queue name", mod(func(c *ClusterConfig) { c.Queues[1].Name = "lost_and_found2" }), nil},
+		{"max_attempts 0", mod(func(c *ClusterConfig) { c.Queues[1].MaxAttempts = 0 }), ErrBadStamps},
+		{"visibility_timeout_s 0", mod(func(c *ClusterConfig) { c.Queues[0].VisibilityTimeoutS = 0 }), ErrBadStamps},
 		{"duplicate queue name", mod(func(c *ClusterConfig) { c.Queues[1].Name = c.Queues[0].Name }), ErrDuplicate},
 		{"duplicate queue id", mod(func(c *ClusterConfig) { c.Queues[1].Id = c.Queues[0].Id }), ErrDuplicate},
 		{"duplicate host name", mod(func(c *ClusterConfig) { c.Hosts[1].Name = c.Hosts[0].Name }), ErrDuplicate},

@@ -10,7 +10,7 @@ func decodeGeneration(blob []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := schema.CheckReservedNames(c); err != nil {
+	if err := schema.Validate(c); err != nil { // the one validation every entry point runs
 		return 0, err
 	}
 	return c.GetConfigGeneration(), nil

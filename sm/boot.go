@@ -102,51 +102,22 @@ func (n *Node) afterBootScan(pos logPos, clean bool) {
 // problem leaves cfg nil and records why in cfgProblem; whether that is
 // FATAL depends on the role the election gives (seed 002 §10).
 func (n *Node) loadSaved(then func()) {
-	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, func(d IODone) {
-		switch d.Err {
-		case IOOK:
-		case IONotExist:
-			n.cfgProblem = "conf/current does not exist"
-			then()
-			return
-		default:
-			n.cfgProblem = fmt.Sprintf("cannot read conf/current: %s %s", d.Err, d.Detail)
-			n.log(Error, "conf.pointer-unreadable", n.cfgProblem)
-			then()
-			return
-		}
-		name, err := ParsePointer(d.Data)
-		if errors.Is(err, ErrPointerEmpty) {
-			n.cfgProblem = "Config pointer file 'conf/current' exists but is empty — treating as missing config. This can occur if the controller crashed during a config write."
-			n.log(Warn, "conf.pointer-empty", n.cfgProblem)
-			then()
-			return
-		}
-		if err != nil {
-			n.cfgProblem = err.Error()
-			n.log(Error, "conf.pointer-invalid", n.cfgProblem)
+	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, func(d IODone) {
+		name, problem, key, level := ResolvePointer(d)
+		if problem != "" {
+			n.cfgProblem = problem
+			if key != "" {
+				n.log(level, key, problem)
+			}
 			then()
 			return
 		}
 		path := ConfDir + "/" + name
 		n.io(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
-			switch d.Err {
-			case IOOK:
-			case IOTooBig:
-				n.cfgProblem = fmt.Sprintf("Config file '%s' exceeds CONF_MAX_SIZE (%d bytes)", path, MaxConfigSize)
-				n.log(Error, "conf.too-big", n.cfgProblem)
-				then()
-				return
-			default:
-				n.cfgProblem = fmt.Sprintf("conf/current names '%s' which is not readable: %s %s", path, d.Err, d.Detail)
-				n.log(Error, "conf.target-unreadable", n.cfgProblem)
-				then()
-				return
-			}
-			c, problem := verifyBlob(name, d.Data, d.ModTime)
+			c, problem, key := verifyVersioned(name, d)
 			if c == nil {
 				n.cfgProblem = problem
-				n.log(Error, "conf.invalid", problem)
+				n.log(Error, key, problem)
 				then()
 				return
 			}
@@ -160,6 +131,59 @@ func (n *Node) loadSaved(then func()) {
 			})
 		})
 	})
+}
+
+// PointerReadLimit is how much of conf/current the daemon reads: a
+// longer file is refused (seed 002 §3.2: one NAME_MAX line).
+const PointerReadLimit = nameMaxBytes + 1
+
+// ResolvePointer is the daemon's reading of conf/current, from the result
+// of reading it with MaxSize PointerReadLimit: the versioned file's name,
+// or the problem with the log key and level the daemon reports it at
+// ("" key: a missing pointer, reported later by the §10 FATALs). The one
+// check xce-config verify and show run too.
+func ResolvePointer(d IODone) (name, problem, key string, level Level) {
+	switch d.Err {
+	case IOOK:
+	case IONotExist:
+		return "", "conf/current does not exist", "", Info
+	case IOTooBig:
+		return "", fmt.Sprintf("conf/current is longer than %d bytes — not a pointer file (one line naming the versioned config file)", PointerReadLimit-1), "conf.pointer-invalid", Error
+	default:
+		return "", fmt.Sprintf("cannot read conf/current: %s %s", d.Err, d.Detail), "conf.pointer-unreadable", Error
+	}
+	name, err := ParsePointer(d.Data)
+	if errors.Is(err, ErrPointerEmpty) {
+		return "", "Config pointer file 'conf/current' exists but is empty — treating as missing config. This can occur if the controller crashed during a config write.", "conf.pointer-empty", Warn
+	}
+	if err != nil {
+		return "", err.Error(), "conf.pointer-invalid", Error
+	}
+	return name, "", "", Info
+}
+
+// VerifyVersioned is the daemon's check of the versioned file conf/name,
+// from the result of reading it with MaxSize MaxConfigSize: "" if it
+// loads, else the problem (xce-config verify and show run it too).
+func VerifyVersioned(name string, d IODone) string {
+	_, problem, _ := verifyVersioned(name, d)
+	return problem
+}
+
+func verifyVersioned(name string, d IODone) (*loaded, string, string) {
+	path := ConfDir + "/" + name
+	switch d.Err {
+	case IOOK:
+	case IOTooBig:
+		return nil, fmt.Sprintf("Config file '%s' exceeds CONF_MAX_SIZE (%d bytes)", path, MaxConfigSize), "conf.too-big"
+	default:
+		return nil, fmt.Sprintf("conf/current names '%s' which is not readable: %s %s", path, d.Err, d.Detail), "conf.target-unreadable"
+	}
+	c, problem := verifyBlob(name, d.Data, d.ModTime)
+	if c == nil {
+		return nil, problem, "conf.invalid"
+	}
+	return c, "", ""
 }
 
 // adoptLoaded makes a verified saved config the running one and computes

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,7 +250,7 @@ func TestVerifyFailures(t *testing.T) {
 			if err := os.Remove(filepath.Join(conf, "current")); err != nil {
 				t.Fatal(err)
 			}
-		}, "read pointer"},
+		}, "conf/current does not exist"},
 		{"pointer to a missing file", func(t *testing.T, conf, _ string) {
 			writeFile(t, conf, "current", "cluster.bin.0123456789ab\n")
 		}, "no such file"},
@@ -263,12 +264,42 @@ func TestVerifyFailures(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, "does not match its name"},
+		}, "does not match its SHA-256"},
 		{"truncated file", func(t *testing.T, conf, name string) {
 			if err := os.Truncate(filepath.Join(conf, name), 0); err != nil {
 				t.Fatal(err)
 			}
-		}, "does not match its name"},
+		}, "is empty"}, // the daemon's words (§10.6), not a hash mismatch
+		// Where verify used to say "ok" and the daemon FATALs (issue 8
+		// defect 5): it now runs the daemon's own load checks.
+		{"pointer with bytes after its line", func(t *testing.T, conf, name string) {
+			if err := os.WriteFile(filepath.Join(conf, "current"), append(sm.PointerContents(name), make([]byte, 1000)...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "longer than"},
+		{"reserved queue name", func(t *testing.T, conf, _ string) {
+			c := &schema.ClusterConfig{ConfigGeneration: 1, Port: 7000, Queues: []*schema.Queue{{Id: 1, Name: schema.ReservedName, VisibilityTimeoutS: 30, MaxAttempts: 3}}}
+			blob, err := schema.Encode(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := sm.VersionName(sha256.Sum256(blob))
+			if err := os.WriteFile(filepath.Join(conf, name), blob, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(conf, "current"), sm.PointerContents(name), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "Reserved name"},
+		{"pointer is a FIFO", func(t *testing.T, conf, _ string) {
+			p := filepath.Join(conf, "current")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -339,7 +370,7 @@ func TestShow(t *testing.T) {
 	if err := os.WriteFile(bin, []byte{0xff, 0xff, 0xff}, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(t, "show", bin); !errors.Is(err, schema.ErrBlobDecode) {
+	if _, err := run(t, "show", bin); err == nil || !strings.Contains(err.Error(), "not a valid ClusterConfig") {
 		t.Fatalf("show of garbage: %v", err)
 	}
 }

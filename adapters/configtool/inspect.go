@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"xce/adapters/confyaml"
+	"xce/adapters/fileio"
 	"xce/schema"
 	"xce/sm"
 )
@@ -28,52 +29,51 @@ type Info struct {
 }
 
 // Inspect reads a blob file, a conf/ dir or a node dir (containing conf/)
-// and verifies it: the pointer per seed 002 §3.2, the file's SHA-256
-// against its name, the size limit and the protobuf decode.
+// and verifies it with the daemon's own load checks: the same bounded,
+// regular-file-only reads (fileio), the pointer per seed 002 §3.2 and the
+// versioned file (SHA-256 against its name, the size limit, the decode
+// and the one config validation) — so verify says "ok" exactly when a
+// booting node would load it.
 func Inspect(path string, staleAfter time.Duration, now time.Time) (*Info, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	info := &Info{Path: path}
-	file := path
+	var d sm.IODone
+	var name string
 	if st.IsDir() {
-		dir := path
-		if _, err := os.Stat(filepath.Join(path, sm.ConfDir)); err == nil {
-			dir = filepath.Join(path, sm.ConfDir)
+		base := path // the node dir: fileio paths are relative to it
+		if _, err := os.Stat(filepath.Join(path, sm.ConfDir)); err != nil {
+			base = filepath.Dir(filepath.Clean(path)) // path is the conf/ dir itself
 		}
-		ptr, err := os.ReadFile(filepath.Join(dir, "current"))
-		if err != nil {
-			return nil, fmt.Errorf("read pointer: %w", err)
-		}
-		name, err := sm.ParsePointer(ptr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "current"), err)
+		ex := &fileio.Executor{Base: base}
+		pointer := filepath.Join(base, sm.PointerPath)
+		var problem string
+		name, problem, _, _ = sm.ResolvePointer(ex.Exec(sm.FileOp{Op: sm.OpRead, Path: sm.PointerPath, MaxSize: sm.PointerReadLimit}))
+		if problem != "" {
+			return nil, fmt.Errorf("%s: %s", pointer, problem)
 		}
 		info.Pointer = name
-		file = filepath.Join(dir, name)
+		info.Path = filepath.Join(base, sm.ConfDir, name)
+		d = ex.Exec(sm.FileOp{Op: sm.OpRead, Path: sm.ConfDir + "/" + name, MaxSize: sm.MaxConfigSize})
+	} else {
+		// A blob file outside a conf/ dir: the same read and checks, with
+		// no name to match.
+		ex := &fileio.Executor{Base: filepath.Dir(path)}
+		d = ex.Exec(sm.FileOp{Op: sm.OpRead, Path: filepath.Base(path), MaxSize: sm.MaxConfigSize})
 	}
-	fst, err := os.Stat(file)
-	if err != nil {
-		return nil, err
+	if problem := sm.VerifyVersioned(name, d); problem != "" {
+		return nil, fmt.Errorf("%s: %s", info.Path, problem)
 	}
-	if fst.Size() > sm.MaxConfigSize {
-		return nil, fmt.Errorf("%s: %w: %d bytes", file, schema.ErrBlobTooBig, fst.Size())
-	}
-	blob, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
+	blob := d.Data
+	c, err := schema.DecodeClusterConfig(blob)
+	if err != nil { // VerifyVersioned decoded it already: cannot happen
+		return nil, fmt.Errorf("%s: %w", info.Path, err)
 	}
 	sum := sha256.Sum256(blob)
-	if info.Pointer != "" && !sm.NameMatches(info.Pointer, sum) {
-		return nil, fmt.Errorf("%s: SHA-256 %s does not match its name — corrupted", file, hex.EncodeToString(sum[:6]))
-	}
-	c, err := schema.DecodeClusterConfig(blob)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
 	info.SHA256, info.Tag, info.Generation, info.Size = hex.EncodeToString(sum[:]), sm.Tag(sum), c.GetConfigGeneration(), len(blob)
-	info.ModTime = fst.ModTime()
+	info.ModTime = time.Unix(0, d.ModTime)
 	info.Stale = staleAfter > 0 && now.Sub(info.ModTime) > staleAfter
 	info.Config = c
 	return info, nil

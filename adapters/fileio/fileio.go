@@ -158,6 +158,9 @@ func MapErr(err error) sm.IOErr {
 
 var errTooBig = errors.New("file larger than the size limit")
 
+// ErrNotRegular: a file the daemon reads is a FIFO, device or socket.
+var ErrNotRegular = errors.New("not a regular file")
+
 // writeFile is open(O_WRONLY|O_CREAT|mode, 0600) + write all + close.
 func writeFile(path string, data []byte, mode int) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|mode, 0o600)
@@ -212,8 +215,11 @@ func mkdir(path string) error {
 	return nil
 }
 
+// readFile reads a regular file of at most maxSize bytes (0: any). It
+// opens non-blocking, so a FIFO or device in its place is refused at once
+// instead of hanging the reader (and with it SIGTERM handling).
 func readFile(path string, maxSize int64) ([]byte, int64, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -224,6 +230,9 @@ func readFile(path string, maxSize int64) ([]byte, int64, error) {
 	}
 	if st.IsDir() {
 		return nil, 0, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("read %s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
 	}
 	if maxSize > 0 && st.Size() > maxSize {
 		return nil, 0, fmt.Errorf("read %s: %w (%d > %d bytes)", path, errTooBig, st.Size(), maxSize)

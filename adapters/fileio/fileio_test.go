@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"xce/sm"
 )
@@ -235,5 +236,25 @@ func TestCheckMagic(t *testing.T) {
 	}
 	if err := checkMagic("/w/n", 0xEF53); err != nil {
 		t.Errorf("ext4: %v", err)
+	}
+}
+
+// A FIFO where a file should be is refused at once (it used to hang the
+// reader until a writer came, and SIGTERM with it: issue 8 defect 4).
+func TestReadRefusesFIFO(t *testing.T) {
+	base := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(base, "current"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &Executor{Base: base}
+	done := make(chan sm.IODone, 1)
+	go func() { done <- e.Exec(sm.FileOp{ID: 3, Op: sm.OpRead, Path: "current", MaxSize: 256}) }()
+	select {
+	case d := <-done:
+		if d.Err != sm.IOFailed || !strings.Contains(d.Detail, "not a regular file") {
+			t.Fatalf("FIFO read: err=%v detail=%q", d.Err, d.Detail)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO hung")
 	}
 }
