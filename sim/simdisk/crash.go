@@ -159,10 +159,6 @@ func (d *Disk) dirtyFiles(p *plan) []*inode {
 	return out
 }
 
-// dataOptions lists the distinct contents an unsynced file may have after
-// a crash, in a fixed order: durable, current, current torn at every 512 B
-// boundary below its length (4 KiB boundaries included, 0 included),
-// current zeroed.
 // tornBase is where a crash may start tearing or zeroing f: after the
 // fsync'd prefix of an append-only file, else at 0.
 func tornBase(f *inode) int {
@@ -179,16 +175,69 @@ func zeroedFrom(f *inode, base int) []byte {
 	return z
 }
 
+// sector is the unit a crash tears at: a torn tail, garbage or a hole
+// starts at a multiple of it (4 KiB pages are multiples too).
+const sector = 512
+
+// holeLen is the length of an enumerated hole: one 4 KiB page never
+// written while later data was (Crash draws 512 B or 4 KiB).
+const holeLen = sector
+
+// garbageFrom is f's data up to n, then garbage to its end: the last
+// sectors of an unsynced append held whatever the device had there.
+// The garbage is a fixed function of (file, n) so states stay canonical.
+func garbageFrom(f *inode, n int, r *rand.Rand) []byte {
+	g := slices.Clone(f.data[:n:n])
+	if r == nil {
+		r = rand.New(rand.NewPCG(f.id, uint64(n)))
+	}
+	for len(g) < len(f.data) {
+		g = append(g, byte(r.Uint32()))
+	}
+	return g
+}
+
+// holeAt is f's data with [n, n+size) zeroed (clipped to its length):
+// later sectors persisted, these did not.
+func holeAt(f *inode, n, size int) []byte {
+	h := slices.Clone(f.data)
+	clear(h[n:min(n+size, len(h))])
+	return h
+}
+
+// firstSector is the first sector boundary at or after the torn base.
+func firstSector(base int) int { return (base + sector - 1) / sector * sector }
+
+// dataOptions lists the distinct contents an unsynced file may have after
+// a crash, in a fixed order: durable, current, current torn at every 512 B
+// boundary below its length (4 KiB boundaries included, 0 included),
+// current zeroed, then, if the file only grew by appends since its fsync,
+// for every 4 KiB boundary of the unsynced tail (and its first sector
+// boundary): the tail ending in garbage from there, and a 4 KiB hole there
+// with data after it.
 func dataOptions(f *inode) []dataOpt {
 	opts := []dataOpt{{f.durable, f.durMtime}, {f.data, f.mtime}}
 	base := tornBase(f)
-	for n := base - base%512; n < len(f.data); n += 512 {
+	for n := base - base%sector; n < len(f.data); n += sector {
 		if n >= base {
 			opts = append(opts, dataOpt{f.data[:n:n], f.mtime})
 		}
 	}
 	if len(f.data) > 0 {
 		opts = append(opts, dataOpt{zeroedFrom(f, base), f.mtime})
+	}
+	first := firstSector(base)
+	if f.truncated {
+		first = len(f.data) // garbage and holes are for appended tails
+	}
+	for n := first; n < len(f.data); n += holeLen {
+		if n > first {
+			n -= n % holeLen
+		}
+		opts = append(opts, dataOpt{garbageFrom(f, n, nil), f.mtime})
+		if n+holeLen < len(f.data) {
+			opts = append(opts, dataOpt{holeAt(f, n, holeLen), f.mtime})
+		}
 	}
 	out := opts[:0]
 	for _, o := range opts {
@@ -199,15 +248,20 @@ func dataOptions(f *inode) []dataOpt {
 	return out
 }
 
-// randomOpt draws one crash outcome for an unsynced file.
-func randomOpt(f *inode, r *rand.Rand) dataOpt {
-	switch r.IntN(4) {
+// randomOpt draws one crash outcome for an unsynced file; garbage adds
+// the garbage and hole outcomes.
+func randomOpt(f *inode, r *rand.Rand, garbage bool) dataOpt {
+	kinds := 4
+	if garbage && !f.truncated {
+		kinds = 6
+	}
+	switch r.IntN(kinds) {
 	case 1:
 		return dataOpt{f.data, f.mtime}
 	case 2:
 		base := tornBase(f)
 		if len(f.data) > base {
-			bs := 512
+			bs := sector
 			if r.IntN(2) == 1 {
 				bs = 4096
 			}
@@ -220,6 +274,20 @@ func randomOpt(f *inode, r *rand.Rand) dataOpt {
 		}
 	case 3:
 		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}
+	case 4, 5:
+		first := firstSector(tornBase(f))
+		if first >= len(f.data) {
+			break
+		}
+		n := first + r.IntN((len(f.data)-first+sector-1)/sector)*sector
+		if r.IntN(2) == 0 {
+			return dataOpt{garbageFrom(f, n, r), f.mtime}
+		}
+		size := sector << (3 * r.IntN(2)) // 512 B or 4 KiB
+		if n+size < len(f.data) {
+			return dataOpt{holeAt(f, n, size), f.mtime}
+		}
+		return dataOpt{garbageFrom(f, n, r), f.mtime}
 	}
 	return dataOpt{f.durable, f.durMtime}
 }
@@ -258,7 +326,9 @@ func materialize(root *inode, p *plan) *inode {
 // (the disk's own source if r is nil; with neither, the unluckiest state:
 // only what was durable survives). Each directory keeps a random subset of
 // its pending operations; each visible unsynced file keeps its durable,
-// current, torn or zeroed data. The result is fully durable.
+// current, torn or zeroed data (with Faults.TornGarbage also a tail ending
+// in garbage or holding a hole before later data). The result is fully
+// durable.
 func (d *Disk) Crash(r *rand.Rand) {
 	if r == nil {
 		r = d.rng
@@ -277,7 +347,7 @@ func (d *Disk) Crash(r *rand.Rand) {
 			p.dirs[dir] = replay(dir, keep)
 		}
 		for _, f := range d.dirtyFiles(p) {
-			p.data[f] = randomOpt(f, r)
+			p.data[f] = randomOpt(f, r, d.faults.TornGarbage)
 		}
 	}
 	d.root = materialize(d.rootDir(), p)
