@@ -142,4 +142,3 @@ func TestGarbageAndHoles(t *testing.T) {
 		t.Fatalf("Crash with TornGarbage drew %v", m)
 	}
 }
-
