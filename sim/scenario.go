@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -98,6 +99,24 @@ type Scenario struct {
 	// PowerLossAt, when non-zero, cuts the power of every node at once at
 	// that time of the safety phase (unsynced data lost on every disk).
 	PowerLossAt time.Duration
+	// Disk faults of issue 7 B3 (drawn by generateDiskNet).
+	// FsyncGate: a failed fsync drops the file's dirty data (simdisk).
+	FsyncGate bool
+	// ShortWrite: chance that a failing write first stored a prefix.
+	ShortWrite float64
+	// TornGarbage: power loss may leave unsynced appended tails ending in
+	// garbage, or with a zeroed hole before later data.
+	TornGarbage bool
+	// CorruptData: chance per restart of a down node of one flipped bit in
+	// a durable file of its data/ (WAL segment, snapshot, data/term). Only
+	// in quorum mode with 3+ nodes, and in at most a minority of the nodes
+	// (MaxRotted): rot in every copy is data loss by definition.
+	CorruptData float64
+	// LinkRate is each directed link's rate in bytes/s (index from*n+to),
+	// nil for unlimited links (link.go).
+	LinkRate []float64
+	// Resets are connection resets of one directed link (link.go).
+	Resets []LinkReset
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -124,8 +143,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v",
-		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss)
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d",
+		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets))
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -254,7 +274,49 @@ func generate(seed uint64, d drawer) Scenario {
 		}
 	}
 	generateWorkload(&s, d)
+	generateDiskNet(&s, d)
 	return s
+}
+
+// MaxRotted is how many nodes of a cluster bit rot in data/ may hit: a
+// minority, so that a majority keeps every committed record.
+func (s Scenario) MaxRotted() int {
+	if s.SeedMode || s.SeedLiteralP0 || s.Nodes < 3 {
+		return 0
+	}
+	return (s.Nodes - 1) / 2
+}
+
+// generateDiskNet draws the faults of issue 7 B3, after every other draw
+// so that older seeds keep their schedules otherwise: fsyncgate, short
+// writes, garbage and holes in torn tails, bit rot in data/, link rates
+// and connection resets.
+func generateDiskNet(s *Scenario, d drawer) {
+	s.FsyncGate = d.coin(0.5, "fsyncgate")
+	if d.coin(0.5, "short-writes") {
+		s.ShortWrite = d.float(1, "short-write")
+	}
+	s.TornGarbage = d.coin(0.5, "torn-garbage")
+	if d.coin(0.25, "data-rot") && s.MaxRotted() > 0 {
+		s.CorruptData = d.float(0.5, "data-rot-rate")
+	}
+	if d.coin(0.5, "link-rates") {
+		// Log-uniform from 256 KiB/s to 256 MiB/s per directed link.
+		s.LinkRate = make([]float64, s.Nodes*s.Nodes)
+		for i := range s.LinkRate {
+			s.LinkRate[i] = float64(256<<10) * math.Pow(2, d.float(10, "link-rate"))
+		}
+	}
+	if d.coin(0.3, "resets") && s.Nodes > 1 {
+		safetyMS := int(s.Safety / time.Millisecond)
+		for k := d.intn(6, "reset-count") + 1; k > 0; k-- {
+			r := LinkReset{At: ms(d.intn(safetyMS, "reset-at")), From: d.intn(s.Nodes, "reset-from"), To: d.intn(s.Nodes-1, "reset-to")}
+			if r.To >= r.From {
+				r.To++
+			}
+			s.Resets = append(s.Resets, r)
+		}
+	}
 }
 
 // generateWorkload draws the durability mode, the clients and the faults

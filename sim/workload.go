@@ -255,6 +255,7 @@ func (w *World) clientGiveUp(id uint64) {
 // lose their connection: their outcome is unknown. Replies already sent
 // still arrive, except when the machine lost power.
 func (w *World) processGone(nd *simNode, power bool) {
+	w.net.senderGone(nd.id) // its send queues die with it (link.go)
 	for _, cl := range w.wl.clients {
 		if c := cl.cur; c != nil && c.node == nd.id && c.inc == nd.inc && (!c.replied || power) {
 			w.unknown(c, fmt.Sprintf("connection to n%d reset", nd.id))
