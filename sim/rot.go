@@ -25,6 +25,7 @@ import (
 type rotState struct {
 	paths []string // files rot was injected in
 	lost  bool     // it stopped with a FATAL the rot explains: it stays down
+	term  []byte   // data/term as rot left it (nil: not rotted)
 }
 
 // rotFatal are the FATALs rot in data/ can explain.
@@ -59,6 +60,9 @@ func (w *World) corruptData(nd *simNode) {
 	p := names[w.rng.IntN(len(names))]
 	if nd.disk.Corrupt(p, w.rng) {
 		nd.rot.paths = append(nd.rot.paths, p)
+		if p == sm.TermPath {
+			nd.rot.term, _ = nd.disk.DurableFile(p)
+		}
 		w.tr.line(w.now, nd.id, "bit rot in "+p)
 	}
 }
@@ -102,4 +106,18 @@ func (w *World) rotStranded() bool {
 		}
 	}
 	return true
+}
+
+// checkRotTerm: S4 — a node that read a data/term bit rot changed must not
+// go on with it: a flipped digit can lower the term or change the vote,
+// and a node that then votes again in a term it already voted in can
+// elect two primaries. It must stop (fatal.term) naming the file.
+func (w *World) checkRotTerm(nd *simNode, op sm.FileOp, res sm.IODone) {
+	if nd.rot.term == nil || op.Op != sm.OpRead || op.Path != sm.TermPath || res.Err != sm.IOOK || string(res.Data) != string(nd.rot.term) {
+		return
+	}
+	if nd.up && !nd.rot.lost {
+		t, v, _ := sm.ParseTermVote(res.Data)
+		w.violate("S4", "n%d read %s with a bit flipped by rot (%q, read as term %d vote %d) and went on with it", nd.id, sm.TermPath, res.Data, t, v)
+	}
 }

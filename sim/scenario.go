@@ -117,6 +117,14 @@ type Scenario struct {
 	LinkRate []float64
 	// Resets are connection resets of one directed link (link.go).
 	Resets []LinkReset
+	// PayloadPad (BUGGIFY) pads every enqueued payload with that many
+	// bytes: WAL batches span disk sectors (torn tails with garbage and
+	// holes) and snapshots and batches are big on rate-limited links.
+	PayloadPad int
+	// FsyncWindowCut (BUGGIFY) is the chance that a node loses power the
+	// moment it issues the fsync of a WAL append: the append is only in
+	// the page cache, so the crash tears it.
+	FsyncWindowCut float64
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -143,9 +151,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d",
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets))
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -306,6 +314,12 @@ func generateDiskNet(s *Scenario, d drawer) {
 		for i := range s.LinkRate {
 			s.LinkRate[i] = float64(256<<10) * math.Pow(2, d.float(10, "link-rate"))
 		}
+	}
+	if d.coin(0.4, "big-payloads") {
+		s.PayloadPad = 200 + d.intn(1800, "payload-pad")
+	}
+	if d.coin(0.4, "fsync-window-cuts") {
+		s.FsyncWindowCut = d.float(0.03, "fsync-window-cut")
 	}
 	if d.coin(0.3, "resets") && s.Nodes > 1 {
 		safetyMS := int(s.Safety / time.Millisecond)

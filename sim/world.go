@@ -574,6 +574,9 @@ func (w *World) kill(i int, why string, power bool) {
 	if power {
 		nd.disk.Crash(w.rng)
 		why += ", power loss"
+		if s := nd.disk.LastCrash(); s != "" {
+			why += ": unsynced files " + s
+		}
 	}
 	w.tr.line(w.now, i, "kill -9 ("+why+")")
 	nd.chk.crashed()

@@ -248,16 +248,17 @@ func dataOptions(f *inode) []dataOpt {
 	return out
 }
 
-// randomOpt draws one crash outcome for an unsynced file; garbage adds
-// the garbage and hole outcomes.
-func randomOpt(f *inode, r *rand.Rand, garbage bool) dataOpt {
-	kinds := 4
-	if garbage && !f.truncated {
-		kinds = 6
+// randomOpt draws one crash outcome for an unsynced file and names it;
+// with garbage, half the outcomes of an appended file are a tail ending in
+// garbage or a hole before later data (where the tail spans a sector).
+func randomOpt(f *inode, r *rand.Rand, garbage bool) (dataOpt, string) {
+	kind := r.IntN(4)
+	if garbage && !f.truncated && r.IntN(2) == 0 {
+		kind = 4 // half the time: garbage or a hole
 	}
-	switch r.IntN(kinds) {
+	switch kind {
 	case 1:
-		return dataOpt{f.data, f.mtime}
+		return dataOpt{f.data, f.mtime}, "kept"
 	case 2:
 		base := tornBase(f)
 		if len(f.data) > base {
@@ -269,27 +270,27 @@ func randomOpt(f *inode, r *rand.Rand, garbage bool) dataOpt {
 			last := (len(f.data) - 1) / bs
 			if last >= first {
 				n := (first + r.IntN(last-first+1)) * bs
-				return dataOpt{f.data[:n:n], f.mtime}
+				return dataOpt{f.data[:n:n], f.mtime}, "torn"
 			}
 		}
 	case 3:
-		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}
-	case 4, 5:
+		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}, "zeroed"
+	case 4:
 		first := firstSector(tornBase(f))
 		if first >= len(f.data) {
 			break
 		}
 		n := first + r.IntN((len(f.data)-first+sector-1)/sector)*sector
 		if r.IntN(2) == 0 {
-			return dataOpt{garbageFrom(f, n, r), f.mtime}
+			return dataOpt{garbageFrom(f, n, r), f.mtime}, "garbage"
 		}
 		size := sector << (3 * r.IntN(2)) // 512 B or 4 KiB
 		if n+size < len(f.data) {
-			return dataOpt{holeAt(f, n, size), f.mtime}
+			return dataOpt{holeAt(f, n, size), f.mtime}, "hole"
 		}
-		return dataOpt{garbageFrom(f, n, r), f.mtime}
+		return dataOpt{garbageFrom(f, n, r), f.mtime}, "garbage"
 	}
-	return dataOpt{f.durable, f.durMtime}
+	return dataOpt{f.durable, f.durMtime}, "lost"
 }
 
 // materialize builds the fully durable tree p describes. Inode ids are
@@ -346,12 +347,26 @@ func (d *Disk) Crash(r *rand.Rand) {
 			}
 			p.dirs[dir] = replay(dir, keep)
 		}
+		count := map[string]int{}
 		for _, f := range d.dirtyFiles(p) {
-			p.data[f] = randomOpt(f, r, d.faults.TornGarbage)
+			var kind string
+			p.data[f], kind = randomOpt(f, r, d.faults.TornGarbage)
+			count[kind]++
+		}
+		d.lastCrash = ""
+		for _, k := range []string{"lost", "kept", "torn", "zeroed", "garbage", "hole"} {
+			if count[k] > 0 {
+				d.lastCrash += fmt.Sprintf(" %s=%d", k, count[k])
+			}
 		}
 	}
 	d.root = materialize(d.rootDir(), p)
 }
+
+// LastCrash summarises what the last Crash did to unsynced files: how
+// many kept their durable data (lost), their new data (kept), were torn,
+// zeroed, ended in garbage or got a hole; "" if none was unsynced.
+func (d *Disk) LastCrash() string { return strings.TrimSpace(d.lastCrash) }
 
 // Corrupt flips one bit, chosen by r (the disk's source if nil), of the
 // current and the durable data of the file at path: silent at-rest bit rot.

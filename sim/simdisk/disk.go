@@ -81,6 +81,8 @@ type Disk struct {
 	nextID uint64
 	faults Faults
 	rng    *rand.Rand
+	// lastCrash: what the last Crash did to unsynced files (LastCrash).
+	lastCrash string
 }
 
 // inode is a file or a directory. Slices are immutable once stored.
