@@ -4,8 +4,10 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"xce/adapters/transport"
+	"xce/sm"
 )
 
 var faultSeedsFlag = flag.Int("fault-seeds", 300, "schedules TestNewFaultsFire runs")
@@ -13,8 +15,62 @@ var faultSeedsFlag = flag.Int("fault-seeds", 300, "schedules TestNewFaultsFire r
 // TestSendQueueLenMatchesTransport: the simulated send queue has the
 // daemon's bound.
 func TestSendQueueLenMatchesTransport(t *testing.T) {
-	if sendQueueLen != transport.DefaultQueueLen {
-		t.Fatalf("sim send queue %d, transport.DefaultQueueLen %d", sendQueueLen, transport.DefaultQueueLen)
+	if sendQueueLen != transport.DefaultQueueLen || dialTimeout != transport.DefaultDialTimeout {
+		t.Fatalf("sim send queue %d, dial timeout %v; transport %d, %v", sendQueueLen, dialTimeout, transport.DefaultQueueLen, transport.DefaultDialTimeout)
+	}
+}
+
+// TestLinkQueue: on a rated link one message is on the wire at a time, in
+// order, each taking its size over the rate; a full queue drops its
+// oldest; a reset loses what is on the wire and keeps the queue.
+func TestLinkQueue(t *testing.T) {
+	sc := Demo(1)
+	sc.LinkRate = make([]float64, 9)
+	for i := range sc.LinkRate {
+		sc.LinkRate[i] = 1 << 20 // 1 MiB/s
+	}
+	sc.MinDelay, sc.MaxDelay = time.Millisecond, time.Millisecond
+	w := NewWorld(sc, nil)
+	w.net.resets = true
+	w.nodes[1].up = true // a refused dial would lose every message
+	for i := range 100 {
+		w.sendMsg(0, 1, sm.Msg{Type: sm.MsgHeartbeat, ReqID: uint64(i), Bytes: make([]byte, 10<<10-msgOverhead)})
+	}
+	q := &w.net.l(0, 1).tx
+	if len(q.waiting) != sendQueueLen || q.dropped != 100-1-sendQueueLen || q.waiting[0].ReqID != 100-sendQueueLen {
+		t.Fatalf("queue %d (first %d), dropped %d", len(q.waiting), q.waiting[0].ReqID, q.dropped)
+	}
+	var got []uint64
+	var at []time.Duration
+	reset := false
+	for len(w.q) > 0 {
+		e := w.q.pop()
+		w.now = e.at
+		switch e.kind {
+		case evLinkFree:
+			w.linkFree(e.node, int(e.call))
+		case evInput:
+			if r, ok := e.in.(sm.Recv); ok && !w.stale(e) {
+				got, at = append(got, r.Msg.ReqID), append(at, e.at)
+			}
+			if len(got) == 10 && !reset {
+				reset = true
+				w.resetLink(LinkReset{From: 0, To: 1})
+			}
+		}
+	}
+	// Message 0 went at once; 35..99 waited (1..34 dropped). The reset
+	// after the tenth delivery lost the one then on the wire.
+	if len(got) != 1+sendQueueLen-1 || got[0] != 0 || got[1] != 100-sendQueueLen {
+		t.Fatalf("delivered %d: %v", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("out of order: %v", got)
+		}
+	}
+	if d := at[2] - at[1]; d < 9*time.Millisecond || d > 11*time.Millisecond {
+		t.Fatalf("10 KiB at 1 MiB/s took %v between deliveries", d)
 	}
 }
 

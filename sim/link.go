@@ -18,7 +18,9 @@ import (
 //   - A connection reset loses what was on that connection — the message
 //     being written and everything written but not yet received — while the
 //     queue survives; the writer redials (a TCP and TLS handshake, a few
-//     round trips) before it sends the next one.
+//     round trips) before it sends the next one. A dial that fails (the
+//     peer partitioned: DialTimeout; its process down: refused) loses the
+//     message the writer took for it, and the next message dials again.
 //   - A process that dies takes its queues with it.
 //
 // Links without a rate and without resets keep the plain model (net.go):
@@ -48,6 +50,7 @@ type txQueue struct {
 	waiting   []sm.Msg      // queued behind the writer, oldest first
 	woken     bool          // an evLinkFree is queued
 	gen       uint32        // connection generation: a reset bumps it
+	redial    bool          // the next message first dials a new connection
 	dropped   int           // messages dropped by the full queue
 }
 
@@ -76,7 +79,7 @@ func (w *World) sendMsg(from, to int, m sm.Msg) {
 		return
 	}
 	q := &nw.l(from, to).tx
-	if len(q.waiting) == 0 && q.busyUntil <= w.now && q.downUntil <= w.now {
+	if len(q.waiting) == 0 && q.busyUntil <= w.now && q.downUntil <= w.now && !q.redial {
 		w.transmit(from, to, m)
 		return
 	}
@@ -129,9 +132,29 @@ func (w *World) linkFree(from, to int) {
 	m := q.waiting[0]
 	q.waiting[0] = sm.Msg{}
 	q.waiting = q.waiting[1:]
+	if q.redial {
+		l := w.net.l(from, to)
+		switch {
+		case w.net.faultsOn && w.now < l.blockedUntil:
+			// Partitioned: the connect times out (DialTimeout) and the
+			// message the writer took for it is lost.
+			q.downUntil = w.now + dialTimeout
+			w.wakeLink(from, to)
+			return
+		case !w.nodes[to].up:
+			// Refused: lost too, and the next message dials again.
+			q.downUntil = w.now + 2*l.maxDelay + time.Millisecond
+			w.wakeLink(from, to)
+			return
+		}
+		q.redial = false
+	}
 	w.transmit(from, to, m)
 	w.wakeLink(from, to)
 }
+
+// dialTimeout is transport.DefaultDialTimeout.
+const dialTimeout = 500 * time.Millisecond
 
 // resetLink is a connection reset of from->to: what is on the wire is
 // lost, the writer redials, the queue waits.
@@ -141,6 +164,7 @@ func (w *World) resetLink(r LinkReset) {
 	}
 	l := w.net.l(r.From, r.To)
 	l.tx.gen++
+	l.tx.redial = true
 	// Redial: TCP connect plus the TLS 1.3 handshake and the Hello.
 	l.tx.downUntil = w.now + 3*(l.minDelay+l.maxDelay) + time.Millisecond
 	l.tx.busyUntil = min(l.tx.busyUntil, w.now)
