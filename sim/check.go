@@ -114,7 +114,8 @@ func (w *World) checkFileOp(nd *simNode, op sm.FileOp) {
 // condition holds; S2 — a completed save is durable.
 func (w *World) checkLog(nd *simNode, l sm.Log) {
 	n := nd.node
-	if l.Level == sm.Fatal && w.liveness && !documentedFatal[l.Key] {
+	rotLost := l.Level == sm.Fatal && w.rotExplains(nd, l) // injected bit rot in data/ (rot.go)
+	if l.Level == sm.Fatal && w.liveness && !documentedFatal[l.Key] && !rotLost {
 		// Faults are off: no injected fault explains it, and a node that
 		// exits on it is stuck in a restart loop the cluster only survives
 		// by luck (S7: no swallowed error — and no unexplained one).
@@ -278,6 +279,9 @@ func (w *World) checkGlobal() {
 		s.dualStart = -1
 	}
 	bound := time.Duration(float64(w.nodes[0].opts.HeartbeatInterval)*(1+w.maxDrift)) + w.net.maxDelay() + 20*time.Millisecond
+	if w.net.rated {
+		bound += maxCleanBusy // a heartbeat may wait behind a message on the wire
+	}
 	for a := 0; a < w.sc.Nodes; a++ {
 		for b := a + 1; b < w.sc.Nodes; b++ {
 			both := isIn(prim[:np], a) && isIn(prim[:np], b)

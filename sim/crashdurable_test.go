@@ -63,6 +63,22 @@ func TestCrashVoteEnumeration(t *testing.T) {
 // file operation, every crash state is recovered: it holds every job whose
 // enqueue was acknowledged before that point.
 func TestCrashAppendEnumeration(t *testing.T) {
+	if ckpt := crashAppendEnumeration(t, 250, 0); ckpt < 2 {
+		t.Fatalf("only %d checkpoints: segment roll and removal not exercised", ckpt)
+	}
+}
+
+// TestCrashAppendLargeEnumeration is the same with 1 KiB payloads, so a
+// group commit's unsynced tail spans sectors: its crash states include
+// tails ending in garbage and holes followed by later records, which
+// recovery must treat as torn (never as corruption, never as records).
+func TestCrashAppendLargeEnumeration(t *testing.T) {
+	crashAppendEnumeration(t, 40, 1024)
+}
+
+// crashAppendEnumeration runs count enqueues with payloads padded to pad
+// bytes and returns the number of checkpoints.
+func crashAppendEnumeration(t *testing.T, count, pad int) int {
 	disk := simdisk.New()
 	mustProvision(t, disk, sampleConfig(1, 3), epoch)
 	o := sm.DefaultOptions(0, []string{"solo"})
@@ -104,16 +120,20 @@ func TestCrashAppendEnumeration(t *testing.T) {
 			}
 		}
 	}
-	for i := 0; i < 250; i++ {
-		op := sm.ClientOp{ID: uint64(i + 1), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte(fmt.Sprintf("j%d", i))}}
+	for i := 0; i < count; i++ {
+		payload := fmt.Sprintf("j%d", i)
+		if pad > 0 {
+			payload += "." + strings.Repeat("p", pad)
+		}
+		op := sm.ClientOp{ID: uint64(i + 1), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte(payload)}}
 		if i%10 != 9 {
 			d.queue = append(d.queue, op) // bursts of 10: appends overlap writes and checkpoints
 			continue
 		}
 		d.feed(op)
 	}
-	if len(d.replies) != 250 {
-		t.Fatalf("%d replies to 250 enqueues", len(d.replies))
+	if len(d.replies) != count {
+		t.Fatalf("%d replies to %d enqueues", len(d.replies), count)
 	}
 	ckpt := 0
 	for _, l := range d.logs {
@@ -122,7 +142,5 @@ func TestCrashAppendEnumeration(t *testing.T) {
 		}
 	}
 	t.Logf("%d crash states over %d crash points, %d checkpoints: every acknowledged job survives each", states, points, ckpt)
-	if ckpt < 2 {
-		t.Fatalf("only %d checkpoints: segment roll and removal not exercised", ckpt)
-	}
+	return ckpt
 }

@@ -263,6 +263,10 @@ func (w *World) finalRestart() {
 		w.tr.line(w.now, -1, "quorum mode: no config holder has a log as fresh as a majority's — unavailable by design")
 		return
 	}
+	if p < 0 && w.rotStranded() {
+		w.tr.line(w.now, -1, "the only config holders are lost to bit rot: unavailable until an operator restores them")
+		return
+	}
 	if p < 0 {
 		w.violate("L1", "after a fault-free restart of every node (power loss: %v) no primary recovered its job state within %v: %s", power, finalBound, w.describe())
 		return

@@ -146,7 +146,7 @@ func (w *World) checkDurableClaim(nd *simNode, s sm.Send) {
 	if nd.lastClaim == c {
 		return
 	}
-	files := nd.disk.DurableFiles()
+	files := nd.disk.DurableFilesShared() // read only
 	for p := range files {
 		if !strings.HasPrefix(p, "data/") {
 			delete(files, p)

@@ -5,13 +5,16 @@ import "xce/sm"
 // Election safety and leader completeness (Raft §5.2, §5.4), checked the
 // moment a node becomes primary rather than when a loss surfaces later:
 //   - at most one primary per term, in quorum mode (S4);
-//   - in quorum mode the new primary's durable log is at least as fresh as
-//     the newest acknowledged write (term of its primary, LSN): a primary
-//     missing it would lose it (S5).
+//   - in quorum mode the new primary of term T has a durable log at least
+//     as fresh as the newest write acknowledged in a term before T (term of
+//     its primary, LSN): a primary missing it would lose it (S5). Writes
+//     of later terms do not count (Raft §5.4): a candidate of term T whose
+//     vote replies arrive late may win T after T+1 committed writes, and
+//     can commit nothing, since the majority that elected T+1 refuses T.
 
 type electionCheck struct {
-	termPrimary map[uint64]int // quorum mode: the primary of each term
-	acked       struct{ term, lsn uint64 }
+	termPrimary map[uint64]int    // quorum mode: the primary of each term
+	acked       map[uint64]uint64 // term -> highest LSN acknowledged by its primary
 	lastRole    []sm.Role
 	lastTerm    []uint64
 }
@@ -21,11 +24,11 @@ func (w *World) noteAckedWrite(nd *simNode, r sm.Reply) {
 	if r.Status != sm.StatusOK || r.LSN == 0 || nd.node.Role() != sm.RolePrimary {
 		return
 	}
-	a := &w.ec.acked
-	t := nd.node.Term()
-	if t > a.term || t == a.term && r.LSN > a.lsn {
-		a.term, a.lsn = t, r.LSN
+	if w.ec.acked == nil {
+		w.ec.acked = map[uint64]uint64{}
 	}
+	t := nd.node.Term()
+	w.ec.acked[t] = max(w.ec.acked[t], r.LSN)
 }
 
 // checkPromotion runs after every step of nd.
@@ -48,8 +51,17 @@ func (w *World) checkPromotion(nd *simNode) {
 		return
 	}
 	ec.termPrimary[term] = nd.id
-	t, l := durableLogPos(nd.disk.DurableFiles(), &nd.logs)
-	if a := ec.acked; t < a.term || t == a.term && l < a.lsn {
-		w.violate("S5", "n%d became primary of term %d with a durable log at (term %d, lsn %d), behind the acknowledged write (term %d, lsn %d)", nd.id, term, t, l, a.term, a.lsn)
+	var at, al uint64 // the newest write acknowledged in a term before this one
+	for tt, ll := range ec.acked {
+		if tt < term && (tt > at || tt == at && ll > al) {
+			at, al = tt, ll
+		}
+	}
+	if at == 0 {
+		return
+	}
+	t, l := durableLogPos(nd.disk.DurableFilesShared(), &nd.logs)
+	if t < at || t == at && l < al {
+		w.violate("S5", "n%d became primary of term %d with a durable log at (term %d, lsn %d), behind the acknowledged write (term %d, lsn %d)", nd.id, term, t, l, at, al)
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"time"
 
 	"xce/sm"
@@ -13,6 +14,13 @@ import (
 // complete may never have happened — the window durability bugs hide in.
 func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 	w.checkSnapshotTerm(nd, op)
+	if op.Op == sm.OpFsync && w.sc.FsyncWindowCut > 0 && !w.liveness && !w.faultsOff &&
+		strings.HasPrefix(op.Path, "data/wal/") && w.rng.Float64() < w.sc.FsyncWindowCut {
+		// The append before this fsync is only in the page cache: a power
+		// cut now tears it (torn, zeroed, garbage, hole).
+		w.kill(nd.id, "in a WAL fsync window", true)
+		return
+	}
 	done := max(nd.ioBusy, w.now) + w.ioLatency(op.Op)
 	nd.ioBusy = done
 	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
@@ -29,6 +37,7 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	}
 	w.tr.ioDone(w.now, nd.id, op, res)
 	w.deliver(nd.id, res)
+	w.checkRotTerm(nd, op, res)
 }
 
 func (w *World) ioLatency(op sm.OpKind) time.Duration {

@@ -45,6 +45,10 @@ func (w *World) livenessPhase() {
 		w.tr.line(w.now, -1, "quorum mode: no config holder has a log as fresh as a majority's — unavailable by design")
 		return
 	}
+	if !ok && w.rotStranded() {
+		w.tr.line(w.now, -1, "the only config holders are lost to bit rot: unavailable until an operator restores them")
+		return
+	}
 	if !ok {
 		w.violate("L1", "no convergence within %v of the liveness phase: %s", bootBound, w.describe())
 		return
@@ -97,7 +101,7 @@ func (w *World) canFailover() bool {
 	if w.sc.Nodes < 2 {
 		return false
 	}
-	return w.sc.SeedMode || w.sc.Nodes-1 >= w.nodes[0].opts.Majority()
+	return w.sc.SeedMode || w.sc.Nodes-w.lostNodes()-1 >= w.nodes[0].opts.Majority()
 }
 
 // converge runs until the cluster (without node skip) has converged, by
@@ -133,13 +137,13 @@ func (w *World) converge(skip int, bound time.Duration) (time.Duration, bool) {
 	return 0, false
 }
 
-// primaryOf returns the primary if the live nodes (except skip) have
-// converged: exactly one primary, every other node a serving standby that
-// follows it with the same config tag.
+// primaryOf returns the primary if the live nodes (except skip and the
+// nodes lost to bit rot) have converged: exactly one primary, every other
+// node a serving standby that follows it with the same config tag.
 func (w *World) primaryOf(skip int) int {
 	p := -1
 	for _, nd := range w.nodes {
-		if nd.id == skip {
+		if nd.id == skip || nd.rot.lost {
 			continue
 		}
 		if !nd.up {
@@ -157,7 +161,7 @@ func (w *World) primaryOf(skip int) int {
 	}
 	tag := w.nodes[p].node.ConfigTag()
 	for _, nd := range w.nodes {
-		if nd.id == skip || nd.id == p {
+		if nd.id == skip || nd.id == p || nd.rot.lost {
 			continue
 		}
 		n := nd.node
@@ -172,6 +176,10 @@ func (w *World) describe() string {
 	s := ""
 	for _, nd := range w.nodes {
 		if !nd.up {
+			if nd.rot.lost {
+				s += fmt.Sprintf("[n%d lost to bit rot] ", nd.id)
+				continue
+			}
 			s += fmt.Sprintf("[n%d down] ", nd.id)
 			continue
 		}

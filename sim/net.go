@@ -12,6 +12,8 @@ type link struct {
 	blockedUntil       time.Duration // partition: dropped until then
 	clogUntil          time.Duration // clog: held until then, then delivered
 	faulty             bool          // loss or dup configured (not "clean")
+	rate               float64       // bytes per second, 0 = unlimited (link.go)
+	tx                 txQueue       // the sender's queue (link.go)
 }
 
 // network is the simulated network: per-link delay (so messages reorder
@@ -22,6 +24,10 @@ type network struct {
 	rng   *rand.Rand
 	// faultsOn gates loss/dup/partitions/clogs: off in the liveness phase.
 	faultsOn bool
+	// resets: the schedule resets connections, so every link is a queue
+	// and deliveries carry their connection generation (link.go).
+	resets bool
+	rated  bool // some link has a rate
 }
 
 func newNetwork(n int, rng *rand.Rand) *network {
@@ -56,12 +62,18 @@ func (nw *network) deliveries(now time.Duration, from, to int) []time.Duration {
 }
 
 // clean reports whether a and b can talk reliably both ways right now:
-// no partition, clog, loss or duplication on either direction.
+// no partition, clog, loss or duplication on either direction, and
+// neither sender's queue backlogged or redialling (link.go: a message
+// sent now leaves within maxCleanBusy).
 func (nw *network) clean(now time.Duration, a, b int) bool {
+	la, lb := nw.l(a, b), nw.l(b, a)
+	if !la.tx.idle(now) || !lb.tx.idle(now) {
+		return false
+	}
 	if !nw.faultsOn {
 		return true
 	}
-	for _, l := range []*link{nw.l(a, b), nw.l(b, a)} {
+	for _, l := range [2]*link{la, lb} {
 		if now < l.blockedUntil || now < l.clogUntil || l.faulty {
 			return false
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -102,6 +103,32 @@ type Scenario struct {
 	// PowerLossAt, when non-zero, cuts the power of every node at once at
 	// that time of the safety phase (unsynced data lost on every disk).
 	PowerLossAt time.Duration
+	// Disk faults of issue 7 B3 (drawn by generateDiskNet).
+	// FsyncGate: a failed fsync drops the file's dirty data (simdisk).
+	FsyncGate bool
+	// ShortWrite: chance that a failing write first stored a prefix.
+	ShortWrite float64
+	// TornGarbage: power loss may leave unsynced appended tails ending in
+	// garbage, or with a zeroed hole before later data.
+	TornGarbage bool
+	// CorruptData: chance per restart of a down node of one flipped bit in
+	// a durable file of its data/ (WAL segment, snapshot, data/term). Only
+	// in quorum mode with 3+ nodes, and in at most a minority of the nodes
+	// (MaxRotted): rot in every copy is data loss by definition.
+	CorruptData float64
+	// LinkRate is each directed link's rate in bytes/s (index from*n+to),
+	// nil for unlimited links (link.go).
+	LinkRate []float64
+	// Resets are connection resets of one directed link (link.go).
+	Resets []LinkReset
+	// PayloadPad (BUGGIFY) pads every enqueued payload with that many
+	// bytes: WAL batches span disk sectors (torn tails with garbage and
+	// holes) and snapshots and batches are big on rate-limited links.
+	PayloadPad int
+	// FsyncWindowCut (BUGGIFY) is the chance that a node loses power the
+	// moment it issues the fsync of a WAL append: the append is only in
+	// the page cache, so the crash tears it.
+	FsyncWindowCut float64
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -128,8 +155,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v",
-		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss)
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d",
+		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -258,10 +286,62 @@ func generate(seed uint64, d drawer) Scenario {
 		}
 	}
 	generateWorkload(&s, d)
+	generateDiskNet(&s, d)
 	if d.coin(0.5, "tiny-snapshot-chunks") {
 		s.SnapshotChunk = 64 + d.intn(448, "snapshot-chunk")
 	}
 	return s
+}
+
+// MaxRotted is how many nodes of a cluster bit rot in data/ may hit: a
+// minority, so that a majority keeps every committed record.
+func (s Scenario) MaxRotted() int {
+	if s.SeedMode || s.SeedLiteralP0 || s.Nodes < 3 {
+		return 0
+	}
+	return (s.Nodes - 1) / 2
+}
+
+// generateDiskNet draws the faults of issue 7 B3, after every other draw
+// so that older seeds keep their schedules otherwise: fsyncgate, short
+// writes, garbage and holes in torn tails, bit rot in data/, link rates
+// and connection resets.
+func generateDiskNet(s *Scenario, d drawer) {
+	s.FsyncGate = d.coin(0.5, "fsyncgate")
+	if d.coin(0.5, "short-writes") {
+		s.ShortWrite = d.float(1, "short-write")
+	}
+	s.TornGarbage = d.coin(0.5, "torn-garbage")
+	if d.coin(0.25, "data-rot") && s.MaxRotted() > 0 {
+		s.CorruptData = d.float(0.5, "data-rot-rate")
+	}
+	if d.coin(0.5, "link-rates") {
+		// Log-uniform from 4 MiB/s to 1 GiB/s per directed link. Slower
+		// links starve a rejoining standby: its whole snapshot travels as
+		// one message, heartbeats queue behind it and its failure timeout
+		// fires (at 256 KiB/s with padded payloads the old primary never
+		// rejoined) — catch-up by records is issue 9.
+		s.LinkRate = make([]float64, s.Nodes*s.Nodes)
+		for i := range s.LinkRate {
+			s.LinkRate[i] = float64(4<<20) * math.Pow(2, d.float(8, "link-rate"))
+		}
+	}
+	if d.coin(0.4, "big-payloads") {
+		s.PayloadPad = 200 + d.intn(1800, "payload-pad")
+	}
+	if d.coin(0.4, "fsync-window-cuts") {
+		s.FsyncWindowCut = d.float(0.03, "fsync-window-cut")
+	}
+	if d.coin(0.3, "resets") && s.Nodes > 1 {
+		safetyMS := int(s.Safety / time.Millisecond)
+		for k := d.intn(6, "reset-count") + 1; k > 0; k-- {
+			r := LinkReset{At: ms(d.intn(safetyMS, "reset-at")), From: d.intn(s.Nodes, "reset-from"), To: d.intn(s.Nodes-1, "reset-to")}
+			if r.To >= r.From {
+				r.To++
+			}
+			s.Resets = append(s.Resets, r)
+		}
+	}
 }
 
 // generateWorkload draws the durability mode, the clients and the faults

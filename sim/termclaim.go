@@ -14,6 +14,9 @@ func (w *World) checkTermClaim(nd *simNode, s sm.Send) {
 	vote := -1
 	if b, ok := nd.disk.DurableFile(sm.TermPath); ok {
 		t, v, err := sm.ParseTermVote(b)
+		if err != nil && nd.rot.term != nil && string(b) == string(nd.rot.term) {
+			return // injected rot: the node stops when it reads it (rot.go)
+		}
 		if err != nil {
 			w.violate("S7", "n%d: durable %s unreadable: %v", nd.id, sm.TermPath, err)
 			return

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -255,6 +256,7 @@ func (w *World) clientGiveUp(id uint64) {
 // lose their connection: their outcome is unknown. Replies already sent
 // still arrive, except when the machine lost power.
 func (w *World) processGone(nd *simNode, power bool) {
+	w.net.senderGone(nd.id) // its send queues die with it (link.go)
 	for _, cl := range w.wl.clients {
 		if c := cl.cur; c != nil && c.node == nd.id && c.inc == nd.inc && (!c.replied || power) {
 			w.unknown(c, fmt.Sprintf("connection to n%d reset", nd.id))
@@ -352,7 +354,11 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 	}
 	payload := func() []byte {
 		wl.payloads++
-		return []byte("p" + strconv.Itoa(wl.payloads))
+		p := []byte("p" + strconv.Itoa(wl.payloads))
+		if pad := w.sc.PayloadPad; pad > 0 { // BUGGIFY: big records and snapshots
+			p = append(append(p, '.'), bytes.Repeat([]byte{'x'}, pad)...)
+		}
+		return p
 	}
 	handle := func() queue.Handle {
 		switch k := r.IntN(10); {
@@ -439,19 +445,28 @@ func (w *World) randomID() uint64 {
 	return 1 + uint64(wl.rng.Int64N(int64(top)+3))
 }
 
+// shortPayload renders a payload, a padded one (Scenario.PayloadPad) as
+// its key and its length.
+func shortPayload(p []byte) string {
+	if i := bytes.IndexByte(p, '.'); i >= 0 {
+		return fmt.Sprintf("%s+%dB", p[:i], len(p)-i)
+	}
+	return string(p)
+}
+
 // describeReq renders a request on one trace line.
 func describeReq(q sm.JobRequest) string {
 	s := q.Kind.String()
 	switch q.Kind {
 	case sm.JobEnqueue:
-		s += fmt.Sprintf(" %s %s prio=%d", q.Queue, q.Payload, q.Priority)
+		s += fmt.Sprintf(" %s %s prio=%d", q.Queue, shortPayload(q.Payload), q.Priority)
 		if q.Delay != 0 || q.Expires != 0 || q.Host != "" {
 			s += fmt.Sprintf(" delay=%d expires=%d pin=%q", q.Delay, q.Expires, q.Host)
 		}
 	case sm.JobEnqueueBatch:
 		s += " " + q.Queue
 		for _, p := range q.Payloads {
-			s += " " + string(p)
+			s += " " + shortPayload(p)
 		}
 	case sm.JobClaim:
 		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)

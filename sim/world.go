@@ -46,12 +46,15 @@ const (
 	evPause     // SIGSTOP node for dur
 	evResume    // SIGCONT (trace only: held events are already queued for then)
 	evPowerLoss // every node loses power at once
+	evLinkFree  // a link's writer is free for its next queued message (link.go)
+	evLinkReset // a connection reset (link.go)
 )
 
 type event struct {
 	at   time.Duration
 	seq  uint64
 	kind evKind
+	lgen uint32 // evInput of a shaped link: the connection it was sent on
 	node int
 	inc  int
 	in   sm.Input
@@ -125,6 +128,7 @@ type simNode struct {
 	chk       nodeCheck
 	restart   bool      // a start event is queued
 	lastClaim claimSeen // checkDurableClaim's last checked claim
+	rot       rotState  // bit rot injected in data/ (rot.go)
 	logs      logCache  // durableLogPos's parse of its files
 	// checkSnapshotTerm: the terms of the records this incarnation appended.
 	appended    map[uint64]uint64
@@ -215,8 +219,13 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 			l := w.net.l(from, to)
 			l.minDelay, l.maxDelay, l.loss, l.dup = sc.MinDelay, sc.MaxDelay, sc.Loss, sc.Dup
 			l.faulty = sc.Loss > 0 || sc.Dup > 0
+			if sc.LinkRate != nil && from != to {
+				l.rate = sc.LinkRate[from*sc.Nodes+to]
+				w.net.rated = true
+			}
 		}
 	}
+	w.net.resets = len(sc.Resets) > 0
 	for _, d := range sc.Drift {
 		w.maxDrift = max(w.maxDrift, d, -d)
 	}
@@ -252,7 +261,8 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		if err != nil {
 			w.violate("S7", "n%d: %v", i, err)
 		}
-		d.SetFaults(simdisk.Faults{WriteErr: sc.DiskWriteErr, NoSpace: sc.DiskNoSpace, FsyncErr: sc.DiskFsyncErr, ReadErr: sc.DiskReadErr})
+		d.SetFaults(simdisk.Faults{WriteErr: sc.DiskWriteErr, NoSpace: sc.DiskNoSpace, FsyncErr: sc.DiskFsyncErr, ReadErr: sc.DiskReadErr,
+			ShortWrite: sc.ShortWrite, FsyncGate: sc.FsyncGate, TornGarbage: sc.TornGarbage})
 		nd.chk.reset(d)
 		w.nodes = append(w.nodes, nd)
 	}
@@ -362,6 +372,9 @@ func (w *World) Run() (Report, *Failure) {
 	if w.sc.PowerLossAt > 0 {
 		w.push(event{at: w.sc.PowerLossAt, kind: evPowerLoss})
 	}
+	for _, r := range w.sc.Resets {
+		w.push(event{at: r.At, kind: evLinkReset, node: r.From, call: uint64(r.To)})
+	}
 	w.startWorkload()
 	w.push(event{at: w.sc.Safety, kind: evLiveness})
 	w.runUntil(w.sc.Safety, nil)
@@ -411,7 +424,7 @@ func (w *World) dispatch(e event) {
 		if tf, ok := e.in.(sm.TimerFired); ok && int(tf.Kind) < len(nd.timers) && nd.timers[tf.Kind] != tf.Gen {
 			return // re-armed or cancelled since
 		}
-		if nd.up && nd.inc == e.inc && !w.hold(e) {
+		if nd.up && nd.inc == e.inc && !w.stale(e) && !w.hold(e) {
 			w.deliver(e.node, e.in)
 		}
 	case evIO:
@@ -438,6 +451,10 @@ func (w *World) dispatch(e event) {
 		}
 	case evPowerLoss:
 		w.powerLossAll()
+	case evLinkFree:
+		w.linkFree(e.node, int(e.call))
+	case evLinkReset:
+		w.resetLink(LinkReset{At: e.at, From: e.node, To: int(e.call)})
 	case evStart:
 		w.start(e.node)
 	case evNetFault:
@@ -494,8 +511,8 @@ func (w *World) applyNetFault(f NetFault) {
 func (w *World) start(i int) {
 	nd := w.nodes[i]
 	nd.restart = false
-	if nd.up {
-		return
+	if nd.up || nd.rot.lost {
+		return // a node lost to bit rot stays down (rot.go)
 	}
 	if !w.liveness {
 		recent := 0
@@ -520,6 +537,9 @@ func (w *World) start(i int) {
 				nd.chk.excuse()
 				w.tr.line(w.now, i, "bit rot in "+p)
 			}
+		}
+		if len(nd.starts) > 0 && w.sc.CorruptData > 0 && w.rng.Float64() < w.sc.CorruptData {
+			w.corruptData(nd)
 		}
 	}
 	nd.starts = append(nd.starts, w.now)
@@ -568,6 +588,9 @@ func (w *World) kill(i int, why string, power bool) {
 	if power {
 		nd.disk.Crash(w.rng)
 		why += ", power loss"
+		if s := nd.disk.LastCrash(); s != "" {
+			why += ": unsynced files " + s
+		}
 	}
 	w.tr.line(w.now, i, "kill -9 ("+why+")")
 	nd.chk.crashed()
@@ -629,9 +652,7 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 			w.violate("S7", "n%d sent to unknown peer %d", i, x.To)
 			return
 		}
-		for _, at := range w.net.deliveries(w.now, i, x.To) {
-			w.push(event{at: at, kind: evInput, node: x.To, inc: w.nodes[x.To].inc, in: sm.Recv{From: i, Msg: x.Msg}})
-		}
+		w.sendMsg(i, x.To, x.Msg)
 	case sm.SetTimer:
 		if int(x.Kind) < len(nd.timers) {
 			nd.timers[x.Kind] = x.Gen

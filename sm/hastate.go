@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"xce/sm/wal"
 )
 
 // The node's durable HA state is data/term: its current term and the vote
-// it cast in that term ("<term>\n", or "<term> <peer index>\n" once it has
-// voted). In memory the node may already have moved on (a higher term
+// it cast in that term ("<term>", or "<term> <peer index>" once it has
+// voted, then " crc32c=<8 hex digits>" and a newline: see termFile). In memory the node may already have moved on (a higher term
 // seen, a vote granted); every message it sends reveals that state, so
 // sends are held until the state is durable (DESIGN §4.4: a node makes the
 // highest term it has seen durable before it acts on it). Nothing else
@@ -22,6 +24,14 @@ const maxHeld = 4096
 // ParseTermVote parses data/term: the term and the vote in it (-1: none).
 func ParseTermVote(b []byte) (uint64, int, error) {
 	s := strings.TrimSuffix(string(b), "\n")
+	if body, sum, ok := strings.Cut(s, termSumSep); ok {
+		// A file this version wrote: the checksum covers the rest, so a
+		// flipped bit (a lower term, another vote) is refused, not used.
+		if want := fmt.Sprintf("%08x", wal.Checksum([]byte(body))); sum != want {
+			return 0, -1, fmt.Errorf("%w '%s': checksum mismatch (%q, computed %s): bit rot or a torn write — restore this node's data/ or wipe it", ErrBadTermFile, TermPath, sum, want)
+		}
+		s = body
+	}
 	ts, vs, hasVote := strings.Cut(s, " ")
 	t, err := strconv.ParseUint(ts, 10, 64)
 	if err != nil {
@@ -37,12 +47,18 @@ func ParseTermVote(b []byte) (uint64, int, error) {
 	return t, v, nil
 }
 
-// termFile is what data/term holds for (term, vote).
+// termSumSep introduces data/term's checksum.
+const termSumSep = " crc32c="
+
+// termFile is what data/term holds for (term, vote): "<term>[ <vote>]"
+// then " crc32c=<CRC32C of that, 8 hex digits>" and a newline. Files
+// without the checksum (written before it existed) are still read.
 func termFile(t uint64, vote int) []byte {
-	if vote < 0 {
-		return []byte(strconv.FormatUint(t, 10) + "\n")
+	body := strconv.FormatUint(t, 10)
+	if vote >= 0 {
+		body += " " + strconv.Itoa(vote)
 	}
-	return []byte(strconv.FormatUint(t, 10) + " " + strconv.Itoa(vote) + "\n")
+	return []byte(body + termSumSep + fmt.Sprintf("%08x", wal.Checksum([]byte(body))) + "\n")
 }
 
 // haDirty: the in-memory term or vote is not durable yet.

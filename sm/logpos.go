@@ -1,7 +1,10 @@
 package sm
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"xce/schema"
 	"xce/sm/wal"
@@ -14,37 +17,70 @@ import (
 // recovery removes those segments). Every file read is fsync'd first: the
 // position a node votes with must be durable. then receives the position
 // (the caller decides whether it is still the node's) and whether the log
-// is clean: it ends exactly there, with no torn tail, unreadable snapshot
-// or replaced log's segments after it (only a clean log may be extended
-// by a catch-up).
+// is clean: it ends exactly there, with no torn tail, corrupt snapshot or
+// replaced log's segments after it (only a clean log may be extended by a
+// catch-up).
 func (n *Node) scanLogPosition(then func(logPos, bool)) {
 	n.listForScan(wal.WALDir, func(segs []string) {
 		n.listForScan(wal.SnapDir, func(snaps []string) {
-			plan, err := wal.PlanRecovery(snaps, segs)
-			if err != nil {
-				n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
-			}
-			clean := err == nil
-			if plan.Snapshot == "" {
-				n.scanSegments(plan.Segments, logPos{}, clean, then)
-				return
-			}
-			path := wal.SnapDir + "/" + plan.Snapshot
-			n.readDurably(path, func(d IODone) {
-				if d.Err != IOOK {
-					n.dieUnreadable(path, d)
-					return
-				}
-				s, err := wal.DecodeSnapshot(d.Data)
-				if err != nil { // corrupt: recovery falls back the same way
-					n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %s %v — log position from the segments only", path, d.Err, err))
-					n.scanSegments(plan.Segments, logPos{}, false, then)
-					return
-				}
-				n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, clean, then)
-			})
+			n.scanPlan(snaps, segs, "", then)
 		})
 	})
+}
+
+// scanPlan scans the plan for snaps and segs. bad names the newest
+// snapshot found corrupt so far ("" if none): recovery then falls back to
+// an older one but refuses a log that does not reach the corrupt one's LSN,
+// so the scan refuses it too, naming the file, rather than claim records
+// recovery cannot rebuild.
+func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool)) {
+	plan, err := wal.PlanRecovery(snaps, segs)
+	if err != nil {
+		if bad != "" {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the log does not continue an older one (%v): restore this node's data/ or wipe it so it resyncs from the primary", bad, err))
+			return
+		}
+		n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
+	}
+	then = n.mustReach(bad, then)
+	clean := err == nil && bad == ""
+	if plan.Snapshot == "" {
+		n.scanSegments(plan.Segments, logPos{}, clean, then)
+		return
+	}
+	path := wal.SnapDir + "/" + plan.Snapshot
+	n.readDurably(path, func(d IODone) {
+		if d.Err != IOOK {
+			n.dieUnreadable(path, d)
+			return
+		}
+		s, err := wal.DecodeSnapshot(d.Data)
+		if err != nil { // corrupt: recovery falls back to an older one, so do we
+			n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", path, err))
+			if bad == "" {
+				bad = path
+			}
+			n.scanPlan(slices.DeleteFunc(slices.Clone(snaps), func(x string) bool { return x == plan.Snapshot }), segs, bad, then)
+			return
+		}
+		n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, clean, then)
+	})
+}
+
+// mustReach wraps then: with a corrupt snapshot bad, the position found
+// must reach its LSN (recovery's rule), else the node stops.
+func (n *Node) mustReach(bad string, then func(logPos, bool)) func(logPos, bool) {
+	lsn, ok := wal.ParseSnapshotName(strings.TrimPrefix(bad, wal.SnapDir+"/"))
+	if bad == "" || !ok {
+		return then
+	}
+	return func(pos logPos, clean bool) {
+		if pos.lsn < lsn {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", bad, pos.lsn, pos.lsn+1, lsn))
+			return
+		}
+		then(pos, clean)
+	}
 }
 
 func (n *Node) listForScan(dir string, k func([]string)) {
@@ -83,7 +119,7 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 				return
 			}
 			diverged := false
-			valid, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
+			validLen, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
 				switch {
 				case r.GetLsn() == snap.lsn && snap.lsn > 0 && r.GetTerm() != snap.term:
 					diverged = true
@@ -96,11 +132,30 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 			if diverged {
 				pos = snap
 			}
-			if err != nil { // corruption or divergence: the log ends here
+			var ce *wal.CorruptError
+			if errors.As(err, &ce) && !n.opt.WALRepair {
+				// Recovery refuses this log: so does the position. A
+				// shorter claim would let this node vote for a candidate
+				// lacking records it holds behind the corruption.
+				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+				return
+			}
+			if err != nil { // divergence, or corruption truncated by --wal-repair: the log ends here
 				then(pos, false)
 				return
 			}
-			if valid < len(d.Data) {
+			if validLen < len(d.Data) && len(rest) > 1 {
+				// A bad frame ends a segment that later ones follow:
+				// recovery refuses it (or, repairing, truncates the log
+				// here), so the position cannot count the later segments.
+				if !n.opt.WALRepair {
+					n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a bad record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+					return
+				}
+				then(pos, false)
+				return
+			}
+			if validLen < len(d.Data) {
 				clean = false // a torn tail: recovery truncates it
 			}
 			walk(rest[1:])

@@ -735,8 +735,8 @@ func TestAmIPrimaryNoPeers(t *testing.T) {
 		}
 	}
 	// A one-node cluster is its own majority: it votes for itself.
-	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1 0\n" {
-		t.Errorf("durable %s = %q, want \"1 0\\n\" (term 1, vote for n0)", sm.TermPath, got)
+	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1 0 crc32c=1bab1d29\n" {
+		t.Errorf("durable %s = %q, want \"1 0 crc32c=1bab1d29\\n\" (term 1, vote for n0)", sm.TermPath, got)
 	}
 	if !n.n.Serving() || !n.hasLog("ha.promoted", sm.Info) {
 		t.Errorf("serving=%v, want serving and ha.promoted", n.n.Serving())
@@ -767,8 +767,8 @@ func TestAmIPrimaryHigherAlive(t *testing.T) {
 		t.Errorf("standby did not join the primary to fetch its config")
 	}
 	// Following the primary, it made the primary's term its own, durably.
-	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "4\n" || n.n.Term() != 4 {
-		t.Errorf("standby of a term-4 primary: durable term %q, term %d; want \"4\\n\", 4", got, n.n.Term())
+	if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "4 crc32c=a5048dff\n" || n.n.Term() != 4 {
+		t.Errorf("standby of a term-4 primary: durable term %q, term %d; want \"4 crc32c=a5048dff\\n\", 4", got, n.n.Term())
 	}
 	// It stays a standby past its own deadline while the primary lives.
 	keepAlive(h, p, 2, 5*time.Second, nil)
@@ -807,8 +807,8 @@ func TestAmIPrimaryDeadlineExpires(t *testing.T) {
 			return
 		}
 		becamePrimaryAt = h.now
-		if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1\n" {
-			t.Errorf("reported primary while durable %s = %q, want \"1\\n\"", sm.TermPath, got)
+		if got := string(n.disk.DurableFiles()[sm.TermPath]); got != "1 crc32c=90f599e3\n" {
+			t.Errorf("reported primary while durable %s = %q, want \"1 crc32c=90f599e3\\n\"", sm.TermPath, got)
 		}
 	}
 	h.boot(2)

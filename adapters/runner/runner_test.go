@@ -147,7 +147,7 @@ func TestSingleNodeBootsToPrimary(t *testing.T) {
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("status = %+v, want %+v", st, want)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, sm.TermPath)); err != nil || string(b) != "1 0\n" { // term 1, its own vote
+	if b, err := os.ReadFile(filepath.Join(dir, sm.TermPath)); err != nil || string(b) != "1 0 crc32c=1bab1d29\n" { // term 1, its own vote (with its checksum)
 		t.Errorf("data/term = %q, %v", b, err)
 	}
 	stopRun(t, cancel, errc)

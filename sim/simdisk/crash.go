@@ -159,10 +159,6 @@ func (d *Disk) dirtyFiles(p *plan) []*inode {
 	return out
 }
 
-// dataOptions lists the distinct contents an unsynced file may have after
-// a crash, in a fixed order: durable, current, current torn at every 512 B
-// boundary below its length (4 KiB boundaries included, 0 included),
-// current zeroed.
 // tornBase is where a crash may start tearing or zeroing f: after the
 // fsync'd prefix of an append-only file, else at 0.
 func tornBase(f *inode) int {
@@ -179,16 +175,69 @@ func zeroedFrom(f *inode, base int) []byte {
 	return z
 }
 
+// sector is the unit a crash tears at: a torn tail, garbage or a hole
+// starts at a multiple of it (4 KiB pages are multiples too).
+const sector = 512
+
+// holeLen is the length of an enumerated hole: one 4 KiB page never
+// written while later data was (Crash draws 512 B or 4 KiB).
+const holeLen = sector
+
+// garbageFrom is f's data up to n, then garbage to its end: the last
+// sectors of an unsynced append held whatever the device had there.
+// The garbage is a fixed function of (file, n) so states stay canonical.
+func garbageFrom(f *inode, n int, r *rand.Rand) []byte {
+	g := slices.Clone(f.data[:n:n])
+	if r == nil {
+		r = rand.New(rand.NewPCG(f.id, uint64(n)))
+	}
+	for len(g) < len(f.data) {
+		g = append(g, byte(r.Uint32()))
+	}
+	return g
+}
+
+// holeAt is f's data with [n, n+size) zeroed (clipped to its length):
+// later sectors persisted, these did not.
+func holeAt(f *inode, n, size int) []byte {
+	h := slices.Clone(f.data)
+	clear(h[n:min(n+size, len(h))])
+	return h
+}
+
+// firstSector is the first sector boundary at or after the torn base.
+func firstSector(base int) int { return (base + sector - 1) / sector * sector }
+
+// dataOptions lists the distinct contents an unsynced file may have after
+// a crash, in a fixed order: durable, current, current torn at every 512 B
+// boundary below its length (4 KiB boundaries included, 0 included),
+// current zeroed, then, if the file only grew by appends since its fsync,
+// for every 4 KiB boundary of the unsynced tail (and its first sector
+// boundary): the tail ending in garbage from there, and a 4 KiB hole there
+// with data after it.
 func dataOptions(f *inode) []dataOpt {
 	opts := []dataOpt{{f.durable, f.durMtime}, {f.data, f.mtime}}
 	base := tornBase(f)
-	for n := base - base%512; n < len(f.data); n += 512 {
+	for n := base - base%sector; n < len(f.data); n += sector {
 		if n >= base {
 			opts = append(opts, dataOpt{f.data[:n:n], f.mtime})
 		}
 	}
 	if len(f.data) > 0 {
 		opts = append(opts, dataOpt{zeroedFrom(f, base), f.mtime})
+	}
+	first := firstSector(base)
+	if f.truncated {
+		first = len(f.data) // garbage and holes are for appended tails
+	}
+	for n := first; n < len(f.data); n += holeLen {
+		if n > first {
+			n -= n % holeLen
+		}
+		opts = append(opts, dataOpt{garbageFrom(f, n, nil), f.mtime})
+		if n+holeLen < len(f.data) {
+			opts = append(opts, dataOpt{holeAt(f, n, holeLen), f.mtime})
+		}
 	}
 	out := opts[:0]
 	for _, o := range opts {
@@ -199,15 +248,21 @@ func dataOptions(f *inode) []dataOpt {
 	return out
 }
 
-// randomOpt draws one crash outcome for an unsynced file.
-func randomOpt(f *inode, r *rand.Rand) dataOpt {
-	switch r.IntN(4) {
+// randomOpt draws one crash outcome for an unsynced file and names it;
+// with garbage, half the outcomes of an appended file are a tail ending in
+// garbage or a hole before later data (where the tail spans a sector).
+func randomOpt(f *inode, r *rand.Rand, garbage bool) (dataOpt, string) {
+	kind := r.IntN(4)
+	if garbage && !f.truncated && r.IntN(2) == 0 {
+		kind = 4 // half the time: garbage or a hole
+	}
+	switch kind {
 	case 1:
-		return dataOpt{f.data, f.mtime}
+		return dataOpt{f.data, f.mtime}, "kept"
 	case 2:
 		base := tornBase(f)
 		if len(f.data) > base {
-			bs := 512
+			bs := sector
 			if r.IntN(2) == 1 {
 				bs = 4096
 			}
@@ -215,13 +270,27 @@ func randomOpt(f *inode, r *rand.Rand) dataOpt {
 			last := (len(f.data) - 1) / bs
 			if last >= first {
 				n := (first + r.IntN(last-first+1)) * bs
-				return dataOpt{f.data[:n:n], f.mtime}
+				return dataOpt{f.data[:n:n], f.mtime}, "torn"
 			}
 		}
 	case 3:
-		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}
+		return dataOpt{zeroedFrom(f, tornBase(f)), f.mtime}, "zeroed"
+	case 4:
+		first := firstSector(tornBase(f))
+		if first >= len(f.data) {
+			break
+		}
+		n := first + r.IntN((len(f.data)-first+sector-1)/sector)*sector
+		if r.IntN(2) == 0 {
+			return dataOpt{garbageFrom(f, n, r), f.mtime}, "garbage"
+		}
+		size := sector << (3 * r.IntN(2)) // 512 B or 4 KiB
+		if n+size < len(f.data) {
+			return dataOpt{holeAt(f, n, size), f.mtime}, "hole"
+		}
+		return dataOpt{garbageFrom(f, n, r), f.mtime}, "garbage"
 	}
-	return dataOpt{f.durable, f.durMtime}
+	return dataOpt{f.durable, f.durMtime}, "lost"
 }
 
 // materialize builds the fully durable tree p describes. Inode ids are
@@ -258,7 +327,9 @@ func materialize(root *inode, p *plan) *inode {
 // (the disk's own source if r is nil; with neither, the unluckiest state:
 // only what was durable survives). Each directory keeps a random subset of
 // its pending operations; each visible unsynced file keeps its durable,
-// current, torn or zeroed data. The result is fully durable.
+// current, torn or zeroed data (with Faults.TornGarbage also a tail ending
+// in garbage or holding a hole before later data). The result is fully
+// durable.
 func (d *Disk) Crash(r *rand.Rand) {
 	if r == nil {
 		r = d.rng
@@ -276,12 +347,26 @@ func (d *Disk) Crash(r *rand.Rand) {
 			}
 			p.dirs[dir] = replay(dir, keep)
 		}
+		count := map[string]int{}
 		for _, f := range d.dirtyFiles(p) {
-			p.data[f] = randomOpt(f, r)
+			var kind string
+			p.data[f], kind = randomOpt(f, r, d.faults.TornGarbage)
+			count[kind]++
+		}
+		d.lastCrash = ""
+		for _, k := range []string{"lost", "kept", "torn", "zeroed", "garbage", "hole"} {
+			if count[k] > 0 {
+				d.lastCrash += fmt.Sprintf(" %s=%d", k, count[k])
+			}
 		}
 	}
 	d.root = materialize(d.rootDir(), p)
 }
+
+// LastCrash summarises what the last Crash did to unsynced files: how
+// many kept their durable data (lost), their new data (kept), were torn,
+// zeroed, ended in garbage or got a hole; "" if none was unsynced.
+func (d *Disk) LastCrash() string { return strings.TrimSpace(d.lastCrash) }
 
 // Corrupt flips one bit, chosen by r (the disk's source if nil), of the
 // current and the durable data of the file at path: silent at-rest bit rot.
@@ -345,22 +430,34 @@ func (d *Disk) Clone() *Disk {
 	return &Disk{root: cp(d.rootDir()), nextID: d.nextID, faults: d.faults}
 }
 
-func files(root *inode, v view) map[string][]byte {
+func files(root *inode, v view, share bool) map[string][]byte {
 	out := map[string][]byte{}
 	walk(root, "", v, 0, func(p string, n *inode) {
 		if !n.isDir {
-			out[p] = append([]byte{}, v.file(n).data...)
+			if share {
+				out[p] = v.file(n).data
+			} else {
+				out[p] = append([]byte{}, v.file(n).data...)
+			}
 		}
 	})
 	return out
 }
 
 // Files returns a copy of every file's current contents by path.
-func (d *Disk) Files() map[string][]byte { return files(d.rootDir(), currentView{}) }
+func (d *Disk) Files() map[string][]byte { return files(d.rootDir(), currentView{}, false) }
 
 // DurableFiles returns what a crash with no luck keeps: the files reachable
 // through durable directory entries, with their durable data.
-func (d *Disk) DurableFiles() map[string][]byte { return files(d.rootDir(), durableView{}) }
+func (d *Disk) DurableFiles() map[string][]byte { return files(d.rootDir(), durableView{}, false) }
+
+// DurableFilesShared is DurableFiles without copying: the slices are the
+// disk's own (never modified in place, see the package comment), so the
+// caller must not modify them. For checkers that read the durable view
+// often.
+func (d *Disk) DurableFilesShared() map[string][]byte {
+	return files(d.rootDir(), durableView{}, true)
+}
 
 // Paths returns the sorted paths of the current view's files.
 func (d *Disk) Paths() []string { return d.paths(false) }

@@ -9,8 +9,11 @@
 // (Crash, or every state at once with CrashStates) keeps any subset of each
 // directory's pending operations, replayed in their original order, and for
 // every file whose data was not fsync'd any of: the durable data, the new
-// data, the new data torn at a 512 B / 4 KiB boundary, or the new data
-// zeroed. After a crash everything left is durable.
+// data, the new data torn at a 512 B / 4 KiB boundary, the new data
+// zeroed, or (after an append) the new data ending in garbage or with a
+// zero-filled hole followed by later data. After a crash everything left
+// is durable. Faults add EIO, ENOSPC and short writes, failed fsyncs that
+// drop the dirty data (fsyncgate), and bit rot (Corrupt).
 //
 // Paths are relative to the node's base directory and '/'-separated; the
 // base directory itself is "" (valid for OpList, OpFsync and OpFsyncDir).
@@ -28,6 +31,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"xce/sm"
@@ -49,6 +53,26 @@ type Faults struct {
 	// ReadErr: OpRead of an existing file fails with IOFailed (bit rot
 	// detected on read: the device's checksum caught it).
 	ReadErr float64
+	// NoSpace also fails OpMkdir and OpRename (a new directory, or a
+	// directory entry that needs a new block), and, at a quarter of the
+	// rate, the fsync of a file with unsynced data (the writeback of
+	// delayed allocations).
+	//
+	// ShortWrite: when WriteErr or NoSpace fires on an OpWrite/OpAppend,
+	// the chance that the write first stored a random non-empty proper
+	// prefix of its data (a short write(2), then the error). The prefix
+	// is unsynced page-cache data like any other write's.
+	ShortWrite float64
+	// FsyncGate: a failed fsync of a file drops the file's dirty data
+	// (Linux's writeback error handling, "fsyncgate"): its contents revert
+	// to what the disk durably holds, later reads return that, and a
+	// retried fsync succeeds with nothing left to write.
+	FsyncGate bool
+	// TornGarbage: a crash (Crash) may also leave an unsynced appended
+	// tail ending in random garbage, or with a zero-filled hole (whole
+	// sectors never written) followed by data written after it.
+	// CrashStates enumerates these states whatever the flag says.
+	TornGarbage bool
 }
 
 // Disk is one node's simulated disk. It is not safe for concurrent use.
@@ -57,6 +81,8 @@ type Disk struct {
 	nextID uint64
 	faults Faults
 	rng    *rand.Rand
+	// lastCrash: what the last Crash did to unsynced files (LastCrash).
+	lastCrash string
 }
 
 // inode is a file or a directory. Slices are immutable once stored.
@@ -249,11 +275,19 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 		if n != nil && n.isDir {
 			return fail(sm.IOFailed, "open "+op.Path+": is a directory")
 		}
-		if d.fault(d.faults.WriteErr) {
-			return fail(sm.IOFailed, "write "+op.Path+": input/output error (injected)")
+		switch {
+		case d.fault(d.faults.WriteErr):
+			r.Err, r.Detail = sm.IOFailed, "write "+op.Path+": input/output error (injected)"
+		case d.fault(d.faults.NoSpace):
+			r.Err, r.Detail = sm.IONoSpace, "write "+op.Path+": no space left on device (injected)"
 		}
-		if d.fault(d.faults.NoSpace) {
-			return fail(sm.IONoSpace, "write "+op.Path+": no space left on device (injected)")
+		if r.Err != sm.IOOK {
+			if len(op.Data) < 2 || !d.fault(d.faults.ShortWrite) {
+				return r
+			}
+			// A short write: a prefix reached the page cache first.
+			op.Data = op.Data[:1+d.rng.IntN(len(op.Data)-1)]
+			r.Detail += " after a short write of " + strconv.Itoa(len(op.Data)) + " bytes"
 		}
 		if n == nil {
 			n = d.newFile()
@@ -277,8 +311,23 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 		if e != sm.IOOK {
 			return fail(e, detail)
 		}
-		if d.fault(d.faults.FsyncErr) {
-			return fail(sm.IOFailed, "fsync "+quote(op.Path)+": input/output error (injected)")
+		e, what := sm.IOOK, ""
+		switch {
+		case d.fault(d.faults.FsyncErr):
+			e, what = sm.IOFailed, "input/output error"
+		case n.dirty && d.fault(d.faults.NoSpace/4):
+			// Writeback of delayed allocations can fail with ENOSPC.
+			e, what = sm.IONoSpace, "no space left on device"
+		}
+		if e != sm.IOOK {
+			detail := "fsync " + quote(op.Path) + ": " + what + " (injected)"
+			if d.faults.FsyncGate && !n.isDir && n.dirty {
+				// The kernel marks the failed pages clean: the new data is
+				// gone from the cache, and nothing will write it.
+				n.data, n.mtime, n.dirty, n.truncated = n.durable, n.durMtime, false, false
+				detail += "; the file's unsynced data was dropped"
+			}
+			return fail(e, detail)
 		}
 		n.sync()
 		return r
@@ -332,6 +381,9 @@ func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
 			}
 			return fail(sm.IOFailed, "mkdir "+op.Path+": file exists and is not a directory")
 		}
+		if d.fault(d.faults.NoSpace) {
+			return fail(sm.IONoSpace, "mkdir "+op.Path+": no space left on device (injected)")
+		}
 		n := d.newDir(wall)
 		dir.entries[name] = n
 		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
@@ -363,6 +415,9 @@ func (d *Disk) rename(op sm.FileOp, r sm.IODone) sm.IODone {
 	}
 	if sname == tname {
 		return r // same entry: POSIX says do nothing
+	}
+	if d.fault(d.faults.NoSpace) {
+		return fail(sm.IONoSpace, verb+": no space left on device (injected)")
 	}
 	if dst := tdir.entries[tname]; dst != nil {
 		switch {

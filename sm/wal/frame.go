@@ -172,10 +172,10 @@ func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) er
 	for off < len(data) {
 		p, reason := frameAt(data, off)
 		if p == nil {
-			if at := findValidFrame(data, off+1, last); at >= 0 {
+			if at := findValidFrame(data, off+1, last); at >= 0 && !zeroSector(data, off, at) {
 				return off, &CorruptError{Offset: off, Reason: reason, ValidAt: at}
 			}
-			return off, nil // torn or zeroed tail
+			return off, nil // torn, zeroed or garbage tail, or a hole before later unsynced data
 		}
 		if fresh && last != 0 {
 			rec = new(schema.WalRecord)
@@ -193,6 +193,30 @@ func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) er
 		off += HeaderSize + len(p)
 	}
 	return off, nil
+}
+
+// SectorSize is the unit a crash loses an unsynced append in.
+const SectorSize = 512
+
+// zeroSector reports whether data[from:to] contains a whole all-zero
+// sector (SectorSize-aligned in the file): a hole an unsynced append left
+// when a later sector reached the disk before it. A bit flip cannot make
+// one, so a bad frame with such a hole before the next valid frame is a
+// torn tail, not corruption.
+func zeroSector(data []byte, from, to int) bool {
+	for s := (from + SectorSize - 1) / SectorSize * SectorSize; s+SectorSize <= to; s += SectorSize {
+		zero := true
+		for _, b := range data[s : s+SectorSize] {
+			if b != 0 {
+				zero = false
+				break
+			}
+		}
+		if zero {
+			return true
+		}
+	}
+	return false
 }
 
 // findValidFrame returns the first offset >= from holding a frame that
@@ -218,12 +242,15 @@ func findValidFrame(data []byte, from int, last uint64) int {
 // Scan decodes the frames of one segment in order.
 //
 //   - Every frame verifies: recs holds them all, validLen = len(data).
-//   - A torn or zeroed tail — from the first bad frame on, the bytes hold
-//     no further valid frame — ends the scan: recs is the good prefix,
-//     validLen the offset where the tail starts, err nil. The caller
-//     truncates the segment there.
+//   - A torn, zeroed or garbage tail — from the first bad frame on, the
+//     bytes hold no further valid frame, or the next valid frame comes
+//     after a whole zeroed sector (a hole: an unsynced append whose later
+//     sectors reached the disk before that one) — ends the scan: recs is
+//     the good prefix, validLen the offset where the tail starts, err nil.
+//     The caller truncates the segment there. Garbage never verifies as a
+//     record: every frame's CRC32C is checked.
 //   - Corruption before the tail — a bad frame followed later by a valid
-//     one (a frame whose length and CRC verify, that decodes and whose LSN
+//     one with no zeroed sector between them (a frame whose length and CRC verify, that decodes and whose LSN
 //     exceeds the last good one), a frame that verifies but does not
 //     decode, or an LSN that does not increase — returns the good prefix,
 //     validLen = the bad frame's offset and a *CorruptError (wrapping
