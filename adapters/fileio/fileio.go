@@ -45,13 +45,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 
+	"xce/adapters/fileop"
 	"xce/sm"
 )
 
@@ -67,96 +67,99 @@ type Executor struct{ Base string }
 
 // ErrPathRefused is wrapped by the error of a refused path (its text
 // starts the IODone Detail).
-var ErrPathRefused = errors.New("path refused")
+var ErrPathRefused = fileop.ErrPathRefused
 
-// Exec executes op and returns its completion (ID = op.ID). It never
-// panics on a malformed op.
-func (e *Executor) Exec(op sm.FileOp) sm.IODone {
-	r := sm.IODone{ID: op.ID}
-	fail := func(err error) sm.IODone {
-		r.Err, r.Detail = MapErr(err), err.Error()
-		return r
-	}
-	// Which ops accept "" (Base itself): those simdisk resolves with lookup.
-	allowBase := op.Op == sm.OpRead || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir || op.Op == sm.OpList
-	path, err := e.resolve(op.Path, allowBase)
-	if err != nil {
-		return fail(err)
-	}
-	switch op.Op {
-	case sm.OpWrite:
-		err = writeFile(path, op.Data, os.O_TRUNC)
-	case sm.OpAppend:
-		err = writeFile(path, op.Data, os.O_APPEND)
-	case sm.OpFsync, sm.OpFsyncDir:
-		err = fsyncPath(path)
-	case sm.OpRename:
-		var to string
-		if to, err = e.resolve(op.To, false); err == nil {
-			err = rename(path, to)
-		}
-	case sm.OpRemove:
-		err = os.Remove(path)
-	case sm.OpMkdir:
-		err = mkdir(path)
-	case sm.OpRead:
-		r.Data, r.ModTime, err = readFile(path, op.MaxSize)
-		if errors.Is(err, errTooBig) {
-			r.Data = nil
-			r.Err, r.Detail = sm.IOTooBig, err.Error()
-			return r
-		}
-	case sm.OpList:
-		r.Entries, err = list(path)
-	default:
-		err = fmt.Errorf("unknown file operation %s (%d)", op.Op, op.Op)
-	}
-	if err != nil {
-		r.Data, r.Entries, r.ModTime = nil, nil, 0
-		return fail(err)
-	}
-	return r
-}
+// Exec executes op and returns its completion (ID = op.ID), with the one
+// executor every adapter and the simulator use (fileop.Exec) on the
+// operating system's files under Base. It never panics on a malformed op.
+func (e *Executor) Exec(op sm.FileOp) sm.IODone { return fileop.Exec(osFS{e.Base}, op) }
 
-// resolve joins rel under Base after a lexical check. "" names Base and is
-// accepted only when allowBase.
-func (e *Executor) resolve(rel string, allowBase bool) (string, error) {
-	if e.Base == "" {
+// osFS is fileop.FS on the operating system, under base.
+type osFS struct{ base string }
+
+func (o osFS) path(rel string) (string, error) {
+	if o.base == "" {
 		return "", fmt.Errorf("%w: executor has no base directory", ErrPathRefused)
 	}
 	if rel == "" {
-		if allowBase {
-			return e.Base, nil
-		}
-		return "", fmt.Errorf("%w: empty path", ErrPathRefused)
+		return o.base, nil
 	}
-	if msg := CheckPath(rel); msg != "" {
-		return "", fmt.Errorf("%w: %q: %s", ErrPathRefused, rel, msg)
+	return filepath.Join(o.base, filepath.FromSlash(rel)), nil
+}
+
+func (o osFS) Write(rel string, data []byte, appendTo bool) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
 	}
-	return filepath.Join(e.Base, filepath.FromSlash(rel)), nil
+	mode := os.O_TRUNC
+	if appendTo {
+		mode = os.O_APPEND
+	}
+	return writeFile(p, data, mode)
+}
+
+func (o osFS) Sync(rel string) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
+	}
+	return fsyncPath(p)
+}
+
+func (o osFS) Rename(from, to string) error {
+	pf, err := o.path(from)
+	if err != nil {
+		return err
+	}
+	pt, err := o.path(to)
+	if err != nil {
+		return err
+	}
+	return rename(pf, pt)
+}
+
+func (o osFS) Remove(rel string) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
+	}
+	return os.Remove(p)
+}
+
+func (o osFS) Mkdir(rel string) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
+	}
+	return mkdir(p)
+}
+
+func (o osFS) Read(rel string, max int64) ([]byte, int64, error) {
+	p, err := o.path(rel)
+	if err != nil {
+		return nil, 0, err
+	}
+	return readFile(p, max)
+}
+
+func (o osFS) List(rel string) ([]sm.DirEntry, error) {
+	p, err := o.path(rel)
+	if err != nil {
+		return nil, err
+	}
+	return list(p)
 }
 
 // CheckPath is sm.CheckPath: the rule the simulated disk applies too.
 func CheckPath(p string) string { return sm.CheckPath(p) }
 
-// MapErr classifies an OS error: ENOENT or fs.ErrNotExist -> IONotExist, ENOSPC and EDQUOT
-// -> IONoSpace, nil -> IOOK, anything else -> IOFailed.
-func MapErr(err error) sm.IOErr {
-	switch {
-	case err == nil:
-		return sm.IOOK
-	case errors.Is(err, errTooBig):
-		return sm.IOTooBig
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, fs.ErrNotExist):
-		return sm.IONotExist
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return sm.IONoSpace
-	default:
-		return sm.IOFailed
-	}
-}
+// MapErr classifies an error (fileop.Class): ENOENT or fs.ErrNotExist ->
+// IONotExist, ENOSPC and EDQUOT -> IONoSpace, nil -> IOOK, anything else
+// -> IOFailed.
+func MapErr(err error) sm.IOErr { return fileop.Class(err) }
 
-var errTooBig = errors.New("file larger than the size limit")
+var errTooBig = fileop.ErrTooBig
 
 // ErrNotRegular: a file the daemon reads is a FIFO, device or socket.
 var ErrNotRegular = errors.New("not a regular file")

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 
+	"xce/adapters/fileop"
 	"xce/sm"
 )
 
@@ -239,170 +240,175 @@ func quote(p string) string {
 }
 
 // Exec executes op on the current (volatile) view at wall time wall (Unix
-// ns, the new mtime of a written file) and returns its completion. It never
-// panics: a malformed path fails with IOFailed and a Detail.
-func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
-	r := sm.IODone{ID: op.ID}
-	fail := func(e sm.IOErr, detail string) sm.IODone {
-		r.Err, r.Detail = e, detail
-		return r
-	}
-	switch op.Op {
-	case sm.OpRead:
-		n, e, detail := d.lookup("open", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		if n.isDir {
-			return fail(sm.IOFailed, "read "+quote(op.Path)+": is a directory")
-		}
-		if op.MaxSize > 0 && int64(len(n.data)) > op.MaxSize {
-			return fail(sm.IOTooBig, "read "+op.Path+": file larger than the size limit")
-		}
-		if d.fault(d.faults.ReadErr) {
-			return fail(sm.IOFailed, "read "+op.Path+": input/output error (bit rot detected on read)")
-		}
-		r.Data = append([]byte{}, n.data...)
-		r.ModTime = n.mtime
-		return r
+// ns, the new mtime of a written file) and returns its completion, with
+// the one executor the daemon uses too (fileop.Exec). It never panics: a
+// malformed path fails with IOFailed and a Detail.
+func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone { return fileop.Exec(live{d, wall}, op) }
 
-	case sm.OpWrite, sm.OpAppend:
-		dir, name, e, detail := d.parentOf("open", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		n := dir.entries[name]
-		if n != nil && n.isDir {
-			return fail(sm.IOFailed, "open "+op.Path+": is a directory")
-		}
-		switch {
-		case d.fault(d.faults.WriteErr):
-			r.Err, r.Detail = sm.IOFailed, "write "+op.Path+": input/output error (injected)"
-		case d.fault(d.faults.NoSpace):
-			r.Err, r.Detail = sm.IONoSpace, "write "+op.Path+": no space left on device (injected)"
-		}
-		if r.Err != sm.IOOK {
-			if len(op.Data) < 2 || !d.fault(d.faults.ShortWrite) {
-				return r
-			}
-			// A short write: a prefix reached the page cache first.
-			op.Data = op.Data[:1+d.rng.IntN(len(op.Data)-1)]
-			r.Detail += " after a short write of " + strconv.Itoa(len(op.Data)) + " bytes"
-		}
-		if n == nil {
-			n = d.newFile()
-			dir.entries[name] = n
-			dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
-		}
-		if op.Op == sm.OpWrite { // O_TRUNC
-			n.data = slices.Clone(op.Data)
-			n.truncated = true
-		} else { // O_APPEND
-			n.data = append(slices.Clip(n.data), op.Data...)
-		}
-		n.mtime = wall
-		n.dirty = true
-		return r
-
-	case sm.OpFsync, sm.OpFsyncDir:
-		// fsync(2) on any descriptor syncs that inode: a file's data or a
-		// directory's entries, whichever op kind names it.
-		n, e, detail := d.lookup("open", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		e, what := sm.IOOK, ""
-		switch {
-		case d.fault(d.faults.FsyncErr):
-			e, what = sm.IOFailed, "input/output error"
-		case n.dirty && d.fault(d.faults.NoSpace/4):
-			// Writeback of delayed allocations can fail with ENOSPC.
-			e, what = sm.IONoSpace, "no space left on device"
-		}
-		if e != sm.IOOK {
-			detail := "fsync " + quote(op.Path) + ": " + what + " (injected)"
-			if d.faults.FsyncGate && !n.isDir && n.dirty {
-				// The kernel marks the failed pages clean: the new data is
-				// gone from the cache, and nothing will write it.
-				n.data, n.mtime, n.dirty, n.truncated = n.durable, n.durMtime, false, false
-				detail += "; the file's unsynced data was dropped"
-			}
-			return fail(e, detail)
-		}
-		n.sync()
-		return r
-
-	case sm.OpRename:
-		return d.rename(op, r)
-
-	case sm.OpList:
-		n, e, detail := d.lookup("open", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		if !n.isDir {
-			return fail(sm.IOFailed, "readdir "+op.Path+": not a directory")
-		}
-		r.Entries = make([]sm.DirEntry, 0, len(n.entries))
-		for name, c := range n.entries {
-			de := sm.DirEntry{Name: name, ModTime: c.mtime}
-			if !c.isDir {
-				de.Size = int64(len(c.data))
-			}
-			r.Entries = append(r.Entries, de)
-		}
-		slices.SortFunc(r.Entries, func(a, b sm.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-		return r
-
-	case sm.OpRemove:
-		dir, name, e, detail := d.parentOf("remove", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		n := dir.entries[name]
-		if n == nil {
-			return fail(sm.IONotExist, "remove "+op.Path+": no such file or directory")
-		}
-		if n.isDir && len(n.entries) > 0 {
-			return fail(sm.IOFailed, "remove "+op.Path+": directory not empty")
-		}
-		delete(dir.entries, name)
-		dir.addOp(dirOp{kind: dirUnlink, name: name, ino: n})
-		return r
-
-	case sm.OpMkdir:
-		dir, name, e, detail := d.parentOf("mkdir", op.Path)
-		if e != sm.IOOK {
-			return fail(e, detail)
-		}
-		if n := dir.entries[name]; n != nil {
-			if n.isDir {
-				return r
-			}
-			return fail(sm.IOFailed, "mkdir "+op.Path+": file exists and is not a directory")
-		}
-		if d.fault(d.faults.NoSpace) {
-			return fail(sm.IONoSpace, "mkdir "+op.Path+": no space left on device (injected)")
-		}
-		n := d.newDir(wall)
-		dir.entries[name] = n
-		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
-		return r
-	}
-	return fail(sm.IOFailed, "unknown file operation "+op.Op.String())
+// live is fileop.FS on the disk's volatile view at one wall time.
+type live struct {
+	d    *Disk
+	wall int64
 }
 
-func (d *Disk) rename(op sm.FileOp, r sm.IODone) sm.IODone {
-	fail := func(e sm.IOErr, detail string) sm.IODone {
-		r.Err, r.Detail = e, detail
-		return r
+func fail(e sm.IOErr, detail string) error { return &fileop.Error{Class: e, Detail: detail} }
+
+func (v live) Read(path string, max int64) ([]byte, int64, error) {
+	d := v.d
+	n, e, detail := d.lookup("open", path)
+	if e != sm.IOOK {
+		return nil, 0, fail(e, detail)
 	}
-	verb := "rename " + quote(op.Path) + " " + quote(op.To)
-	sdir, sname, e, detail := d.parentOf("rename", op.Path)
+	if n.isDir {
+		return nil, 0, fail(sm.IOFailed, "read "+quote(path)+": is a directory")
+	}
+	if max > 0 && int64(len(n.data)) > max {
+		return nil, 0, fail(sm.IOTooBig, "read "+path+": file larger than the size limit")
+	}
+	if d.fault(d.faults.ReadErr) {
+		return nil, 0, fail(sm.IOFailed, "read "+path+": input/output error (bit rot detected on read)")
+	}
+	return append([]byte{}, n.data...), n.mtime, nil
+}
+
+func (v live) Write(path string, data []byte, appendTo bool) error {
+	d := v.d
+	dir, name, e, detail := d.parentOf("open", path)
 	if e != sm.IOOK {
 		return fail(e, detail)
 	}
-	tdir, tname, e, detail := d.parentOf("rename", op.To)
+	n := dir.entries[name]
+	if n != nil && n.isDir {
+		return fail(sm.IOFailed, "open "+path+": is a directory")
+	}
+	var ferr *fileop.Error
+	switch {
+	case d.fault(d.faults.WriteErr):
+		ferr = &fileop.Error{Class: sm.IOFailed, Detail: "write " + path + ": input/output error (injected)"}
+	case d.fault(d.faults.NoSpace):
+		ferr = &fileop.Error{Class: sm.IONoSpace, Detail: "write " + path + ": no space left on device (injected)"}
+	}
+	if ferr != nil {
+		if len(data) < 2 || !d.fault(d.faults.ShortWrite) {
+			return ferr
+		}
+		// A short write: a prefix reached the page cache first.
+		data = data[:1+d.rng.IntN(len(data)-1)]
+		ferr.Detail += " after a short write of " + strconv.Itoa(len(data)) + " bytes"
+	}
+	if n == nil {
+		n = d.newFile()
+		dir.entries[name] = n
+		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+	}
+	if !appendTo { // O_TRUNC
+		n.data = slices.Clone(data)
+		n.truncated = true
+	} else { // O_APPEND
+		n.data = append(slices.Clip(n.data), data...)
+	}
+	n.mtime = v.wall
+	n.dirty = true
+	if ferr != nil {
+		return ferr
+	}
+	return nil
+}
+
+func (v live) Sync(path string) error {
+	d := v.d
+	n, e, detail := d.lookup("open", path)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	e, what := sm.IOOK, ""
+	switch {
+	case d.fault(d.faults.FsyncErr):
+		e, what = sm.IOFailed, "input/output error"
+	case n.dirty && d.fault(d.faults.NoSpace/4):
+		// Writeback of delayed allocations can fail with ENOSPC.
+		e, what = sm.IONoSpace, "no space left on device"
+	}
+	if e != sm.IOOK {
+		detail := "fsync " + quote(path) + ": " + what + " (injected)"
+		if d.faults.FsyncGate && !n.isDir && n.dirty {
+			// The kernel marks the failed pages clean: the new data is
+			// gone from the cache, and nothing will write it.
+			n.data, n.mtime, n.dirty, n.truncated = n.durable, n.durMtime, false, false
+			detail += "; the file's unsynced data was dropped"
+		}
+		return fail(e, detail)
+	}
+	n.sync()
+	return nil
+}
+
+func (v live) List(path string) ([]sm.DirEntry, error) {
+	n, e, detail := v.d.lookup("open", path)
+	if e != sm.IOOK {
+		return nil, fail(e, detail)
+	}
+	if !n.isDir {
+		return nil, fail(sm.IOFailed, "readdir "+path+": not a directory")
+	}
+	out := make([]sm.DirEntry, 0, len(n.entries))
+	for name, c := range n.entries {
+		de := sm.DirEntry{Name: name, ModTime: c.mtime}
+		if !c.isDir {
+			de.Size = int64(len(c.data))
+		}
+		out = append(out, de)
+	}
+	slices.SortFunc(out, func(a, b sm.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (v live) Remove(path string) error {
+	dir, name, e, detail := v.d.parentOf("remove", path)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	n := dir.entries[name]
+	if n == nil {
+		return fail(sm.IONotExist, "remove "+path+": no such file or directory")
+	}
+	if n.isDir && len(n.entries) > 0 {
+		return fail(sm.IOFailed, "remove "+path+": directory not empty")
+	}
+	delete(dir.entries, name)
+	dir.addOp(dirOp{kind: dirUnlink, name: name, ino: n})
+	return nil
+}
+
+func (v live) Mkdir(path string) error {
+	d := v.d
+	dir, name, e, detail := d.parentOf("mkdir", path)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	if n := dir.entries[name]; n != nil {
+		if n.isDir {
+			return nil
+		}
+		return fail(sm.IOFailed, "mkdir "+path+": file exists and is not a directory")
+	}
+	if d.fault(d.faults.NoSpace) {
+		return fail(sm.IONoSpace, "mkdir "+path+": no space left on device (injected)")
+	}
+	n := d.newDir(v.wall)
+	dir.entries[name] = n
+	dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
+	return nil
+}
+
+func (v live) Rename(from, to string) error {
+	d := v.d
+	verb := "rename " + quote(from) + " " + quote(to)
+	sdir, sname, e, detail := d.parentOf("rename", from)
+	if e != sm.IOOK {
+		return fail(e, detail)
+	}
+	tdir, tname, e, detail := d.parentOf("rename", to)
 	if e != sm.IOOK {
 		return fail(e, detail)
 	}
@@ -414,7 +420,7 @@ func (d *Disk) rename(op sm.FileOp, r sm.IODone) sm.IODone {
 		return fail(sm.IOFailed, verb+": cross-directory rename is not modelled by simdisk")
 	}
 	if sname == tname {
-		return r // same entry: POSIX says do nothing
+		return nil // same entry: POSIX says do nothing
 	}
 	if d.fault(d.faults.NoSpace) {
 		return fail(sm.IONoSpace, verb+": no space left on device (injected)")
@@ -432,7 +438,7 @@ func (d *Disk) rename(op sm.FileOp, r sm.IODone) sm.IODone {
 	delete(sdir.entries, sname)
 	sdir.entries[tname] = src
 	sdir.addOp(dirOp{kind: dirRename, name: sname, to: tname, ino: src})
-	return r
+	return nil
 }
 
 // ErrNotDir reports a PutDurable path through an existing file.
