@@ -147,13 +147,8 @@ func TestLonePrimaryBadConfigFileFatal(t *testing.T) {
 			install(t, c, 0, blob)
 			want := tc.spoil(t, confDir(c, 0), sm.VersionName(sumOf(blob)))
 			before := snapshotDir(t, confDir(c, 0))
-			start(t, c, 0)
-			if code := waitExit(t, c, 0, 10*time.Second); code <= 0 {
-				t.Fatalf("exit code %d, want non-zero", code)
-			}
-			log := logSince(c, 0, 0)
-			fatal := findLine(log, "has no config file")
-			if !strings.Contains(fatal, "\tFATAL\t") || !strings.Contains(fatal, want) {
+			fatal, log := startExpectFatal(t, c, 0, "has no config file")
+			if !strings.Contains(fatal, want) {
 				t.Fatalf("want a FATAL naming %q:\n%s", want, log)
 			}
 			if !strings.Contains(findLine(log, want), "\tERROR\t") {
@@ -285,16 +280,27 @@ func TestTakenPortFatalBeforeElection(t *testing.T) {
 		t.Fatalf("taking %s: %v", addr, err)
 	}
 	defer l.Close()
-	start(t, c, 0)
-	if code := waitExit(t, c, 0, 10*time.Second); code <= 0 {
-		t.Fatalf("exit code %d, want non-zero", code)
-	}
-	log := logSince(c, 0, 0)
-	line := findLine(log, "cannot listen on")
-	if !strings.Contains(line, "\tFATAL\t") || !strings.Contains(line, addr) {
+	line, log := startExpectFatal(t, c, 0, "cannot listen on")
+	if !strings.Contains(line, addr) {
 		t.Fatalf("want a FATAL naming %s:\n%s", addr, log)
 	}
 	if strings.Contains(log, "Promoted to primary") || strings.Contains(log, "election") {
 		t.Fatalf("the node ran an election with its port taken:\n%s", log)
 	}
+}
+
+// startExpectFatal starts node i, which must exit non-zero with a FATAL
+// line containing needle; it returns that line and the node's log.
+func startExpectFatal(t *testing.T, c *clitool.Cluster, i int, needle string) (line, log string) {
+	t.Helper()
+	start(t, c, i)
+	if code := waitExit(t, c, i, 10*time.Second); code <= 0 {
+		t.Fatalf("exit code %d, want non-zero", code)
+	}
+	log = logSince(c, i, 0)
+	line = findLine(log, needle)
+	if !strings.Contains(line, "\tFATAL\t") {
+		t.Fatalf("want a FATAL line with %q:\n%s", needle, log)
+	}
+	return line, log
 }

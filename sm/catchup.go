@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -139,7 +140,7 @@ func catchUpSegments(entries []DirEntry, lsn uint64) []string {
 			all = append(all, seg{first, wal.WALDir + "/" + e.Name})
 		}
 	}
-	slices.SortFunc(all, func(a, b seg) int { return cmpU64(a.first, b.first) })
+	slices.SortFunc(all, func(a, b seg) int { return cmp.Compare(a.first, b.first) })
 	start := -1
 	for i, s := range all {
 		if s.first <= max(lsn, 1) {
@@ -154,16 +155,6 @@ func catchUpSegments(entries []DirEntry, lsn uint64) []string {
 		out = append(out, s.path)
 	}
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // catchUpRead checks what the reads found and sends it: the record at the
@@ -228,12 +219,13 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 		if len(rest) == 0 {
 			continue
 		}
-		if first := firstLSN(rest); first != end+1 {
+		first, last := lsnRange(rest)
+		if first != end+1 {
 			n.catchUpFailed(s, rp, fmt.Sprintf("records written meanwhile start at lsn %d, after %d", first, end))
 			return
 		}
 		frames = append(frames, rest...)
-		end = lastLSN(rest)
+		end = last
 	}
 	from := rp.catchUp.from
 	rp.catchUp = nil
@@ -249,22 +241,16 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 	}
 }
 
-func firstLSN(frames []byte) uint64 {
-	var lsn uint64
+// lsnRange is the first and last LSN of a run of frames.
+func lsnRange(frames []byte) (first, last uint64) {
 	_, _ = wal.Walk(frames, func(_ int, r *schema.WalRecord) error {
-		lsn = r.GetLsn()
-		return errStop
-	})
-	return lsn
-}
-
-func lastLSN(frames []byte) uint64 {
-	var lsn uint64
-	_, _ = wal.Walk(frames, func(_ int, r *schema.WalRecord) error {
-		lsn = r.GetLsn()
+		if first == 0 {
+			first = r.GetLsn()
+		}
+		last = r.GetLsn()
 		return nil
 	})
-	return lsn
+	return first, last
 }
 
 // catchUpIOFailed: our own log could not be read for it.

@@ -314,22 +314,12 @@ func (e *jobEnv) persistent(cmd *cobra.Command) {
 
 // run sends req to the primary and prints the result with show.
 func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {
-	if err := checkOutput(e.output); err != nil {
-		return err
-	}
-	cl, err := e.c.jobClient()
-	if err != nil {
-		return err
-	}
-	res, err := cl.Do(ctx, req)
-	if err != nil {
-		return err
-	}
-	return show(cmd.OutOrStdout(), e.output, req, res)
+	return e.runPages(ctx, cmd, req, show) // one page unless a listing says more
 }
 
-// runPages is run for a listing: it asks for page after page (each reply
-// holds what fits one message) and shows them together. Each page is
+// runPages sends req and shows the answer; for a listing it asks for
+// page after page (each reply holds what fits one message) and shows them
+// together. Each page is
 // consistent on its own; a job changing between pages may show its
 // older or newer state.
 func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {

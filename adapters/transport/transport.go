@@ -70,6 +70,13 @@ const (
 	InboundLen = 256
 )
 
+// orDefault sets *v to def unless it is positive (a Config zero value).
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // ErrClosed is returned by Listen after Close.
 var ErrClosed = errors.New("transport: closed")
 
@@ -183,33 +190,15 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("transport: own certificate is for %q but --peers names this node %q; the other controllers would refuse it",
 			tlsconf.SanitizeCN(cn), want)
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultDialTimeout
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = DefaultWriteTimeout
-	}
-	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = DefaultQueueLen
-	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.MaxConnsPerClient <= 0 {
-		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.BodyTimeout <= 0 {
-		cfg.BodyTimeout = DefaultBodyTimeout
-	}
-	if cfg.MaxBuffered <= 0 {
-		cfg.MaxBuffered = DefaultMaxBuffered
-	}
+	orDefault(&cfg.DialTimeout, DefaultDialTimeout)
+	orDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	orDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&cfg.QueueLen, DefaultQueueLen)
+	orDefault(&cfg.MaxConns, DefaultMaxConns)
+	orDefault(&cfg.MaxConnsPerClient, DefaultMaxConnsPerClient)
+	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&cfg.BodyTimeout, DefaultBodyTimeout)
+	orDefault(&cfg.MaxBuffered, DefaultMaxBuffered)
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}

@@ -1,6 +1,7 @@
 package simdisk
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -105,18 +106,8 @@ func (d *Disk) candidateDirs() []*inode {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *inode) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *inode) int { return cmp.Compare(a.id, b.id) })
 	return out
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // replay applies the kept pending ops of dir, in order, to its durable
@@ -155,7 +146,7 @@ func (d *Disk) dirtyFiles(p *plan) []*inode {
 			out = append(out, n)
 		}
 	})
-	slices.SortFunc(out, func(a, b *inode) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *inode) int { return cmp.Compare(a.id, b.id) })
 	return out
 }
 
