@@ -184,6 +184,7 @@ func (w *World) mtime(nd *simNode, path string) (int64, bool) {
 func (w *World) checkNode(nd *simNode) {
 	n := nd.node
 	w.checkPromotion(nd)
+	w.checkJobState(nd)
 	if n.Serving() && n.ConfigTag() == 0 {
 		w.violate("L3", "n%d serving (%s) without a config", nd.id, n.Role())
 	}
