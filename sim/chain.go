@@ -340,7 +340,11 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 		if x, ok := v.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
 			held++
 		} else if v.snapLSN >= l {
-			if t, ok := pv.termAt(v.snapLSN); ok && t == v.snapTerm {
+			// A snapshot covering l: of this log, or of a newer term's
+			// beyond this log's end (a primary paused past its deposition
+			// answers late; the newer primary's snapshot stands for l, and
+			// what it holds is judged by the recovery replay).
+			if t, ok := pv.termAt(v.snapLSN); ok && t == v.snapTerm || !ok && v.snapLSN > pv.lastLSN() && v.snapTerm > ref.term {
 				held++
 			}
 		}
