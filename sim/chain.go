@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"path"
 	"sort"
+	"strings"
 
 	"xce/schema"
 	"xce/sim/simdisk"
@@ -52,16 +53,27 @@ type logRec struct {
 // after it.
 type logView struct {
 	snapLSN, snapTerm uint64
-	recs              []logRec // LSNs snapLSN+1 .. snapLSN+len(recs)
+	// chunks hold LSNs snapLSN+1 .. snapLSN+n in order: runs of the
+	// cache's segment records, shared, not copied.
+	chunks [][]logRec
+	n      int
 }
 
-func (v *logView) lastLSN() uint64 { return v.snapLSN + uint64(len(v.recs)) }
+func (v *logView) lastLSN() uint64 { return v.snapLSN + uint64(v.n) }
 
 func (v *logView) lastTerm() uint64 {
-	if len(v.recs) > 0 {
-		return v.recs[len(v.recs)-1].term
+	if len(v.chunks) > 0 {
+		c := v.chunks[len(v.chunks)-1]
+		return c[len(c)-1].term
 	}
 	return v.snapTerm
+}
+
+// durablePos is the log position on nd's durable view (checkDurableClaim).
+func (w *World) durablePos(nd *simNode) (term, lsn uint64) {
+	w.cc.init(len(w.nodes))
+	v := w.durableView(nd.id)
+	return v.lastTerm(), v.lastLSN()
 }
 
 // rec returns the record at lsn, when the view holds it (not under its
@@ -70,7 +82,41 @@ func (v *logView) rec(lsn uint64) (logRec, bool) {
 	if lsn <= v.snapLSN || lsn > v.lastLSN() {
 		return logRec{}, false
 	}
-	return v.recs[lsn-v.snapLSN-1], true
+	for _, c := range v.chunks {
+		if first := c[0].lsn; lsn < first+uint64(len(c)) {
+			return c[lsn-first], true
+		}
+	}
+	return logRec{}, false
+}
+
+// extend appends the run of recs (increasing LSNs, as wal.Walk yields
+// them) that continues the view; false when the view ends in recs (a gap,
+// or the snapshot's LSN holding a record of another term).
+func (v *logView) extend(recs []logRec) bool {
+	for len(recs) > 0 {
+		next := v.lastLSN() + 1
+		if s := v.snapLSN; s > 0 {
+			k := sort.Search(len(recs), func(i int) bool { return recs[i].lsn >= s })
+			if k < len(recs) && recs[k].lsn == s && recs[k].term != v.snapTerm {
+				return false // another log's record at the snapshot's LSN
+			}
+		}
+		// skip what the view already holds (records under the snapshot)
+		recs = recs[sort.Search(len(recs), func(i int) bool { return recs[i].lsn >= next }):]
+		if len(recs) == 0 {
+			return true
+		}
+		if recs[0].lsn != next {
+			return false
+		}
+		// the contiguous run from here
+		run := sort.Search(len(recs), func(i int) bool { return recs[i].lsn != next+uint64(i) })
+		v.chunks = append(v.chunks, recs[:run])
+		v.n += run
+		recs = recs[run:]
+	}
+	return true
 }
 
 // termAt is the term of the view's record at lsn, its snapshot's included.
@@ -86,22 +132,29 @@ func (v *logView) termAt(lsn uint64) (uint64, bool) {
 // bytes, segments by their bytes (segments grow by appends: only the new
 // tail is decoded). It holds its own copies: the disk's may change.
 type frameCache struct {
-	snaps map[string]snapPos
-	segs  map[string]*segFrames
+	snaps   map[string]snapPos
+	snapVer map[string]uint64
+	segs    map[string]*segFrames
 }
 
 type segFrames struct {
 	data []byte // own copy of the bytes parsed
 	recs []logRec
+	ver  uint64 // the mirror version parsed (0: unknown)
 }
 
-func (c *frameCache) snapshot(name string, data []byte) snapPos {
+// snapshot parses a snapshot file; ver, when not 0, is the mirror version
+// of data (the same version: the same bytes, no comparison needed).
+func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
 	if c.snaps == nil {
 		c.snaps = map[string]snapPos{}
+		c.snapVer = map[string]uint64{}
 	}
-	if sp, ok := c.snaps[name]; ok && bytes.Equal(sp.data, data) {
+	if sp, ok := c.snaps[name]; ok && (ver != 0 && c.snapVer[name] == ver || bytes.Equal(sp.data, data)) {
+		c.snapVer[name] = ver
 		return sp
 	}
+	c.snapVer[name] = ver
 	sp := snapPos{data: bytes.Clone(data)}
 	if s, err := wal.DecodeSnapshot(data); err != nil {
 		sp.bad = true
@@ -112,15 +165,19 @@ func (c *frameCache) snapshot(name string, data []byte) snapPos {
 	return sp
 }
 
-func (c *frameCache) segment(name string, data []byte) []logRec {
+func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 	if c.segs == nil {
 		c.segs = map[string]*segFrames{}
 	}
 	sp := c.segs[name]
+	if sp != nil && ver != 0 && sp.ver == ver {
+		return sp.recs
+	}
 	if sp == nil || len(data) < len(sp.data) || !bytes.Equal(data[:len(sp.data)], sp.data) {
 		sp = &segFrames{}
 		c.segs[name] = sp
 	}
+	sp.ver = ver
 	if len(data) == len(sp.data) {
 		return sp.recs
 	}
@@ -154,27 +211,33 @@ func (c *frameCache) segment(name string, data []byte) []logRec {
 // rule of durableLogPos: a record at the snapshot's LSN with another term
 // ends the log there, a gap ends it).
 func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
-	files := map[string][]byte{}
+	files := map[string]*mirrorFile{}
 	var snaps, segs []string
 	d.Peek(wal.SnapDir, durable, func(p string, b []byte) {
 		if path.Dir(p) == wal.SnapDir {
 			snaps = append(snaps, path.Base(p))
-			files[p] = b
+			files[p] = &mirrorFile{data: b}
 		}
 	})
 	d.Peek(wal.WALDir, durable, func(p string, b []byte) {
 		if path.Dir(p) == wal.WALDir {
 			segs = append(segs, path.Base(p))
-			files[p] = b
+			files[p] = &mirrorFile{data: b}
 		}
 	})
+	return assembleLog(snaps, segs, files, c)
+}
+
+// assembleLog is readLog over named files (their data and mirror versions).
+func assembleLog(snaps, segs []string, files map[string]*mirrorFile, c *frameCache) logView {
 	sort.Strings(snaps)
 	sort.Strings(segs)
 	for {
 		plan, _ := wal.PlanRecovery(snaps, segs)
 		var v logView
 		if plan.Snapshot != "" {
-			sp := c.snapshot(plan.Snapshot, files[wal.SnapDir+"/"+plan.Snapshot])
+			f := files[wal.SnapDir+"/"+plan.Snapshot]
+			sp := c.snapshot(plan.Snapshot, f.data, f.ver)
 			if sp.bad {
 				snaps = removeName(snaps, plan.Snapshot)
 				continue
@@ -182,15 +245,9 @@ func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
 			v.snapLSN, v.snapTerm = sp.lsn, sp.term
 		}
 		for _, seg := range plan.Segments {
-			for _, r := range c.segment(seg, files[wal.WALDir+"/"+seg]) {
-				switch last := v.lastLSN(); {
-				case r.lsn == v.snapLSN && v.snapLSN > 0 && r.term != v.snapTerm:
-					return v
-				case r.lsn == last+1:
-					v.recs = append(v.recs, r)
-				case r.lsn > last+1:
-					return v
-				}
+			f := files[wal.WALDir+"/"+seg]
+			if !v.extend(c.segment(seg, f.data, f.ver)) {
+				return v
 			}
 		}
 		return v
@@ -215,6 +272,90 @@ type chainNode struct {
 	curCache frameCache // the current view's parse (a primary's log at an acknowledgement)
 	view     logView    // the durable view, as of the last durable change
 	dirty    bool
+	mirror   durMirror // the durable data/wal and data/snap files
+}
+
+// mirrorFile is one file's bytes; ver (when not 0) changes with them.
+type mirrorFile struct {
+	data []byte
+	ver  uint64
+}
+
+// durMirror mirrors the durable log files of a disk, updated per fsync:
+// a file fsync re-reads that file, a directory fsync that directory, and
+// anything else (a crash, a restart, an fsync of data/) everything.
+type durMirror struct {
+	files map[string]*mirrorFile
+	ver   uint64
+	ok    bool
+}
+
+func (m *durMirror) set(p string, b []byte) { m.own(p, bytes.Clone(b)) }
+
+// own is set for bytes nobody else holds.
+func (m *durMirror) own(p string, b []byte) {
+	m.ver++
+	m.files[p] = &mirrorFile{data: b, ver: m.ver}
+}
+
+func (m *durMirror) reload(d *simdisk.Disk) {
+	m.files, m.ok = map[string]*mirrorFile{}, true
+	for _, dir := range []string{wal.SnapDir, wal.WALDir} {
+		d.Peek(dir, true, func(p string, b []byte) {
+			if path.Dir(p) == dir {
+				m.set(p, b)
+			}
+		})
+	}
+}
+
+// sync follows op, an fsync that completed (nil: reload everything).
+func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
+	if !m.ok || op == nil {
+		m.reload(d)
+		return
+	}
+	dir := path.Dir(op.Path)
+	switch {
+	case op.Op == sm.OpFsync && (dir == wal.WALDir || dir == wal.SnapDir):
+		if b, ok := d.DurableFile(op.Path); ok { // a copy
+			m.own(op.Path, b)
+		} else {
+			delete(m.files, op.Path)
+		}
+	case op.Op == sm.OpFsyncDir && (op.Path == wal.WALDir || op.Path == wal.SnapDir):
+		seen := map[string]bool{}
+		d.Peek(op.Path, true, func(p string, b []byte) {
+			if path.Dir(p) != op.Path {
+				return
+			}
+			seen[p] = true
+			if f := m.files[p]; f == nil || !bytes.Equal(f.data, b) {
+				m.set(p, b)
+			}
+		})
+		for p := range m.files {
+			if path.Dir(p) == op.Path && !seen[p] {
+				delete(m.files, p)
+			}
+		}
+	case op.Path == sm.TermPath || strings.HasPrefix(op.Path, sm.TermPath):
+	default:
+		m.reload(d)
+	}
+}
+
+// read assembles the mirrored durable log.
+func (m *durMirror) read(c *frameCache) logView {
+	var snaps, segs []string
+	for p := range m.files {
+		if path.Dir(p) == wal.SnapDir {
+			snaps = append(snaps, path.Base(p))
+		} else {
+			segs = append(segs, path.Base(p))
+		}
+	}
+	return assembleLog(snaps, segs, m.files, c)
 }
 
 type chainCheck struct {
@@ -235,13 +376,15 @@ func (cc *chainCheck) init(n int) {
 	}
 }
 
-// durableView returns node i's durable log view, re-read if its disk may
-// have changed since (a process that is down is re-read every time: a
-// power cut can change what its disk keeps).
+// durableView returns node i's durable log view, re-assembled if its disk
+// changed since.
 func (w *World) durableView(i int) *logView {
 	cn := &w.cc.nodes[i]
-	if cn.dirty || !w.nodes[i].up {
-		cn.view = readLog(w.nodes[i].disk, true, &cn.durCache)
+	if cn.dirty || !cn.mirror.ok {
+		if !cn.mirror.ok {
+			cn.mirror.reload(w.nodes[i].disk)
+		}
+		cn.view = cn.mirror.read(&cn.durCache)
 		cn.dirty = false
 	}
 	return &cn.view
@@ -251,14 +394,23 @@ func (w *World) durableView(i int) *logView {
 // an fsync (of anything under data/) completed, the process crashed, or
 // it starts (after a wipe or bit rot, perhaps). It re-reads the durable
 // log and checks it against the chain.
-func (w *World) durableChanged(nd *simNode) {
+func (w *World) durableChanged(nd *simNode) { w.durableSynced(nd, nil) }
+
+// durableSynced is durableChanged for one completed fsync (op; nil: any
+// change, re-read everything).
+func (w *World) durableSynced(nd *simNode, op *sm.FileOp) {
 	w.noteDurableTerm(nd)
-	if !w.chainArmed() {
-		return
-	}
 	w.cc.init(len(w.nodes))
-	w.cc.nodes[nd.id].dirty = true
-	w.checkChainView(nd.id, 1)
+	cn := &w.cc.nodes[nd.id]
+	if op != nil && (op.Path == sm.TermPath || strings.HasPrefix(op.Path, sm.TermPath)) {
+		return // data/term: no log file changed
+	}
+	// The mirror is kept in every mode: checkDurableClaim reads it too.
+	cn.mirror.sync(nd.disk, op)
+	cn.dirty = true
+	if w.chainArmed() {
+		w.checkChainView(nd.id, 1)
+	}
 }
 
 // isDataSync reports whether op makes something under data/ durable.
@@ -266,7 +418,11 @@ func isDataSync(op sm.FileOp) bool {
 	if op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
 		return false
 	}
-	return op.Path == "data" || len(op.Path) > 5 && op.Path[:5] == "data/" || op.Path == ""
+	switch {
+	case op.Path == "", op.Path == sm.DataDir, op.Path == wal.WALDir, op.Path == wal.SnapDir:
+		return true // directory entries: the log's files, data/term's rename
+	}
+	return strings.HasPrefix(op.Path, wal.WALDir+"/") || strings.HasPrefix(op.Path, wal.SnapDir+"/") || op.Path == sm.TermPath
 }
 
 // checkChainView: node i's durable log holds no record other than the
@@ -280,19 +436,22 @@ func (w *World) checkChainView(i int, from uint64) {
 	v := w.durableView(i)
 	// suffix maximum of the terms, walking down from the end
 	maxTerm := uint64(0)
-	for k := len(v.recs) - 1; k >= 0; k-- {
-		r := v.recs[k]
-		maxTerm = max(maxTerm, r.term)
-		if r.lsn > cc.top || r.lsn < from {
-			continue
-		}
-		e := cc.chain[r.lsn]
-		if !e.set || maxTerm < e.byTerm {
-			continue
-		}
-		if e.term != r.term || e.hasRec && e.hash != r.hash {
-			w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, r.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply, maxTerm)
-			return
+	for ci := len(v.chunks) - 1; ci >= 0; ci-- {
+		c := v.chunks[ci]
+		for k := len(c) - 1; k >= 0; k-- {
+			r := c[k]
+			maxTerm = max(maxTerm, r.term)
+			if r.lsn > cc.top || r.lsn < from {
+				continue
+			}
+			e := cc.chain[r.lsn]
+			if !e.set || maxTerm < e.byTerm {
+				continue
+			}
+			if e.term != r.term || e.hasRec && e.hash != r.hash {
+				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, r.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply, maxTerm)
+				return
+			}
 		}
 	}
 	if s := v.snapLSN; s > 0 && s >= from && s <= cc.top {

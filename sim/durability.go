@@ -251,6 +251,7 @@ func (w *World) finalRestart() {
 			w.kill(nd.id, why, power)
 		} else if power {
 			nd.disk.Crash(w.rng)
+			w.durableChanged(nd)
 		}
 	}
 	start := w.now

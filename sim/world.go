@@ -558,8 +558,8 @@ func (w *World) kill(i int, why string, power bool) {
 	if power {
 		nd.disk.Crash(w.rng)
 		why += ", power loss"
+		w.durableChanged(nd)
 	}
-	w.durableChanged(nd)
 	w.tr.line(w.now, i, "kill -9 ("+why+")")
 	nd.chk.crashed()
 	w.scheduleRestart(i)
