@@ -190,6 +190,7 @@ func (w *World) checkNode(nd *simNode) {
 	n := nd.node
 	w.checkPromotion(nd)
 	w.noteTermPrimary(nd)
+	w.checkJobState(nd)
 	if n.Serving() && n.ConfigTag() == 0 {
 		w.violate("L3", "n%d serving (%s) without a config", nd.id, n.Role())
 	}

@@ -266,7 +266,11 @@ func linModel() porcupine.Model {
 		},
 		Equal: func(a, b any) bool { return a.(linJob) == b.(linJob) },
 		DescribeOperation: func(input, output any) string {
-			in, out := input.(linIn), output.(linOut)
+			in, ok := input.(linIn)
+			if !ok {
+				return fmt.Sprintf("%v", input) // porcupine's visualization describes partition boundaries with nil
+			}
+			out, _ := output.(linOut)
 			name := in.kind.String()
 			if in.final {
 				name = "final-state"

@@ -74,6 +74,9 @@ func (w *World) noteJob(c *call, j queue.Job) {
 	} else if k != key {
 		w.loss("id:"+strconv.FormatUint(j.ID, 10), "job id %d was handed to payload %s, and then to %s (reply to #%d from n%d)", j.ID, k, key, c.id, c.node)
 	}
+	if isScheduled(key) {
+		return // a schedule fires many jobs with one payload
+	}
 	if id, ok := led.keyID[key]; !ok {
 		led.keyID[key] = j.ID
 	} else if id != j.ID {
@@ -90,7 +93,7 @@ func (w *World) noteAcked(c *call, h queue.Handle, ok bool) {
 	if !ok {
 		return
 	}
-	if key, known := led.idKey[h.ID]; known {
+	if key, known := led.idKey[h.ID]; known && !isScheduled(key) {
 		if _, dup := led.ackedAt[key]; !dup {
 			led.ackedAt[key] = c.done
 		}
@@ -168,7 +171,7 @@ func (w *World) checkDurable(jobs []queue.Job, where string) {
 	st := make(map[string]queue.Job, len(jobs))
 	for _, j := range jobs {
 		key := string(j.Payload)
-		if o, dup := st[key]; dup {
+		if o, dup := st[key]; dup && !isScheduled(key) {
 			w.loss(key, "payload %s is held by two jobs, %d and %d, in %s: one enqueue applied twice", key, o.ID, j.ID, where)
 		}
 		st[key] = j
@@ -218,8 +221,8 @@ func (w *World) checkDurable(jobs []queue.Job, where string) {
 // checkGone: the job of an acknowledged ack must not exist.
 func (w *World) checkGone(c *call, h queue.Handle, st map[string]queue.Job, where string) {
 	key, known := w.wl.led.idKey[h.ID]
-	if !known {
-		return
+	if !known || isScheduled(key) {
+		return // (a schedule's jobs share one payload: st holds only one)
 	}
 	if j, ok := st[key]; ok {
 		w.loss(key, "job %d (%s) was acknowledged as acked to #%d at %v but is %s again in %s", h.ID, key, c.id, c.done, j.State, where)
@@ -248,6 +251,7 @@ func (w *World) finalRestart() {
 			w.kill(nd.id, why, power)
 		} else if power {
 			nd.disk.Crash(w.rng)
+			w.durableChanged(nd)
 		}
 	}
 	start := w.now

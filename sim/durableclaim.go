@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"path"
 	"sort"
-	"strings"
 
 	"xce/schema"
 	"xce/sm"
@@ -146,13 +145,9 @@ func (w *World) checkDurableClaim(nd *simNode, s sm.Send) {
 	if nd.lastClaim == c {
 		return
 	}
-	files := nd.disk.DurableFilesShared() // read only
-	for p := range files {
-		if !strings.HasPrefix(p, "data/") {
-			delete(files, p)
-		}
-	}
-	t, l := durableLogPos(files, &nd.logs)
+	// The durable view, mirrored per fsync (chain.go's durMirror, read
+	// with the same rule as durableLogPos).
+	t, l := w.durablePos(nd)
 	nd.lastClaim = c
 	if m.LogTerm > t || m.LogTerm == t && m.WALPos > l {
 		w.violate("S5", "n%d sent %s claiming log (term %d, lsn %d) but its disk durably holds only (term %d, lsn %d)", nd.id, m.Type, m.LogTerm, m.WALPos, t, l)

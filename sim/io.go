@@ -32,6 +32,9 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))
 	res.ID = op.ID
+	if res.Err == sm.IOOK && isDataSync(op) {
+		w.durableSynced(nd, &op)
+	}
 	if res.Err != sm.IOOK && res.Err != sm.IONotExist && len(op.Path) > 5 && op.Path[:5] == "conf/" {
 		nd.chk.excuse() // an injected conf/ read/write fault may hide the config
 	}

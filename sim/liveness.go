@@ -27,6 +27,14 @@ func (w *World) livenessPhase() {
 			w.scheduleRestart(nd.id)
 		}
 	}
+	// A node running without the config its disk holds (an injected read
+	// error at its boot) would wait out the ~88 s fetch window (§10.2)
+	// before its FATAL restart reads it: the operator restarts it now.
+	for _, nd := range w.nodes {
+		if nd.up && nd.node.ConfigTag() == 0 && validConfigOn(nd.disk.Files()) != "" {
+			w.kill(nd.id, "operator restart: running without the config on its disk", false)
+		}
+	}
 	// Nodes waiting on RestartSec start now, as an operator would.
 	for _, nd := range w.nodes {
 		if !nd.up {

@@ -72,6 +72,7 @@ func (w *World) strikePrimary(f PrimaryFault) {
 	case TargetIsolate:
 		w.applyNetFault(NetFault{At: w.now, Dur: f.Dur, Kind: PartIsolate, A: p, B: p})
 		w.floodNode(p, 20+w.wl.rng.IntN(200))
+		w.probeReads(p, f.Dur)
 	case TargetKill, TargetPower:
 		w.kill(p, "nemesis", f.Kind == TargetPower)
 	case TargetPause:
@@ -98,5 +99,34 @@ func (w *World) floodNode(p, n int) {
 		w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s", fl.id, p, k.id, describeReq(req)))
 		w.push(event{at: w.now + w.linkDelay(), kind: evClientReq, node: p, inc: k.inc, call: k.id})
 		w.push(event{at: w.now + clientTimeout, kind: evClientGiveUp, call: k.id})
+	}
+}
+
+// probeReads sends node p a read every 300 ms while it is cut off (and a
+// little after), from the flooder: a primary cut off from its majority
+// must never answer one OK once a newer term holds a majority (S4 judged
+// on answers, answers.go) — the order the regular clients seldom produce,
+// as their writes to a cut-off primary time out and send them elsewhere.
+// Each probe is a call whose send time is ahead; its request leaves then.
+func (w *World) probeReads(p int, dur time.Duration) {
+	wl := w.wl
+	nd := w.nodes[p]
+	if wl.stopped || !nd.up {
+		return
+	}
+	fl := wl.flood
+	// (only within the safety phase: the clients stop before the final
+	// restart, and a probe is a request already counted as sent)
+	for at := w.now + 300*time.Millisecond; at < w.now+dur+time.Second && at < w.sc.Safety; at += 300 * time.Millisecond {
+		req := sm.JobRequest{Kind: sm.JobList, Queue: "q0"}
+		if wl.rng.IntN(2) == 0 {
+			req = sm.JobRequest{Kind: sm.JobGet, ID: w.randomID()}
+		}
+		k := &call{id: uint64(len(wl.calls) + 1), client: fl.id, node: p, inc: nd.inc, req: req, sent: at}
+		wl.calls = append(wl.calls, k)
+		fl.pending[k.id] = k
+		w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s (read probe, sent at %v)", fl.id, p, k.id, describeReq(req), at))
+		w.push(event{at: at + w.linkDelay(), kind: evClientReq, node: p, inc: k.inc, call: k.id})
+		w.push(event{at: at + clientTimeout, kind: evClientGiveUp, call: k.id})
 	}
 }

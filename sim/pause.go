@@ -54,5 +54,6 @@ func (w *World) powerLossAll() {
 			continue
 		}
 		nd.disk.Crash(w.rng)
+		w.durableChanged(nd)
 	}
 }

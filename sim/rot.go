@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"xce/schema"
 	"xce/sm"
+	"xce/sm/wal"
 )
 
 // Bit rot in data/ (issue 7 B3). A down node's durable WAL segment,
@@ -58,7 +60,16 @@ func (w *World) corruptData(nd *simNode) {
 		return
 	}
 	p := names[w.rng.IntN(len(names))]
-	if nd.disk.Corrupt(p, w.rng) {
+	// A flip in the last frame of the newest segment looks exactly like a
+	// torn write of an unsynced append (recovery truncates it, rightly for
+	// a torn write): undetectable loss of a record the node may have
+	// acknowledged, outside what replication can survive. Rot goes before
+	// that frame.
+	limit := -1
+	if p == newestSegment(names) {
+		limit = lastFrameOffset(durable[p])
+	}
+	if nd.disk.CorruptBefore(p, limit, w.rng) {
 		nd.rot.paths = append(nd.rot.paths, p)
 		if p == sm.TermPath {
 			nd.rot.term, _ = nd.disk.DurableFile(p)
@@ -120,4 +131,29 @@ func (w *World) checkRotTerm(nd *simNode, op sm.FileOp, res sm.IODone) {
 		t, v, _ := sm.ParseTermVote(res.Data)
 		w.violate("S4", "n%d read %s with a bit flipped by rot (%q, read as term %d vote %d) and went on with it", nd.id, sm.TermPath, res.Data, t, v)
 	}
+}
+
+// newestSegment is the WAL segment with the highest first LSN among paths.
+func newestSegment(paths []string) string {
+	best, bestLSN := "", uint64(0)
+	for _, p := range paths {
+		name, ok := strings.CutPrefix(p, wal.WALDir+"/")
+		if !ok {
+			continue
+		}
+		if lsn, ok := wal.ParseSegmentName(name); ok && (best == "" || lsn > bestLSN) {
+			best, bestLSN = p, lsn
+		}
+	}
+	return best
+}
+
+// lastFrameOffset is where the last whole frame of a segment starts.
+func lastFrameOffset(data []byte) int {
+	last := 0
+	_, _ = wal.Walk(data, func(off int, _ *schema.WalRecord) error {
+		last = off
+		return nil
+	})
+	return last
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"xce/sm"
@@ -381,7 +382,7 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		}
 		return queue.Handle{ID: w.randomID(), Attempt: uint32(1 + r.IntN(2))}
 	}
-	switch k := r.IntN(100); {
+	switch k := r.IntN(104); {
 	case k < 26:
 		req := sm.JobRequest{Kind: sm.JobEnqueue, Queue: qname(), Payload: payload(), Priority: int32(r.IntN(3))}
 		if r.IntN(8) == 0 {
@@ -426,10 +427,24 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		return sm.JobRequest{Kind: sm.JobRedrive, ID: w.randomID()}
 	case k < 98:
 		return sm.JobRequest{Kind: sm.JobSweep}
-	default:
+	case k < 100:
 		return sm.JobRequest{Kind: sm.JobTick}
+	case k < 102:
+		// A schedule: ticks (the clients' and the primary's own) fire jobs
+		// whose payload names it, so the checkers tell them apart.
+		name := fmt.Sprintf("s%d", r.IntN(2))
+		return sm.JobRequest{Kind: sm.JobRegister, Name: name, Spec: fmt.Sprintf("@every %ds", 2+r.IntN(10)), Queue: qname(), Payload: []byte(schedPrefix + name)}
+	default:
+		return sm.JobRequest{Kind: sm.JobUnregister, Name: fmt.Sprintf("s%d", r.IntN(2))}
 	}
 }
+
+// schedPrefix starts the payload of every job a schedule fires: the same
+// payload recurs, so the per-payload checkers (durability, porcupine)
+// leave these jobs out; their ids still belong to them alone.
+const schedPrefix = "sched-"
+
+func isScheduled(payload string) bool { return strings.HasPrefix(payload, schedPrefix) }
 
 // randomID is a job id seen in a reply, or now and then one nobody was
 // told about (unknown, or lost).
@@ -480,6 +495,10 @@ func describeReq(q sm.JobRequest) string {
 		s += fmt.Sprintf(" %d", q.ID)
 	case sm.JobList:
 		s += fmt.Sprintf(" %q", q.Queue)
+	case sm.JobRegister:
+		s += fmt.Sprintf(" %s %q %s", q.Name, q.Spec, q.Queue)
+	case sm.JobUnregister:
+		s += " " + q.Name
 	}
 	return s
 }

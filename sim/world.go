@@ -207,6 +207,9 @@ type World struct {
 	final     []queue.Job   // the jobs recovered after the final restart of every node
 	ec        electionCheck // election safety, leader completeness
 	hc        handleCheck   // handles and ids name one history (S8)
+	cc        chainCheck    // the canonical chain (chain.go)
+	ans       answerCheck   // S4 judged on answers (answers.go)
+	js        jobStateCheck // recovery replay, S6 on live state (jobstate.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -543,6 +546,7 @@ func (w *World) start(i int) {
 		}
 	}
 	nd.starts = append(nd.starts, w.now)
+	w.durableChanged(nd)
 	n, err := sm.NewNode(nd.opts)
 	if err != nil {
 		w.violate("S7", "node %d options rejected: %v", i, err)
@@ -591,6 +595,7 @@ func (w *World) kill(i int, why string, power bool) {
 		if s := nd.disk.LastCrash(); s != "" {
 			why += ": unsynced files " + s
 		}
+		w.durableChanged(nd)
 	}
 	w.tr.line(w.now, i, "kill -9 ("+why+")")
 	nd.chk.crashed()
@@ -613,6 +618,7 @@ func (w *World) deliver(i int, in sm.Input) {
 		w.tr.input(w.now, i, in)
 	}
 	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
+	w.beforeStep(nd)
 	effs, ok := w.step(nd, clk, in)
 	if !ok {
 		return
@@ -669,6 +675,7 @@ func (w *World) execute(nd *simNode, e sm.Effect) {
 		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
 		w.checkLog(nd, x)
 	case sm.Reply:
+		w.judgeReply(nd, x)
 		w.noteAckedWrite(nd, x)
 		w.nodeReply(nd, x)
 	case sm.UpgradeReply:

@@ -344,10 +344,15 @@ func (n *Node) onMsg(from int, m Msg) {
 		n.onReplConfigReply(from, m)
 	case MsgReplConfigPush:
 		n.onPush(from, m)
-	case MsgReplSnapshot:
-		n.onReplSnapshot(from, m)
-	case MsgReplRecords:
-		n.onReplRecords(from, m)
+	case MsgReplSnapshot, MsgReplRecords:
+		if n.quorumMode() && m.Term < n.term {
+			return // a deposed primary's (or a late) sync: not ours to write
+		}
+		if m.Type == MsgReplSnapshot {
+			n.onReplSnapshot(from, m)
+		} else {
+			n.onReplRecords(from, m)
+		}
 	case MsgReplAck:
 		n.onReplAck(from, m)
 	case MsgReplConfigPushReply:

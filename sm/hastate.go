@@ -71,6 +71,14 @@ func (n *Node) observeTerm(t uint64) {
 		return
 	}
 	n.term, n.vote = t, -1
+	if n.role == RoleStandby {
+		// A sync belongs to the primary's term it started in: a primary of
+		// a newer term (the same peer's new process included, whose sync
+		// epochs count from 1 again) may hold other records at the LSNs we
+		// have, so it must sync us afresh before we append or ack anything.
+		n.srepl = nil
+		n.epochSeen = 0
+	}
 	n.syncHA()
 }
 

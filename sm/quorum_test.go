@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"xce/schema"
 	"xce/sm"
+	"xce/sm/wal"
 )
 
 // Quorum mode (DESIGN §4.4) on the step harness: the rules one node at a
@@ -208,5 +210,46 @@ func TestQuorumReadNeedsMajorityRound(t *testing.T) {
 	h.advance(time.Second)
 	if got := qn.replies[before:]; len(got) != 1 || got[0].Status != sm.StatusOK {
 		t.Fatalf("read on the healed primary answered %+v, want one OK", got)
+	}
+}
+
+// A standby synced by a primary never appends records that primary's peer
+// sends in a newer term on the strength of the old sync: the peer's new
+// process counts sync epochs from 1 again, and its log may hold other
+// records at the LSNs the standby has (found by the simulator's
+// canonical-chain check, seed 397: a standby kept its uncommitted record
+// of term 1 at LSN 2 under the new term-2 primary's LSN 3, so its log
+// matched no primary's).
+func TestQuorumNewTermNeedsFreshSync(t *testing.T) {
+	h, p := threeNodes(t)
+	s := (p + 1) % 3
+	sn := h.node(s)
+	var epoch uint64 // of the sync that started it: a snapshot or a catch-up
+	for _, m := range append(h.node(p).sentOf(sm.MsgReplSnapshot), h.node(p).sentOf(sm.MsgReplRecords)...) {
+		if m.To == s && (m.Msg.Type == sm.MsgReplSnapshot || m.Msg.CatchUp) {
+			epoch = max(epoch, m.Msg.ReqID)
+		}
+	}
+	if epoch == 0 {
+		t.Fatalf("n%d never started a sync of n%d", p, s)
+	}
+	term, lsn := sn.n.LogPosition()
+	oldTerm := h.node(p).n.Term()
+	newTerm := oldTerm + 1
+	frame, err := wal.AppendFrame(nil, &schema.WalRecord{Lsn: lsn + 1, Term: newTerm, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appends := len(sn.opsOf(sm.OpAppend))
+	h.deliver(p, s, sm.Msg{Type: sm.MsgReplRecords, Role: sm.RolePrimary, Term: newTerm, ReqID: epoch, Bytes: frame})
+	h.advance(100 * time.Millisecond)
+	if got := len(sn.opsOf(sm.OpAppend)); got != appends {
+		t.Fatalf("standby at (term %d, lsn %d) appended records of term %d under its term-%d sync", term, lsn, newTerm, oldTerm)
+	}
+	// A late sync message of the old term is refused too.
+	h.deliver(p, s, sm.Msg{Type: sm.MsgReplRecords, Role: sm.RolePrimary, Term: newTerm - 1, ReqID: epoch, Bytes: frame})
+	h.advance(100 * time.Millisecond)
+	if got := len(sn.opsOf(sm.OpAppend)); got != appends {
+		t.Fatalf("standby in term %d appended a batch of the older term %d", newTerm, newTerm-1)
 	}
 }

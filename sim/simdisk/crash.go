@@ -276,6 +276,9 @@ func randomOpt(f *inode, r *rand.Rand, garbage bool) (dataOpt, string) {
 			return dataOpt{garbageFrom(f, n, r), f.mtime}, "garbage"
 		}
 		size := sector << (3 * r.IntN(2)) // 512 B or 4 KiB
+		if n+size >= len(f.data) {
+			size = sector // a page does not fit before the end: a sector may
+		}
 		if n+size < len(f.data) {
 			return dataOpt{holeAt(f, n, size), f.mtime}, "hole"
 		}
@@ -362,7 +365,11 @@ func (d *Disk) LastCrash() string { return strings.TrimSpace(d.lastCrash) }
 // Corrupt flips one bit, chosen by r (the disk's source if nil), of the
 // current and the durable data of the file at path: silent at-rest bit rot.
 // It reports false if there is no such non-empty file.
-func (d *Disk) Corrupt(path string, r *rand.Rand) bool {
+func (d *Disk) Corrupt(path string, r *rand.Rand) bool { return d.CorruptBefore(path, -1, r) }
+
+// CorruptBefore is Corrupt with the flipped bit in the first limit bytes
+// (limit < 0: anywhere); false if there are none.
+func (d *Disk) CorruptBefore(path string, limit int, r *rand.Rand) bool {
 	if r == nil {
 		r = d.rng
 	}
@@ -370,7 +377,14 @@ func (d *Disk) Corrupt(path string, r *rand.Rand) bool {
 	if e != sm.IOOK || n.isDir || len(n.data) == 0 || r == nil {
 		return false
 	}
-	bit := r.IntN(len(n.data) * 8)
+	size := len(n.data)
+	if limit >= 0 {
+		size = min(size, limit)
+	}
+	if size == 0 {
+		return false
+	}
+	bit := r.IntN(size * 8)
 	flip := func(b []byte) []byte {
 		c := slices.Clone(b)
 		c[bit/8] ^= 1 << (bit % 8)

@@ -1,0 +1,557 @@
+package sim
+
+import (
+	"bytes"
+	"hash/fnv"
+	"path"
+	"sort"
+	"strings"
+
+	"xce/schema"
+	"xce/sim/simdisk"
+	"xce/sm"
+	"xce/sm/wal"
+)
+
+// The canonical chain (S5, quorum mode): one sequence of committed job-log
+// records, built by the checker from the disks, never from a node's own
+// bookkeeping.
+//
+//   - A record is committed when a primary acknowledges a write at its LSN
+//     or above: every record up to the reply's LSN in that primary's log
+//     (as its disk holds it) joins the chain, remembered with the term of
+//     the primary whose acknowledgement first covered it (its commit term).
+//     At that moment the record at the reply's LSN must be durable on a
+//     majority of disks (each disk's durable view, read the way recovery
+//     reads it): an acknowledgement released before the majority held it
+//     fails here, whether or not a later failover loses it.
+//   - The chain never changes: a later acknowledgement whose log holds
+//     another record at a committed LSN fails.
+//   - Every node's durable log is, at every durable change (each fsync of
+//     data/, each crash and restart) and whenever the chain grows, a prefix
+//     of the chain, except for a stale tail: a node may still hold another
+//     record at a committed LSN L only while no record of its log at or
+//     after L has a term at or above L's commit term (a deposed primary's
+//     or a cut-off standby's uncommitted records, which the next sync
+//     replaces). Raft's log matching makes this exact: a log holding a
+//     record of term >= K after L got it from a primary of term >= K,
+//     which holds L's committed record (leader completeness).
+//
+// Records below a node's snapshot are not on its disk: a snapshot is
+// compared by its (LSN, term) only. Not checked in seed mode, where a
+// failover may rightly discard acknowledged records (their loss is
+// measured by the durability checker), nor after a disk wipe (amnesia).
+
+// logRec is one record of a log view.
+type logRec struct {
+	lsn, term, hash uint64
+	payload         []byte // the record's encoding (shared with the cache)
+}
+
+// logView is a node's job log as recovery would rebuild it from one view
+// of its disk: the newest decodable snapshot, then the contiguous records
+// after it.
+type logView struct {
+	snapLSN, snapTerm uint64
+	// chunks hold LSNs snapLSN+1 .. snapLSN+n in order: runs of the
+	// cache's segment records, shared, not copied.
+	chunks [][]logRec
+	n      int
+}
+
+func (v *logView) lastLSN() uint64 { return v.snapLSN + uint64(v.n) }
+
+func (v *logView) lastTerm() uint64 {
+	if len(v.chunks) > 0 {
+		c := v.chunks[len(v.chunks)-1]
+		return c[len(c)-1].term
+	}
+	return v.snapTerm
+}
+
+// durablePos is the log position on nd's durable view (checkDurableClaim).
+func (w *World) durablePos(nd *simNode) (term, lsn uint64) {
+	w.cc.init(len(w.nodes))
+	v := w.durableView(nd.id)
+	return v.lastTerm(), v.lastLSN()
+}
+
+// rec returns the record at lsn, when the view holds it (not under its
+// snapshot).
+func (v *logView) rec(lsn uint64) (logRec, bool) {
+	if lsn <= v.snapLSN || lsn > v.lastLSN() {
+		return logRec{}, false
+	}
+	for _, c := range v.chunks {
+		if first := c[0].lsn; lsn < first+uint64(len(c)) {
+			return c[lsn-first], true
+		}
+	}
+	return logRec{}, false
+}
+
+// extend appends the run of recs (increasing LSNs, as wal.Walk yields
+// them) that continues the view; false when the view ends in recs (a gap,
+// or the snapshot's LSN holding a record of another term).
+func (v *logView) extend(recs []logRec) bool {
+	for len(recs) > 0 {
+		next := v.lastLSN() + 1
+		if s := v.snapLSN; s > 0 {
+			k := sort.Search(len(recs), func(i int) bool { return recs[i].lsn >= s })
+			if k < len(recs) && recs[k].lsn == s && recs[k].term != v.snapTerm {
+				return false // another log's record at the snapshot's LSN
+			}
+		}
+		// skip what the view already holds (records under the snapshot)
+		recs = recs[sort.Search(len(recs), func(i int) bool { return recs[i].lsn >= next }):]
+		if len(recs) == 0 {
+			return true
+		}
+		if recs[0].lsn != next {
+			return false
+		}
+		// the contiguous run from here
+		run := sort.Search(len(recs), func(i int) bool { return recs[i].lsn != next+uint64(i) })
+		v.chunks = append(v.chunks, recs[:run])
+		v.n += run
+		recs = recs[run:]
+	}
+	return true
+}
+
+// termAt is the term of the view's record at lsn, its snapshot's included.
+func (v *logView) termAt(lsn uint64) (uint64, bool) {
+	if lsn == v.snapLSN && lsn > 0 {
+		return v.snapTerm, true
+	}
+	r, ok := v.rec(lsn)
+	return r.term, ok
+}
+
+// frameCache keeps what readLog parsed of one disk: snapshots by their
+// bytes, segments by their bytes (segments grow by appends: only the new
+// tail is decoded). It holds its own copies: the disk's may change.
+type frameCache struct {
+	snaps   map[string]snapPos
+	snapVer map[string]uint64
+	segs    map[string]*segFrames
+}
+
+type segFrames struct {
+	data []byte // own copy of the bytes parsed
+	recs []logRec
+	ver  uint64 // the mirror version parsed (0: unknown)
+}
+
+// snapshot parses a snapshot file; ver, when not 0, is the mirror version
+// of data (the same version: the same bytes, no comparison needed).
+func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
+	if c.snaps == nil {
+		c.snaps = map[string]snapPos{}
+		c.snapVer = map[string]uint64{}
+	}
+	if sp, ok := c.snaps[name]; ok && (ver != 0 && c.snapVer[name] == ver || bytes.Equal(sp.data, data)) {
+		c.snapVer[name] = ver
+		return sp
+	}
+	c.snapVer[name] = ver
+	sp := snapPos{data: bytes.Clone(data)}
+	if s, err := wal.DecodeSnapshot(data); err != nil {
+		sp.bad = true
+	} else {
+		sp.term, sp.lsn = s.GetTerm(), s.GetLsn()
+	}
+	c.snaps[name] = sp
+	return sp
+}
+
+func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
+	if c.segs == nil {
+		c.segs = map[string]*segFrames{}
+	}
+	sp := c.segs[name]
+	if sp != nil && ver != 0 && sp.ver == ver {
+		return sp.recs
+	}
+	if sp == nil || len(data) < len(sp.data) || !bytes.Equal(data[:len(sp.data)], sp.data) {
+		sp = &segFrames{}
+		c.segs[name] = sp
+	}
+	sp.ver = ver
+	if len(data) == len(sp.data) {
+		return sp.recs
+	}
+	base := len(sp.data)
+	tail := bytes.Clone(data[base:])
+	type at struct {
+		off       int
+		lsn, term uint64
+	}
+	var found []at
+	valid, _ := wal.Walk(tail, func(off int, r *schema.WalRecord) error {
+		found = append(found, at{off: off, lsn: r.GetLsn(), term: r.GetTerm()})
+		return nil
+	})
+	tail = tail[:valid]
+	for i, f := range found {
+		end := valid
+		if i+1 < len(found) {
+			end = found[i+1].off
+		}
+		p := tail[f.off+wal.HeaderSize : end]
+		h := fnv.New64a()
+		_, _ = h.Write(p) // a hash.Hash never fails
+		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, hash: h.Sum64(), payload: p})
+	}
+	sp.data = append(sp.data, tail...)
+	return sp.recs
+}
+
+// readLog rebuilds the log recovery would find on one view of disk d (the
+// rule of durableLogPos: a record at the snapshot's LSN with another term
+// ends the log there, a gap ends it).
+func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
+	files := map[string]*mirrorFile{}
+	var snaps, segs []string
+	d.Peek(wal.SnapDir, durable, func(p string, b []byte) {
+		if path.Dir(p) == wal.SnapDir {
+			snaps = append(snaps, path.Base(p))
+			files[p] = &mirrorFile{data: b}
+		}
+	})
+	d.Peek(wal.WALDir, durable, func(p string, b []byte) {
+		if path.Dir(p) == wal.WALDir {
+			segs = append(segs, path.Base(p))
+			files[p] = &mirrorFile{data: b}
+		}
+	})
+	return assembleLog(snaps, segs, files, c)
+}
+
+// assembleLog is readLog over named files (their data and mirror versions).
+func assembleLog(snaps, segs []string, files map[string]*mirrorFile, c *frameCache) logView {
+	sort.Strings(snaps)
+	sort.Strings(segs)
+	for {
+		plan, _ := wal.PlanRecovery(snaps, segs)
+		var v logView
+		if plan.Snapshot != "" {
+			f := files[wal.SnapDir+"/"+plan.Snapshot]
+			sp := c.snapshot(plan.Snapshot, f.data, f.ver)
+			if sp.bad {
+				snaps = removeName(snaps, plan.Snapshot)
+				continue
+			}
+			v.snapLSN, v.snapTerm = sp.lsn, sp.term
+		}
+		for _, seg := range plan.Segments {
+			f := files[wal.WALDir+"/"+seg]
+			if !v.extend(c.segment(seg, f.data, f.ver)) {
+				return v
+			}
+		}
+		return v
+	}
+}
+
+// chainEntry is one committed LSN of the chain.
+type chainEntry struct {
+	set     bool
+	term    uint64
+	hash    uint64 // of the record's encoding; 0 with hasRec false
+	hasRec  bool   // false: known only as a snapshot's (LSN, term)
+	payload []byte // the record's encoding, with hasRec
+	byTerm  uint64 // commit term: the term of the first primary whose acknowledgement covered it
+	byNode  int
+	byReply uint64
+}
+
+// chainNode is the checker's view of one node's disk.
+type chainNode struct {
+	durCache frameCache // the durable view's parse
+	curCache frameCache // the current view's parse (a primary's log at an acknowledgement)
+	view     logView    // the durable view, as of the last durable change
+	dirty    bool
+	mirror   durMirror // the durable data/wal and data/snap files
+}
+
+// mirrorFile is one file's bytes; ver (when not 0) changes with them.
+type mirrorFile struct {
+	data []byte
+	ver  uint64
+}
+
+// durMirror mirrors the durable log files of a disk, updated per fsync:
+// a file fsync re-reads that file, a directory fsync that directory, and
+// anything else (a crash, a restart, an fsync of data/) everything.
+type durMirror struct {
+	files map[string]*mirrorFile
+	ver   uint64
+	ok    bool
+}
+
+func (m *durMirror) set(p string, b []byte) { m.own(p, bytes.Clone(b)) }
+
+// own is set for bytes nobody else holds.
+func (m *durMirror) own(p string, b []byte) {
+	m.ver++
+	m.files[p] = &mirrorFile{data: b, ver: m.ver}
+}
+
+func (m *durMirror) reload(d *simdisk.Disk) {
+	m.files, m.ok = map[string]*mirrorFile{}, true
+	for _, dir := range []string{wal.SnapDir, wal.WALDir} {
+		d.Peek(dir, true, func(p string, b []byte) {
+			if path.Dir(p) == dir {
+				m.set(p, b)
+			}
+		})
+	}
+}
+
+// sync follows op, an fsync that completed (nil: reload everything).
+func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
+	if !m.ok || op == nil {
+		m.reload(d)
+		return
+	}
+	dir := path.Dir(op.Path)
+	switch {
+	case op.Op == sm.OpFsync && (dir == wal.WALDir || dir == wal.SnapDir):
+		if b, ok := d.DurableFile(op.Path); ok { // a copy
+			m.own(op.Path, b)
+		} else {
+			delete(m.files, op.Path)
+		}
+	case op.Op == sm.OpFsyncDir && (op.Path == wal.WALDir || op.Path == wal.SnapDir):
+		seen := map[string]bool{}
+		d.Peek(op.Path, true, func(p string, b []byte) {
+			if path.Dir(p) != op.Path {
+				return
+			}
+			seen[p] = true
+			if f := m.files[p]; f == nil || !bytes.Equal(f.data, b) {
+				m.set(p, b)
+			}
+		})
+		for p := range m.files {
+			if path.Dir(p) == op.Path && !seen[p] {
+				delete(m.files, p)
+			}
+		}
+	case op.Path == sm.TermPath || strings.HasPrefix(op.Path, sm.TermPath):
+	default:
+		m.reload(d)
+	}
+}
+
+// read assembles the mirrored durable log.
+func (m *durMirror) read(c *frameCache) logView {
+	var snaps, segs []string
+	for p := range m.files {
+		if path.Dir(p) == wal.SnapDir {
+			snaps = append(snaps, path.Base(p))
+		} else {
+			segs = append(segs, path.Base(p))
+		}
+	}
+	return assembleLog(snaps, segs, m.files, c)
+}
+
+type chainCheck struct {
+	nodes []chainNode
+	chain []chainEntry // by LSN; chain[0] unused
+	top   uint64       // highest committed LSN
+}
+
+// chainArmed reports whether the chain is checked (quorum mode, no wipe).
+func (w *World) chainArmed() bool {
+	return !w.sc.SeedMode && !w.sc.SeedLiteralP0 && w.strict()
+}
+
+func (cc *chainCheck) init(n int) {
+	if cc.nodes == nil {
+		cc.nodes = make([]chainNode, n)
+		cc.chain = make([]chainEntry, 1)
+	}
+}
+
+// durableView returns node i's durable log view, re-assembled if its disk
+// changed since.
+func (w *World) durableView(i int) *logView {
+	cn := &w.cc.nodes[i]
+	if cn.dirty || !cn.mirror.ok {
+		if !cn.mirror.ok {
+			cn.mirror.reload(w.nodes[i].disk)
+		}
+		cn.view = cn.mirror.read(&cn.durCache)
+		cn.dirty = false
+	}
+	return &cn.view
+}
+
+// durableChanged is the hook for every change of node nd's durable state:
+// an fsync (of anything under data/) completed, the process crashed, or
+// it starts (after a wipe or bit rot, perhaps). It re-reads the durable
+// log and checks it against the chain.
+func (w *World) durableChanged(nd *simNode) { w.durableSynced(nd, nil) }
+
+// durableSynced is durableChanged for one completed fsync (op; nil: any
+// change, re-read everything).
+func (w *World) durableSynced(nd *simNode, op *sm.FileOp) {
+	w.noteDurableTerm(nd)
+	w.cc.init(len(w.nodes))
+	cn := &w.cc.nodes[nd.id]
+	if op != nil && (op.Path == sm.TermPath || strings.HasPrefix(op.Path, sm.TermPath)) {
+		return // data/term: no log file changed
+	}
+	// The mirror is kept in every mode: checkDurableClaim reads it too.
+	cn.mirror.sync(nd.disk, op)
+	cn.dirty = true
+	if w.chainArmed() {
+		w.checkChainView(nd.id, 1)
+	}
+}
+
+// isDataSync reports whether op makes something under data/ durable.
+func isDataSync(op sm.FileOp) bool {
+	if op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
+		return false
+	}
+	switch {
+	case op.Path == "", op.Path == sm.DataDir, op.Path == wal.WALDir, op.Path == wal.SnapDir:
+		return true // directory entries: the log's files, data/term's rename
+	}
+	return strings.HasPrefix(op.Path, wal.WALDir+"/") || strings.HasPrefix(op.Path, wal.SnapDir+"/") || op.Path == sm.TermPath
+}
+
+// checkChainView: node i's durable log holds no record other than the
+// chain's at a committed LSN >= from, unless that record is a stale tail
+// (no term at or after it reaches the LSN's commit term).
+func (w *World) checkChainView(i int, from uint64) {
+	cc := &w.cc
+	if cc.top < from {
+		return
+	}
+	v := w.durableView(i)
+	// suffix maximum of the terms, walking down from the end
+	maxTerm := uint64(0)
+	for ci := len(v.chunks) - 1; ci >= 0; ci-- {
+		c := v.chunks[ci]
+		for k := len(c) - 1; k >= 0; k-- {
+			r := c[k]
+			maxTerm = max(maxTerm, r.term)
+			if r.lsn > cc.top || r.lsn < from {
+				continue
+			}
+			e := cc.chain[r.lsn]
+			if !e.set || maxTerm < e.byTerm {
+				continue
+			}
+			if e.term != r.term || e.hasRec && e.hash != r.hash {
+				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, r.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply, maxTerm)
+				return
+			}
+		}
+	}
+	if s := v.snapLSN; s > 0 && s >= from && s <= cc.top {
+		maxTerm = max(maxTerm, v.snapTerm)
+		if e := cc.chain[s]; e.set && maxTerm >= e.byTerm && e.term != v.snapTerm {
+			w.violate("S5", "n%d's durable snapshot at committed lsn %d has term %d, but the chain's record there has term %d (committed in term %d by n%d's reply to #%d)", i, s, v.snapTerm, e.term, e.byTerm, e.byNode, e.byReply)
+		}
+	}
+}
+
+// noteCommit is the hook for every acknowledged reply: a write with LSN l
+// acknowledged by a primary of term k commits every record up to l of its
+// log; the record at l must be durable on a majority.
+func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
+	if r.Status != sm.StatusOK || r.LSN == 0 || !w.chainArmed() {
+		return
+	}
+	cc := &w.cc
+	cc.init(len(w.nodes))
+	l := r.LSN
+	cn := &cc.nodes[nd.id]
+	pv := readLog(nd.disk, false, &cn.curCache)
+	ref, ok := pv.rec(l)
+	refHash := ok
+	if !ok && l == pv.snapLSN {
+		ref.term, ok = pv.snapTerm, true // checkpointed already: known by its term
+	}
+	if !ok && l < pv.snapLSN {
+		// A checkpoint past l completed before the reply: the record is
+		// under the snapshot, judged only if the chain already holds it.
+		if cc.top < l || !cc.chain[l].set {
+			return
+		}
+		e := cc.chain[l]
+		ref.term, ref.hash, refHash, ok = e.term, e.hash, e.hasRec, true
+	}
+	if !ok {
+		w.violate("S5", "n%d acknowledged #%d at lsn %d, but its log on disk holds (snapshot %d, up to lsn %d)", nd.id, r.ID, l, pv.snapLSN, pv.lastLSN())
+		return
+	}
+	// The record at l is durable on a majority.
+	held := 0
+	for i := range w.nodes {
+		v := w.durableView(i)
+		if x, ok := v.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+			held++
+		} else if v.snapLSN >= l {
+			// A snapshot covering l: of this log, or of a newer term's
+			// beyond this log's end (a primary paused past its deposition
+			// answers late; the newer primary's snapshot stands for l, and
+			// what it holds is judged by the recovery replay).
+			if t, ok := pv.termAt(v.snapLSN); ok && t == v.snapTerm || !ok && v.snapLSN > pv.lastLSN() && v.snapTerm > ref.term {
+				held++
+			}
+		}
+	}
+	if need := len(w.nodes)/2 + 1; held < need {
+		w.violate("S5", "n%d acknowledged #%d at lsn %d (term %d) while only %d of %d disks durably held that record (a majority is %d)", nd.id, r.ID, l, ref.term, held, len(w.nodes), need)
+		return
+	}
+	// Join the chain; what is already there must not change.
+	for uint64(len(cc.chain)) <= l {
+		cc.chain = append(cc.chain, chainEntry{})
+	}
+	from := cc.top + 1
+	for lsn := max(pv.snapLSN, 1); lsn <= l; lsn++ {
+		e := &cc.chain[lsn]
+		x, hasRec := pv.rec(lsn)
+		if !hasRec {
+			x.term = pv.snapTerm // lsn == snapLSN
+		}
+		if e.set {
+			if e.term != x.term || hasRec && e.hasRec && e.hash != x.hash {
+				w.violate("S5", "the committed chain changed at lsn %d: n%d's reply to #%d acknowledges a log with term %d (hash %016x) there, but the record of term %d (hash %016x) was committed in term %d by n%d's reply to #%d", lsn, nd.id, r.ID, x.term, x.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply)
+				return
+			}
+			if hasRec && !e.hasRec {
+				e.hash, e.hasRec, e.payload = x.hash, true, x.payload
+			}
+			continue
+		}
+		*e = chainEntry{set: true, term: x.term, hash: x.hash, hasRec: hasRec, payload: x.payload, byTerm: term, byNode: nd.id, byReply: r.ID}
+		from = min(from, lsn)
+	}
+	if l > cc.top {
+		cc.top = l
+	}
+	for i := range w.nodes {
+		if w.fail == nil {
+			w.checkChainView(i, from)
+		}
+	}
+}
+
+// chainPayload returns the encoding of the committed record at lsn, when
+// the chain holds it (checkRecovered's replay).
+func (w *World) chainPayload(lsn uint64) ([]byte, bool) {
+	cc := &w.cc
+	if lsn == 0 || lsn > cc.top || !cc.chain[lsn].hasRec {
+		return nil, false
+	}
+	return cc.chain[lsn].payload, true
+}

@@ -1,0 +1,32 @@
+package simdisk
+
+import "strings"
+
+// Peek calls fn with the path and contents of every file under dir (a
+// directory path such as "data/wal") in the current view, or in the
+// durable view (what a crash with no luck keeps) when durable is set. It
+// does not copy: fn must neither modify data nor keep it past the call's
+// return, and must not operate on the disk meanwhile. A checker reading a
+// log after every fsync uses it instead of DurableFiles, which copies the
+// whole disk.
+func (d *Disk) Peek(dir string, durable bool, fn func(path string, data []byte)) {
+	var v view = currentView{}
+	if durable {
+		v = durableView{}
+	}
+	n := d.rootDir()
+	for _, name := range strings.Split(dir, "/") {
+		if n == nil || !n.isDir {
+			return
+		}
+		n = v.entries(n)[name]
+	}
+	if n == nil || !n.isDir {
+		return
+	}
+	walk(n, dir+"/", v, 1, func(p string, f *inode) {
+		if !f.isDir {
+			fn(p, v.file(f).data)
+		}
+	})
+}
