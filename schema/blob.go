@@ -50,6 +50,7 @@ func DecodeClusterConfig(b []byte) (*ClusterConfig, error) {
 type EntryError struct {
 	Section string
 	Index   int
+	Field   string // the entry's key the error is about ("name", "id", ...); "" for the whole entry
 	Err     error
 }
 
@@ -57,8 +58,8 @@ func (e *EntryError) Error() string { return fmt.Sprintf("%s[%d]: %v", e.Section
 
 func (e *EntryError) Unwrap() error { return e.Err }
 
-func entryErr(section string, i int, err error) error {
-	return &EntryError{Section: section, Index: i, Err: err}
+func entryErr(section string, i int, field string, err error) error {
+	return &EntryError{Section: section, Index: i, Field: field, Err: err}
 }
 
 // CheckReservedNames rejects a config naming a queue or host
@@ -66,12 +67,12 @@ func entryErr(section string, i int, err error) error {
 func CheckReservedNames(c *ClusterConfig) error {
 	for i, q := range c.GetQueues() {
 		if q.GetName() == ReservedName {
-			return entryErr("queues", i, ErrReservedName)
+			return entryErr("queues", i, "name", ErrReservedName)
 		}
 	}
 	for i, h := range c.GetHosts() {
 		if h.GetName() == ReservedName {
-			return entryErr("hosts", i, ErrReservedName)
+			return entryErr("hosts", i, "name", ErrReservedName)
 		}
 	}
 	return nil
@@ -96,30 +97,30 @@ func Validate(c *ClusterConfig) error {
 		// The queue contract refuses such stamps at every enqueue: a
 		// queue with them could never hold a job.
 		if q.GetMaxAttempts() == 0 {
-			return entryErr("queues", i, fmt.Errorf("%w: max_attempts 0 (at least 1: the attempt a claim uses)", ErrBadStamps))
+			return entryErr("queues", i, "max_attempts", fmt.Errorf("%w: max_attempts 0 (at least 1: the attempt a claim uses)", ErrBadStamps))
 		}
 		if q.GetVisibilityTimeoutS() == 0 {
-			return entryErr("queues", i, fmt.Errorf("%w: visibility_timeout_s 0 (at least 1: a claim would lapse the moment it is made)", ErrBadStamps))
+			return entryErr("queues", i, "visibility_timeout_s", fmt.Errorf("%w: visibility_timeout_s 0 (at least 1: a claim would lapse the moment it is made)", ErrBadStamps))
 		}
 		if j, ok := qn[q.GetName()]; ok {
-			return entryErr("queues", i, fmt.Errorf("%w: name %q already used by queues[%d]", ErrDuplicate, q.GetName(), j))
+			return entryErr("queues", i, "name", fmt.Errorf("%w: name %q already used by queues[%d]", ErrDuplicate, q.GetName(), j))
 		}
 		if j, ok := qi[q.GetId()]; ok {
-			return entryErr("queues", i, fmt.Errorf("%w: id %d already used by queues[%d]", ErrDuplicate, q.GetId(), j))
+			return entryErr("queues", i, "id", fmt.Errorf("%w: id %d already used by queues[%d]", ErrDuplicate, q.GetId(), j))
 		}
 		qn[q.GetName()], qi[q.GetId()] = i, i
 	}
 	hn := map[string]int{}
 	for i, h := range c.GetHosts() {
 		if j, ok := hn[h.GetName()]; ok {
-			return entryErr("hosts", i, fmt.Errorf("%w: name %q already used by hosts[%d]", ErrDuplicate, h.GetName(), j))
+			return entryErr("hosts", i, "name", fmt.Errorf("%w: name %q already used by hosts[%d]", ErrDuplicate, h.GetName(), j))
 		}
 		hn[h.GetName()] = i
 	}
 	ri := map[uint32]int{}
 	for i, r := range c.GetResources() {
 		if j, ok := ri[r.GetId()]; ok {
-			return entryErr("resources", i, fmt.Errorf("%w: id %d already used by resources[%d]", ErrDuplicate, r.GetId(), j))
+			return entryErr("resources", i, "id", fmt.Errorf("%w: id %d already used by resources[%d]", ErrDuplicate, r.GetId(), j))
 		}
 		ri[r.GetId()] = i
 	}

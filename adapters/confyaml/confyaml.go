@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 
@@ -62,7 +64,7 @@ func Parse(name string, data []byte) (*schema.ClusterConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w %s: empty document", ErrYAML, name)
 		}
-		return nil, fmt.Errorf("%w %s: %v", ErrYAML, name, err)
+		return nil, fmt.Errorf("%w %s: %v", ErrYAML, name, fixLine(err))
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -118,6 +120,28 @@ func Marshal(c *schema.ClusterConfig) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// parserContext matches yaml.v3's parser errors that name the line of
+// the construct they were parsing: it prints that mark 0-based, one line
+// early (its scanner errors and the other parser errors are 1-based).
+var parserContext = regexp.MustCompile(`^yaml: line (\d+): (did not find expected (node content|key|'-' indicator|',' or '\]'|',' or '\}'|<document start>))`)
+
+// fixLine is err with such a line number made 1-based.
+func fixLine(err error) error {
+	m := parserContext.FindStringSubmatchIndex(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := err.Error()
+	n, convErr := strconv.Atoi(msg[m[2]:m[3]])
+	if convErr != nil {
+		return err
+	}
+	return fmt.Errorf("yaml: line %d:%s (%w)", n+1, msg[m[3]+1:], errYAMLSyntax)
+}
+
+// errYAMLSyntax marks a YAML syntax error whose line was corrected.
+var errYAMLSyntax = errors.New("syntax error")
+
 // lineOf finds the line of the entry a validation error names, or of the
 // key it is about (port, queues), as " line N:"; "" if unknown.
 func lineOf(data []byte, err error) string {
@@ -140,6 +164,12 @@ func lineOf(data []byte, err error) string {
 	case errors.As(err, &ee):
 		if seq := key(ee.Section); seq != nil && ee.Index < len(seq.Content) {
 			n = seq.Content[ee.Index]
+			for i := 0; i+1 < len(n.Content); i += 2 { // the key the error is about
+				if ee.Field != "" && n.Content[i].Value == ee.Field {
+					n = n.Content[i]
+					break
+				}
+			}
 		}
 	case errors.Is(err, schema.ErrBadPort):
 		n = key("port")

@@ -59,12 +59,17 @@ func TestParseErrors(t *testing.T) {
 		{"no queues", "cluster_name: c\nport: 7600\nqueues: []\n", schema.ErrNoQueues, "line 3:"},
 		{"port too low", strings.Replace(good, "port: 7600", "port: 80", 1), schema.ErrBadPort, "line 2:"},
 		{"port missing", strings.Replace(good, "port: 7600\n", "", 1), schema.ErrBadPort, ""},
-		{"reserved queue", strings.Replace(good, "name: batch", "name: lost_and_found", 1), schema.ErrReservedName, "line 4:"},
+		{"reserved queue", strings.Replace(good, "name: batch", "name: lost_and_found", 1), schema.ErrReservedName, "line 5:"}, // the name: line
 		{"reserved host", strings.Replace(good, "name: h1", "name: lost_and_found", 1), schema.ErrReservedName, "line 11:"},
 		{"duplicate queue name", good + "", nil, ""},
 		{"unknown key", strings.Replace(good, "port: 7600", "port: 7600\nprot: 1", 1), ErrYAML, "line 3"},
 		{"wrong type", strings.Replace(good, "max_attempts: 3", "max_attempts: many", 1), ErrYAML, "line 7"},
 		{"empty", "", ErrYAML, "empty document"},
+		// yaml.v3 prints a parser error's context line 0-based; Parse
+		// reports the line of the unclosed construct (issue 8 defect 7).
+		{"unclosed flow sequence", "cluster_name: c\nport: 7600\nqueues: [1, 2\nhosts: []\n", ErrYAML, "line 3:"},
+		{"bad indentation in a list", "cluster_name: c\nqueues:\n  - id: 1\n   name: q\n", ErrYAML, "line 3:"},
+		{"max_attempts 0", strings.Replace(good, "max_attempts: 3", "max_attempts: 0", 1), schema.ErrBadStamps, "line 7:"},
 		{"two documents", good + "---\n" + good, ErrYAML, "more than one"},
 	}
 	dupQueue := good[:strings.Index(good, "hosts:")] + `  - id: 2
@@ -78,7 +83,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml string
 		sentinel   error
 		want       string
-	}{"duplicate queue name", dupQueue, schema.ErrDuplicate, "line 10:"}
+	}{"duplicate queue name", dupQueue, schema.ErrDuplicate, "line 11:"} // its name: line, not the entry's first
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("cluster.yaml", []byte(tc.yaml))
