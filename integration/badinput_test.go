@@ -147,9 +147,9 @@ func TestLonePrimaryBadConfigFileFatal(t *testing.T) {
 			install(t, c, 0, blob)
 			want := tc.spoil(t, confDir(c, 0), sm.VersionName(sumOf(blob)))
 			before := snapshotDir(t, confDir(c, 0))
-			fatal, log := startExpectFatal(t, c, 0, "has no config file")
-			if !strings.Contains(fatal, want) {
-				t.Fatalf("want a FATAL naming %q:\n%s", want, log)
+			fatal, log := startExpectFatal(t, c, 0, "cannot use its config") // the file is there: the FATAL says what is wrong with it (issue 8 defect 8)
+			if !strings.Contains(fatal, want) || strings.Contains(fatal, "has no config file") {
+				t.Fatalf("want a FATAL naming %q (not 'has no config file'):\n%s", want, log)
 			}
 			if !strings.Contains(findLine(log, want), "\tERROR\t") {
 				t.Fatalf("want an ERROR line naming %q before the FATAL:\n%s", want, log)

@@ -104,6 +104,9 @@ func (n *Node) afterBootScan(pos logPos, clean bool) {
 func (n *Node) loadSaved(then func()) {
 	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, func(d IODone) {
 		name, problem, key, level := ResolvePointer(d)
+		// §10.6a: an empty pointer is a missing config; anything else wrong
+		// is a config the FATAL says is unusable, and why.
+		n.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
 		if problem != "" {
 			n.cfgProblem = problem
 			if key != "" {

@@ -119,10 +119,17 @@ func (n *Node) declare() {
 		return
 	}
 	if n.cfg == nil {
-		conffile := n.cfgProblem
+		install := fmt.Sprintf("xce-config install --workdir %s --name %s --config cluster.yaml", orDefault(n.opt.Workdir, "<workdir>"), n.peerName(n.opt.Self))
+		if n.cfgMissing {
+			n.die("fatal.primary-no-config", fmt.Sprintf(
+				"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: %s (%s)",
+				n.opt.Self, n.path(PointerPath), install, n.cfgProblem))
+			return
+		}
+		// The file is there but unusable: say what is wrong with it.
 		n.die("fatal.primary-no-config", fmt.Sprintf(
-			"Primary candidate (priority %d) has no config file '%s' — provision the config before starting the primary controller. Run: xce-config install --workdir %s --name %s --config cluster.yaml (%s)",
-			n.opt.Self, n.path(PointerPath), orDefault(n.opt.Workdir, "<workdir>"), n.peerName(n.opt.Self), conffile))
+			"Primary candidate (priority %d) cannot use its config: %s — fix it or install a valid config before starting the primary controller. Run: %s",
+			n.opt.Self, n.cfgProblem, install))
 		return
 	}
 	if p, why := n.fresherPeer(); p >= 0 && n.deferrals < maxDeferrals && !(n.opt.SeedLiteralP0 && n.opt.Self == 0) {

@@ -66,6 +66,7 @@ type Node struct {
 
 	cfg           *loaded // the config this node runs with; nil = none
 	cfgProblem    string  // why the saved config is unusable (for the §10 FATALs)
+	cfgMissing    bool    // ... because there is none (§10.1), not a bad one
 	stale         bool    // config_stale (§10.3)
 	serving       bool    // Phase 2 reached: running with a config
 	fetch         *fetchState
