@@ -103,7 +103,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		return 1, err
 	}
 	if msg, warn := tlsconf.ExpiryWarning(mat.Leaf, time.Now(), tlsconf.CertWarnDays); warn {
-		log.Warn(msg, zap.String("key", "tls.cert-expiry"))
+		if tlsconf.Expired(mat.Leaf, time.Now()) {
+			// Not a warning: no peer or client can complete a handshake.
+			log.Error(msg, zap.String("key", "tls.cert-expired"))
+		} else {
+			log.Warn(msg, zap.String("key", "tls.cert-expiry"))
+		}
 	}
 	names := make([]string, len(peers))
 	tpeers := make([]transport.Peer, len(peers))

@@ -41,3 +41,10 @@ func ExpiryWarning(cert *x509.Certificate, now time.Time, warnDays int) (msg str
 	return fmt.Sprintf("Controller certificate expires in %d days (%s) — renew before expiry "+
 		"to avoid HA election exclusion", int(left/day), when), true
 }
+
+// Expired reports whether cert is past its NotAfter at now: the daemon
+// logs ExpiryWarning's message at ERROR then (no handshake can succeed),
+// at WARN while it only expires soon.
+func Expired(cert *x509.Certificate, now time.Time) bool {
+	return cert != nil && now.After(cert.NotAfter)
+}

@@ -92,3 +92,18 @@ func TestCertExpiryWarning(t *testing.T) {
 		t.Errorf("nil cert: %q, %v", msg, warn)
 	}
 }
+
+func TestExpired(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		notAfter time.Time
+		want     bool
+	}{{now.Add(-time.Second), true}, {now.Add(time.Hour), false}, {now, false}} {
+		if got := Expired(&x509.Certificate{NotAfter: c.notAfter}, now); got != c.want {
+			t.Errorf("Expired(NotAfter %v) = %v, want %v", c.notAfter, got, c.want)
+		}
+	}
+	if Expired(nil, now) {
+		t.Error("a nil certificate counted as expired")
+	}
+}
