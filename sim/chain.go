@@ -208,7 +208,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 }
 
 // readLog rebuilds the log recovery would find on one view of disk d (the
-// rule of durableLogPos: a record at the snapshot's LSN with another term
+// rule recovery applies: a record at the snapshot's LSN with another term
 // ends the log there, a gap ends it).
 func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
 	files := map[string]*mirrorFile{}

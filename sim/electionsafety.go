@@ -60,7 +60,7 @@ func (w *World) checkPromotion(nd *simNode) {
 	if at == 0 {
 		return
 	}
-	t, l := durableLogPos(nd.disk.DurableFilesShared(), &nd.logs)
+	t, l := w.durablePos(nd) // the durable view, as checkDurableClaim reads it
 	if t < at || t == at && l < al {
 		w.violate("S5", "n%d became primary of term %d with a durable log at (term %d, lsn %d), behind the acknowledged write (term %d, lsn %d)", nd.id, term, t, l, at, al)
 	}

@@ -129,7 +129,6 @@ type simNode struct {
 	restart   bool      // a start event is queued
 	lastClaim claimSeen // checkDurableClaim's last checked claim
 	rot       rotState  // bit rot injected in data/ (rot.go)
-	logs      logCache  // durableLogPos's parse of its files
 	// checkSnapshotTerm: the terms of the records this incarnation appended.
 	appended    map[uint64]uint64
 	appendedInc int
