@@ -278,9 +278,10 @@ type StatusReply struct {
 	// lost); degraded once any was.
 	AckedWithoutStandby uint64          `protobuf:"varint,12,opt,name=acked_without_standby,json=ackedWithoutStandby,proto3" json:"acked_without_standby,omitempty"`
 	Degraded            bool            `protobuf:"varint,13,opt,name=degraded,proto3" json:"degraded,omitempty"`
-	DurableLsn          uint64          `protobuf:"varint,14,opt,name=durable_lsn,json=durableLsn,proto3" json:"durable_lsn,omitempty"` // primary: last LSN durable on its own disk
-	CommitLsn           uint64          `protobuf:"varint,15,opt,name=commit_lsn,json=commitLsn,proto3" json:"commit_lsn,omitempty"`    // primary, quorum mode: last LSN durable on a majority
-	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                        // primary: each other peer's copy of the log
+	DurableLsn          uint64          `protobuf:"varint,14,opt,name=durable_lsn,json=durableLsn,proto3" json:"durable_lsn,omitempty"`         // primary: last LSN durable on its own disk
+	CommitLsn           uint64          `protobuf:"varint,15,opt,name=commit_lsn,json=commitLsn,proto3" json:"commit_lsn,omitempty"`            // primary, quorum mode: last LSN durable on a majority
+	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                                // primary: each other peer's copy of the log
+	PeersMismatch       []string        `protobuf:"bytes,17,rep,name=peers_mismatch,json=peersMismatch,proto3" json:"peers_mismatch,omitempty"` // peers running with another --peers list (ignored)
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -423,6 +424,13 @@ func (x *StatusReply) GetCommitLsn() uint64 {
 func (x *StatusReply) GetStandbys() []*StandbyState {
 	if x != nil {
 		return x.Standbys
+	}
+	return nil
+}
+
+func (x *StatusReply) GetPeersMismatch() []string {
+	if x != nil {
+		return x.PeersMismatch
 	}
 	return nil
 }
@@ -1286,7 +1294,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\x85\x04\n" +
+	"\rStatusRequest\"\xac\x04\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +
@@ -1307,7 +1315,8 @@ const file_client_proto_rawDesc = "" +
 	"durableLsn\x12\x1d\n" +
 	"\n" +
 	"commit_lsn\x18\x0f \x01(\x04R\tcommitLsn\x124\n" +
-	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\"m\n" +
+	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\x12%\n" +
+	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\"m\n" +
 	"\fStandbyState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +

@@ -91,7 +91,10 @@ type PeerView struct {
 	LogTerm   uint64                 `protobuf:"varint,6,opt,name=log_term,json=logTerm,proto3" json:"log_term,omitempty"`       // term of that log's last record (freshness: term, then LSN)
 	// Heartbeat round: a primary numbers its heartbeats; a standby echoes the
 	// newest round it has seen from its primary (read-index confirmation).
-	Round         uint64 `protobuf:"varint,7,opt,name=round,proto3" json:"round,omitempty"`
+	Round uint64 `protobuf:"varint,7,opt,name=round,proto3" json:"round,omitempty"`
+	// Hash of the sender's normalised --peers (0 = not checked): a node never
+	// votes for, follows or counts a peer whose list differs (seed §11.2).
+	PeersHash     uint64 `protobuf:"fixed64,8,opt,name=peers_hash,json=peersHash,proto3" json:"peers_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +174,13 @@ func (x *PeerView) GetLogTerm() uint64 {
 func (x *PeerView) GetRound() uint64 {
 	if x != nil {
 		return x.Round
+	}
+	return 0
+}
+
+func (x *PeerView) GetPeersHash() uint64 {
+	if x != nil {
+		return x.PeersHash
 	}
 	return 0
 }
@@ -1230,7 +1240,7 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
 	"wire.proto\x12\n" +
-	"xce.schema\"\xc9\x01\n" +
+	"xce.schema\"\xe8\x01\n" +
 	"\bPeerView\x12$\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x10.xce.schema.RoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1a\n" +
@@ -1239,7 +1249,9 @@ const file_wire_proto_rawDesc = "" +
 	"config_tag\x18\x04 \x01(\x04R\tconfigTag\x12\x17\n" +
 	"\awal_pos\x18\x05 \x01(\x04R\x06walPos\x12\x19\n" +
 	"\blog_term\x18\x06 \x01(\x04R\alogTerm\x12\x14\n" +
-	"\x05round\x18\a \x01(\x04R\x05round\"\a\n" +
+	"\x05round\x18\a \x01(\x04R\x05round\x12\x1d\n" +
+	"\n" +
+	"peers_hash\x18\b \x01(\x06R\tpeersHash\"\a\n" +
 	"\x05Probe\"\f\n" +
 	"\n" +
 	"ProbeReply\"\v\n" +

@@ -276,6 +276,14 @@ func (n *Node) heard() {
 // onMsg: every message carries the sender's view; a primary's view drives
 // the role decisions, then the type-specific handler runs.
 func (n *Node) onMsg(from int, m Msg) {
+	if n.opt.PeersHash != 0 && m.PeersHash != n.opt.PeersHash {
+		n.peersDiffer(from, m.PeersHash)
+		return // never vote for, follow or count a node with another cluster list
+	}
+	if n.peersBad[from] != 0 {
+		n.log(Info, "peers.match", fmt.Sprintf("%s's --peers matches ours again", n.peerName(from)))
+		delete(n.peersBad, from)
+	}
 	if n.role == RoleBooting {
 		if m.Type == MsgProbe {
 			n.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
@@ -412,4 +420,25 @@ func (n *Node) waitWithoutConfig() bool {
 	n.role = RoleBooting
 	n.loadSaved(func() { n.startElection(n.failover) })
 	return true
+}
+
+// peersDiffer: from runs with another --peers list (seed §11.2): an ERROR
+// naming both nodes, once per hash it sends; its messages are dropped.
+func (n *Node) peersDiffer(from int, hash uint64) {
+	if n.peersBad == nil {
+		n.peersBad = map[int]uint64{}
+	}
+	if n.peersBad[from] == hash {
+		return
+	}
+	n.peersBad[from] = hash
+	n.log(Error, "peers.mismatch", fmt.Sprintf("%s (priority %d) runs with another --peers list than %s (hash %016x, ours %016x): ignoring it — give every controller the same --peers", n.peerName(from), from, n.peerName(n.opt.Self), hash, n.opt.PeersHash))
+}
+
+// PeersMismatch lists the peers whose --peers list differs from ours.
+func (n *Node) PeersMismatch() []int {
+	if len(n.peersBad) == 0 {
+		return nil
+	}
+	return sortedKeys(n.peersBad)
 }

@@ -80,6 +80,8 @@ type Msg struct {
 	// Round numbers a primary's heartbeats; a standby echoes the newest
 	// round it saw from its primary (read-index confirmation).
 	Round uint64
+	// PeersHash is the sender's Options.PeersHash (its --peers list).
+	PeersHash uint64
 	// ConfigTag is the sender's config tag, except in ReplConfigReply and
 	// ReplConfigPush where it is the tag of the carried config.
 	ConfigTag uint64

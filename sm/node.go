@@ -64,11 +64,12 @@ type Node struct {
 	deadline  time.Duration        // current election deadline, from election start
 	lost      bool                 // standby: our primary is gone; follow any live primary
 
-	cfg           *loaded // the config this node runs with; nil = none
-	cfgProblem    string  // why the saved config is unusable (for the §10 FATALs)
-	cfgMissing    bool    // ... because there is none (§10.1), not a bad one
-	stale         bool    // config_stale (§10.3)
-	serving       bool    // Phase 2 reached: running with a config
+	cfg           *loaded        // the config this node runs with; nil = none
+	cfgProblem    string         // why the saved config is unusable (for the §10 FATALs)
+	cfgMissing    bool           // ... because there is none (§10.1), not a bad one
+	peersBad      map[int]uint64 // peers whose --peers hash differs from ours (the hash they sent)
+	stale         bool           // config_stale (§10.3)
+	serving       bool           // Phase 2 reached: running with a config
 	fetch         *fetchState
 	store         storeQueue
 	repairing     bool
@@ -239,7 +240,7 @@ func (n *Node) cancelTimer(k TimerKind) {
 }
 
 func (n *Node) send(to int, m Msg) {
-	m.Role, m.Term, m.Priority = n.role, n.viewTerm(), n.opt.Self
+	m.Role, m.Term, m.Priority, m.PeersHash = n.role, n.viewTerm(), n.opt.Self, n.opt.PeersHash
 	if !n.logUnknown {
 		m.WALPos, m.LogTerm = n.logPos.lsn, n.logPos.term
 	}

@@ -11,6 +11,10 @@ import (
 type Options struct {
 	Self  int      // this node's index in Peers (its priority; 0 = highest)
 	Peers []string // peer names in --peers order
+	// PeersHash identifies the whole --peers list (names and addresses,
+	// normalised; 0 = not checked): every message carries it, and a
+	// message from a node whose list differs is dropped (seed §11.2).
+	PeersHash uint64
 	// BaseDir is ${workdir}/${name}, only for messages (paths in effects
 	// are relative to it); Workdir is the --workdir it came from.
 	BaseDir, Workdir string

@@ -253,3 +253,35 @@ func TestQuorumNewTermNeedsFreshSync(t *testing.T) {
 		t.Fatalf("standby in term %d appended a batch of the older term %d", newTerm, newTerm-1)
 	}
 }
+
+// A controller started with another --peers list (seed §11.2) is ignored:
+// its messages are dropped with an ERROR naming it, so it is never voted
+// for, followed or counted; the two that agree elect a primary.
+func TestPeersListMismatchIgnored(t *testing.T) {
+	blob := testConfig(t, "Q", 1)
+	h := newHarness(t, 3)
+	for i := 0; i < 3; i++ {
+		hash := uint64(0xabc)
+		if i == 2 {
+			hash = 0xdef // another list
+		}
+		install(t, h.add(i, nil, func(o *sm.Options) { o.PeersHash = hash }).disk, blob, epoch)
+	}
+	h.boot(0, 1, 2)
+	h.advance(10 * time.Second)
+	p := primaries(h)
+	if len(p) != 1 || p[0] == 2 {
+		t.Fatalf("primaries %v, want one of n0, n1", p)
+	}
+	if r := h.node(2).n.Role(); r == sm.RoleStandby || r == sm.RolePrimary {
+		t.Fatalf("n2 with another --peers list is %v", r)
+	}
+	for i := 0; i < 2; i++ {
+		if got := h.node(i).n.PeersMismatch(); len(got) != 1 || got[0] != 2 {
+			t.Errorf("n%d PeersMismatch = %v, want [2]", i, got)
+		}
+		if len(h.node(i).logsWithKey("peers.mismatch")) != 1 {
+			t.Errorf("n%d logged peers.mismatch %d times, want once", i, len(h.node(i).logsWithKey("peers.mismatch")))
+		}
+	}
+}

@@ -84,6 +84,8 @@ type PeerStatus struct {
 	DurableLSN          uint64         `json:"durable_lsn,omitempty"`
 	CommitLSN           uint64         `json:"commit_lsn,omitempty"`
 	Standbys            []StandbyState `json:"standbys,omitempty"`
+	// PeersMismatch: peers running with another --peers list (ignored).
+	PeersMismatch []string `json:"peers_mismatch,omitempty"`
 }
 
 // StandbyState is the primary's view of one standby's replication.
@@ -100,6 +102,9 @@ func (r PeerStatus) replText() string {
 	var parts []string
 	if r.Degraded {
 		parts = append(parts, fmt.Sprintf("degraded (%d acked without a standby)", r.AckedWithoutStandby))
+	}
+	for _, p := range r.PeersMismatch {
+		parts = append(parts, p+": other --peers, ignored")
 	}
 	for _, s := range r.Standbys {
 		switch s.State {
@@ -169,6 +174,7 @@ func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeo
 	row.Stale, row.Serving = st.GetConfigStale(), st.GetServing()
 	row.Mode, row.Degraded, row.AckedWithoutStandby = st.GetMode(), st.GetDegraded(), st.GetAckedWithoutStandby()
 	row.DurableLSN, row.CommitLSN = st.GetDurableLsn(), st.GetCommitLsn()
+	row.PeersMismatch = st.GetPeersMismatch()
 	for _, s := range st.GetStandbys() {
 		row.Standbys = append(row.Standbys, StandbyState{Name: s.GetName(), State: s.GetState(), Acked: s.GetAckedLsn(), Behind: s.GetBehind()})
 	}

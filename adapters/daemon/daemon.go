@@ -117,6 +117,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		tpeers[i] = transport.Peer{Name: p.Name, Addr: p.Addr()}
 	}
 	opt := sm.DefaultOptions(self, names)
+	opt.PeersHash = PeersHash(peers)
 	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
@@ -244,6 +245,11 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 			ConfigStale: st.Stale, Serving: st.Serving,
 			Mode: "seed", AckedWithoutStandby: st.AckedWithoutStandby, Degraded: st.AckedWithoutStandby > 0,
 			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN,
+		}
+		for _, p := range st.PeersMismatch {
+			if p >= 0 && p < len(peers) {
+				sr.PeersMismatch = append(sr.PeersMismatch, peers[p].Name)
+			}
 		}
 		if st.Quorum {
 			sr.Mode = "quorum"

@@ -5,6 +5,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"strconv"
 	"strings"
@@ -74,4 +75,18 @@ func IndexOf(peers []Peer, name string) (int, error) {
 		}
 	}
 	return -1, fmt.Errorf("%w: own name %q is not in the list (every node needs the same --peers, including itself)", ErrPeers, name)
+}
+
+// PeersHash identifies a --peers list after parsing (names, hosts and
+// ports in order, whatever the spacing of the flag): two controllers with
+// the same list get the same non-zero hash.
+func PeersHash(peers []Peer) uint64 {
+	h := fnv.New64a()
+	for _, p := range peers {
+		fmt.Fprintf(h, "%s=%s\n", p.Name, p.Addr())
+	}
+	if v := h.Sum64(); v != 0 {
+		return v
+	}
+	return 1 // 0 means "not checked"
 }

@@ -30,3 +30,25 @@ func TestParsePeers(t *testing.T) {
 		}
 	}
 }
+
+// The same list hashes the same however the flag is spaced; another
+// address or order does not.
+func TestPeersHash(t *testing.T) {
+	parse := func(s string) []Peer {
+		t.Helper()
+		p, _, err := ParsePeers(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := PeersHash(parse("n0=127.0.0.1:7601,n1=127.0.0.1:7602"))
+	if b := PeersHash(parse(" n0=127.0.0.1:7601 , n1=127.0.0.1:7602 ")); a != b || a == 0 {
+		t.Fatalf("same list: %x vs %x", a, b)
+	}
+	for _, other := range []string{"n0=127.0.0.1:7601,n1=127.0.0.1:7603", "n1=127.0.0.1:7602,n0=127.0.0.1:7601", "n0=127.0.0.1:7601"} {
+		if PeersHash(parse(other)) == a {
+			t.Errorf("%q hashes like the original", other)
+		}
+	}
+}

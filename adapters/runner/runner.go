@@ -72,6 +72,7 @@ type Status struct {
 	DurableLSN          uint64
 	CommitLSN           uint64
 	Standbys            []sm.StandbyStatus
+	PeersMismatch       []int // peers whose --peers list differs (their messages are dropped)
 }
 
 // ExitError is returned by Run when the node emits sm.Exit: Code 0 for a
@@ -153,6 +154,7 @@ func (r *Runner) publish() {
 		Stale: n.Stale(), Serving: n.Serving(), Fatal: n.FatalReason(),
 		Quorum: n.QuorumMode(), AckedWithoutStandby: n.AckedWithoutStandby(),
 		DurableLSN: n.DurableLSN(), CommitLSN: n.CommitLSN(), Standbys: n.ReplicationStatus(),
+		PeersMismatch: n.PeersMismatch(),
 	}
 	st.Config, _, _ = n.Config() // immutable once loaded
 	ready := n.Ready()

@@ -82,6 +82,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 			WalPos:    m.WALPos,
 			LogTerm:   m.LogTerm,
 			Round:     m.Round,
+			PeersHash: m.PeersHash,
 		},
 	}
 	switch m.Type {
@@ -277,6 +278,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		WALPos:    from.GetWalPos(),
 		LogTerm:   from.GetLogTerm(),
 		Round:     from.GetRound(),
+		PeersHash: from.GetPeersHash(),
 		ConfigTag: from.GetConfigTag(),
 	}
 	switch body := env.GetBody().(type) {

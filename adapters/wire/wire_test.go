@@ -198,6 +198,7 @@ func genMsg() *rapid.Generator[sm.Msg] {
 			Priority:  rapid.IntRange(0, MaxPriority).Draw(t, "prio"),
 			WALPos:    rapid.Uint64().Draw(t, "wal"),
 			ConfigTag: rapid.Uint64().Draw(t, "tag"),
+			PeersHash: rapid.Uint64().Draw(t, "peershash"),
 		}
 		c := bodyFields[m.Type]
 		if c.upToDate {
