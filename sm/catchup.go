@@ -253,16 +253,18 @@ func lsnRange(frames []byte) (first, last uint64) {
 	return first, last
 }
 
-// catchUpIOFailed: our own log could not be read for it.
-func (n *Node) catchUpIOFailed(s int, rp *replPeer, why string) {
-	n.log(Warn, "repl.catch-up-io", fmt.Sprintf("reading our log to catch %s up: %s — sending a snapshot", n.peerName(s), why))
-	delete(n.jobs.repl, s)
-	n.sendSnapshot(s)
-}
+// catchUpFailed falls back to a snapshot: the records are not ours to
+// send (Info), or our own log could not be read (a WARN: an I/O error).
+func (n *Node) catchUpFailed(s int, rp *replPeer, why string) { n.catchUpFallback(s, rp, Info, why) }
 
-// catchUpFailed falls back to a snapshot.
-func (n *Node) catchUpFailed(s int, rp *replPeer, why string) {
-	n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d (%s): sending a snapshot", n.peerName(s), rp.catchUp.from.lsn, why))
+func (n *Node) catchUpIOFailed(s int, rp *replPeer, why string) { n.catchUpFallback(s, rp, Warn, why) }
+
+func (n *Node) catchUpFallback(s int, rp *replPeer, level Level, why string) {
+	key := "repl.catch-up-refused"
+	if level == Warn {
+		key = "repl.catch-up-io"
+	}
+	n.log(level, key, fmt.Sprintf("cannot catch %s up from lsn %d (%s): sending a snapshot", n.peerName(s), rp.catchUp.from.lsn, why))
 	delete(n.jobs.repl, s)
 	n.sendSnapshot(s)
 }

@@ -98,13 +98,16 @@ func (n *Node) onClientOp(c ClientOp) {
 		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: why, Primary: n.primary})
 		return
 	}
-	p0, r0, d0 := j.q.Counts(req.Queue)
+	var before [3]int // an empty claim may still dead-letter exhausted jobs
+	if req.Kind == JobClaim {
+		before = laneCounts(j.q, req.Queue)
+	}
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
 		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
 		return
 	}
-	if p1, r1, d1 := j.q.Counts(req.Queue); p0 == p1 && r0 == r1 && d0 == d1 && changedNothing(req.Kind, rep) {
+	if changedNothing(req.Kind, rep) && (req.Kind != JobClaim || laneCounts(j.q, req.Queue) == before) {
 		// No record without a state change (an idle worker's empty claim,
 		// a refused handle): the answer is a read of the current state.
 		rep.ID, rep.LSN = c.ID, 0
@@ -131,9 +134,16 @@ func (n *Node) answerRead(rep Reply) {
 	n.replyWhenDurable(j.nextLSN-1, rep)
 }
 
+// laneCounts is queue's pending, processing and dead counts (O(1)).
+func laneCounts(q *queue.Queues, name string) [3]int {
+	p, r, d := q.Counts(name)
+	return [3]int{p, r, d}
+}
+
 // changedNothing: an applied operation whose answer shows it changed no
-// job (the caller also compares the queue's counts: an empty claim may
-// still dead-letter exhausted jobs). Such an operation is not logged.
+// job (a refused handle op, cancel or redrive changes nothing by the
+// queue's contract; for a claim the caller also compares the queue's
+// counts). Such an operation is not logged.
 func changedNothing(k JobKind, rep Reply) bool {
 	switch k {
 	case JobClaim:

@@ -37,10 +37,11 @@ func listPage(jobs []queue.Job, afterID uint64) (page []queue.Job, more bool) {
 	i := sort.Search(len(jobs), func(i int) bool { return jobs[i].ID > afterID })
 	used := 0
 	for k, j := range jobs[i:] {
-		if size := j.SizeBound(); k > 0 && used+size > ClaimReplyBudget {
+		size := j.SizeBound()
+		if k > 0 && used+size > ClaimReplyBudget {
 			return jobs[i : i+k], true
 		}
-		used += j.SizeBound()
+		used += size
 	}
 	return jobs[i:], false
 }

@@ -225,7 +225,7 @@ func (n *Node) id() uint64 { n.nextID++; return n.nextID }
 // fails is fatal (never retry and trust it).
 func (n *Node) io(op FileOp, k func(IODone)) {
 	op.ID = n.id()
-	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.ownerNow(), k: k}
+	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, k: k} // the running continuation's owner (pending.go)
 	n.emit(op)
 }
 

@@ -44,10 +44,6 @@ type pendingOp struct {
 	k     func(IODone)
 }
 
-// ownerNow is the owner new operations get: that of the continuation
-// running, or the node's.
-func (n *Node) ownerNow() owner { return n.cur }
-
 // jobsOwner is the current promotion's job state.
 func (n *Node) jobsOwner() owner { return owner{concernJobs, n.gens[concernJobs]} }
 

@@ -141,8 +141,10 @@ func (n *Node) onReplAck(from int, m Msg) {
 	if rp.epoch != m.ReqID {
 		return
 	}
-	if m.Offset > 0 { // snapshot transfer progress
-		n.onSnapshotProgress(from, rp, m.Offset)
+	if m.Offset > 0 { // snapshot transfer progress: send what follows
+		if rp.snap != nil {
+			n.sendChunk(from, rp, m.Offset)
+		}
 		return
 	}
 	rp.synced, rp.snap = true, nil

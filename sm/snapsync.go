@@ -63,13 +63,6 @@ func (n *Node) sendChunk(s int, rp *replPeer, off uint64) {
 	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.startLSN, PrevTerm: rp.snap.term})
 }
 
-// onSnapshotProgress: the standby has written off bytes of the snapshot.
-func (n *Node) onSnapshotProgress(from int, rp *replPeer, off uint64) {
-	if rp.snap != nil {
-		n.sendChunk(from, rp, off)
-	}
-}
-
 // --- standby side ---
 
 func (n *Node) onReplSnapshot(from int, m Msg) {

@@ -21,9 +21,9 @@ func TestConnectionLimits(t *testing.T) {
 	peers := peersOf(freeAddrs(t, 2))
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
 		c.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
-		c.IdleTimeout = 300 * time.Millisecond
-		c.BodyTimeout = 300 * time.Millisecond
-		c.MaxBuffered = 2 * wire.MaxFrameSize
+		// Apart, so that each subtest sees the timeout it is about.
+		c.IdleTimeout = 1500 * time.Millisecond
+		c.BodyTimeout = 200 * time.Millisecond
 		c.MaxConnsPerClient = 4
 	})
 	addr := peers[0].Addr
@@ -34,20 +34,32 @@ func TestConnectionLimits(t *testing.T) {
 		c := rawDial(t, addr, pk.mats["operator"], clientHello)
 		start := time.Now()
 		expectClosed(t, c)
-		if d := time.Since(start); d > 3*time.Second {
-			t.Fatalf("idle connection closed after %v", d)
+		if d := time.Since(start); d < time.Second || d > 4*time.Second {
+			t.Fatalf("idle connection closed after %v, want the 1.5 s idle timeout", d)
 		}
 	})
 	t.Run("stalled body", func(t *testing.T) {
 		c := rawDial(t, addr, pk.mats["operator"], clientHello)
+		start := time.Now()
 		if _, err := c.Write(append(hdr(1000), 1, 2, 3)); err != nil {
 			t.Fatal(err)
 		}
 		expectClosed(t, c)
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("a stalled body held its connection %v, past the 200 ms body timeout", d)
+		}
 	})
 	t.Run("buffered bytes", func(t *testing.T) {
 		// Two near-maximum frames fill the budget: nothing more may be
-		// buffered until they are released (here by their body timeout).
+		// buffered until they are released (here by their body timeout,
+		// long enough on this node for the checks in between).
+		peers := peersOf(freeAddrs(t, 2))
+		a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
+			c.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
+			c.BodyTimeout = 2 * time.Second
+			c.MaxBuffered = 2 * wire.MaxFrameSize
+		})
+		addr := peers[0].Addr
 		var held []*tls.Conn
 		for i := 0; i < 2; i++ {
 			c := rawDial(t, addr, pk.mats["operator"], clientHello)

@@ -623,7 +623,7 @@ func (t *Transport) admit(ctx context.Context, raw net.Conn) wire.Admit {
 			actx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			if err := t.buffered.Acquire(actx, int64(n)); err != nil {
-				return nil, fmt.Errorf("%w: %d bytes of frames already being read (max %d)", ErrBusy, t.cfg.MaxBuffered, t.cfg.MaxBuffered)
+				return nil, fmt.Errorf("%w: no room for %d more bytes within %v (frame bodies being read are bounded to %d bytes)", ErrBusy, n, t.cfg.BodyTimeout, t.cfg.MaxBuffered)
 			}
 		}
 		return func() { t.buffered.Release(int64(n)) }, nil

@@ -435,34 +435,22 @@ func (d *Disk) Clone() *Disk {
 	return &Disk{root: cp(d.rootDir()), nextID: d.nextID, faults: d.faults}
 }
 
-func files(root *inode, v view, share bool) map[string][]byte {
+func files(root *inode, v view) map[string][]byte {
 	out := map[string][]byte{}
 	walk(root, "", v, 0, func(p string, n *inode) {
 		if !n.isDir {
-			if share {
-				out[p] = v.file(n).data
-			} else {
-				out[p] = append([]byte{}, v.file(n).data...)
-			}
+			out[p] = append([]byte{}, v.file(n).data...)
 		}
 	})
 	return out
 }
 
 // Files returns a copy of every file's current contents by path.
-func (d *Disk) Files() map[string][]byte { return files(d.rootDir(), currentView{}, false) }
+func (d *Disk) Files() map[string][]byte { return files(d.rootDir(), currentView{}) }
 
 // DurableFiles returns what a crash with no luck keeps: the files reachable
 // through durable directory entries, with their durable data.
-func (d *Disk) DurableFiles() map[string][]byte { return files(d.rootDir(), durableView{}, false) }
-
-// DurableFilesShared is DurableFiles without copying: the slices are the
-// disk's own (never modified in place, see the package comment), so the
-// caller must not modify them. For checkers that read the durable view
-// often.
-func (d *Disk) DurableFilesShared() map[string][]byte {
-	return files(d.rootDir(), durableView{}, true)
-}
+func (d *Disk) DurableFiles() map[string][]byte { return files(d.rootDir(), durableView{}) }
 
 // Paths returns the sorted paths of the current view's files.
 func (d *Disk) Paths() []string { return d.paths(false) }
