@@ -243,7 +243,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
 		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
-		o.PeersHash = 0x5eed // one --peers list: the check runs, and must never drop a message
+		o.PeersHash = 0x5eed                         // one --peers list: the check runs, and must never drop a message
 		if sc.SnapshotChunk > 0 {
 			o.SnapshotChunk = sc.SnapshotChunk
 		}
