@@ -1007,9 +1007,16 @@ type ReplRecords struct {
 	Frames []byte                 `protobuf:"bytes,1,opt,name=frames,proto3" json:"frames,omitempty"` // WAL frames, contiguous LSNs
 	// The first message of a catch-up sync: frames follow the record at
 	// (prev_term, prev_lsn), which the standby's log must end with.
-	CatchUp       bool   `protobuf:"varint,2,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
-	PrevLsn       uint64 `protobuf:"varint,3,opt,name=prev_lsn,json=prevLsn,proto3" json:"prev_lsn,omitempty"`
-	PrevTerm      uint64 `protobuf:"varint,4,opt,name=prev_term,json=prevTerm,proto3" json:"prev_term,omitempty"`
+	CatchUp  bool   `protobuf:"varint,2,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
+	PrevLsn  uint64 `protobuf:"varint,3,opt,name=prev_lsn,json=prevLsn,proto3" json:"prev_lsn,omitempty"`
+	PrevTerm uint64 `protobuf:"varint,4,opt,name=prev_term,json=prevTerm,proto3" json:"prev_term,omitempty"`
+	// With catch_up and no frames: the standby's log diverges from the
+	// primary's; (prev_term, prev_lsn) is the primary's last record at or
+	// before the standby's position with a term no higher than the
+	// standby's there. The standby truncates its log to its last record at
+	// or before prev_lsn with a term no higher than prev_term, then joins
+	// again.
+	Diverged      bool `protobuf:"varint,5,opt,name=diverged,proto3" json:"diverged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1070,6 +1077,13 @@ func (x *ReplRecords) GetPrevTerm() uint64 {
 		return x.PrevTerm
 	}
 	return 0
+}
+
+func (x *ReplRecords) GetDiverged() bool {
+	if x != nil {
+		return x.Diverged
+	}
+	return false
 }
 
 // The standby's durable LSN is its PeerView.wal_pos; a standby that cannot
@@ -1310,12 +1324,13 @@ const file_wire_proto_rawDesc = "" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x04R\x05total\x12\x10\n" +
 	"\x03lsn\x18\x04 \x01(\x04R\x03lsn\x12\x12\n" +
-	"\x04term\x18\x05 \x01(\x04R\x04term\"x\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\"\x94\x01\n" +
 	"\vReplRecords\x12\x16\n" +
 	"\x06frames\x18\x01 \x01(\fR\x06frames\x12\x19\n" +
 	"\bcatch_up\x18\x02 \x01(\bR\acatchUp\x12\x19\n" +
 	"\bprev_lsn\x18\x03 \x01(\x04R\aprevLsn\x12\x1b\n" +
-	"\tprev_term\x18\x04 \x01(\x04R\bprevTerm\"`\n" +
+	"\tprev_term\x18\x04 \x01(\x04R\bprevTerm\x12\x1a\n" +
+	"\bdiverged\x18\x05 \x01(\bR\bdiverged\"`\n" +
 	"\aReplAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12'\n" +

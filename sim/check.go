@@ -126,6 +126,10 @@ func (w *World) checkLog(nd *simNode, l sm.Log) {
 		w.rep.CatchUps++
 	case "repl.synced":
 		w.rep.SnapshotSyncs++
+	case "repl.truncated":
+		w.rep.Truncations++
+	case "repl.compacted":
+		w.rep.Compactions++
 	case "conf.saved":
 		_, name, _ := n.Config()
 		nd.chk.durable = name

@@ -89,6 +89,10 @@ type Scenario struct {
 	// schedules use the minimum, 100, so checkpoints, segment rolls and
 	// the removal of old segments run under the faults.
 	MaxWALRecords int
+	// RetainWALRecords, with MaxWALRecords set, is how far behind a
+	// checkpoint the primary keeps segments for its standbys (0, 50 or
+	// 300), so catch-up meets both retained and removed records.
+	RetainWALRecords int
 	// SnapshotChunk, when set, is a tiny snapshot chunk (BUGGIFY: half the
 	// schedules), so a standby's snapshot sync takes many chunks, each
 	// waiting for the standby's progress ack, under the faults.
@@ -356,6 +360,7 @@ func generateWorkload(s *Scenario, d drawer) {
 	}
 	if d.coin(0.5, "tiny-wal") {
 		s.MaxWALRecords = 100
+		s.RetainWALRecords = []int{0, 50, 300}[d.intn(3, "retain-wal")]
 	}
 	s.Clients = 2 + d.intn(3, "clients")
 	safetyMS := int(s.Safety / time.Millisecond)

@@ -163,6 +163,8 @@ type Report struct {
 	AckedLost      int           // ... found lost (seed mode, or excused by a disk wipe; otherwise S5)
 	CatchUps       int           // standby syncs from the log (repl.catch-up)
 	SnapshotSyncs  int           // standby syncs by snapshot install (repl.synced)
+	Truncations    int           // divergent log suffixes cut (repl.truncated)
+	Compactions    int           // standby checkpoints written (repl.compacted)
 	TraceHash      uint64
 }
 
@@ -248,7 +250,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 			o.SnapshotChunk = sc.SnapshotChunk
 		}
 		if sc.MaxWALRecords > 0 {
-			o.MaxWALRecords = sc.MaxWALRecords
+			o.MaxWALRecords, o.RetainWALRecords = sc.MaxWALRecords, sc.RetainWALRecords
 		}
 		d := simdisk.New()
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))

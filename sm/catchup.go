@@ -61,19 +61,10 @@ func (n *Node) tryCatchUp(s int) bool {
 	if !ok || !n.quorumMode() {
 		return false
 	}
-	if from.lsn > j.nextLSN-1 {
-		n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d (term %d): its log is longer than ours (lsn %d), a suffix no majority holds — sending a snapshot", n.peerName(s), from.lsn, from.term, j.nextLSN-1))
-		return false
-	}
 	j.replEpoch++
 	rp := &replPeer{epoch: j.replEpoch, startLSN: from.lsn, lastSeen: int64(n.now.Mono), catchUp: &catchUpRead{from: from}}
 	j.repl[s] = rp
-	if from.lsn == j.nextLSN-1 {
-		if from.term != j.lastTerm {
-			n.log(Info, "repl.catch-up-refused", fmt.Sprintf("cannot catch %s up from lsn %d: its record there has term %d, ours %d — sending a snapshot", n.peerName(s), from.lsn, from.term, j.lastTerm))
-			delete(j.repl, s)
-			return false
-		}
+	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
 		n.finishCatchUp(s, rp, nil, from.lsn) // nothing to read: it has every record
 		return true
 	}
@@ -125,10 +116,10 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 	})
 }
 
-// catchUpSegments lists the segments holding the records from lsn on: the
-// newest one starting at or before it (it holds the record at lsn, whose
-// term must match) and every later one, oldest first. None if the record
-// at lsn is gone (the first segment starts after it).
+// catchUpSegments lists every segment, oldest first, if they still hold
+// the record at lsn (its term must match; where it does not, the records
+// before it say where the logs last agree). None if the record at lsn is
+// gone (the first segment starts after it).
 func catchUpSegments(entries []DirEntry, lsn uint64) []string {
 	type seg struct {
 		first uint64
@@ -141,50 +132,44 @@ func catchUpSegments(entries []DirEntry, lsn uint64) []string {
 		}
 	}
 	slices.SortFunc(all, func(a, b seg) int { return cmp.Compare(a.first, b.first) })
-	start := -1
-	for i, s := range all {
-		if s.first <= max(lsn, 1) {
-			start = i
-		}
-	}
-	if start < 0 || lsn == 0 && all[start].first != 1 {
+	if len(all) == 0 || all[0].first > max(lsn, 1) || lsn == 0 && all[0].first != 1 {
 		return nil
 	}
-	var out []string
-	for _, s := range all[start:] {
-		out = append(out, s.path)
+	out := make([]string, len(all))
+	for i, s := range all {
+		out[i] = s.path
 	}
 	return out
 }
 
 // catchUpRead checks what the reads found and sends it: the record at the
 // standby's position must carry its term, the records after it must be
-// contiguous.
+// contiguous. A standby whose log diverges from ours (another term at its
+// position, or a log longer than ours) is told where to truncate to.
 func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 	from := rp.catchUp.from
 	var frames []byte
-	end, matched := from.lsn, from.lsn == 0
+	var hint logPos // our last record at or before from.lsn with a term <= from.term
+	var end uint64  // the last LSN walked
+	matched, diverged := from.lsn == 0, false
 	for _, d := range data {
 		var why string
 		cut := -1 // offset of the first frame to send from d
-		last := end
 		valid, err := wal.Walk(d, func(off int, r *schema.WalRecord) error {
-			switch lsn := r.GetLsn(); {
+			lsn, term := r.GetLsn(), r.GetTerm()
+			if end > 0 && lsn != end+1 {
+				why = fmt.Sprintf("our segments skip from lsn %d to %d", end, lsn)
+				return errStop
+			}
+			end = lsn
+			if lsn <= from.lsn && term <= from.term {
+				hint = logPos{term: term, lsn: lsn}
+			}
+			switch {
 			case lsn == from.lsn:
-				if r.GetTerm() != from.term {
-					why = fmt.Sprintf("its log diverges at lsn %d (its term %d, ours %d)", lsn, from.term, r.GetTerm())
-					return errStop
-				}
-				matched = true
-			case lsn > last:
-				if lsn != last+1 {
-					why = fmt.Sprintf("our segments skip from lsn %d to %d", last, lsn)
-					return errStop
-				}
-				if cut < 0 {
-					cut = off
-				}
-				last = lsn
+				matched, diverged = term == from.term, term != from.term
+			case lsn > from.lsn && cut < 0:
+				cut = off
 			}
 			return nil
 		})
@@ -199,13 +184,27 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 		if cut >= 0 {
 			frames = append(frames, d[cut:valid]...) // a torn tail is no record
 		}
-		end = last
 	}
-	if !matched {
+	switch {
+	case matched:
+		n.finishCatchUp(s, rp, frames, max(end, from.lsn))
+	case !diverged && from.lsn <= end:
 		n.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
-		return
+	case hint.lsn == 0:
+		n.catchUpFailed(s, rp, fmt.Sprintf("its log diverges from ours before our oldest record (lsn %d, term %d)", from.lsn, from.term))
+	default:
+		n.tellDiverged(s, rp, hint)
 	}
-	n.finishCatchUp(s, rp, frames, end)
+}
+
+// tellDiverged tells standby s that its log diverges from ours after
+// hint: it truncates its suffix (truncate.go) and joins again. Until then
+// it is in no sync (its acks say only that it is alive).
+func (n *Node) tellDiverged(s int, rp *replPeer, hint logPos) {
+	from := rp.catchUp.from
+	rp.catchUp, rp.truncating = nil, true
+	n.log(Info, "repl.diverged", fmt.Sprintf("%s's log (lsn %d, term %d) diverges from ours: it truncates to at most lsn %d (term %d) and joins again", n.peerName(s), from.lsn, from.term, hint.lsn, hint.term))
+	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
 }
 
 // errStop ends a wal.Walk early.
@@ -274,6 +273,10 @@ func (n *Node) catchUpFallback(s int, rp *replPeer, level Level, why string) {
 // from; otherwise it asks again.
 func (n *Node) onCatchUp(from int, m Msg) {
 	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
+		return
+	}
+	if m.Diverged {
+		n.truncateLog(m)
 		return
 	}
 	if !n.canCatchUp() || n.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {

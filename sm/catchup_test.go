@@ -68,9 +68,47 @@ func TestCatchUpAfterRestart(t *testing.T) {
 	}
 }
 
-// A standby whose last record the primary no longer holds (a divergent
-// suffix of another term) gets a snapshot instead, which replaces its log.
-func TestCatchUpRefusedForDivergentLog(t *testing.T) {
+// A standby that was down while the primary checkpointed (removing the
+// segments it would need) still catches up from the log: the primary
+// keeps the segments after its last ack, within RetainWALRecords. With no
+// retention it gets a snapshot (so the test can tell the two apart).
+func TestCatchUpFromRetainedSegments(t *testing.T) {
+	for _, retain := range []int{1000, 0} {
+		h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, retain })
+		s := (p + 1) % 3
+		enqueueN(t, h, p, 20, 100)
+		h.kill(s)
+		enqueueN(t, h, p, 150, 200) // a checkpoint at 100 records
+		enqueueN(t, h, p, 10, 400)  // old segments go with the next write
+		if !hasLog(h, p, "wal.checkpoint") {
+			t.Fatalf("retain %d: no checkpoint ran", retain)
+		}
+		pLogs := len(h.node(p).logs)
+		h.newProcess(h.node(s))
+		h.boot(s)
+		h.advance(5 * time.Second)
+		byLog := false
+		for _, l := range h.node(p).logs[pLogs:] {
+			byLog = byLog || l.Key == "repl.catch-up"
+		}
+		bySnap := hasLog(h, s, "repl.synced")
+		if retain > 0 && (!byLog || bySnap || !hasLog(h, p, "wal.retained")) {
+			t.Errorf("retain %d: n%d synced by log %v, by snapshot %v; want from the retained segments", retain, s, byLog, bySnap)
+		}
+		if retain == 0 && (byLog || !bySnap) {
+			t.Errorf("retain 0: n%d synced by log %v, by snapshot %v; want a snapshot", s, byLog, bySnap)
+		}
+		pt, pl := h.node(p).n.LogPosition()
+		if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
+			t.Errorf("retain %d: n%d log at (term %d, lsn %d), primary at (term %d, lsn %d)", retain, s, st, sl, pt, pl)
+		}
+	}
+}
+
+// A standby whose log ends in a divergent suffix (records of a deposed
+// primary that no one else holds) cuts the suffix off and catches up from
+// where the logs agree: records, no snapshot.
+func TestCatchUpTruncatesDivergentSuffix(t *testing.T) {
 	h, p := threeNodes(t)
 	enqueueN(t, h, p, 3, 100)
 	// Cut the primary off; it logs writes nobody else holds, then steps
@@ -100,8 +138,11 @@ func TestCatchUpRefusedForDivergentLog(t *testing.T) {
 	h.heal()
 	h.restart(p)
 	h.advance(5 * time.Second)
-	if !hasLog(h, np, "repl.catch-up-refused") || !hasLog(h, p, "repl.synced") {
-		t.Errorf("the deposed primary's divergent log was not replaced by a snapshot (refused=%v synced=%v)", hasLog(h, np, "repl.catch-up-refused"), hasLog(h, p, "repl.synced"))
+	if !hasLog(h, np, "repl.diverged") || !hasLog(h, p, "repl.truncated") || !hasLog(h, np, "repl.catch-up") {
+		t.Errorf("the deposed primary's divergent suffix was not cut (diverged=%v truncated=%v caught up=%v)", hasLog(h, np, "repl.diverged"), hasLog(h, p, "repl.truncated"), hasLog(h, np, "repl.catch-up"))
+	}
+	if hasLog(h, p, "repl.synced") {
+		t.Errorf("n%d installed a snapshot although the logs agree up to the suffix", p)
 	}
 	nt, nl := h.node(np).n.LogPosition()
 	if ot, ol := h.node(p).n.LogPosition(); ot != nt || ol != nl {
@@ -140,9 +181,17 @@ func TestStepDownAbandonsJobOperations(t *testing.T) {
 		t.Fatalf("n%d still primary after a higher term's heartbeat", p)
 	}
 	h.run()
+	// The only operations on that segment since are the rescan's of a
+	// node leaving the primary role (relearnLog): it reads the segment
+	// and makes what it read durable. The abandoned write's own fsync
+	// would come first, with no read before it.
+	var after []sm.OpKind
 	for _, op := range pn.ops[opsBefore:] {
 		if op.Path == appended {
-			t.Errorf("after the step-down n%d still issued %s %s for the abandoned write", p, op.Op, op.Path)
+			after = append(after, op.Op)
 		}
+	}
+	if len(after) != 2 || after[0] != sm.OpRead || after[1] != sm.OpFsync {
+		t.Errorf("after the step-down n%d issued %v on %s; want only the rescan's read and fsync", p, after, appended)
 	}
 }

@@ -168,7 +168,8 @@ func (n *Node) becomePrimary(term uint64) {
 	n.role = RolePrimary
 	n.promoting = false
 	n.srepl = nil
-	n.wasPrimary, n.logClean = true, false // recovery may rewrite the log's files
+	n.logClean = false // recovery may rewrite the log's files
+	n.compact = nil    // and a standby checkpoint's files are recovery's
 	n.term = term
 	n.primary = n.opt.Self
 	n.pTerm = term

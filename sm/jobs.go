@@ -318,6 +318,19 @@ func (n *Node) failWaiting(why string) {
 	}
 	n.jobs = nil // a future promotion recovers from disk again
 	n.endJobs()  // and its operations in flight complete into nothing
+	n.relearnLog()
+}
+
+// relearnLog: a node that leaves the primary role learns its log's
+// position from disk again. The operations its promotion left in flight
+// run before the rescan's (file I/O is serial), and stop where they are,
+// as at a crash, which every durable sequence survives; the rescan makes
+// durable what it reads before counting it (an append whose fsync was
+// abandoned counts once it is durable). A log it finds clean can then be
+// caught up or cut back (truncate.go) instead of replaced by a snapshot.
+func (n *Node) relearnLog() {
+	n.logUnknown = true
+	n.installDone()
 }
 
 // maintain runs what is due on the primary's own clock: sweep_expired

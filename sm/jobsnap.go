@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"slices"
 
 	"xce/schema"
 	"xce/sm/queue"
@@ -80,11 +81,17 @@ func (n *Node) checkpointDone(j *jobState) {
 }
 
 // removeObsolete deletes segments wholly covered by the durable snapshot
-// and snapshots beyond the newest two.
+// and not retained for a standby (retainedFrom), and snapshots beyond the
+// newest two.
 func (n *Node) removeObsolete(j *jobState) {
-	lsn := j.ckpt.removeLSN
+	lsn := n.retainedFrom(j, j.ckpt.removeLSN)
 	j.ckpt.removeLSN = 0
 	n.listNames(wal.WALDir, func(segs []string) {
+		// The segment the checkpoint rolled to may not exist yet: count it,
+		// so the one before it, wholly covered, goes too.
+		if next := j.seg[len(wal.WALDir)+1:]; !slices.Contains(segs, next) {
+			segs = append(segs, next)
+		}
 		var paths []string
 		for _, s := range wal.Obsolete(segs, lsn) {
 			p := wal.WALDir + "/" + s
@@ -101,6 +108,24 @@ func (n *Node) removeObsolete(j *jobState) {
 			})
 		})
 	})
+}
+
+// retainedFrom lowers a checkpoint's removal point to the oldest position
+// a standby synced in this promotion has durably reached (a dead one's
+// last ack included: it catches up from there when it returns), but
+// never more than RetainWALRecords below it.
+func (n *Node) retainedFrom(j *jobState, lsn uint64) uint64 {
+	keep, who := lsn, -1
+	for _, p := range sortedKeys(j.repl) {
+		if at := max(j.repl[p].acked, j.repl[p].startLSN); at < keep {
+			keep, who = at, p
+		}
+	}
+	floor := lsn - min(lsn, uint64(n.opt.RetainWALRecords))
+	if keep = max(keep, floor); keep < lsn {
+		n.log(Info, "wal.retained", fmt.Sprintf("checkpoint at lsn %d: keeping the segments after lsn %d for %s to catch up from", lsn, keep, n.peerName(who)))
+	}
+	return keep
 }
 
 // pendingFor reports whether a batch for segment path is unwritten.

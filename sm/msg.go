@@ -90,7 +90,11 @@ type Msg struct {
 	// CatchUp: in a Join, the standby asks to catch up from its log
 	// position (WALPos, LogTerm); in ReplRecords, the first message of such
 	// a sync, whose frames follow the record at (PrevTerm, PrevLSN).
-	CatchUp  bool
+	CatchUp bool
+	// Diverged, in a catch-up's first ReplRecords (no frames): the
+	// standby's log diverges from the primary's; it truncates to at most
+	// (PrevTerm, PrevLSN) and joins again (truncate.go).
+	Diverged bool
 	PrevLSN  uint64 // also a ReplSnapshot's position
 	PrevTerm uint64
 	// Offset and Total place a ReplSnapshot chunk in its file; in a

@@ -39,15 +39,15 @@ type Node struct {
 	roundWanted  bool   // a read waits for a round after the pending one
 	lastRound    uint64 // standby: newest round seen from its primary
 	installBusy  bool   // standby: a snapshot install is writing files
-	logUnknown   bool   // the log is being replaced: claim no position, grant no vote
+	logUnknown   bool   // the log is being replaced or rescanned: claim no position, grant no vote
 	// logClean: the log on disk ends exactly at logPos (no torn tail, no
 	// replaced log's segments): a standby may catch up from there. Not
-	// after this process was primary (its recovery may still be rewriting
-	// files) until a snapshot install replaces the log.
+	// while primary (recovery and checkpoints rewrite files) until a rescan
+	// after the step-down (relearnLog) finds it so.
 	logClean     bool
-	wasPrimary   bool
 	replWriting  int            // standby: replicated appends in flight
 	wantSnapshot bool           // standby: its next sync compacts its log
+	compact      *compaction    // standby: a checkpoint of its own log in progress (compact.go)
 	joinPos      map[int]logPos // primary: positions standbys asked to catch up from
 	noCfgSince   int64          // quorum mode: Mono+1 when a config-less candidate first waited
 	ackedAlone   uint64         // seed mode: writes acknowledged that no standby held

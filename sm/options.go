@@ -36,6 +36,11 @@ type Options struct {
 	// MaxWALRecords triggers a checkpoint (seed 002 §13; default 10,000,
 	// at least 100).
 	MaxWALRecords int
+	// RetainWALRecords bounds how far behind the newest checkpoint a
+	// primary keeps WAL segments that a standby it syncs has not acked
+	// yet, so the standby catches up from the log after a restart or a
+	// pause instead of by snapshot (default 40,000; 0 keeps none).
+	RetainWALRecords int
 	// SnapshotChunk bounds one chunk of a snapshot sent to a standby
 	// (default 512 KiB; at least 64 bytes, at most 768 KiB: a chunk and
 	// its message fit in one frame).
@@ -84,6 +89,7 @@ func DefaultOptions(self int, peers []string) Options {
 		KeepN:               2,
 		StaleTimeout:        24 * time.Hour,
 		MaxWALRecords:       10000,
+		RetainWALRecords:    40000,
 		SnapshotChunk:       512 << 10,
 		MaintenanceInterval: time.Second,
 		SyncStandbys:        1,
@@ -120,6 +126,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: negative maintenance interval", ErrBadOptions)
 	case o.MaxWALRecords < 100:
 		return fmt.Errorf("%w: max_wal_records %d below the minimum of 100 (seed 002 §13.5)", ErrBadOptions, o.MaxWALRecords)
+	case o.RetainWALRecords < 0:
+		return fmt.Errorf("%w: negative retain_wal_records %d", ErrBadOptions, o.RetainWALRecords)
 	case o.SnapshotChunk < 64 || o.SnapshotChunk > 768<<10:
 		return fmt.Errorf("%w: snapshot chunk of %d bytes outside 64..%d", ErrBadOptions, o.SnapshotChunk, 768<<10)
 	case o.StaleTimeout < 0:

@@ -16,10 +16,16 @@ import (
 // and returns it once one primary leads two standbys.
 func threeNodes(t *testing.T) (*harness, int) {
 	t.Helper()
+	return threeNodesWith(t, nil)
+}
+
+// threeNodesWith is threeNodes with every node's options edited by mut.
+func threeNodesWith(t *testing.T, mut func(*sm.Options)) (*harness, int) {
+	t.Helper()
 	blob := testConfig(t, "Q", 2)
 	h := newHarness(t, 3)
 	for i := 0; i < 3; i++ {
-		install(t, h.add(i, nil, nil).disk, blob, epoch)
+		install(t, h.add(i, nil, mut).disk, blob, epoch)
 	}
 	h.boot(0, 1, 2)
 	ok := h.advanceUntil(20*time.Second, func() bool {

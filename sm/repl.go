@@ -26,6 +26,9 @@ type replPeer struct {
 	lastSeen int64        // Mono of its last ack (ns)
 	catchUp  *catchUpRead // reading our log to catch it up (catchup.go)
 	snap     *snapSend    // the snapshot it is being sent (snapsync.go)
+	// truncating: told its log diverges (catchup.go), it truncates and
+	// joins again; nothing is streamed to it meanwhile.
+	truncating bool
 }
 
 // standbyRepl is a standby's replicated log.
@@ -68,8 +71,8 @@ func (n *Node) streamBatch(b walBatch) {
 	j := n.jobs
 	for _, p := range sortedKeys(j.repl) {
 		rp := j.repl[p]
-		if b.lastLSN <= rp.startLSN {
-			continue // all in its snapshot
+		if b.lastLSN <= rp.startLSN || rp.truncating {
+			continue // all in its snapshot, or it is not in a sync
 		}
 		data := b.data
 		if b.firstLSN <= rp.startLSN {
@@ -138,7 +141,7 @@ func (n *Node) onReplAck(from int, m Msg) {
 	}
 	rp.lastSeen = int64(n.now.Mono) // alive, synced or not: an unsynced live standby holds writes up
 	rp.failure = m.Error
-	if rp.epoch != m.ReqID {
+	if rp.epoch != m.ReqID || rp.truncating {
 		return
 	}
 	if m.Offset > 0 { // snapshot transfer progress: send what follows
@@ -285,11 +288,7 @@ func (n *Node) drainRepl() {
 				sr.expect = last.GetLsn() + 1
 				sr.segRecords += len(recs)
 				n.ackRepl()
-				if sr.segRecords >= n.opt.MaxWALRecords {
-					n.wantSnapshot = true // a fresh snapshot compacts the standby's log
-					n.resync()
-					return
-				}
+				n.maybeCompact(sr)
 				n.drainRepl()
 			}
 			if newSeg {

@@ -144,7 +144,7 @@ func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
 // waits for the one running.
 func (n *Node) finishInstall(sr *standbyRepl) {
 	rc := sr.recv
-	if n.installBusy {
+	if n.installBusy || n.compact != nil {
 		rc.ready = true
 		return
 	}
@@ -231,9 +231,9 @@ func (n *Node) replaceLog(sr *standbyRepl) {
 }
 
 // installDone ends an install and starts the complete one that waited.
-// An install that stopped half way leaves the log unknown: the rescan of
-// what the disk holds counts as an install (no other may change the files
-// it reads).
+// An install that stopped half way, or a step-down (relearnLog), leaves
+// the log unknown: the rescan of what the disk holds counts as an install
+// (no other may change the files it reads).
 func (n *Node) installDone() {
 	n.installBusy = false
 	if n.startReady() || !n.logUnknown || n.role == RoleStopped {
@@ -243,7 +243,7 @@ func (n *Node) installDone() {
 	n.scanLogPosition(func(pos logPos, clean bool) {
 		n.installBusy = false
 		n.logPos, n.logUnknown = pos, false
-		n.logClean = clean && !n.wasPrimary
+		n.logClean = clean
 		n.startReady()
 	})
 }

@@ -15,7 +15,7 @@ import (
 func TestSnapshotSyncInChunksResumes(t *testing.T) {
 	blob := testConfig(t, "Q", 2)
 	h := newHarness(t, 3)
-	small := func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords = 64, 100 }
+	small := func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords, o.RetainWALRecords = 64, 100, 0 }
 	for i := 0; i < 3; i++ {
 		install(t, h.add(i, nil, small).disk, blob, epoch)
 	}

@@ -126,7 +126,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 	case sm.MsgReplSnapshot:
 		env.Body = &schema.Envelope_ReplSnapshot{ReplSnapshot: &schema.ReplSnapshot{Snapshot: m.Bytes, Offset: m.Offset, Total: m.Total, Lsn: m.PrevLSN, Term: m.PrevTerm}}
 	case sm.MsgReplRecords:
-		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes, CatchUp: m.CatchUp, PrevLsn: m.PrevLSN, PrevTerm: m.PrevTerm}}
+		env.Body = &schema.Envelope_ReplRecords{ReplRecords: &schema.ReplRecords{Frames: m.Bytes, CatchUp: m.CatchUp, Diverged: m.Diverged, PrevLsn: m.PrevLSN, PrevTerm: m.PrevTerm}}
 	case sm.MsgReplAck:
 		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error, SnapshotOffset: m.Offset}}
 	case sm.MsgPreVote, sm.MsgVote:
@@ -146,7 +146,7 @@ func Encode(m sm.Msg) ([]byte, error) {
 
 // carried lists, per message type, which optional Msg fields its body
 // carries (Type, ReqID and the sender view travel in every message).
-type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, prev, offset, total bool }
+type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, diverged, prev, offset, total bool }
 
 var bodyFields = map[sm.MsgType]carried{
 	sm.MsgProbe:               {},
@@ -159,7 +159,7 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplConfigPush:      {sha: true, bytes: true},
 	sm.MsgReplConfigPushReply: {accepted: true},
 	sm.MsgReplSnapshot:        {bytes: true, prev: true, offset: true, total: true},
-	sm.MsgReplRecords:         {bytes: true, catchUp: true, prev: true},
+	sm.MsgReplRecords:         {bytes: true, catchUp: true, diverged: true, prev: true},
 	sm.MsgReplAck:             {status: true, offset: true},
 	sm.MsgPreVote:             {},
 	sm.MsgPreVoteReply:        {accepted: true},
@@ -192,6 +192,8 @@ func checkMsg(m sm.Msg) error {
 		return errors.New("field Bytes set but not carried by this type")
 	case !c.catchUp && m.CatchUp:
 		return errors.New("field CatchUp set but not carried by this type")
+	case !c.diverged && m.Diverged:
+		return errors.New("field Diverged set but not carried by this type")
 	case !c.prev && (m.PrevLSN != 0 || m.PrevTerm != 0):
 		return errors.New("fields PrevLSN/PrevTerm set but not carried by this type")
 	case !c.offset && m.Offset != 0:
@@ -326,6 +328,7 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Type = sm.MsgReplRecords
 		m.Bytes = nonEmpty(body.ReplRecords.GetFrames())
 		m.CatchUp = body.ReplRecords.GetCatchUp()
+		m.Diverged = body.ReplRecords.GetDiverged()
 		m.PrevLSN = body.ReplRecords.GetPrevLsn()
 		m.PrevTerm = body.ReplRecords.GetPrevTerm()
 	case *schema.Envelope_ReplAck:

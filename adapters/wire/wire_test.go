@@ -222,6 +222,9 @@ func genMsg() *rapid.Generator[sm.Msg] {
 		if c.catchUp {
 			m.CatchUp = rapid.Bool().Draw(t, "catchup")
 		}
+		if c.diverged {
+			m.Diverged = rapid.Bool().Draw(t, "diverged")
+		}
 		if c.prev {
 			m.PrevLSN, m.PrevTerm = rapid.Uint64().Draw(t, "prevlsn"), rapid.Uint64().Draw(t, "prevterm")
 		}
@@ -271,6 +274,7 @@ func TestEncodeAcceptsOnlyFaithful(t *testing.T) {
 			SHA256:    rapid.SampledFrom([][]byte{nil, {}, make([]byte, 31), make([]byte, 32), make([]byte, 33)}).Draw(t, "sha"),
 			Bytes:     rapid.SampledFrom([][]byte{nil, {}, {1, 2, 3}}).Draw(t, "bytes"),
 			CatchUp:   rapid.Bool().Draw(t, "catchup"),
+			Diverged:  rapid.Bool().Draw(t, "diverged"),
 			PrevLSN:   rapid.Uint64Range(0, 2).Draw(t, "prevlsn"),
 			Offset:    rapid.Uint64Range(0, 2).Draw(t, "offset"),
 			Total:     rapid.Uint64Range(0, 2).Draw(t, "total"),

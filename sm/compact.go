@@ -1,0 +1,218 @@
+package sm
+
+import (
+	"fmt"
+	"slices"
+
+	"xce/schema"
+	"xce/sm/queue"
+	"xce/sm/wal"
+)
+
+// A standby's own checkpoint (issue 9 item 1: a standby never resyncs
+// merely because it applied N records). Once its current segment holds
+// max_wal_records records, a standby rolls to a new segment and builds a
+// snapshot of its log up to there from its newest snapshot and the
+// segments after it, as recovery would; writes it like a primary's
+// checkpoint (temporary file, fsync, rename, directory fsync); then
+// removes the segments and snapshots it makes obsolete. Records keep
+// arriving meanwhile and go to the new segment. A crash at any point
+// leaves a layout recovery reads (the newest snapshot wins, the
+// segments after it replay). A snapshot install waits for it (both
+// write data/snap), and so does a truncation (it must not cut what the
+// snapshot covers); a promotion abandons it.
+//
+// The records replay with the standby's config, so a queue the standby's
+// config lacks lands in lost_and_found in the snapshot, as it would in a
+// recovery on this node (seed 002 §6.5).
+
+// compaction is a standby checkpoint in progress.
+type compaction struct {
+	at       logPos // the snapshot's position: the log's end when it began
+	thenJoin bool   // a truncation waited: join again when done
+}
+
+// maybeCompact starts a standby checkpoint once the current segment is
+// full; sr's later appends go to a new segment.
+func (n *Node) maybeCompact(sr *standbyRepl) {
+	if sr.segRecords < n.opt.MaxWALRecords || n.compact != nil || n.installBusy || n.logUnknown || n.cfg == nil {
+		return
+	}
+	c := &compaction{at: n.logPos}
+	n.compact = c
+	sr.seg, sr.segRecords = wal.SegmentPath(c.at.lsn+1), 0
+	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
+	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
+		if n.compact != c {
+			return
+		}
+		if d.Err != IOOK && d.Err != IONotExist {
+			n.compactFailed(c, "list "+wal.SnapDir, d)
+			return
+		}
+		var snaps []string
+		for _, e := range d.Entries {
+			snaps = append(snaps, e.Name)
+		}
+		snaps = wal.SortSnapshots(snaps)
+		if len(snaps) == 0 {
+			n.compactFrom(c, snaps, nil)
+			return
+		}
+		newest := wal.SnapDir + "/" + snaps[len(snaps)-1]
+		n.io(FileOp{Op: OpRead, Path: newest, MaxSize: maxLogFile}, func(d IODone) {
+			if n.compact != c {
+				return
+			}
+			if d.Err != IOOK {
+				n.compactFailed(c, "read "+newest, d)
+				return
+			}
+			n.compactFrom(c, snaps, d.Data)
+		})
+	})
+}
+
+// compactFrom replays the segments after the snapshot snap (nil: none)
+// up to the compaction's position and writes the result.
+func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
+	r := newRouter(n.cfgDecoded())
+	q, from := queue.New(), uint64(0)
+	if snap != nil {
+		var err error
+		if q, from, _, err = importSnapshot(snap, r); err != nil {
+			n.compactRefused(c, fmt.Sprintf("our newest snapshot does not load: %v", err))
+			return
+		}
+	}
+	if from >= c.at.lsn {
+		n.compactDone(c, "nothing to compact")
+		return
+	}
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+		if n.compact != c {
+			return
+		}
+		if d.Err != IOOK {
+			n.compactFailed(c, "list "+wal.WALDir, d)
+			return
+		}
+		var names []string
+		for _, e := range d.Entries {
+			names = append(names, e.Name)
+		}
+		plan, err := wal.PlanRecovery(snaps, names)
+		if err != nil {
+			n.compactRefused(c, err.Error())
+			return
+		}
+		next := from + 1
+		var read func(rest []string)
+		read = func(rest []string) {
+			if next > c.at.lsn {
+				n.writeCompaction(c, q, plan.Segments, names)
+				return
+			}
+			if len(rest) == 0 {
+				n.compactRefused(c, fmt.Sprintf("our segments end before lsn %d", c.at.lsn))
+				return
+			}
+			path := wal.WALDir + "/" + rest[0]
+			n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+				if n.compact != c {
+					return
+				}
+				if d.Err != IOOK {
+					n.compactFailed(c, "read "+path, d)
+					return
+				}
+				var why string
+				_, err := wal.Walk(d.Data, func(_ int, rec *schema.WalRecord) error {
+					switch lsn := rec.GetLsn(); {
+					case lsn < next || lsn > c.at.lsn:
+						return nil
+					case lsn != next:
+						why = fmt.Sprintf("%s skips from lsn %d to %d", path, next-1, lsn)
+						return errStop
+					case lsn == c.at.lsn && rec.GetTerm() != c.at.term:
+						why = fmt.Sprintf("our record at lsn %d has term %d, our log position says %d", lsn, rec.GetTerm(), c.at.term)
+						return errStop
+					}
+					_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
+					next++
+					return nil
+				})
+				if why != "" || err != nil && next <= c.at.lsn {
+					n.compactRefused(c, fmt.Sprintf("%s %v", why, err))
+					return
+				}
+				read(rest[1:])
+			})
+		}
+		read(plan.Segments)
+	})
+}
+
+// writeCompaction writes the snapshot durably, then removes what it
+// makes obsolete.
+func (n *Node) writeCompaction(c *compaction, q *queue.Queues, segs, names []string) {
+	snap := exportSnapshot(q, c.at.lsn)
+	snap.Term = c.at.term
+	data, err := wal.EncodeSnapshot(snap)
+	if err != nil {
+		n.compactRefused(c, fmt.Sprintf("cannot encode the snapshot: %v", err))
+		return
+	}
+	path := wal.SnapshotPath(c.at.lsn)
+	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
+	fail := func(what string, d IODone) { n.compactFailed(c, what, d) }
+	n.replaceDurably(tmp, path, wal.SnapDir, data, fail, func() {
+		if n.compact != c {
+			return
+		}
+		// The segment appends roll to may not exist yet: count it, so
+		// the one before it, wholly covered, goes too.
+		if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {
+			names = append(names, next)
+		}
+		n.removeFiles(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, func() {
+			n.listNames(wal.SnapDir, func(snaps []string) {
+				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
+					if n.compact == c {
+						n.compactDone(c, fmt.Sprintf("snapshot %s written (%d jobs)", path, len(snap.GetJobs())))
+					}
+				})
+			})
+		})
+	})
+}
+
+// compactRefused: the log cannot be compacted from what is on disk; a
+// snapshot from the primary compacts it instead.
+func (n *Node) compactRefused(c *compaction, why string) {
+	n.log(Warn, "repl.compact-refused", "standby checkpoint: "+why+" — asking the primary for a snapshot")
+	n.wantSnapshot = true
+	c.thenJoin = true
+	n.compactDone(c, "")
+}
+
+func (n *Node) compactFailed(c *compaction, what string, d IODone) {
+	n.compactRefused(c, fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
+}
+
+// compactDone ends the compaction and lets what waited for it run.
+func (n *Node) compactDone(c *compaction, what string) {
+	if n.compact != c {
+		return
+	}
+	n.compact = nil
+	if what != "" {
+		n.log(Info, "repl.compacted", fmt.Sprintf("standby checkpoint at lsn %d: %s", c.at.lsn, what))
+	}
+	if n.startReady() {
+		return
+	}
+	if c.thenJoin && n.role == RoleStandby {
+		n.resync()
+	}
+}

@@ -1,0 +1,266 @@
+package sm
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"xce/schema"
+	"xce/sm/wal"
+)
+
+// Truncating a divergent suffix (issue 7 A4). A primary that finds a
+// standby's log diverging from its own (catchup.go) names its last record
+// at or before the standby's position whose term is no higher than the
+// standby's there: every record of ours after our last record with a term
+// no higher than that one is then unlike the primary's, so it goes, and we
+// join again from where we end. Each round ends strictly lower (the
+// primary's record has a lower term than ours at our position, or a lower
+// LSN), so a few rounds reach the point where the logs agree. What goes
+// was never committed: the primary's log holds every committed record
+// (leader completeness), and ours differs from it there.
+//
+// The suffix goes newest segment first, each unlink made durable before
+// the next, then the segment holding the new end is rewritten through a
+// temporary file: a crash at any point leaves a prefix of the old log. We
+// claim the shorter log (in votes and messages) from the start: claiming
+// less than the disk holds is safe, since what is cut was never committed.
+
+// logRecord is one record of our log as read for a truncation.
+type logRecord struct {
+	pos logPos
+	end int // offset just past its frame in its segment
+}
+
+// logSegment is one segment as read for a truncation.
+type logSegment struct {
+	path string
+	data []byte
+	recs []logRecord
+}
+
+// truncateLog cuts our log back to its last record at or before
+// (m.PrevTerm, m.PrevLSN) with a term no higher, then joins again.
+func (n *Node) truncateLog(m Msg) {
+	n.epochSeen = m.ReqID
+	if n.compact != nil {
+		n.compact.thenJoin = true // it must not cut what the snapshot covers
+		return
+	}
+	if !n.canCatchUp() {
+		n.resync()
+		return
+	}
+	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
+	n.srepl = sr
+	n.logClean = false // no catch-up from our log until it is cut
+	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
+		if n.srepl != sr {
+			return
+		}
+		if d.Err != IOOK && d.Err != IONotExist { // no directory: no snapshot
+			n.truncateFailed(sr, "list "+wal.SnapDir, d)
+			return
+		}
+		// Our newest snapshot holds every record up to its LSN: the cut
+		// cannot go below it.
+		var floor uint64
+		for _, e := range d.Entries {
+			if lsn, ok := wal.ParseSnapshotName(e.Name); ok {
+				floor = max(floor, lsn)
+			}
+		}
+		n.readSegments(sr, func(segs []logSegment) { n.planTruncation(sr, limit, floor, segs) })
+	})
+}
+
+// readSegments reads every segment of our log, oldest first.
+func (n *Node) readSegments(sr *standbyRepl, then func([]logSegment)) {
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+		if n.srepl != sr {
+			return
+		}
+		if d.Err != IOOK {
+			n.truncateFailed(sr, "list "+wal.WALDir, d)
+			return
+		}
+		paths := segmentsByLSN(d.Entries)
+		if len(paths) == 0 {
+			n.truncateRefused(sr, "our log has no segments")
+			return
+		}
+		segs := make([]logSegment, len(paths))
+		left := len(paths)
+		for i, p := range paths {
+			n.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, func(d IODone) {
+				if n.srepl != sr {
+					return
+				}
+				if d.Err != IOOK {
+					n.truncateFailed(sr, "read "+p, d)
+					return
+				}
+				segs[i] = logSegment{path: p, data: d.Data}
+				if left--; left == 0 {
+					then(segs)
+				}
+			})
+		}
+	})
+}
+
+// segmentsByLSN lists the segment paths among entries, oldest first.
+func segmentsByLSN(entries []DirEntry) []string {
+	type seg struct {
+		first uint64
+		path  string
+	}
+	var all []seg
+	for _, e := range entries {
+		if first, ok := wal.ParseSegmentName(e.Name); ok {
+			all = append(all, seg{first, wal.WALDir + "/" + e.Name})
+		}
+	}
+	slices.SortFunc(all, func(a, b seg) int { return cmp.Compare(a.first, b.first) })
+	out := make([]string, len(all))
+	for i, s := range all {
+		out[i] = s.path
+	}
+	return out
+}
+
+// planTruncation finds the new end of our log in what the reads found and
+// cuts the log back to it.
+func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs []logSegment) {
+	var last logPos
+	cut, keep := -1, logPos{} // the segment holding the new end, and that end
+	for i := range segs {
+		s := &segs[i]
+		var why string
+		valid, err := wal.Walk(s.data, func(off int, r *schema.WalRecord) error {
+			pos := logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+			if last.lsn > 0 && pos.lsn != last.lsn+1 {
+				why = fmt.Sprintf("our segments skip from lsn %d to %d", last.lsn, pos.lsn)
+				return errStop
+			}
+			if k := len(s.recs); k > 0 {
+				s.recs[k-1].end = off
+			}
+			s.recs = append(s.recs, logRecord{pos: pos})
+			last = pos
+			if pos.lsn <= limit.lsn && pos.term <= limit.term {
+				cut, keep = i, pos
+			}
+			return nil
+		})
+		if k := len(s.recs); k > 0 {
+			s.recs[k-1].end = valid
+		}
+		switch {
+		case why != "":
+			n.truncateRefused(sr, why)
+			return
+		case err != nil || valid != len(s.data):
+			n.truncateRefused(sr, fmt.Sprintf("%s does not scan to its end (%d of %d bytes valid: %v)", s.path, valid, len(s.data), err))
+			return
+		}
+	}
+	switch {
+	case last != n.logPos:
+		n.truncateRefused(sr, fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.logPos.lsn, n.logPos.term))
+		return
+	case cut < 0:
+		n.truncateRefused(sr, fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
+		return
+	case keep.lsn < floor:
+		n.truncateRefused(sr, fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
+		return
+	case !n.logPos.after(keep):
+		n.truncateRefused(sr, fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
+		return
+	}
+	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.primary), n.logPos.lsn, n.logPos.term, keep.lsn, keep.term))
+	from := n.logPos
+	n.logPos = keep
+	var drop []string
+	for _, s := range segs[cut+1:] {
+		drop = append(drop, s.path)
+	}
+	slices.Reverse(drop) // newest first: every crash state is a prefix of the old log
+	n.removeEach(sr, drop, func() {
+		s := segs[cut]
+		done := func() {
+			n.srepl = nil
+			n.logClean = true
+			n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", from.lsn, keep.lsn, keep.term, n.peerName(n.primary)))
+			n.resync()
+		}
+		end := s.recs[len(s.recs)-1]
+		if end.pos == keep {
+			done() // the new end closes that segment already
+			return
+		}
+		at := 0
+		for _, r := range s.recs {
+			if r.pos == keep {
+				at = r.end
+			}
+		}
+		fail := func(what string, d IODone) { n.truncateFailed(sr, what, d) }
+		n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, func() {
+			if n.srepl == sr {
+				done()
+			}
+		})
+	})
+}
+
+// removeEach unlinks paths one at a time, each made durable before the
+// next.
+func (n *Node) removeEach(sr *standbyRepl, paths []string, then func()) {
+	if len(paths) == 0 {
+		then()
+		return
+	}
+	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
+		if n.srepl != sr {
+			return
+		}
+		if d.Err != IOOK && d.Err != IONotExist {
+			n.truncateFailed(sr, "remove "+paths[0], d)
+			return
+		}
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) {
+			if n.srepl == sr {
+				n.removeEach(sr, paths[1:], then)
+			}
+		})
+	})
+}
+
+// truncateRefused: our log cannot be cut to where the primary's agrees
+// (its records are not ours to keep); a snapshot replaces it.
+func (n *Node) truncateRefused(sr *standbyRepl, why string) {
+	n.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", n.peerName(n.primary), why))
+	n.logClean = true
+	n.truncateEnd(sr)
+}
+
+// truncateFailed: an I/O error part way; what is on disk is a prefix of
+// our old log, but no longer the one we claim, so only a snapshot can
+// sync us (our acks say why meanwhile).
+func (n *Node) truncateFailed(sr *standbyRepl, what string, d IODone) {
+	n.log(Warn, "repl.truncate-failed", fmt.Sprintf("cutting our divergent log suffix: %s failed: %s %s — asking for a snapshot", what, d.Err, d.Detail))
+	n.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
+	n.truncateEnd(sr)
+}
+
+func (n *Node) truncateEnd(sr *standbyRepl) {
+	if n.srepl != sr {
+		return
+	}
+	n.srepl = nil
+	n.wantSnapshot = true
+	n.resync()
+}
