@@ -1,6 +1,7 @@
 package sm_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,63 @@ func TestStepDownAbandonsJobOperations(t *testing.T) {
 	}
 	if len(after) != 2 || after[0] != sm.OpRead || after[1] != sm.OpFsync {
 		t.Errorf("after the step-down n%d issued %v on %s; want only the rescan's read and fsync", p, after, appended)
+	}
+}
+
+// A standby's checkpoint of its own log (compact.go) belongs to the
+// standby role: a standby promoted while one is in flight goes no further
+// with it (its files are recovery's now). The test holds the completion
+// of the checkpoint's first operation, promotes the node, then delivers
+// it.
+func TestPromotionAbandonsStandbyCheckpoint(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s, other := (p+1)%3, (p+2)%3
+	var held []sm.Input
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != s || held != nil {
+			return
+		}
+		var first uint64
+		for _, e := range effs {
+			if l, ok := e.(sm.Log); ok && l.Key == "repl.compacting" {
+				first = 1
+			}
+			if op, ok := e.(sm.FileOp); ok && first == 1 {
+				first = op.ID + 1 // the checkpoint's first operation
+			}
+		}
+		if first <= 1 {
+			return
+		}
+		for k, q := range h.queue {
+			if d, ok := q.in.(sm.IODone); ok && q.node == s && d.ID == first-1 {
+				held = []sm.Input{d}
+				h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
+				return
+			}
+		}
+	}
+	enqueueN(t, h, p, 120, 100)
+	if held == nil {
+		t.Fatalf("n%d started no standby checkpoint after 120 records", s)
+	}
+	h.onStep = nil
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool { return h.node(s).n.Role() == sm.RolePrimary }) {
+		t.Fatalf("n%d was not promoted (n%d is %s)", s, other, h.node(other).n.Role())
+	}
+	logsBefore, opsBefore := len(h.node(s).logs), len(h.node(s).ops)
+	h.enqueue(s, held[0])
+	h.run()
+	h.advance(time.Second)
+	for _, l := range h.node(s).logs[logsBefore:] {
+		if strings.HasPrefix(l.Key, "repl.compact") {
+			t.Errorf("after its promotion n%d went on with its standby checkpoint: %s %s", s, l.Key, l.Text)
+		}
+	}
+	for _, op := range h.node(s).ops[opsBefore:] {
+		if op.Op == sm.OpWrite && strings.HasSuffix(op.Path, ".snap.tmp") {
+			t.Errorf("after its promotion n%d wrote %s", s, op.Path)
+		}
 	}
 }
