@@ -159,7 +159,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 			defer flight.leave(req.GetUpgradeConfig() != nil)
 			start := time.Now()
 			rep := answer(req, rnp.Load(), peers, self)
-			mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
+			if mx != nil {
+				mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
+			}
 			return rep
 		},
 	})

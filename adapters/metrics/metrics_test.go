@@ -114,6 +114,7 @@ func TestOpAndCode(t *testing.T) {
 		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_CLAIM}}}, "job_claim"},
 		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE}}}, "job_enqueue"},
 		{&schema.ClientRequest{}, "unknown"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: 99}}}, "job_unknown"},
 	} {
 		if got := Op(c.req); got != c.want {
 			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)

@@ -10,7 +10,7 @@ import (
 
 // Op names a client request for the op label: status, config,
 // upgrade_config, or job_<kind> (job_enqueue, job_claim, ...); unknown
-// for anything else. The set is fixed by the schema, so the label stays
+// (job_unknown) for anything else. The set is fixed by the schema, so the label stays
 // bounded.
 func Op(req *schema.ClientRequest) string {
 	switch op := req.GetOp().(type) {
@@ -21,7 +21,10 @@ func Op(req *schema.ClientRequest) string {
 	case *schema.ClientRequest_UpgradeConfig:
 		return "upgrade_config"
 	case *schema.ClientRequest_Job:
-		return "job_" + strings.ToLower(op.Job.GetKind().String())
+		if name, ok := jobOps[op.Job.GetKind()]; ok {
+			return name
+		}
+		return "job_unknown"
 	default:
 		return "unknown"
 	}
@@ -61,4 +64,13 @@ func (m *Metrics) ObserveRequest(op string, status int32, took time.Duration) {
 	}
 }
 
-var claimOp = "job_" + strings.ToLower(schema.JobRequest_CLAIM.String())
+// jobOps names every job request kind once (no allocation per request).
+var jobOps = func() map[schema.JobRequest_Kind]string {
+	m := make(map[schema.JobRequest_Kind]string, len(schema.JobRequest_Kind_name))
+	for k, name := range schema.JobRequest_Kind_name {
+		m[schema.JobRequest_Kind(k)] = "job_" + strings.ToLower(name)
+	}
+	return m
+}()
+
+var claimOp = jobOps[schema.JobRequest_CLAIM]
