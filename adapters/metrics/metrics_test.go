@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -174,40 +175,10 @@ func histCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
 // depth after enqueues and a claim, WAL records, fsyncs, a checkpoint),
 // /healthz and /readyz answer 200, and both fail once the loop stopped.
 func TestNodeEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	c := &schema.ClusterConfig{ConfigGeneration: 3, ClusterName: "metrics-test", Port: 7000}
-	c.Queues = []*schema.Queue{{Id: 1, Name: "q0", VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}}
-	c.Hosts = []*schema.Host{{Name: "h0"}}
-	blob, err := schema.Encode(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	provision(t, dir, blob)
-	opt := sm.DefaultOptions(0, []string{"n0"})
-	opt.ElectionTimeout, opt.JitterMax = 50*time.Millisecond, 10*time.Millisecond
-	opt.MaxWALRecords = 100 // the least allowed: 120 records checkpoint once
-	node, err := sm.NewNode(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rn *runner.Runner
-	m, err := New(Config{Inspect: func(ctx context.Context, f func(*sm.Node)) error { return rn.Inspect(ctx, f) }, LoopTimeout: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rn = runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: dir, ObserveSync: m.ObserveSync}, AfterStep: m.AfterStep, Seed: 1})
+	m, rn, blob, stop := startNode(t, 1)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- rn.Run(ctx) }()
-	select {
-	case <-rn.Ready():
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(waitBound):
-		t.Fatal("node not ready")
-	}
+	ctx := context.Background()
 	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusOK || body != "ready: primary: serving\n" {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
@@ -254,14 +225,83 @@ func TestNodeEndToEnd(t *testing.T) {
 	if code, _ := get(t, srv.URL+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d while running", code)
 	}
-	cancel()
-	<-errc
+	stop()
 	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped") {
 		t.Errorf("/healthz after stop = %d %q, want 503 naming the stop", code, body)
 	}
 	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: ") {
 		t.Errorf("/readyz after stop = %d %q", code, body)
 	}
+}
+
+// startNode runs a single-node cluster with queues q0.. and metrics,
+// until it is primary; stop ends it.
+func startNode(t testing.TB, queues int) (m *Metrics, rn *runner.Runner, blob []byte, stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	c := &schema.ClusterConfig{ConfigGeneration: 3, ClusterName: "metrics-test", Port: 7000}
+	for q := range queues {
+		c.Queues = append(c.Queues, &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprint("q", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400})
+	}
+	c.Hosts = []*schema.Host{{Name: "h0"}}
+	blob, err := schema.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, dir, blob)
+	opt := sm.DefaultOptions(0, []string{"n0"})
+	opt.ElectionTimeout, opt.JitterMax = 50*time.Millisecond, 10*time.Millisecond
+	opt.MaxWALRecords = 100 // the least allowed: TestNodeEndToEnd's 121 records checkpoint once
+	node, err := sm.NewNode(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = New(Config{Inspect: func(ctx context.Context, f func(*sm.Node)) error { return rn.Inspect(ctx, f) }, LoopTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn = runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: dir, ObserveSync: m.ObserveSync}, AfterStep: m.AfterStep, Seed: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- rn.Run(ctx) }()
+	stop = func() {
+		cancel()
+		<-errc
+	}
+	select {
+	case <-rn.Ready():
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(waitBound):
+		stop()
+		t.Fatal("node not ready")
+	}
+	return m, rn, blob, stop
+}
+
+// BenchmarkView is what a scrape costs the event loop: one look at a
+// primary with 1000 queues, each holding a job.
+func BenchmarkView(b *testing.B) {
+	const queues = 1000
+	m, rn, _, stop := startNode(b, queues)
+	defer stop()
+	for q := range queues {
+		if r, err := rn.Do(context.Background(), sm.JobRequest{Kind: sm.JobEnqueue, Queue: fmt.Sprint("q", q), Payload: []byte("x")}); err != nil || r.Status != sm.StatusOK {
+			b.Fatalf("enqueue: %v %+v", err, r)
+		}
+	}
+	var v View
+	b.ResetTimer()
+	for b.Loop() {
+		if err := rn.Inspect(context.Background(), func(n *sm.Node) { v = ViewOf(n) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if len(v.Queues) != queues {
+		b.Fatalf("%d queues in the view, want %d", len(v.Queues), queues)
+	}
+	_ = m
 }
 
 // A loop that does not take the look in time: /healthz is 503 naming the
@@ -296,7 +336,7 @@ func TestNewNeedsInspect(t *testing.T) {
 }
 
 // provision installs blob as the node's config, durably (seed 002 §3.2).
-func provision(t *testing.T, base string, blob []byte) {
+func provision(t testing.TB, base string, blob []byte) {
 	t.Helper()
 	e := &fileio.Executor{Base: base}
 	name := sm.VersionName(sha256.Sum256(blob))

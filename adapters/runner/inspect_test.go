@@ -14,7 +14,8 @@ import (
 )
 
 // Inspect runs its function on the loop while Run runs, fails with the
-// caller's deadline before Run starts, and with ErrStopped after it ended.
+// caller's deadline before Run starts, and with ErrNotRunning after it
+// ended.
 func TestInspect(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
@@ -38,7 +39,7 @@ func TestInspect(t *testing.T) {
 		t.Errorf("Inspect saw node %p role %v, want %p primary", got, role, node)
 	}
 	stopRun(t, cancel, errc)
-	if err := r.Inspect(context.Background(), func(*sm.Node) { t.Error("ran after Run") }); !errors.Is(err, ErrStopped) {
-		t.Errorf("Inspect after Run = %v, want ErrStopped", err)
+	if err := r.Inspect(context.Background(), func(*sm.Node) { t.Error("ran after Run") }); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Inspect after Run = %v, want ErrNotRunning", err)
 	}
 }
