@@ -39,9 +39,10 @@ func (n *Node) QueueDepths() []QueueDepth {
 	return out
 }
 
-// WALRecordsSinceCheckpoint is how many records the active WAL segment
-// holds: the primary checkpoints once it reaches MaxWALRecords (seed 002
-// §13), a standby compacts its replicated log at the same bound.
+// WALRecordsSinceCheckpoint counts toward the next compaction: on a
+// primary the records of its active WAL segment (it checkpoints once they
+// reach MaxWALRecords, seed 002 §13), on a standby the records appended
+// since its last sync (at the same bound it asks for a fresh snapshot).
 func (n *Node) WALRecordsSinceCheckpoint() int {
 	switch {
 	case n.role == RolePrimary && n.jobs != nil && n.jobs.recovered:

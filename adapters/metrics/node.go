@@ -70,7 +70,7 @@ var (
 	descQueue = prometheus.NewDesc("xce_queue_depth",
 		"Jobs in each queue by state (pending, processing, dead); primary only.", []string{"queue", "state"}, nil)
 	descWAL = prometheus.NewDesc("xce_wal_records_since_checkpoint",
-		"Records in the active WAL segment: a checkpoint starts once it reaches --max-wal-records.", nil, nil)
+		"Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.", nil, nil)
 	descLag = prometheus.NewDesc("xce_replication_lag_records",
 		"Records of the primary's durable log each standby has not acknowledged; primary only.", []string{"standby"}, nil)
 	descAlone = prometheus.NewDesc("xce_acked_without_standby_total",
