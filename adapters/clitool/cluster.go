@@ -28,6 +28,9 @@ type Cluster struct {
 	Ports    []int     // per-node ports; nil = BasePort+i
 	Out      io.Writer // prefixed node logs ("" = discard)
 	Args     []string  // extra xcecontroller flags
+	// MetricsPorts, if set, gives node i --metrics-addr
+	// 127.0.0.1:MetricsPorts[i] (MetricsAddr).
+	MetricsPorts []int
 
 	mu    sync.Mutex
 	procs []*proc
@@ -65,6 +68,14 @@ func (c *Cluster) Port(i int) int {
 		return c.Ports[i]
 	}
 	return c.BasePort + i
+}
+
+// MetricsAddr is node i's --metrics-addr ("" without MetricsPorts).
+func (c *Cluster) MetricsAddr(i int) string {
+	if c.MetricsPorts == nil {
+		return ""
+	}
+	return fmt.Sprintf("127.0.0.1:%d", c.MetricsPorts[i])
 }
 
 // PeersFlag is the --peers string every node gets.
@@ -135,6 +146,9 @@ func (c *Cluster) Start(i int) error {
 		"--cert", filepath.Join(c.certs(), name+".crt"), "--key", filepath.Join(c.certs(), name+".key"),
 		"--ca", filepath.Join(c.certs(), "ca.crt"),
 	}, c.Args...)
+	if c.MetricsPorts != nil {
+		args = append(args, "--metrics-addr", c.MetricsAddr(i))
+	}
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o700); err != nil {
 		return err
 	}

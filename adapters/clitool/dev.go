@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -46,6 +47,11 @@ func RunDev(ctx context.Context, out io.Writer, dir, bin, config string, nodes, 
 	if !quiet {
 		c.Out = out
 	}
+	mports, err := freeLoopbackPorts(nodes)
+	if err != nil {
+		return err
+	}
+	c.MetricsPorts = mports
 	fmt.Fprintf(out, "== xce dev cluster: %d nodes on 127.0.0.1:%d.., config %s installed on n0 only, files under %s\n", nodes, port, config, dir)
 	if err := c.Prepare(config, 0); err != nil {
 		return err
@@ -73,6 +79,10 @@ func RunDev(ctx context.Context, out io.Writer, dir, bin, config string, nodes, 
 			continue
 		}
 		fmt.Fprintf(out, "%s: %s", n, ptr)
+	}
+	fmt.Fprintln(out, "\n== metrics and health (plain HTTP: /metrics, /healthz, /readyz)")
+	for i, n := range c.Names {
+		fmt.Fprintf(out, "%s: http://%s/metrics\n", n, c.MetricsAddr(i))
 	}
 	fmt.Fprintf(out, "\n== talk to it:\n   go run ./cmd/xcecli status %s\n   (kill a node's process to watch failover; the supervisor restarts it; Ctrl-C stops the cluster)\n\n", c.ClientFlags())
 	return c.supervise(ctx, out)
@@ -112,4 +122,20 @@ func (c *Cluster) supervise(ctx context.Context, out io.Writer) error {
 			watch(i)
 		}
 	}
+}
+
+// freeLoopbackPorts picks n ports on 127.0.0.1 that are free now (the
+// kernel's choice, all held at once so they differ). A node keeps its port
+// across restarts.
+func freeLoopbackPorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a metrics port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

@@ -44,6 +44,11 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.BoolVar(&cfg.WALRepair, "wal-repair", false, "truncate the WAL at a corruption instead of refusing to start (records after it are lost)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug|info|warn|error")
 	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console|json")
+	// Metrics and health (adapters/metrics). Off by default: the endpoint
+	// is plain HTTP without authentication and shows queue names and the
+	// cluster's state, so an operator chooses where it listens.
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
+
 	for _, req := range []string{"peers", "name", "cert", "key", "ca"} {
 		_ = c.MarkFlagRequired(req)
 	}

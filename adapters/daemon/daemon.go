@@ -19,6 +19,7 @@ import (
 
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
+	"xce/adapters/metrics"
 	"xce/adapters/runner"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
@@ -47,6 +48,9 @@ type Config struct {
 	// by the cluster CA may send it).
 	EnableUpgrade       bool
 	LogLevel, LogFormat string
+	// MetricsAddr serves /metrics, /healthz and /readyz on plain HTTP
+	// (--metrics-addr); "" serves nothing.
+	MetricsAddr string
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -144,6 +148,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	// "starting" until then.
 	var rnp atomic.Pointer[runner.Runner]
 	var flight clientFlight
+	var mx *metrics.Metrics // nil without --metrics-addr; set before Listen
 	tr, err := transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
@@ -152,7 +157,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		Client: func(req *schema.ClientRequest) *schema.ClientReply {
 			flight.enter()
 			defer flight.leave(req.GetUpgradeConfig() != nil)
-			return answer(req, rnp.Load(), peers, self)
+			start := time.Now()
+			rep := answer(req, rnp.Load(), peers, self)
+			if mx != nil {
+				mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
+			}
+			return rep
 		},
 	})
 	if err != nil {
@@ -167,6 +177,21 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		_ = tr.Close()
 		return 1, err
 	}
+	mx, mln, err := newMetrics(cfg.MetricsAddr, &rnp, tr)
+	if err != nil {
+		_ = tr.Close()
+		return 1, err
+	}
+	metricsDone := make(chan struct{})
+	go func() {
+		defer close(metricsDone)
+		if mx == nil {
+			return
+		}
+		if err := mx.Serve(ctx, mln); err != nil {
+			log.Error(err.Error()+" — /metrics, /healthz and /readyz are gone; the node goes on", zap.String("key", "metrics.failed"))
+		}
+	}()
 	listenErr := make(chan error, 1)
 	go func() {
 		err := tr.Listen(ctx)
@@ -186,7 +211,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 			}
 		}
 	}()
-	rn := runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: base}, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed()})
+	files := &fileio.Executor{Base: base}
+	var afterStep func(*sm.Node)
+	if mx != nil {
+		files.ObserveSync, afterStep = mx.ObserveSync, mx.AfterStep
+	}
+	rn := runner.New(runner.Config{Node: node, Files: files, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed(), AfterStep: afterStep})
 	go func() {
 		select {
 		case <-rn.Ready():
@@ -200,6 +230,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}()
 	rnp.Store(rn)
 	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, self, len(peers), peers[self].Addr(), base), zap.String("key", "start"))
+	if mln != nil {
+		log.Info("metrics and health on http://"+mln.Addr().String()+" (/metrics, /healthz, /readyz)", zap.String("key", "metrics.listen"))
+	}
 	err = rn.Run(ctx)
 	var ee *runner.ExitError
 	if errors.As(err, &ee) && ee.Code == 0 {
@@ -212,6 +245,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	cancel()
 	_ = tr.Close()
 	lerr := <-listenErr
+	<-metricsDone
 	switch {
 	case lerr != nil && !errors.Is(lerr, context.Canceled) && ee == nil:
 		return 1, lerr // logged FATAL when it failed

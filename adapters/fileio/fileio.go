@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"xce/adapters/fileop"
 	"xce/sm"
@@ -60,10 +61,15 @@ const MaxPathLen = sm.MaxPathLen
 
 // Executor runs FileOps under Base, the node's ${workdir}/${name}. Base
 // must exist (the daemon creates it, 0700, before booting the node). The
-// zero value is not usable. An Executor holds no state besides Base and is
-// safe for concurrent use, but the runner issues ops from one goroutine so
-// they execute in order.
-type Executor struct{ Base string }
+// zero value is not usable. An Executor holds no state besides its fields
+// and is safe for concurrent use, but the runner issues ops from one
+// goroutine so they execute in order.
+type Executor struct {
+	Base string
+	// ObserveSync, if set, receives how long each OpFsync (dir false) or
+	// OpFsyncDir (dir true) took, failed ones included (the metrics).
+	ObserveSync func(dir bool, took time.Duration)
+}
 
 // ErrPathRefused is wrapped by the error of a refused path (its text
 // starts the IODone Detail).
@@ -72,7 +78,15 @@ var ErrPathRefused = fileop.ErrPathRefused
 // Exec executes op and returns its completion (ID = op.ID), with the one
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
-func (e *Executor) Exec(op sm.FileOp) sm.IODone { return fileop.Exec(osFS{e.Base}, op) }
+func (e *Executor) Exec(op sm.FileOp) sm.IODone {
+	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
+		return fileop.Exec(osFS{e.Base}, op)
+	}
+	start := time.Now()
+	d := fileop.Exec(osFS{e.Base}, op)
+	e.ObserveSync(op.Op == sm.OpFsyncDir, time.Since(start))
+	return d
+}
 
 // osFS is fileop.FS on the operating system, under base.
 type osFS struct{ base string }

@@ -51,6 +51,9 @@ type Config struct {
 	Inbound <-chan Inbound
 	Log     *zap.Logger // nil: no logs
 	Seed    uint64      // Boot.Seed: election jitter (use crypto/rand in the daemon)
+	// AfterStep, if set, is called on the loop goroutine after every step
+	// (the metrics' checkpoint timing); it must be quick and not keep n.
+	AfterStep func(n *sm.Node)
 }
 
 // Status is a snapshot of the node, published after every step.
@@ -174,6 +177,7 @@ type clientCall struct {
 	reply   chan sm.Reply
 	up      *sm.UpgradeConfig
 	upReply chan sm.UpgradeReply
+	inspect *inspectCall // set: not a client operation (inspect.go)
 }
 
 // ErrStopped is returned by Do and Upgrade when the node stops before
@@ -308,6 +312,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		case d := <-done:
 			in = d
 		case c := <-r.ops:
+			if c.inspect != nil {
+				c.inspect.run(r.cfg.Node)
+				continue
+			}
 			r.nextOp++
 			if c.up != nil {
 				u := *c.up
@@ -332,6 +340,9 @@ func (r *Runner) step(in sm.Input) error {
 	clk := sm.Clock{Mono: now.Sub(r.start), Wall: now.UnixNano()}
 	effs := r.cfg.Node.Step(clk, in)
 	defer r.publish()
+	if r.cfg.AfterStep != nil {
+		defer r.cfg.AfterStep(r.cfg.Node)
+	}
 	for _, e := range effs {
 		if x, ok := e.(sm.Exit); ok {
 			lvl := zapcore.InfoLevel

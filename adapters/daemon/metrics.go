@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+
+	"xce/adapters/metrics"
+	"xce/adapters/runner"
+	"xce/adapters/transport"
+	"xce/sm"
+)
+
+// errNotStarted: the runner is not built yet (a scrape during startup).
+var errNotStarted = errors.New("node not started yet")
+
+// newMetrics builds the node's metrics, read through the runner rnp will
+// hold, and binds addr (--metrics-addr). With addr "" it returns nil: no
+// metrics, no endpoint.
+func newMetrics(addr string, rnp *atomic.Pointer[runner.Runner], tr *transport.Transport) (*metrics.Metrics, net.Listener, error) {
+	if addr == "" {
+		return nil, nil, nil
+	}
+	mx, err := metrics.New(metrics.Config{
+		Inspect: func(ctx context.Context, f func(n *sm.Node)) error {
+			rn := rnp.Load()
+			if rn == nil {
+				return errNotStarted
+			}
+			return rn.Inspect(ctx, f)
+		},
+		Conns: tr.OpenConns,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := metrics.Listen(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mx, ln, nil
+}

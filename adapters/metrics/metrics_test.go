@@ -1,0 +1,370 @@
+package metrics
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"xce/adapters/fileio"
+	"xce/adapters/runner"
+	"xce/schema"
+	"xce/sm"
+)
+
+const waitBound = 10 * time.Second
+
+// collectorOf is the node collector over a fixed view.
+func collectorOf(v View, err error) prometheus.Collector {
+	return &nodeCollector{view: func() (View, error) { return v, err }, conns: func() (int, int) { return 3, 2 }}
+}
+
+// A view of a primary becomes exactly these metrics.
+func TestCollectView(t *testing.T) {
+	v := View{
+		Name: "n0", Role: sm.RolePrimary, Term: 7, ConfigTag: 0xabc, ConfigGeneration: 4, ConfigStale: true, Ready: true,
+		LostAndFound: 2, Queues: []sm.QueueDepth{{Queue: "batch", Pending: 5, Processing: 1, Dead: 2}},
+		WALRecords: 42, Standbys: []StandbyLag{{Name: "n1", Records: 0}, {Name: "n2", Records: 9}}, AckedWithoutStandby: 3,
+	}
+	want := `
+# HELP xce_acked_without_standby_total Writes this process acknowledged in seed mode while no standby held them (each can be lost by a failover; status shows degraded).
+# TYPE xce_acked_without_standby_total counter
+xce_acked_without_standby_total 3
+# HELP xce_config_info The running config: its version tag (hex) and generation; absent before a config is loaded.
+# TYPE xce_config_info gauge
+xce_config_info{generation="4",tag="` + sm.TagHex(0xabc) + `"} 1
+# HELP xce_config_stale 1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).
+# TYPE xce_config_stale gauge
+xce_config_stale 1
+# HELP xce_connections Accepted connections open, by kind: client (past its Hello) or peer (another controller's link to us).
+# TYPE xce_connections gauge
+xce_connections{kind="client"} 3
+xce_connections{kind="peer"} 2
+# HELP xce_lost_and_found_job_count Jobs of removed queues routed to lost_and_found by this primary's last recovery (lost_and_found_job_count, seed 002 §6.5).
+# TYPE xce_lost_and_found_job_count gauge
+xce_lost_and_found_job_count 2
+# HELP xce_queue_depth Jobs in each queue by state (pending, processing, dead); primary only.
+# TYPE xce_queue_depth gauge
+xce_queue_depth{queue="batch",state="dead"} 2
+xce_queue_depth{queue="batch",state="pending"} 5
+xce_queue_depth{queue="batch",state="processing"} 1
+# HELP xce_ready 1 when the node serves its role, as /readyz answers 200.
+# TYPE xce_ready gauge
+xce_ready 1
+# HELP xce_replication_lag_records Records of the primary's durable log each standby has not acknowledged; primary only.
+# TYPE xce_replication_lag_records gauge
+xce_replication_lag_records{standby="n1"} 0
+xce_replication_lag_records{standby="n2"} 9
+# HELP xce_role The node's HA role: 1 for the role it has, 0 for the others.
+# TYPE xce_role gauge
+xce_role{role="booting"} 0
+xce_role{role="candidate"} 0
+xce_role{role="primary"} 1
+xce_role{role="standby"} 0
+xce_role{role="stopped"} 0
+# HELP xce_term The term the node acts in (its own as primary, else the highest it knows).
+# TYPE xce_term gauge
+xce_term 7
+# HELP xce_wal_records_since_checkpoint Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.
+# TYPE xce_wal_records_since_checkpoint gauge
+xce_wal_records_since_checkpoint 42
+`
+	if err := testutil.CollectAndCompare(collectorOf(v, nil), strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// A node with no config has no config_info series; a failed look at the
+// node reports the error and still the connections.
+func TestCollectViewPartial(t *testing.T) {
+	if n := testutil.CollectAndCount(collectorOf(View{Role: sm.RoleBooting}, nil), "xce_config_info"); n != 0 {
+		t.Errorf("config_info without a config: %d series", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collectorOf(View{}, errors.New("event loop did not answer within 2s")))
+	mfs, err := reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("gather error = %v, want the loop's", err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	if strings.Join(names, ",") != "xce_connections" {
+		t.Errorf("with the loop stuck, gathered %v, want only xce_connections", names)
+	}
+}
+
+func TestOpAndCode(t *testing.T) {
+	for _, c := range []struct {
+		req  *schema.ClientRequest
+		want string
+	}{
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}, "status"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}, "config"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{}}}, "upgrade_config"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_CLAIM}}}, "job_claim"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE}}}, "job_enqueue"},
+		{&schema.ClientRequest{}, "unknown"},
+		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: 99}}}, "job_unknown"},
+	} {
+		if got := Op(c.req); got != c.want {
+			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)
+		}
+	}
+	for status, want := range map[int32]string{sm.StatusOK: "ok", sm.StatusEAGAIN: "eagain", sm.StatusEINVAL: "einval", sm.StatusEIO: "eio", sm.StatusOutcomeUnknown: "outcome_unknown", -99: "-99"} {
+		if got := Code(status); got != want {
+			t.Errorf("Code(%d) = %q, want %q", status, got, want)
+		}
+	}
+}
+
+// Requests are counted by op and code; only claims feed the claim
+// latency; a nil *Metrics ignores everything.
+func TestObserveRequest(t *testing.T) {
+	m, err := New(Config{Inspect: func(context.Context, func(*sm.Node)) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveRequest("job_claim", sm.StatusOK, 3*time.Millisecond)
+	m.ObserveRequest("job_claim", sm.StatusEAGAIN, time.Millisecond)
+	m.ObserveRequest("job_enqueue", sm.StatusOK, time.Millisecond)
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("job_claim", "eagain")); got != 1 {
+		t.Errorf("claims refused eagain: %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(m.requests); got != 3 {
+		t.Errorf("%d request series, want 3", got)
+	}
+	if got := histCount(t, m.reg, "xce_claim_duration_seconds"); got != 2 {
+		t.Errorf("claim latency count %d, want 2 (the enqueue is not a claim)", got)
+	}
+	var nilM *Metrics
+	nilM.ObserveRequest("job_claim", 0, time.Millisecond)
+	nilM.ObserveSync(true, time.Millisecond)
+	nilM.AfterStep(nil)
+}
+
+// histCount is the sample count of histogram name (summed over labels).
+func histCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+// A real single-node cluster: its metrics follow its state (role, queue
+// depth after enqueues and a claim, WAL records, fsyncs, a checkpoint),
+// /healthz and /readyz answer 200, and both fail once the loop stopped.
+func TestNodeEndToEnd(t *testing.T) {
+	m, rn, blob, stop := startNode(t, 1)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusOK || body != "ready: primary: serving\n" {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	const jobs = 120
+	for i := range jobs {
+		r, err := rn.Do(ctx, sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("x")})
+		if err != nil || r.Status != sm.StatusOK {
+			t.Fatalf("enqueue %d: %v %+v", i, err, r)
+		}
+	}
+	if r, err := rn.Do(ctx, sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1}); err != nil || len(r.Jobs) != 1 {
+		t.Fatalf("claim: %v %+v", err, r)
+	}
+	_, body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`xce_role{role="primary"} 1`,
+		`xce_term 1`,
+		`xce_config_info{generation="3",tag="` + sm.TagHex(sm.TagOf(blob)) + `"} 1`,
+		`xce_queue_depth{queue="q0",state="pending"} 119`,
+		`xce_queue_depth{queue="q0",state="processing"} 1`,
+		`xce_ready 1`,
+		`xce_config_stale 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	for _, name := range []string{"xce_fsync_duration_seconds", "xce_checkpoint_duration_seconds"} {
+		deadline := time.Now().Add(waitBound)
+		for histCount(t, m.reg, name) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // the checkpoint ends after its reply
+		}
+		if histCount(t, m.reg, name) == 0 {
+			t.Errorf("%s observed nothing", name)
+		}
+	}
+	var wal int
+	if err := rn.Inspect(ctx, func(n *sm.Node) { wal = n.WALRecordsSinceCheckpoint() }); err != nil {
+		t.Fatal(err)
+	}
+	if wal >= jobs || !strings.Contains(body, "xce_wal_records_since_checkpoint ") {
+		t.Errorf("%d WAL records since the checkpoint, want fewer than %d", wal, jobs)
+	}
+	if code, _ := get(t, srv.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d while running", code)
+	}
+	stop()
+	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped") {
+		t.Errorf("/healthz after stop = %d %q, want 503 naming the stop", code, body)
+	}
+	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: ") {
+		t.Errorf("/readyz after stop = %d %q", code, body)
+	}
+}
+
+// startNode runs a single-node cluster with queues q0.. and metrics,
+// until it is primary; stop ends it.
+func startNode(t testing.TB, queues int) (m *Metrics, rn *runner.Runner, blob []byte, stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	c := &schema.ClusterConfig{ConfigGeneration: 3, ClusterName: "metrics-test", Port: 7000}
+	for q := range queues {
+		c.Queues = append(c.Queues, &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprint("q", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400})
+	}
+	c.Hosts = []*schema.Host{{Name: "h0"}}
+	blob, err := schema.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, dir, blob)
+	opt := sm.DefaultOptions(0, []string{"n0"})
+	opt.ElectionTimeout, opt.JitterMax = 50*time.Millisecond, 10*time.Millisecond
+	opt.MaxWALRecords = 100 // the least allowed: TestNodeEndToEnd's 121 records checkpoint once
+	node, err := sm.NewNode(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = New(Config{Inspect: func(ctx context.Context, f func(*sm.Node)) error { return rn.Inspect(ctx, f) }, LoopTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn = runner.New(runner.Config{Node: node, Files: &fileio.Executor{Base: dir, ObserveSync: m.ObserveSync}, AfterStep: m.AfterStep, Seed: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- rn.Run(ctx) }()
+	stop = func() {
+		cancel()
+		<-errc
+	}
+	select {
+	case <-rn.Ready():
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(waitBound):
+		stop()
+		t.Fatal("node not ready")
+	}
+	return m, rn, blob, stop
+}
+
+// BenchmarkView is what a scrape costs the event loop: one look at a
+// primary with 1000 queues, each holding a job.
+func BenchmarkView(b *testing.B) {
+	const queues = 1000
+	m, rn, _, stop := startNode(b, queues)
+	defer stop()
+	for q := range queues {
+		if r, err := rn.Do(context.Background(), sm.JobRequest{Kind: sm.JobEnqueue, Queue: fmt.Sprint("q", q), Payload: []byte("x")}); err != nil || r.Status != sm.StatusOK {
+			b.Fatalf("enqueue: %v %+v", err, r)
+		}
+	}
+	var v View
+	b.ResetTimer()
+	for b.Loop() {
+		if err := rn.Inspect(context.Background(), func(n *sm.Node) { v = ViewOf(n) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if len(v.Queues) != queues {
+		b.Fatalf("%d queues in the view, want %d", len(v.Queues), queues)
+	}
+	_ = m
+}
+
+// A loop that does not take the look in time: /healthz is 503 naming the
+// wait, /readyz too, /metrics still answers with what it has.
+func TestStuckLoop(t *testing.T) {
+	m, err := New(Config{
+		Inspect:     func(ctx context.Context, _ func(*sm.Node)) error { <-ctx.Done(); return ctx.Err() },
+		Conns:       func() (int, int) { return 1, 0 },
+		LoopTimeout: 30 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable || body != "event loop did not answer within 30ms\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready: event loop did not answer within 30ms\n" {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	code, body := get(t, srv.URL+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `xce_connections{kind="client"} 1`) || strings.Contains(body, "xce_role") {
+		t.Errorf("/metrics with the loop stuck = %d:\n%s", code, body)
+	}
+}
+
+func TestNewNeedsInspect(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrNoInspect) {
+		t.Errorf("New without Inspect = %v", err)
+	}
+}
+
+// provision installs blob as the node's config, durably (seed 002 §3.2).
+func provision(t testing.TB, base string, blob []byte) {
+	t.Helper()
+	e := &fileio.Executor{Base: base}
+	name := sm.VersionName(sha256.Sum256(blob))
+	for _, op := range []sm.FileOp{
+		{Op: sm.OpMkdir, Path: sm.ConfDir},
+		{Op: sm.OpFsyncDir, Path: ""},
+		{Op: sm.OpWrite, Path: sm.ConfDir + "/" + name, Data: blob},
+		{Op: sm.OpFsync, Path: sm.ConfDir + "/" + name},
+		{Op: sm.OpWrite, Path: sm.PointerPath, Data: sm.PointerContents(name)},
+		{Op: sm.OpFsync, Path: sm.PointerPath},
+		{Op: sm.OpFsyncDir, Path: sm.ConfDir},
+	} {
+		if d := e.Exec(op); d.Err != sm.IOOK {
+			t.Fatalf("provision %v %s: %v %s", op.Op, op.Path, d.Err, d.Detail)
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}

@@ -1,0 +1,142 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"xce/sm"
+)
+
+// View is what one scrape reads from the node, as plain data.
+type View struct {
+	Name                string
+	Role                sm.Role
+	Term                uint64 // the term the node acts in (sm ViewTerm)
+	ConfigTag           uint64 // 0: no config
+	ConfigGeneration    uint64
+	ConfigStale         bool
+	Ready               bool
+	LostAndFound        int
+	Queues              []sm.QueueDepth
+	WALRecords          int
+	Standbys            []StandbyLag // primary only
+	AckedWithoutStandby uint64
+}
+
+// StandbyLag is how many records of the primary's durable log one standby
+// lacks.
+type StandbyLag struct {
+	Name    string
+	Records uint64
+}
+
+// ViewOf reads v from n; call it on the node's event loop goroutine.
+func ViewOf(n *sm.Node) View {
+	opt := n.Options()
+	ready, _ := n.Readiness()
+	v := View{
+		Name: opt.Peers[opt.Self], Role: n.Role(), Term: n.ViewTerm(),
+		ConfigTag: n.ConfigTag(), ConfigGeneration: n.ConfigGeneration(), ConfigStale: n.Stale(),
+		Ready: ready, LostAndFound: n.LostAndFoundCount(), Queues: n.QueueDepths(),
+		WALRecords: n.WALRecordsSinceCheckpoint(), AckedWithoutStandby: n.AckedWithoutStandby(),
+	}
+	for _, s := range n.ReplicationStatus() {
+		name := strconv.Itoa(s.Peer)
+		if s.Peer >= 0 && s.Peer < len(opt.Peers) {
+			name = opt.Peers[s.Peer]
+		}
+		v.Standbys = append(v.Standbys, StandbyLag{Name: name, Records: s.Behind})
+	}
+	return v
+}
+
+// roles are every value of xce_role's role label.
+var roles = []sm.Role{sm.RoleBooting, sm.RoleCandidate, sm.RoleStandby, sm.RolePrimary, sm.RoleStopped}
+
+var (
+	descRole = prometheus.NewDesc("xce_role",
+		"The node's HA role: 1 for the role it has, 0 for the others.", []string{"role"}, nil)
+	descTerm = prometheus.NewDesc("xce_term",
+		"The term the node acts in (its own as primary, else the highest it knows).", nil, nil)
+	descConfig = prometheus.NewDesc("xce_config_info",
+		"The running config: its version tag (hex) and generation; absent before a config is loaded.", []string{"tag", "generation"}, nil)
+	descStale = prometheus.NewDesc("xce_config_stale",
+		"1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).", nil, nil)
+	descReady = prometheus.NewDesc("xce_ready",
+		"1 when the node serves its role, as /readyz answers 200.", nil, nil)
+	descLostFound = prometheus.NewDesc("xce_lost_and_found_job_count",
+		"Jobs of removed queues routed to lost_and_found by this primary's last recovery (lost_and_found_job_count, seed 002 §6.5).", nil, nil)
+	descQueue = prometheus.NewDesc("xce_queue_depth",
+		"Jobs in each queue by state (pending, processing, dead); primary only.", []string{"queue", "state"}, nil)
+	descWAL = prometheus.NewDesc("xce_wal_records_since_checkpoint",
+		"Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.", nil, nil)
+	descLag = prometheus.NewDesc("xce_replication_lag_records",
+		"Records of the primary's durable log each standby has not acknowledged; primary only.", []string{"standby"}, nil)
+	descAlone = prometheus.NewDesc("xce_acked_without_standby_total",
+		"Writes this process acknowledged in seed mode while no standby held them (each can be lost by a failover; status shows degraded).", nil, nil)
+	descConns = prometheus.NewDesc("xce_connections",
+		"Accepted connections open, by kind: client (past its Hello) or peer (another controller's link to us).", []string{"kind"}, nil)
+)
+
+// nodeCollector reads the node's state at each scrape: view takes one
+// look (on the event loop), conns counts connections (nil: not reported).
+type nodeCollector struct {
+	view  func() (View, error)
+	conns func() (clients, peers int)
+}
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descConfig, descStale, descReady, descLostFound, descQueue, descWAL, descLag, descAlone, descConns} {
+		ch <- d
+	}
+}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.conns != nil {
+		clients, peers := c.conns()
+		ch <- gauge(descConns, float64(clients), "client")
+		ch <- gauge(descConns, float64(peers), "peer")
+	}
+	v, err := c.view()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descRole, err)
+		return
+	}
+	collectView(ch, v)
+}
+
+// collectView turns one View into metrics.
+func collectView(ch chan<- prometheus.Metric, v View) {
+	for _, r := range roles {
+		ch <- gauge(descRole, b2f(v.Role == r), r.String())
+	}
+	ch <- gauge(descTerm, float64(v.Term))
+	if v.ConfigTag != 0 {
+		ch <- gauge(descConfig, 1, sm.TagHex(v.ConfigTag), strconv.FormatUint(v.ConfigGeneration, 10))
+	}
+	ch <- gauge(descStale, b2f(v.ConfigStale))
+	ch <- gauge(descReady, b2f(v.Ready))
+	ch <- gauge(descLostFound, float64(v.LostAndFound))
+	for _, q := range v.Queues {
+		ch <- gauge(descQueue, float64(q.Pending), q.Queue, "pending")
+		ch <- gauge(descQueue, float64(q.Processing), q.Queue, "processing")
+		ch <- gauge(descQueue, float64(q.Dead), q.Queue, "dead")
+	}
+	ch <- gauge(descWAL, float64(v.WALRecords))
+	for _, s := range v.Standbys {
+		ch <- gauge(descLag, float64(s.Records), s.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(descAlone, prometheus.CounterValue, float64(v.AckedWithoutStandby))
+}
+
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

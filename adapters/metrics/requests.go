@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"xce/schema"
+)
+
+// Op names a client request for the op label: status, config,
+// upgrade_config, or job_<kind> (job_enqueue, job_claim, ...); unknown
+// (job_unknown) for anything else. The set is fixed by the schema, so the label stays
+// bounded.
+func Op(req *schema.ClientRequest) string {
+	switch op := req.GetOp().(type) {
+	case *schema.ClientRequest_Status:
+		return "status"
+	case *schema.ClientRequest_Config:
+		return "config"
+	case *schema.ClientRequest_UpgradeConfig:
+		return "upgrade_config"
+	case *schema.ClientRequest_Job:
+		if name, ok := jobOps[op.Job.GetKind()]; ok {
+			return name
+		}
+		return "job_unknown"
+	default:
+		return "unknown"
+	}
+}
+
+// codes names the reply statuses (negative errno, as sm and the daemon
+// answer them).
+var codes = map[int32]string{
+	0:    "ok",
+	-1:   "eperm",
+	-5:   "eio",
+	-11:  "eagain",
+	-16:  "ebusy",
+	-22:  "einval",
+	-38:  "enosys",
+	-125: "outcome_unknown",
+}
+
+// Code names a reply status for the code label; a status without a name
+// is its number.
+func Code(status int32) string {
+	if c, ok := codes[status]; ok {
+		return c
+	}
+	return strconv.Itoa(int(status))
+}
+
+// ObserveRequest counts one answered client request and, for a claim, its
+// latency.
+func (m *Metrics) ObserveRequest(op string, status int32, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(op, Code(status)).Inc()
+	if op == claimOp {
+		m.claim.Observe(took.Seconds())
+	}
+}
+
+// jobOps names every job request kind once (no allocation per request).
+var jobOps = func() map[schema.JobRequest_Kind]string {
+	m := make(map[schema.JobRequest_Kind]string, len(schema.JobRequest_Kind_name))
+	for k, name := range schema.JobRequest_Kind_name {
+		m[schema.JobRequest_Kind(k)] = "job_" + strings.ToLower(name)
+	}
+	return m
+}()
+
+var claimOp = jobOps[schema.JobRequest_CLAIM]

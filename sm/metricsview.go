@@ -1,0 +1,80 @@
+package sm
+
+import "sort"
+
+// Read-only views for the daemon's metrics and health endpoints. Each is
+// O(queues) at most and is called from the goroutine that owns the node,
+// between steps.
+
+// QueueDepth is how many jobs one queue holds in each state.
+type QueueDepth struct {
+	Queue                     string
+	Pending, Processing, Dead int
+}
+
+// QueueDepths lists every queue of the running config, and any other queue
+// holding jobs (lost_and_found), sorted by name; nil unless a recovered
+// primary (a standby holds the log, not the queues).
+func (n *Node) QueueDepths() []QueueDepth {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil || !j.recovered {
+		return nil
+	}
+	names := j.q.QueueNames()
+	held := make(map[string]bool, len(names))
+	for _, name := range names {
+		held[name] = true
+	}
+	for name := range j.r.queues {
+		if !held[name] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // map order must not reach the caller
+	out := make([]QueueDepth, len(names))
+	for i, name := range names {
+		p, r, d := j.q.Counts(name)
+		out[i] = QueueDepth{Queue: name, Pending: p, Processing: r, Dead: d}
+	}
+	return out
+}
+
+// WALRecordsSinceCheckpoint counts toward the next compaction: on a
+// primary the records of its active WAL segment (it checkpoints once they
+// reach MaxWALRecords, seed 002 §13), on a standby the records appended
+// since its last sync (at the same bound it asks for a fresh snapshot).
+func (n *Node) WALRecordsSinceCheckpoint() int {
+	switch {
+	case n.role == RolePrimary && n.jobs != nil && n.jobs.recovered:
+		return n.jobs.segRecords
+	case n.role == RoleStandby && n.srepl != nil:
+		return n.srepl.segRecords
+	}
+	return 0
+}
+
+// Readiness reports whether the node serves its role, and if not, why: a
+// primary that has recovered its job state, or a standby that follows a
+// live primary and holds a synced copy of its log (its snapshot installed,
+// its last sync not failed).
+func (n *Node) Readiness() (ready bool, why string) {
+	switch {
+	case n.role == RoleStopped:
+		return false, "stopped: " + n.fatal
+	case !n.serving:
+		return false, n.role.String() + ": no config loaded yet"
+	case n.role == RolePrimary && (n.jobs == nil || !n.jobs.recovered):
+		return false, "primary: recovering its job state"
+	case n.role == RolePrimary:
+		return true, "primary: serving"
+	case n.role != RoleStandby:
+		return false, n.role.String() + ": no primary elected"
+	case !n.followsLivePrimary():
+		return false, "standby: lost its primary " + n.peerName(n.primary) + " (silent, restarted or stepped down)"
+	case n.replFailure != "":
+		return false, "standby: replication failing: " + n.replFailure
+	case n.srepl == nil || n.srepl.installing || n.srepl.recv != nil:
+		return false, "standby: syncing its log from " + n.peerName(n.primary)
+	}
+	return true, "standby: in sync with " + n.peerName(n.primary)
+}
