@@ -20,7 +20,7 @@ build:
 test: lint unit
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 lint: fmt-check vet staticcheck
 
