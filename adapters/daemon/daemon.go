@@ -17,6 +17,7 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
+	"xce/adapters/authz"
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
 	"xce/adapters/runner"
@@ -42,11 +43,11 @@ type Config struct {
 	SyncStandbys         int
 	Mode                 string // auto, quorum or seed
 	WALRepair            bool
-	// EnableUpgrade accepts OP_upgradeConfig (--enable-upgrade-config;
-	// seed 002 §5.3: off by default, since any client certificate signed
-	// by the cluster CA may send it).
-	EnableUpgrade       bool
-	LogLevel, LogFormat string
+	LogLevel, LogFormat  string
+	// AdminCN and ClientCN are the allowlists of package authz; ClientCN
+	// nil admits any CA-signed client that is not a peer as a worker.
+	// OP_upgradeConfig is enabled only when AdminCN is not empty.
+	AdminCN, ClientCN []string
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -122,7 +123,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
-	opt.EnableUpgrade = cfg.EnableUpgrade
+	policy, err := authz.NewPolicy(names, cfg.AdminCN, cfg.ClientCN)
+	if err != nil {
+		return 1, err
+	}
+	opt.EnableUpgrade = policy.UpgradeEnabled()
 	switch cfg.Mode {
 	case "", "auto":
 	case "quorum":
@@ -149,10 +154,16 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
-		Client: func(req *schema.ClientRequest) *schema.ClientReply {
+		Client: func(cn string, req *schema.ClientRequest) *schema.ClientReply {
+			// The one door of client requests: authorised here, or
+			// refused with a definite error (nothing was applied).
+			if d := policy.Decide(cn, req); !d.Allowed {
+				log.Warn(d.Reason, zap.String("key", "authz.refused"))
+				return &schema.ClientReply{Id: req.GetId(), Status: authz.StatusForbidden, Error: d.Reason}
+			}
 			flight.enter()
 			defer flight.leave(req.GetUpgradeConfig() != nil)
-			return answer(req, rnp.Load(), peers, self)
+			return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), peers, self)
 		},
 	})
 	if err != nil {
@@ -225,8 +236,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}
 }
 
-// answer serves a client request from the runner's published status.
-func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int) *schema.ClientReply {
+// answer serves an authorised client request from the runner's published
+// status; caller is the client certificate's CN, sanitised.
+func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, peers []Peer, self int) *schema.ClientReply {
 	rep := &schema.ClientReply{Id: req.GetId()}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
@@ -268,7 +280,7 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 		}
 		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
 	case *schema.ClientRequest_UpgradeConfig:
-		return answerUpgrade(rep, op.UpgradeConfig, rn)
+		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
 	case *schema.ClientRequest_Job:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -285,27 +297,18 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 	return rep
 }
 
-// UpgradePeer is the caller name the daemon gives the node for the
-// OP_upgradeConfig log line ("... by CN=%s"): the transport's Client
-// callback does not pass the client certificate's CN to the handler, so
-// the caller cannot be named here (the transport names a client's CN only
-// in its debug diagnostics of failed connections).
-const UpgradePeer = "admin client"
-
-// Errno-style statuses of refused upgrades that sm has no constant for.
-const (
-	statusEPERM int32 = -1
-	statusEBUSY int32 = -16
-)
+// statusEBUSY: a refused upgrade while one is in progress (sm has no
+// constant for it).
+const statusEBUSY int32 = -16
 
 // answerUpgrade runs OP_upgradeConfig (seed 002 §6) through the node. The
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
-func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, rn *runner.Runner) *schema.ClientReply {
+func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *schema.ClientReply {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), UpgradePeer)
+	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
 	if err != nil { // sent to the node, never answered: maybe saved
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
@@ -325,7 +328,7 @@ func upgradeStatus(msg string) int32 {
 	case strings.HasPrefix(msg, "Not primary"):
 		return sm.StatusEAGAIN
 	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
-		return statusEPERM
+		return authz.StatusForbidden
 	case strings.HasPrefix(msg, "an upgrade is already in progress"):
 		return statusEBUSY
 	case strings.HasPrefix(msg, "Failed to save"):

@@ -15,7 +15,8 @@
 //     the message. Nothing is written back: replies travel on the
 //     connection the other controller dials to us.
 //   - CLIENT: an operator tool or worker with any CA-signed certificate.
-//     Each ClientRequest is answered, in order, by Config.Client.
+//     Each ClientRequest is answered, in order, by Config.Client, which
+//     gets the certificate's CN and decides what that CN may do.
 //
 // A frame over the size limit, an undecodable frame or a bad Hello closes
 // the connection (logged); nothing here panics on input.
@@ -110,10 +111,12 @@ type Config struct {
 	// failures — the latter once per change of error); nil discards them.
 	Logf func(format string, args ...any)
 	// Client answers client requests, one at a time per connection, from
-	// the connection's goroutine. It may be nil: requests are then answered
-	// with wire.StatusUnsupported "no handler". The reply's id is set by
-	// the transport; a nil reply is answered wire.StatusInternal.
-	Client func(req *schema.ClientRequest) *schema.ClientReply
+	// the connection's goroutine; cn is the verified certificate's common
+	// name (raw: sanitise it before logging), for the handler's
+	// authorisation (package authz). It may be nil: requests are then
+	// answered with wire.StatusUnsupported "no handler". The reply's id is
+	// set by the transport; a nil reply is answered wire.StatusInternal.
+	Client func(cn string, req *schema.ClientRequest) *schema.ClientReply
 }
 
 // Inbound is one message received from a peer. From is the sender's index
@@ -685,7 +688,7 @@ func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn,
 			}
 			return
 		}
-		rep := t.answer(req)
+		rep := t.answer(cn, req)
 		if err := raw.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
 			return
 		}
@@ -705,14 +708,14 @@ func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn,
 	}
 }
 
-func (t *Transport) answer(req *schema.ClientRequest) *schema.ClientReply {
+func (t *Transport) answer(cn string, req *schema.ClientRequest) *schema.ClientReply {
 	if req.GetOp() == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "unsupported operation"}
 	}
 	if t.cfg.Client == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "no handler"}
 	}
-	rep := t.cfg.Client(req)
+	rep := t.cfg.Client(cn, req)
 	if rep == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "handler gave no reply"}
 	}
