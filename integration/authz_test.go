@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,4 +94,79 @@ func TestAuthorisationByRole(t *testing.T) {
 		t.Fatalf("admin push: exit %d: %s", code, out)
 	}
 	waitLog(t, c, 0, off, "by CN=admin — requesting restart", 5*time.Second)
+}
+
+// test_lost_and_found_drain (seed §14.4) against a real process: a config
+// push removes a queue holding two jobs, the restarted primary's recovery
+// sidelines them in lost_and_found; a worker may not drain them, an admin
+// does (one logged record), and lost_and_found is then empty, also after
+// another restart replays the drain.
+func TestLostAndFoundDrainCLI(t *testing.T) {
+	c := newCluster(t, 1, fastTimings...)
+	install(t, c, 0, configBlob(t, "drain-before", 2, 8))
+	start(t, c, 0)
+	waitRole(t, c, 0, "primary", 15*time.Second)
+	keep, gone := "q000001-xxxxxxxx", "q000002-xxxxxxxx"
+	for _, q := range []string{gone, gone, keep} {
+		if out, code := toolAs(t, c, "xcecli", "worker", "job", "submit", "--queue", q, "--payload", "j"); code != 0 {
+			t.Fatalf("submit to %s: exit %d: %s", q, code, out)
+		}
+	}
+	next := filepath.Join(t.TempDir(), "one-queue.bin")
+	if err := os.WriteFile(next, configBlob(t, "drain-after", 1, 8), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exited := c.Exited(0)
+	if out, code := toolAs(t, c, "xce-config", "admin", "push", "--blob", next); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, out)
+	}
+	if code := exitCode(t, exited); code != 0 {
+		t.Fatalf("exit code %d after the push, want 0", code)
+	}
+	restart := func() {
+		t.Helper()
+		start(t, c, 0)
+		waitRole(t, c, 0, "primary", 15*time.Second)
+	}
+	restart()
+	waitLog(t, c, 0, 0, "lost_and_found_job_count=2", 5*time.Second)
+	count := func(queue string) int {
+		t.Helper()
+		out, code := toolAs(t, c, "xcecli", "admin", "job", "list", "--queue", queue, "-o", "json")
+		if code != 0 {
+			t.Fatalf("list %s: exit %d: %s", queue, code, out)
+		}
+		return strings.Count(out, `"id"`)
+	}
+	if n := count("lost_and_found"); n != 2 {
+		t.Fatalf("lost_and_found holds %d jobs, want 2", n)
+	}
+
+	out, code := toolAs(t, c, "xcecli", "worker", "lost-and-found", "drain", "--to-queue", keep)
+	if code != 1 || !strings.Contains(out, `Not authorised — job lost-and-found-drain needs the admin role; certificate "worker" has the worker role`) {
+		t.Fatalf("worker drain: exit %d: %s", code, out)
+	}
+	if n := count("lost_and_found"); n != 2 {
+		t.Fatalf("after the refused drain lost_and_found holds %d jobs, want 2", n)
+	}
+	out, code = toolAs(t, c, "xcecli", "admin", "lost-and-found", "drain", "--to-queue", keep)
+	if code != 0 || !strings.Contains(out, "moved 2 sidelined job(s) to queue "+keep) {
+		t.Fatalf("admin drain: exit %d: %s", code, out)
+	}
+	if a, b := count("lost_and_found"), count(keep); a != 0 || b != 3 {
+		t.Fatalf("after the drain: lost_and_found %d, %s %d; want 0 and 3", a, keep, b)
+	}
+
+	// The drain is a logged record: a restart replays it after the routing.
+	off := logOffset(c, 0)
+	if code := stop(t, c, 0, syscall.SIGTERM); code != 0 {
+		t.Fatalf("stop: exit %d", code)
+	}
+	restart()
+	if a, b := count("lost_and_found"), count(keep); a != 0 || b != 3 {
+		t.Fatalf("after a restart: lost_and_found %d, %s %d; want 0 and 3", a, keep, b)
+	}
+	if strings.Contains(logSince(c, 0, off), "lost_and_found_job_count=") {
+		t.Fatalf("the restart still reports sidelined jobs:\n%s", logSince(c, 0, off))
+	}
 }

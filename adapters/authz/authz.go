@@ -153,7 +153,7 @@ func Need(req *schema.ClientRequest) (Role, string) {
 			schema.JobRequest_RETRY, schema.JobRequest_FAIL, schema.JobRequest_CANCEL,
 			schema.JobRequest_GET, schema.JobRequest_LIST, schema.JobRequest_REGISTER, schema.JobRequest_UNREGISTER:
 			return RoleWorker, name
-		default: // redrive, sweep, tick and what this build does not know
+		default: // redrive, sweep, tick, lost-and-found drain and what this build does not know
 			return RoleAdmin, name
 		}
 	default:

@@ -56,6 +56,8 @@ func TestDecide(t *testing.T) {
 		{"worker redrive", open, "alice", job(schema.JobRequest_REDRIVE), false, RoleWorker, "job redrive needs the admin role"},
 		{"worker sweep", open, "alice", job(schema.JobRequest_SWEEP), false, RoleWorker, "job sweep needs the admin role"},
 		{"worker tick", open, "alice", job(schema.JobRequest_TICK), false, RoleWorker, "job tick needs the admin role"},
+		{"worker drain", open, "alice", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), false, RoleWorker, "job lost-and-found-drain needs the admin role"},
+		{"admin drain", open, "ops", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), true, RoleAdmin, ""},
 		{"worker unknown kind", open, "alice", job(schema.JobRequest_Kind(99)), false, RoleWorker, "needs the admin role"},
 		{"worker no op", open, "alice", noOp, false, RoleWorker, "unknown operation needs the admin role"},
 		{"admin upgrade", open, "ops", upgrade, true, RoleAdmin, ""},
