@@ -287,6 +287,7 @@ type StatusReply struct {
 	CommitLsn           uint64          `protobuf:"varint,15,opt,name=commit_lsn,json=commitLsn,proto3" json:"commit_lsn,omitempty"`            // primary, quorum mode: last LSN durable on a majority
 	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                                // primary: each other peer's copy of the log
 	PeersMismatch       []string        `protobuf:"bytes,17,rep,name=peers_mismatch,json=peersMismatch,proto3" json:"peers_mismatch,omitempty"` // peers running with another --peers list (ignored)
+	CertNotAfter        int64           `protobuf:"varint,18,opt,name=cert_not_after,json=certNotAfter,proto3" json:"cert_not_after,omitempty"` // Unix seconds: when this controller's own certificate expires
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -438,6 +439,13 @@ func (x *StatusReply) GetPeersMismatch() []string {
 		return x.PeersMismatch
 	}
 	return nil
+}
+
+func (x *StatusReply) GetCertNotAfter() int64 {
+	if x != nil {
+		return x.CertNotAfter
+	}
+	return 0
 }
 
 // A primary's view of one peer's replication.
@@ -620,8 +628,8 @@ type ClientRequest_Config struct {
 }
 
 type ClientRequest_UpgradeConfig struct {
-	// OP_upgradeConfig (seed 002 §6), served by the primary only and only
-	// when it runs with --enable-upgrade-config (§5.3).
+	// OP_upgradeConfig (seed 002 §6), served by the primary only, to an
+	// admin certificate (--admin-cn; it replaces the gate of §5.3).
 	UpgradeConfig *UpgradeConfigRequest `protobuf:"bytes,13,opt,name=upgrade_config,json=upgradeConfig,proto3,oneof"`
 }
 
@@ -1307,7 +1315,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\xac\x04\n" +
+	"\rStatusRequest\"\xd2\x04\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +
@@ -1329,7 +1337,8 @@ const file_client_proto_rawDesc = "" +
 	"\n" +
 	"commit_lsn\x18\x0f \x01(\x04R\tcommitLsn\x124\n" +
 	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\x12%\n" +
-	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\"m\n" +
+	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\x12$\n" +
+	"\x0ecert_not_after\x18\x12 \x01(\x03R\fcertNotAfter\"m\n" +
 	"\fStandbyState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +

@@ -50,8 +50,10 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.BoolVar(&cfg.WALRepair, "wal-repair", false, "truncate the WAL at a corruption instead of refusing to start (records after it are lost)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug|info|warn|error")
 	f.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console|json")
-	// Authorisation (package authz; docs/operations.md, "Roles").
+	// Authorisation (package authz; docs/operations.md, "Roles") and the
+	// SIGHUP reload (reload.go).
 	f.StringSliceVar(&cfg.AdminCN, "admin-cn", nil, "certificate CNs with the admin role (repeat or comma-separate): OP_upgradeConfig (xce-config push), redrive, sweep, tick, lost-and-found drain, and every worker operation; without it OP_upgradeConfig is refused")
+	f.StringVar(&cfg.LogLevelFile, "log-level-file", "", "file holding the log level (debug|info|warn|error); read at start (it wins over --log-level) and again on SIGHUP, which also reloads --cert, --key and --ca")
 	f.StringSliceVar(&cfg.ClientCN, "client-cn", nil, "certificate CNs with the worker role (repeat or comma-separate): status, config and the job operations; absent: any CA-signed certificate that is not a controller in --peers")
 	for _, req := range []string{"peers", "name", "cert", "key", "ca"} {
 		_ = c.MarkFlagRequired(req)

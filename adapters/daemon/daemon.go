@@ -3,15 +3,18 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
@@ -48,6 +51,8 @@ type Config struct {
 	// nil admits any CA-signed client that is not a peer as a worker.
 	// OP_upgradeConfig is enabled only when AdminCN is not empty.
 	AdminCN, ClientCN []string
+	// LogLevelFile holds the log level, read at start and on SIGHUP.
+	LogLevelFile string
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -66,13 +71,13 @@ func DefaultConfig() Config {
 // exits (its code: 0 for a requested restart, 1 for FATAL). Setup errors
 // are FATAL too: logged, and exit code 1.
 func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
-	log, _, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
+	log, level, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
 	if err != nil {
 		fmt.Fprintln(logOut, "FATAL", err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	code, err := run(ctx, cfg, log)
+	code, err := run(ctx, cfg, log, level)
 	if err != nil {
 		log.Error("FATAL "+err.Error(), zap.String("key", "fatal.startup"))
 		return 1
@@ -80,7 +85,14 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
 	return code
 }
 
-func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
+func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel) (int, error) {
+	if cfg.LogLevelFile != "" {
+		lvl, err := readLevelFile(cfg.LogLevelFile)
+		if err != nil {
+			return 1, fmt.Errorf("--log-level-file: %w", err)
+		}
+		level.SetLevel(lvl)
+	}
 	peers, warnings, err := ParsePeers(cfg.Peers)
 	if err != nil {
 		return 1, err
@@ -149,7 +161,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	// "starting" until then.
 	var rnp atomic.Pointer[runner.Runner]
 	var flight clientFlight
-	tr, err := transport.New(transport.Config{
+	var tr *transport.Transport // set before the listener starts
+	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
@@ -163,7 +176,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 			}
 			flight.enter()
 			defer flight.leave(req.GetUpgradeConfig() != nil)
-			return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), peers, self)
+			return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
 		},
 	})
 	if err != nil {
@@ -171,6 +184,20 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	rl := &reloader{cfg: cfg, tr: tr, level: level, log: log, now: time.Now}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				rl.reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	// Bind before the node runs: a node that cannot be reached must not
 	// stand for election (it would promote with no peer able to see it).
 	if err := tr.Bind(ctx); err != nil {
@@ -237,8 +264,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 }
 
 // answer serves an authorised client request from the runner's published
-// status; caller is the client certificate's CN, sanitised.
-func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, peers []Peer, self int) *schema.ClientReply {
+// status; caller is the client certificate's CN, sanitised, and own the
+// node's certificate in use.
+func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
 	rep := &schema.ClientReply{Id: req.GetId()}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
@@ -256,7 +284,7 @@ func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, peers [
 			Primary: int32(st.Primary), PrimaryName: pname, ConfigTag: st.ConfigTag, ConfigGeneration: st.Generation,
 			ConfigStale: st.Stale, Serving: st.Serving,
 			Mode: "seed", AckedWithoutStandby: st.AckedWithoutStandby, Degraded: st.AckedWithoutStandby > 0,
-			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN,
+			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN, CertNotAfter: own.NotAfter.Unix(),
 		}
 		for _, p := range st.PeersMismatch {
 			if p >= 0 && p < len(peers) {
