@@ -1,7 +1,9 @@
 // Package fuzz holds xce's native Go fuzz targets for everything decoded
 // from disk or the network: the conf/current pointer file
-// (FuzzParsePointer), the ClusterConfig blob (FuzzDecodeClusterConfig) and
-// controller wire frames (FuzzWireDecode, FuzzReadFrame). Seed corpora live
-// in testdata/fuzz/<FuzzName>/ and run as ordinary tests under `go test`;
-// `make fuzz` runs each target for FUZZTIME.
+// (FuzzParsePointer), the ClusterConfig blob (FuzzDecodeClusterConfig),
+// controller wire frames (FuzzWireDecode, FuzzReadFrame), the doors
+// (FuzzClientRequest, FuzzHello, FuzzYAML) and the authorisation decision
+// (FuzzAuthorize). Seed corpora live in testdata/fuzz/<FuzzName>/ and run
+// as ordinary tests under `go test`; `make fuzz` runs each target for
+// FUZZTIME.
 package fuzz

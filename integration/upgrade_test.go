@@ -25,8 +25,9 @@ import (
 	"xce/sm"
 )
 
-// upgradeArgs are the node flags of the upgrade tests.
-var upgradeArgs = append([]string{"--enable-upgrade-config"}, fastTimings...)
+// upgradeArgs are the node flags of the upgrade tests (the harness's
+// cluster gives every node --admin-cn admin, which enables upgrades).
+var upgradeArgs = fastTimings
 
 // pushCLI runs `xce-config push --blob` against peers (the cluster's
 // --peers string unless given) and returns its combined output and exit
@@ -129,7 +130,7 @@ func TestUpgradeConfigPushesToStandby(t *testing.T) {
 	if code := exitCode(t, exited); code != 0 {
 		t.Fatalf("n0 exit code %d after the upgrade, want 0 (restart)", code)
 	}
-	waitLog(t, c, 0, off, "Config upgraded to tag="+tagHex(saved)+" by CN=admin client — requesting restart (pushed to 2 standbys)", time.Second)
+	waitLog(t, c, 0, off, "Config upgraded to tag="+tagHex(saved)+" by CN=admin — requesting restart (pushed to 2 standbys)", time.Second)
 	verifyConf(t, c, 0, saved)
 	verifyConf(t, c, 1, saved)
 	verifyConf(t, c, 2, saved)
@@ -228,21 +229,23 @@ func TestUpgradeConfigNoStandbys(t *testing.T) {
 	verifyConf(t, c, 0, again)
 }
 
-// A node without --enable-upgrade-config (the default, §5.3) refuses:
-// push exits 1 with the reason, the node keeps running and conf/ is
-// untouched.
+// A node without --admin-cn (the default; it replaces the §5.3 gate)
+// refuses: push exits 1 with the reason, the node keeps running and
+// conf/ is untouched.
 func TestUpgradeConfigDisabledRefuses(t *testing.T) {
 	c := newCluster(t, 1, fastTimings...)
+	c.AdminCN = nil
 	old := configBlob(t, "disabled", 2, 8)
 	install(t, c, 0, old)
 	start(t, c, 0)
 	waitRole(t, c, 0, "primary", 15*time.Second)
 	before := snapshotDir(t, confDir(c, 0))
 	out, code := pushCLI(t, c, configBlob(t, "refused", 3, 8), "")
-	if code != 1 || !strings.Contains(out, "OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)") {
+	refusal := `Not authorised — OP_upgradeConfig needs the admin role; certificate "admin" has the worker role; this controller allows no admin (start it with --admin-cn)`
+	if code != 1 || !strings.Contains(out, refusal) {
 		t.Fatalf("push: exit %d, output %q", code, out)
 	}
-	waitLog(t, c, 0, 0, "OP_upgradeConfig from admin client refused: OP_upgradeConfig is disabled", time.Second)
+	waitLog(t, c, 0, 0, refusal, time.Second)
 	time.Sleep(200 * time.Millisecond)
 	if !c.Running(0) {
 		t.Fatal("the node exited after a refused upgrade")

@@ -99,6 +99,9 @@ const (
 	JobRequest_GET              JobRequest_Kind = 14
 	JobRequest_LIST             JobRequest_Kind = 15
 	JobRequest_ENQUEUE_BATCH    JobRequest_Kind = 16 // payloads: one job each, same options
+	// Every job sidelined in lost_and_found (its queue, or its pin) moved
+	// to queue/host, or deleted with cancel (admin only).
+	JobRequest_LOST_AND_FOUND_DRAIN JobRequest_Kind = 17
 )
 
 // Enum value maps for JobRequest_Kind.
@@ -121,25 +124,27 @@ var (
 		14: "GET",
 		15: "LIST",
 		16: "ENQUEUE_BATCH",
+		17: "LOST_AND_FOUND_DRAIN",
 	}
 	JobRequest_Kind_value = map[string]int32{
-		"KIND_UNSPECIFIED": 0,
-		"ENQUEUE":          1,
-		"CLAIM":            2,
-		"ACK":              3,
-		"ACK_BATCH":        4,
-		"HEARTBEAT":        5,
-		"RETRY":            6,
-		"FAIL":             7,
-		"CANCEL":           8,
-		"REDRIVE":          9,
-		"SWEEP":            10,
-		"REGISTER":         11,
-		"UNREGISTER":       12,
-		"TICK":             13,
-		"GET":              14,
-		"LIST":             15,
-		"ENQUEUE_BATCH":    16,
+		"KIND_UNSPECIFIED":     0,
+		"ENQUEUE":              1,
+		"CLAIM":                2,
+		"ACK":                  3,
+		"ACK_BATCH":            4,
+		"HEARTBEAT":            5,
+		"RETRY":                6,
+		"FAIL":                 7,
+		"CANCEL":               8,
+		"REDRIVE":              9,
+		"SWEEP":                10,
+		"REGISTER":             11,
+		"UNREGISTER":           12,
+		"TICK":                 13,
+		"GET":                  14,
+		"LIST":                 15,
+		"ENQUEUE_BATCH":        16,
+		"LOST_AND_FOUND_DRAIN": 17,
 	}
 )
 
@@ -282,6 +287,7 @@ type StatusReply struct {
 	CommitLsn           uint64          `protobuf:"varint,15,opt,name=commit_lsn,json=commitLsn,proto3" json:"commit_lsn,omitempty"`            // primary, quorum mode: last LSN durable on a majority
 	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                                // primary: each other peer's copy of the log
 	PeersMismatch       []string        `protobuf:"bytes,17,rep,name=peers_mismatch,json=peersMismatch,proto3" json:"peers_mismatch,omitempty"` // peers running with another --peers list (ignored)
+	CertNotAfter        int64           `protobuf:"varint,18,opt,name=cert_not_after,json=certNotAfter,proto3" json:"cert_not_after,omitempty"` // Unix seconds: when this controller's own certificate expires
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -433,6 +439,13 @@ func (x *StatusReply) GetPeersMismatch() []string {
 		return x.PeersMismatch
 	}
 	return nil
+}
+
+func (x *StatusReply) GetCertNotAfter() int64 {
+	if x != nil {
+		return x.CertNotAfter
+	}
+	return 0
 }
 
 // A primary's view of one peer's replication.
@@ -615,8 +628,8 @@ type ClientRequest_Config struct {
 }
 
 type ClientRequest_UpgradeConfig struct {
-	// OP_upgradeConfig (seed 002 §6), served by the primary only and only
-	// when it runs with --enable-upgrade-config (§5.3).
+	// OP_upgradeConfig (seed 002 §6), served by the primary only, to an
+	// admin certificate (--admin-cn; it replaces the gate of §5.3).
 	UpgradeConfig *UpgradeConfigRequest `protobuf:"bytes,13,opt,name=upgrade_config,json=upgradeConfig,proto3,oneof"`
 }
 
@@ -790,6 +803,7 @@ type JobRequest struct {
 	Fire          *WalFireOpts           `protobuf:"bytes,17,opt,name=fire,proto3" json:"fire,omitempty"`
 	Payloads      [][]byte               `protobuf:"bytes,18,rep,name=payloads,proto3" json:"payloads,omitempty"`               // ENQUEUE_BATCH
 	AfterId       uint64                 `protobuf:"varint,19,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"` // LIST: only jobs with a larger id (the next page)
+	Cancel        bool                   `protobuf:"varint,20,opt,name=cancel,proto3" json:"cancel,omitempty"`                  // LOST_AND_FOUND_DRAIN: delete instead of move
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +969,13 @@ func (x *JobRequest) GetAfterId() uint64 {
 		return x.AfterId
 	}
 	return 0
+}
+
+func (x *JobRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 type JobReply struct {
@@ -1294,7 +1315,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\xac\x04\n" +
+	"\rStatusRequest\"\xd2\x04\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +
@@ -1316,7 +1337,8 @@ const file_client_proto_rawDesc = "" +
 	"\n" +
 	"commit_lsn\x18\x0f \x01(\x04R\tcommitLsn\x124\n" +
 	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\x12%\n" +
-	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\"m\n" +
+	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\x12$\n" +
+	"\x0ecert_not_after\x18\x12 \x01(\x03R\fcertNotAfter\"m\n" +
 	"\fStandbyState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1339,7 +1361,7 @@ const file_client_proto_rawDesc = "" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +
 	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReply\x12R\n" +
 	"\x14upgrade_config_reply\x18\r \x01(\v2\x1e.xce.schema.UpgradeConfigReplyH\x00R\x12upgradeConfigReplyB\x06\n" +
-	"\x04body\"\x89\x06\n" +
+	"\x04body\"\xbb\x06\n" +
 	"\n" +
 	"JobRequest\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.xce.schema.JobRequest.KindR\x04kind\x12\x14\n" +
@@ -1361,7 +1383,8 @@ const file_client_proto_rawDesc = "" +
 	"\x04spec\x18\x10 \x01(\tR\x04spec\x12+\n" +
 	"\x04fire\x18\x11 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1a\n" +
 	"\bpayloads\x18\x12 \x03(\fR\bpayloads\x12\x19\n" +
-	"\bafter_id\x18\x13 \x01(\x04R\aafterId\"\xe2\x01\n" +
+	"\bafter_id\x18\x13 \x01(\x04R\aafterId\x12\x16\n" +
+	"\x06cancel\x18\x14 \x01(\bR\x06cancel\"\xfc\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aENQUEUE\x10\x01\x12\t\n" +
@@ -1382,7 +1405,8 @@ const file_client_proto_rawDesc = "" +
 	"\x04TICK\x10\r\x12\a\n" +
 	"\x03GET\x10\x0e\x12\b\n" +
 	"\x04LIST\x10\x0f\x12\x11\n" +
-	"\rENQUEUE_BATCH\x10\x10\"\xd9\x01\n" +
+	"\rENQUEUE_BATCH\x10\x10\x12\x18\n" +
+	"\x14LOST_AND_FOUND_DRAIN\x10\x11\"\xd9\x01\n" +
 	"\bJobReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12+\n" +

@@ -904,6 +904,70 @@ func (x *WalRedrive) GetId() uint64 {
 	return 0
 }
 
+// DrainLostAndFound(now, queue, host, cancel): every job sidelined in
+// lost_and_found (its queue or its pin) moved to queue (jobs of that
+// queue) and host (jobs pinned to it; "" unpins), or, with cancel,
+// deleted (seed 002 §6.5: operators reassign or cancel them).
+type WalLostAndFoundDrain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Cancel        bool                   `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalLostAndFoundDrain) Reset() {
+	*x = WalLostAndFoundDrain{}
+	mi := &file_wal_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalLostAndFoundDrain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalLostAndFoundDrain) ProtoMessage() {}
+
+func (x *WalLostAndFoundDrain) ProtoReflect() protoreflect.Message {
+	mi := &file_wal_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalLostAndFoundDrain.ProtoReflect.Descriptor instead.
+func (*WalLostAndFoundDrain) Descriptor() ([]byte, []int) {
+	return file_wal_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WalLostAndFoundDrain) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *WalLostAndFoundDrain) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *WalLostAndFoundDrain) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
 // Options of the jobs a schedule fires.
 type WalFireOpts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -915,7 +979,7 @@ type WalFireOpts struct {
 
 func (x *WalFireOpts) Reset() {
 	*x = WalFireOpts{}
-	mi := &file_wal_proto_msgTypes[13]
+	mi := &file_wal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +991,7 @@ func (x *WalFireOpts) String() string {
 func (*WalFireOpts) ProtoMessage() {}
 
 func (x *WalFireOpts) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[13]
+	mi := &file_wal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1004,7 @@ func (x *WalFireOpts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalFireOpts.ProtoReflect.Descriptor instead.
 func (*WalFireOpts) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{13}
+	return file_wal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WalFireOpts) GetPriority() int32 {
@@ -973,7 +1037,7 @@ type WalRegister struct {
 
 func (x *WalRegister) Reset() {
 	*x = WalRegister{}
-	mi := &file_wal_proto_msgTypes[14]
+	mi := &file_wal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1049,7 @@ func (x *WalRegister) String() string {
 func (*WalRegister) ProtoMessage() {}
 
 func (x *WalRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[14]
+	mi := &file_wal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1062,7 @@ func (x *WalRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRegister.ProtoReflect.Descriptor instead.
 func (*WalRegister) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{14}
+	return file_wal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WalRegister) GetName() string {
@@ -1060,7 +1124,7 @@ type WalUnregister struct {
 
 func (x *WalUnregister) Reset() {
 	*x = WalUnregister{}
-	mi := &file_wal_proto_msgTypes[15]
+	mi := &file_wal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1136,7 @@ func (x *WalUnregister) String() string {
 func (*WalUnregister) ProtoMessage() {}
 
 func (x *WalUnregister) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[15]
+	mi := &file_wal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1149,7 @@ func (x *WalUnregister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalUnregister.ProtoReflect.Descriptor instead.
 func (*WalUnregister) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{15}
+	return file_wal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WalUnregister) GetName() string {
@@ -1104,7 +1168,7 @@ type WalTick struct {
 
 func (x *WalTick) Reset() {
 	*x = WalTick{}
-	mi := &file_wal_proto_msgTypes[16]
+	mi := &file_wal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1180,7 @@ func (x *WalTick) String() string {
 func (*WalTick) ProtoMessage() {}
 
 func (x *WalTick) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[16]
+	mi := &file_wal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1193,7 @@ func (x *WalTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalTick.ProtoReflect.Descriptor instead.
 func (*WalTick) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{16}
+	return file_wal_proto_rawDescGZIP(), []int{17}
 }
 
 // The first record a primary logs in its term: once a majority holds it,
@@ -1144,7 +1208,7 @@ type WalNoop struct {
 
 func (x *WalNoop) Reset() {
 	*x = WalNoop{}
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1220,7 @@ func (x *WalNoop) String() string {
 func (*WalNoop) ProtoMessage() {}
 
 func (x *WalNoop) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[17]
+	mi := &file_wal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1233,7 @@ func (x *WalNoop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalNoop.ProtoReflect.Descriptor instead.
 func (*WalNoop) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{17}
+	return file_wal_proto_rawDescGZIP(), []int{18}
 }
 
 type WalRecord struct {
@@ -1197,6 +1261,7 @@ type WalRecord struct {
 	//	*WalRecord_Tick
 	//	*WalRecord_EnqueueBatch
 	//	*WalRecord_Noop
+	//	*WalRecord_LostAndFoundDrain
 	Op            isWalRecord_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1204,7 +1269,7 @@ type WalRecord struct {
 
 func (x *WalRecord) Reset() {
 	*x = WalRecord{}
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1281,7 @@ func (x *WalRecord) String() string {
 func (*WalRecord) ProtoMessage() {}
 
 func (x *WalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[18]
+	mi := &file_wal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1294,7 @@ func (x *WalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalRecord.ProtoReflect.Descriptor instead.
 func (*WalRecord) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{18}
+	return file_wal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WalRecord) GetLsn() uint64 {
@@ -1395,6 +1460,15 @@ func (x *WalRecord) GetNoop() *WalNoop {
 	return nil
 }
 
+func (x *WalRecord) GetLostAndFoundDrain() *WalLostAndFoundDrain {
+	if x != nil {
+		if x, ok := x.Op.(*WalRecord_LostAndFoundDrain); ok {
+			return x.LostAndFoundDrain
+		}
+	}
+	return nil
+}
+
 type isWalRecord_Op interface {
 	isWalRecord_Op()
 }
@@ -1459,6 +1533,10 @@ type WalRecord_Noop struct {
 	Noop *WalNoop `protobuf:"bytes,24,opt,name=noop,proto3,oneof"`
 }
 
+type WalRecord_LostAndFoundDrain struct {
+	LostAndFoundDrain *WalLostAndFoundDrain `protobuf:"bytes,25,opt,name=lost_and_found_drain,json=lostAndFoundDrain,proto3,oneof"`
+}
+
 func (*WalRecord_Enqueue) isWalRecord_Op() {}
 
 func (*WalRecord_ClaimBatch) isWalRecord_Op() {}
@@ -1488,6 +1566,8 @@ func (*WalRecord_Tick) isWalRecord_Op() {}
 func (*WalRecord_EnqueueBatch) isWalRecord_Op() {}
 
 func (*WalRecord_Noop) isWalRecord_Op() {}
+
+func (*WalRecord_LostAndFoundDrain) isWalRecord_Op() {}
 
 // Every field of a job (queue.Job). `host` is the claimant, `pin` the
 // enqueue-time host restriction.
@@ -1523,7 +1603,7 @@ type SnapshotJob struct {
 
 func (x *SnapshotJob) Reset() {
 	*x = SnapshotJob{}
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1615,7 @@ func (x *SnapshotJob) String() string {
 func (*SnapshotJob) ProtoMessage() {}
 
 func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[19]
+	mi := &file_wal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1628,7 @@ func (x *SnapshotJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotJob.ProtoReflect.Descriptor instead.
 func (*SnapshotJob) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{19}
+	return file_wal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotJob) GetId() uint64 {
@@ -1721,7 +1801,7 @@ type SnapshotSchedule struct {
 
 func (x *SnapshotSchedule) Reset() {
 	*x = SnapshotSchedule{}
-	mi := &file_wal_proto_msgTypes[20]
+	mi := &file_wal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1813,7 @@ func (x *SnapshotSchedule) String() string {
 func (*SnapshotSchedule) ProtoMessage() {}
 
 func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[20]
+	mi := &file_wal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1826,7 @@ func (x *SnapshotSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSchedule.ProtoReflect.Descriptor instead.
 func (*SnapshotSchedule) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{20}
+	return file_wal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SnapshotSchedule) GetName() string {
@@ -1820,7 +1900,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_wal_proto_msgTypes[21]
+	mi := &file_wal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1912,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_wal_proto_msgTypes[21]
+	mi := &file_wal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1925,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_wal_proto_rawDescGZIP(), []int{21}
+	return file_wal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Snapshot) GetLsn() uint64 {
@@ -1954,7 +2034,11 @@ const file_wal_proto_rawDesc = "" +
 	"\x0fWalSweepExpired\"\x1c\n" +
 	"\n" +
 	"WalRedrive\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"F\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"X\n" +
+	"\x14WalLostAndFoundDrain\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"F\n" +
 	"\vWalFireOpts\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x05R\bpriority\x12\x1b\n" +
 	"\texpires_s\x18\x02 \x01(\x03R\bexpiresS\"\xdc\x01\n" +
@@ -1969,7 +2053,7 @@ const file_wal_proto_rawDesc = "" +
 	"\rWalUnregister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
 	"\aWalTick\"\t\n" +
-	"\aWalNoop\"\xe5\x06\n" +
+	"\aWalNoop\"\xba\a\n" +
 	"\tWalRecord\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\x03R\x03now\x12\x12\n" +
@@ -1992,7 +2076,8 @@ const file_wal_proto_rawDesc = "" +
 	"unregister\x12)\n" +
 	"\x04tick\x18\x16 \x01(\v2\x13.xce.schema.WalTickH\x00R\x04tick\x12B\n" +
 	"\renqueue_batch\x18\x17 \x01(\v2\x1b.xce.schema.WalEnqueueBatchH\x00R\fenqueueBatch\x12)\n" +
-	"\x04noop\x18\x18 \x01(\v2\x13.xce.schema.WalNoopH\x00R\x04noopB\x04\n" +
+	"\x04noop\x18\x18 \x01(\v2\x13.xce.schema.WalNoopH\x00R\x04noop\x12S\n" +
+	"\x14lost_and_found_drain\x18\x19 \x01(\v2 .xce.schema.WalLostAndFoundDrainH\x00R\x11lostAndFoundDrainB\x04\n" +
 	"\x02op\"\xfb\x04\n" +
 	"\vSnapshotJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
@@ -2058,31 +2143,32 @@ func file_wal_proto_rawDescGZIP() []byte {
 }
 
 var file_wal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_wal_proto_goTypes = []any{
-	(JobState)(0),            // 0: xce.schema.JobState
-	(*WalStamps)(nil),        // 1: xce.schema.WalStamps
-	(*WalHandle)(nil),        // 2: xce.schema.WalHandle
-	(*WalEnqueue)(nil),       // 3: xce.schema.WalEnqueue
-	(*WalEnqueueBatch)(nil),  // 4: xce.schema.WalEnqueueBatch
-	(*WalClaimBatch)(nil),    // 5: xce.schema.WalClaimBatch
-	(*WalAck)(nil),           // 6: xce.schema.WalAck
-	(*WalAckBatch)(nil),      // 7: xce.schema.WalAckBatch
-	(*WalHeartbeat)(nil),     // 8: xce.schema.WalHeartbeat
-	(*WalRetry)(nil),         // 9: xce.schema.WalRetry
-	(*WalFail)(nil),          // 10: xce.schema.WalFail
-	(*WalCancel)(nil),        // 11: xce.schema.WalCancel
-	(*WalSweepExpired)(nil),  // 12: xce.schema.WalSweepExpired
-	(*WalRedrive)(nil),       // 13: xce.schema.WalRedrive
-	(*WalFireOpts)(nil),      // 14: xce.schema.WalFireOpts
-	(*WalRegister)(nil),      // 15: xce.schema.WalRegister
-	(*WalUnregister)(nil),    // 16: xce.schema.WalUnregister
-	(*WalTick)(nil),          // 17: xce.schema.WalTick
-	(*WalNoop)(nil),          // 18: xce.schema.WalNoop
-	(*WalRecord)(nil),        // 19: xce.schema.WalRecord
-	(*SnapshotJob)(nil),      // 20: xce.schema.SnapshotJob
-	(*SnapshotSchedule)(nil), // 21: xce.schema.SnapshotSchedule
-	(*Snapshot)(nil),         // 22: xce.schema.Snapshot
+	(JobState)(0),                // 0: xce.schema.JobState
+	(*WalStamps)(nil),            // 1: xce.schema.WalStamps
+	(*WalHandle)(nil),            // 2: xce.schema.WalHandle
+	(*WalEnqueue)(nil),           // 3: xce.schema.WalEnqueue
+	(*WalEnqueueBatch)(nil),      // 4: xce.schema.WalEnqueueBatch
+	(*WalClaimBatch)(nil),        // 5: xce.schema.WalClaimBatch
+	(*WalAck)(nil),               // 6: xce.schema.WalAck
+	(*WalAckBatch)(nil),          // 7: xce.schema.WalAckBatch
+	(*WalHeartbeat)(nil),         // 8: xce.schema.WalHeartbeat
+	(*WalRetry)(nil),             // 9: xce.schema.WalRetry
+	(*WalFail)(nil),              // 10: xce.schema.WalFail
+	(*WalCancel)(nil),            // 11: xce.schema.WalCancel
+	(*WalSweepExpired)(nil),      // 12: xce.schema.WalSweepExpired
+	(*WalRedrive)(nil),           // 13: xce.schema.WalRedrive
+	(*WalLostAndFoundDrain)(nil), // 14: xce.schema.WalLostAndFoundDrain
+	(*WalFireOpts)(nil),          // 15: xce.schema.WalFireOpts
+	(*WalRegister)(nil),          // 16: xce.schema.WalRegister
+	(*WalUnregister)(nil),        // 17: xce.schema.WalUnregister
+	(*WalTick)(nil),              // 18: xce.schema.WalTick
+	(*WalNoop)(nil),              // 19: xce.schema.WalNoop
+	(*WalRecord)(nil),            // 20: xce.schema.WalRecord
+	(*SnapshotJob)(nil),          // 21: xce.schema.SnapshotJob
+	(*SnapshotSchedule)(nil),     // 22: xce.schema.SnapshotSchedule
+	(*Snapshot)(nil),             // 23: xce.schema.Snapshot
 }
 var file_wal_proto_depIdxs = []int32{
 	1,  // 0: xce.schema.WalEnqueue.stamps:type_name -> xce.schema.WalStamps
@@ -2093,7 +2179,7 @@ var file_wal_proto_depIdxs = []int32{
 	2,  // 5: xce.schema.WalRetry.handle:type_name -> xce.schema.WalHandle
 	2,  // 6: xce.schema.WalFail.handle:type_name -> xce.schema.WalHandle
 	1,  // 7: xce.schema.WalRegister.stamps:type_name -> xce.schema.WalStamps
-	14, // 8: xce.schema.WalRegister.fire:type_name -> xce.schema.WalFireOpts
+	15, // 8: xce.schema.WalRegister.fire:type_name -> xce.schema.WalFireOpts
 	3,  // 9: xce.schema.WalRecord.enqueue:type_name -> xce.schema.WalEnqueue
 	5,  // 10: xce.schema.WalRecord.claim_batch:type_name -> xce.schema.WalClaimBatch
 	6,  // 11: xce.schema.WalRecord.ack:type_name -> xce.schema.WalAck
@@ -2104,22 +2190,23 @@ var file_wal_proto_depIdxs = []int32{
 	11, // 16: xce.schema.WalRecord.cancel:type_name -> xce.schema.WalCancel
 	12, // 17: xce.schema.WalRecord.sweep_expired:type_name -> xce.schema.WalSweepExpired
 	13, // 18: xce.schema.WalRecord.redrive:type_name -> xce.schema.WalRedrive
-	15, // 19: xce.schema.WalRecord.register:type_name -> xce.schema.WalRegister
-	16, // 20: xce.schema.WalRecord.unregister:type_name -> xce.schema.WalUnregister
-	17, // 21: xce.schema.WalRecord.tick:type_name -> xce.schema.WalTick
+	16, // 19: xce.schema.WalRecord.register:type_name -> xce.schema.WalRegister
+	17, // 20: xce.schema.WalRecord.unregister:type_name -> xce.schema.WalUnregister
+	18, // 21: xce.schema.WalRecord.tick:type_name -> xce.schema.WalTick
 	4,  // 22: xce.schema.WalRecord.enqueue_batch:type_name -> xce.schema.WalEnqueueBatch
-	18, // 23: xce.schema.WalRecord.noop:type_name -> xce.schema.WalNoop
-	0,  // 24: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
-	1,  // 25: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
-	1,  // 26: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
-	14, // 27: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
-	20, // 28: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
-	21, // 29: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	19, // 23: xce.schema.WalRecord.noop:type_name -> xce.schema.WalNoop
+	14, // 24: xce.schema.WalRecord.lost_and_found_drain:type_name -> xce.schema.WalLostAndFoundDrain
+	0,  // 25: xce.schema.SnapshotJob.state:type_name -> xce.schema.JobState
+	1,  // 26: xce.schema.SnapshotJob.stamps:type_name -> xce.schema.WalStamps
+	1,  // 27: xce.schema.SnapshotSchedule.stamps:type_name -> xce.schema.WalStamps
+	15, // 28: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
+	21, // 29: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
+	22, // 30: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_wal_proto_init() }
@@ -2127,7 +2214,7 @@ func file_wal_proto_init() {
 	if File_wal_proto != nil {
 		return
 	}
-	file_wal_proto_msgTypes[18].OneofWrappers = []any{
+	file_wal_proto_msgTypes[19].OneofWrappers = []any{
 		(*WalRecord_Enqueue)(nil),
 		(*WalRecord_ClaimBatch)(nil),
 		(*WalRecord_Ack)(nil),
@@ -2143,6 +2230,7 @@ func file_wal_proto_init() {
 		(*WalRecord_Tick)(nil),
 		(*WalRecord_EnqueueBatch)(nil),
 		(*WalRecord_Noop)(nil),
+		(*WalRecord_LostAndFoundDrain)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2150,7 +2238,7 @@ func file_wal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wal_proto_rawDesc), len(file_wal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

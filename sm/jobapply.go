@@ -18,7 +18,9 @@ type router struct {
 	hosts     map[string]bool
 	resources map[uint32]bool
 	warn      func(what string, id string) // replay only
-	routed    int                          // jobs routed to lost_and_found
+	// routed counts the jobs routed to lost_and_found: the seed's
+	// lost_and_found_job_count (§6.5), reset by a drain.
+	routed int
 }
 
 func newRouter(c *schema.ClusterConfig) *router {
@@ -173,6 +175,8 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 		rec.Op = &schema.WalRecord_Unregister{Unregister: &schema.WalUnregister{Name: req.Name}}
 	case JobTick:
 		rec.Op = &schema.WalRecord_Tick{Tick: &schema.WalTick{}}
+	case JobDrainLostAndFound:
+		rec.Op = &schema.WalRecord_LostAndFoundDrain{LostAndFoundDrain: &schema.WalLostAndFoundDrain{Queue: req.Queue, Host: req.Host, Cancel: req.Cancel}}
 	default:
 		return nil, fmt.Errorf("operation %s is not logged", req.Kind)
 	}
@@ -261,6 +265,19 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 	case *schema.WalRecord_Tick:
 		rep.Jobs = q.Tick(now)
 		rep.OK = true
+	case *schema.WalRecord_LostAndFoundDrain:
+		d := op.LostAndFoundDrain
+		// On replay a target since removed resolves to lost_and_found,
+		// which the queue refuses: the jobs stay sidelined.
+		to, host := d.GetQueue(), d.GetHost()
+		if !d.GetCancel() {
+			to, host = r.queue(to, false), r.host(host)
+		}
+		rep.Moved = q.DrainSidelined(now, LostAndFound, to, host, d.GetCancel())
+		rep.OK = d.GetCancel() || to != LostAndFound && host != LostAndFound
+		if rep.OK {
+			r.routed = 0
+		}
 	case *schema.WalRecord_Noop:
 		// A term's first record: its jobs get ids no other term's history
 		// handed out.

@@ -22,10 +22,14 @@ const (
 	JobGet          // read
 	JobList         // read
 	JobEnqueueBatch // Payloads: one job each, same options
+	// JobDrainLostAndFound: every job sidelined in lost_and_found (its
+	// queue or its pin) moved to Queue and Host, or deleted with Cancel
+	// (seed 002 §6.5); resets lost_and_found_job_count.
+	JobDrainLostAndFound
 	jobKindEnd
 )
 
-var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list", "enqueue-batch"}
+var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list", "enqueue-batch", "lost-and-found-drain"}
 
 func (k JobKind) String() string {
 	if k == 0 || k >= jobKindEnd {
@@ -62,6 +66,7 @@ type JobRequest struct {
 	Spec     string // schedule spec, "@every 5m"
 	Fire     queue.FireOpts
 	AfterID  uint64 // list: only jobs with a larger ID (the next page)
+	Cancel   bool   // lost-and-found drain: delete instead of move
 }
 
 // ClientOp is a client request arriving at the node.
@@ -81,7 +86,7 @@ type Reply struct {
 	OK      bool
 	OKs     []bool
 	Jobs    []queue.Job
-	Moved   int // sweep: jobs moved to dead
+	Moved   int // sweep: jobs moved to dead; lost-and-found drain: jobs moved or deleted
 	Deleted int // sweep: dead jobs deleted by retention
 	LSN     uint64
 	At      int64 // the time (Unix seconds) the operation was applied at

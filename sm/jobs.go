@@ -198,6 +198,20 @@ func validateJob(r *router, req JobRequest) string {
 		if req.Queue != "" && !r.knownQueue(req.Queue) { // "" lists every queue
 			return fmt.Sprintf("unknown queue %q", req.Queue)
 		}
+	case JobDrainLostAndFound:
+		switch {
+		case req.Cancel && (req.Queue != "" || req.Host != ""):
+			return "lost-and-found drain: cancel, or move to a queue and host, not both"
+		case req.Cancel:
+		case req.Queue == "":
+			return "lost-and-found drain: name the queue to move the jobs to, or cancel them"
+		case req.Queue == LostAndFound || req.Host == LostAndFound:
+			return "lost-and-found drain: the target cannot be 'lost_and_found' itself"
+		case !r.knownQueue(req.Queue):
+			return fmt.Sprintf("unknown queue %q", req.Queue)
+		case !r.knownHost(req.Host):
+			return fmt.Sprintf("unknown host %q", req.Host)
+		}
 	case JobAckBatch:
 		if len(req.Handles) == 0 || len(req.Handles) > 1000 {
 			return fmt.Sprintf("ack batch of %d handles outside 1..1000", len(req.Handles))

@@ -322,12 +322,14 @@ func (n *Node) RecoveredLSN() uint64 {
 	return n.jobs.recoveredLSN
 }
 
-// LostAndFoundCount is lost_and_found_job_count of the last recovery.
+// LostAndFoundCount is lost_and_found_job_count (seed 002 §6.5): the
+// jobs the last recovery routed to lost_and_found, 0 again after a
+// lost-and-found drain.
 func (n *Node) LostAndFoundCount() int {
 	if n.jobs == nil {
 		return 0
 	}
-	return n.jobs.lostFound
+	return n.jobs.r.routed
 }
 
 func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {

@@ -51,8 +51,10 @@ type Options struct {
 	// SyncStandbys: a client reply waits for this many live standbys to
 	// hold its record (fewer if fewer are live and synced). DESIGN §4.4.
 	SyncStandbys int
-	// EnableUpgrade accepts OP_upgradeConfig (seed 002 §5.3 keeps it off by
-	// default until callers are authorised).
+	// EnableUpgrade accepts OP_upgradeConfig. The daemon sets it when an
+	// admin allowlist (--admin-cn) is configured: that replaces the seed's
+	// compile-time gate of §5.3, and callers are authorised before the
+	// request reaches the node.
 	EnableUpgrade bool
 	// WALRepair truncates the WAL at a corruption instead of refusing to
 	// start (an operator's explicit choice: records after it are lost).

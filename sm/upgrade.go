@@ -71,7 +71,7 @@ func (n *Node) onUpgrade(u UpgradeConfig) {
 		refuse("Not primary — redirect to primary") // §10.12
 		return
 	case !n.opt.EnableUpgrade:
-		refuse("OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)")
+		refuse("OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
 		return
 	case n.upgrade != nil:
 		refuse("an upgrade is already in progress; the primary restarts when it is done")

@@ -31,6 +31,10 @@ type Cluster struct {
 	// MetricsPorts, if set, gives node i --metrics-addr
 	// 127.0.0.1:MetricsPorts[i] (MetricsAddr).
 	MetricsPorts []int
+	// AdminCN is every node's --admin-cn (default: the dev admin
+	// certificate, configtool.AdminCN); empty: no admin, so
+	// OP_upgradeConfig and the operator commands are refused.
+	AdminCN []string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -46,7 +50,7 @@ type proc struct {
 
 // NewCluster lays out n nodes named n0..n(n-1) on 127.0.0.1:basePort+i.
 func NewCluster(dir, bin string, n, basePort int) *Cluster {
-	c := &Cluster{Dir: dir, Bin: bin, BasePort: basePort, Out: io.Discard}
+	c := &Cluster{Dir: dir, Bin: bin, BasePort: basePort, Out: io.Discard, AdminCN: []string{configtool.AdminCN}}
 	for i := 0; i < n; i++ {
 		c.Names = append(c.Names, fmt.Sprintf("n%d", i))
 	}
@@ -117,8 +121,12 @@ func (c *Cluster) Prepare(configYAML string, installOn ...int) error {
 }
 
 // Admin loads the admin client certificate.
-func (c *Cluster) Admin() (*tlsconf.Material, error) {
-	return tlsconf.Load(filepath.Join(c.certs(), "admin.crt"), filepath.Join(c.certs(), "admin.key"), filepath.Join(c.certs(), "ca.crt"))
+func (c *Cluster) Admin() (*tlsconf.Material, error) { return c.Cert(configtool.AdminCN) }
+
+// Cert loads the dev certificate written for name: a node,
+// configtool.AdminCN or configtool.WorkerCN.
+func (c *Cluster) Cert(name string) (*tlsconf.Material, error) {
+	return tlsconf.Load(filepath.Join(c.certs(), name+".crt"), filepath.Join(c.certs(), name+".key"), filepath.Join(c.certs(), "ca.crt"))
 }
 
 // ClientFlags are the xcecli flags to talk to this cluster.
@@ -148,6 +156,9 @@ func (c *Cluster) Start(i int) error {
 	}, c.Args...)
 	if c.MetricsPorts != nil {
 		args = append(args, "--metrics-addr", c.MetricsAddr(i))
+	}
+	if len(c.AdminCN) > 0 {
+		args = append(args, "--admin-cn", strings.Join(c.AdminCN, ","))
 	}
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o700); err != nil {
 		return err

@@ -24,7 +24,7 @@ var ErrRefused = errors.New("refused")
 
 // extraCommands are the commands of this file set, registered by NewCommand.
 func extraCommands(ctx context.Context) []*cobra.Command {
-	return []*cobra.Command{queueCmd(ctx), hostCmd(ctx), jobCmd(ctx), scheduleCmd(ctx)}
+	return []*cobra.Command{queueCmd(ctx), hostCmd(ctx), jobCmd(ctx), scheduleCmd(ctx), lostAndFoundCmd(ctx)}
 }
 
 // ---- request building (pure) ----

@@ -504,3 +504,21 @@ func TestDoTriesTheKnownPrimaryFirst(t *testing.T) {
 		t.Fatalf("second request dialled %q, sent to %q; want only the known primary h:3", d, f.sentTo())
 	}
 }
+
+func TestBuildDrain(t *testing.T) {
+	if r, err := BuildDrain("batch", "h1", false); err != nil || r.GetKind() != schema.JobRequest_LOST_AND_FOUND_DRAIN || r.GetQueue() != "batch" || r.GetHost() != "h1" || r.GetCancel() {
+		t.Fatalf("move: %v %v", r, err)
+	}
+	if r, err := BuildDrain("", "", true); err != nil || !r.GetCancel() || r.GetQueue() != "" {
+		t.Fatalf("cancel: %v %v", r, err)
+	}
+	for _, c := range []struct {
+		q, h   string
+		cancel bool
+		want   string
+	}{{"", "", false, "--to-queue is required"}, {"", "h1", false, "--to-queue is required"}, {"batch", "", true, "not both"}, {"", "h1", true, "not both"}} {
+		if _, err := BuildDrain(c.q, c.h, c.cancel); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("BuildDrain(%q, %q, %v): %v, want %q", c.q, c.h, c.cancel, err, c.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"xce/adapters/authz"
 	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
@@ -43,6 +44,16 @@ type NodeError struct {
 
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("%s: %s (status %d)", e.Peer, e.Msg, e.Status)
+}
+
+// Unwrap is authz.ErrForbidden when the node refused the caller's
+// certificate: a definite answer (nothing was applied), naming the role
+// the request needs.
+func (e *NodeError) Unwrap() error {
+	if e.Status == authz.StatusForbidden {
+		return authz.ErrForbidden
+	}
+	return nil
 }
 
 // JobClient sends job operations to the cluster's primary through a

@@ -4,7 +4,9 @@ package clitool
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,6 +88,27 @@ type PeerStatus struct {
 	Standbys            []StandbyState `json:"standbys,omitempty"`
 	// PeersMismatch: peers running with another --peers list (ignored).
 	PeersMismatch []string `json:"peers_mismatch,omitempty"`
+	// CertNotAfter is when the node's own certificate expires (as the node
+	// reports it, or as its handshake showed it when it has expired);
+	// CertExpired: it has, so no peer or client can connect to the node.
+	CertNotAfter *time.Time `json:"cert_not_after,omitempty"`
+	CertExpired  bool       `json:"cert_expired"`
+}
+
+// certNote is the line `status` prints under the table about row's own
+// certificate: expired, or expiring within tlsconf.CertWarnDays of now.
+func (r PeerStatus) certNote(now time.Time) string {
+	if r.CertNotAfter == nil {
+		return ""
+	}
+	when := r.CertNotAfter.UTC().Format(time.RFC3339)
+	switch left := r.CertNotAfter.Sub(now); {
+	case r.CertExpired || left <= 0:
+		return fmt.Sprintf("%s: its certificate EXPIRED at %s: no peer or client can complete a handshake with it — renew it and send the node SIGHUP", r.Name, when)
+	case left < tlsconf.CertWarnDays*24*time.Hour:
+		return fmt.Sprintf("%s: its certificate expires in %d days (%s) — renew it and send the node SIGHUP", r.Name, int(left/(24*time.Hour)), when)
+	}
+	return ""
 }
 
 // StandbyState is the primary's view of one standby's replication.
@@ -160,6 +183,11 @@ func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeo
 	cl, err := transport.DialClient(dctx, row.Addr, mat, timeout)
 	if err != nil {
 		row.Error = err.Error()
+		var cie x509.CertificateInvalidError
+		if errors.As(err, &cie) && cie.Reason == x509.Expired && cie.Cert != nil {
+			t := cie.Cert.NotAfter
+			row.CertNotAfter, row.CertExpired = &t, true
+		}
 		return
 	}
 	defer cl.Close()
@@ -175,6 +203,10 @@ func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeo
 	row.Mode, row.Degraded, row.AckedWithoutStandby = st.GetMode(), st.GetDegraded(), st.GetAckedWithoutStandby()
 	row.DurableLSN, row.CommitLSN = st.GetDurableLsn(), st.GetCommitLsn()
 	row.PeersMismatch = st.GetPeersMismatch()
+	if s := st.GetCertNotAfter(); s != 0 {
+		t := time.Unix(s, 0)
+		row.CertNotAfter, row.CertExpired = &t, time.Now().After(t)
+	}
 	for _, s := range st.GetStandbys() {
 		row.Standbys = append(row.Standbys, StandbyState{Name: s.GetName(), State: s.GetState(), Acked: s.GetAckedLsn(), Behind: s.GetBehind()})
 	}
@@ -219,7 +251,18 @@ func printStatus(w io.Writer, rows []PeerStatus, output string) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\tup\t%s\t%d\t%d\t%s\t%s\t%d\t%v\t%v\t%s\t%s\n", r.Name, r.Addr, r.Role, r.Term, r.Priority, r.Primary, r.ConfigTag, r.Generation, r.Stale, r.Serving, orDash(r.Mode), r.replText())
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, r := range rows {
+			if note := r.certNote(now); note != "" {
+				if _, err := fmt.Fprintln(w, note); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	default:
 		return fmt.Errorf("--output %q: want table or json", output)
 	}

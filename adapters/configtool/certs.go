@@ -11,8 +11,18 @@ import (
 	"xce/adapters/tlsconf"
 )
 
-// DevCerts writes a dev CA, one certificate per node name (server+client,
-// valid for hosts) and an admin client certificate into dir.
+// The client certificates DevCerts writes, one per role besides the
+// nodes' peer role (package authz): AdminCN is meant for --admin-cn;
+// WorkerCN is a worker's (any CA-signed client that is not a peer, unless
+// --client-cn lists the workers).
+const (
+	AdminCN  = "admin"
+	WorkerCN = "worker"
+)
+
+// DevCerts writes a dev CA, one certificate per node name (the peer role;
+// server+client, valid for hosts), an admin and a worker client
+// certificate into dir: name.crt and name.key each, and ca.crt/ca.key.
 func DevCerts(dir string, nodes, hosts []string, validFor time.Duration) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -33,11 +43,16 @@ func DevCerts(dir string, nodes, hosts []string, validFor time.Duration) error {
 			return err
 		}
 	}
-	c, k, err := tlsconf.GenerateCert(caCert, caKey, "admin", nil, validFor, true, false)
-	if err != nil {
-		return fmt.Errorf("admin certificate: %w", err)
+	for _, n := range []string{AdminCN, WorkerCN} {
+		c, k, err := tlsconf.GenerateCert(caCert, caKey, n, nil, validFor, true, false)
+		if err != nil {
+			return fmt.Errorf("%s certificate: %w", n, err)
+		}
+		if err := tlsconf.WriteFiles(dir, n, c, k); err != nil {
+			return err
+		}
 	}
-	return tlsconf.WriteFiles(dir, "admin", c, k)
+	return nil
 }
 
 func certsCmd() *cobra.Command {
@@ -46,12 +61,13 @@ func certsCmd() *cobra.Command {
 	var days int
 	c := &cobra.Command{
 		Use:   "certs --dir D --node n0 --node n1 ...",
-		Short: "write a dev CA, node certificates and an admin certificate (PEM)",
+		Short: "write a dev CA and one certificate per role (PEM): each node (peer), admin (for --admin-cn) and worker",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := DevCerts(dir, nodes, hosts, time.Duration(days)*24*time.Hour); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote CA, %d node and 1 admin certificates to %s\n", len(nodes), filepath.Clean(dir))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote CA, %d node (peer) certificates, %s.crt (admin: start the nodes with --admin-cn %s) and %s.crt (worker) to %s\n",
+				len(nodes), AdminCN, AdminCN, WorkerCN, filepath.Clean(dir))
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"xce/adapters/authz"
 	"xce/adapters/confyaml"
 	"xce/adapters/tlsconf"
 	"xce/schema"
@@ -448,17 +449,26 @@ func TestCerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "2 node and 1 admin") {
+	if !strings.Contains(out, "2 node (peer) certificates, admin.crt (admin: start the nodes with --admin-cn admin) and worker.crt (worker)") {
 		t.Fatalf("certs output %q", out)
 	}
+	// One certificate of each role, as the daemon's policy sees them.
+	policy, err := authz.NewPolicy([]string{"n0", "n1"}, []string{AdminCN}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]authz.Role{"n0": authz.RolePeer, "n1": authz.RolePeer, "admin": authz.RoleAdmin, "worker": authz.RoleWorker}
 	ca := filepath.Join(dir, "ca.crt")
-	for _, n := range []string{"n0", "n1", "admin"} {
+	for _, n := range []string{"n0", "n1", "admin", "worker"} {
 		m, err := tlsconf.Load(filepath.Join(dir, n+".crt"), filepath.Join(dir, n+".key"), ca)
 		if err != nil {
 			t.Fatalf("%s: %v", n, err)
 		}
 		if m.Name() != n {
 			t.Fatalf("%s: certificate CN %q", n, m.Name())
+		}
+		if r := policy.RoleOf(m.Name()); r != roles[n] {
+			t.Fatalf("%s: role %v, want %v", n, r, roles[n])
 		}
 		if left := time.Until(m.Leaf.NotAfter); left < 9*24*time.Hour || left > 11*24*time.Hour {
 			t.Fatalf("%s: expires in %v, want about 10 days", n, left)
@@ -467,7 +477,7 @@ func TestCerts(t *testing.T) {
 			t.Fatalf("%s: a 10-day certificate gives no expiry warning", n)
 		}
 		server := slices.Contains(m.Leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		if !slices.Contains(m.Leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || server != (n != "admin") {
+		if !slices.Contains(m.Leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || server != (n != "admin" && n != "worker") {
 			t.Fatalf("%s: key usages %v", n, m.Leaf.ExtKeyUsage)
 		}
 		st, err := os.Stat(filepath.Join(dir, n+".key"))

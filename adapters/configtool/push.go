@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"xce/adapters/authz"
 	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
@@ -49,6 +50,14 @@ type PushRefusedError struct {
 
 func (e *PushRefusedError) Error() string {
 	return fmt.Sprintf("%s refused the config: %s (status %d)", e.Peer, e.Msg, e.Status)
+}
+
+// Unwrap is authz.ErrForbidden for a refusal of the caller's certificate.
+func (e *PushRefusedError) Unwrap() error {
+	if e.Status == authz.StatusForbidden {
+		return authz.ErrForbidden
+	}
+	return nil
 }
 
 // PushResult is the primary's ACK of an upgrade (§6.3 UpgradeConfigReply).
@@ -124,7 +133,9 @@ func classifyUpgrade(p daemon.Peer, rep *schema.ClientReply) (failover.Verdict, 
 		return failover.Unknown, nil
 	case st == sm.StatusEAGAIN, st == wire.StatusUnsupported, up != nil && strings.HasPrefix(up.GetError(), "OP_upgradeConfig is disabled"):
 		// Starting, recovering, an op this node does not know, or a node
-		// without --enable-upgrade-config: nothing applied here.
+		// with upgrades disabled: nothing applied here. (A
+		// refusal of this certificate, authz.StatusForbidden "Not
+		// authorised", is definite: it falls to the default.)
 		return failover.Next, nil
 	default:
 		return failover.Done, &PushRefusedError{Peer: p.Name, Status: st, Msg: rep.GetError()}
@@ -173,7 +184,7 @@ primary (found as xcecli finds it: the first peer, then every peer at once,
 following "Not primary" redirects; a node down or hung is passed over after
 --connect-timeout) and prints the primary's answer. The primary saves it with generation =
 current + 1, pushes it to its standbys, answers, and restarts (exit 0) to
-apply it. Every node needs --enable-upgrade-config.
+apply it. The certificate's CN must be in every node's --admin-cn.
 
 Not idempotent: every accepted push increments the generation and restarts
 the primary. When the outcome is unknown, check xcecli status before pushing

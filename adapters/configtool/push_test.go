@@ -151,7 +151,7 @@ func TestPushRefused(t *testing.T) {
 // there); with nobody accepting, every attempt is listed.
 func TestPushSkipsAndLists(t *testing.T) {
 	pc := startPushCluster(t, false, true, true, true)
-	disabled := "OP_upgradeConfig is disabled on this controller (start it with --enable-upgrade-config)"
+	disabled := "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)"
 	pc.nodes[1].Set(upgradeErr(-1, disabled, 1))
 	// n2 keeps answering "starting"
 	pc.nodes[3].Set(upgradeOK(9, 2))

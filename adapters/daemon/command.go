@@ -18,6 +18,13 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// --client-cn absent: any CA-signed client that is not a peer
+			// is a worker; given (even empty): only the names listed.
+			if !cmd.Flags().Changed("client-cn") {
+				cfg.ClientCN = nil
+			} else if cfg.ClientCN == nil {
+				cfg.ClientCN = []string{}
+			}
 			exit(Run(ctx, cfg, os.Stderr))
 			return nil
 		},
@@ -38,7 +45,6 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.DurationVar(&cfg.FailureTimeout, "failure-timeout", cfg.FailureTimeout, "standby: primary silent this long starts an election")
 	f.DurationVar(&cfg.DialTimeout, "dial-timeout", cfg.DialTimeout, "peer connect timeout (probe_connect_timeout)")
 	f.IntVar(&cfg.MaxWALRecords, "max-wal-records", cfg.MaxWALRecords, "checkpoint after this many WAL records (at least 100)")
-	f.BoolVar(&cfg.EnableUpgrade, "enable-upgrade-config", false, "accept OP_upgradeConfig (xce-config push) from any client certificate signed by the cluster CA; off by default (seed 002 §5.3: there is no per-client authorisation)")
 	f.IntVar(&cfg.SyncStandbys, "sync-standbys", cfg.SyncStandbys, "a client reply waits for this many live standbys to hold its job record (0 = asynchronous replication)")
 	f.StringVar(&cfg.Mode, "mode", "auto", "durability mode: quorum (promotion and every acknowledged write need a majority), seed (the seed's availability: a lone node serves and may acknowledge writes no standby holds — they can be lost), or auto (quorum, except seed for a 2-node cluster)")
 	f.BoolVar(&cfg.WALRepair, "wal-repair", false, "truncate the WAL at a corruption instead of refusing to start (records after it are lost)")
@@ -49,6 +55,11 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	// cluster's state, so an operator chooses where it listens.
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
 
+	// Authorisation (package authz; docs/operations.md, "Roles") and the
+	// SIGHUP reload (reload.go).
+	f.StringSliceVar(&cfg.AdminCN, "admin-cn", nil, "certificate CNs with the admin role (repeat or comma-separate): OP_upgradeConfig (xce-config push), redrive, sweep, tick, lost-and-found drain, and every worker operation; without it OP_upgradeConfig is refused")
+	f.StringVar(&cfg.LogLevelFile, "log-level-file", "", "file holding the log level (debug|info|warn|error); read at start (it wins over --log-level) and again on SIGHUP, which also reloads --cert, --key and --ca")
+	f.StringSliceVar(&cfg.ClientCN, "client-cn", nil, "certificate CNs with the worker role (repeat or comma-separate): status, config and the job operations; absent: any CA-signed certificate that is not a controller in --peers")
 	for _, req := range []string{"peers", "name", "cert", "key", "ca"} {
 		_ = c.MarkFlagRequired(req)
 	}

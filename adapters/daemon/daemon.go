@@ -3,20 +3,24 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
+	"xce/adapters/authz"
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
 	"xce/adapters/metrics"
@@ -43,11 +47,13 @@ type Config struct {
 	SyncStandbys         int
 	Mode                 string // auto, quorum or seed
 	WALRepair            bool
-	// EnableUpgrade accepts OP_upgradeConfig (--enable-upgrade-config;
-	// seed 002 §5.3: off by default, since any client certificate signed
-	// by the cluster CA may send it).
-	EnableUpgrade       bool
-	LogLevel, LogFormat string
+	LogLevel, LogFormat  string
+	// AdminCN and ClientCN are the allowlists of package authz; ClientCN
+	// nil admits any CA-signed client that is not a peer as a worker.
+	// OP_upgradeConfig is enabled only when AdminCN is not empty.
+	AdminCN, ClientCN []string
+	// LogLevelFile holds the log level, read at start and on SIGHUP.
+	LogLevelFile string
 	// MetricsAddr serves /metrics, /healthz and /readyz on plain HTTP
 	// (--metrics-addr); "" serves nothing.
 	MetricsAddr string
@@ -69,13 +75,13 @@ func DefaultConfig() Config {
 // exits (its code: 0 for a requested restart, 1 for FATAL). Setup errors
 // are FATAL too: logged, and exit code 1.
 func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
-	log, _, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
+	log, level, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
 	if err != nil {
 		fmt.Fprintln(logOut, "FATAL", err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	code, err := run(ctx, cfg, log)
+	code, err := run(ctx, cfg, log, level)
 	if err != nil {
 		log.Error("FATAL "+err.Error(), zap.String("key", "fatal.startup"))
 		return 1
@@ -83,7 +89,14 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
 	return code
 }
 
-func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
+func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel) (int, error) {
+	if cfg.LogLevelFile != "" {
+		lvl, err := readLevelFile(cfg.LogLevelFile)
+		if err != nil {
+			return 1, fmt.Errorf("--log-level-file: %w", err)
+		}
+		level.SetLevel(lvl)
+	}
 	peers, warnings, err := ParsePeers(cfg.Peers)
 	if err != nil {
 		return 1, err
@@ -126,7 +139,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
-	opt.EnableUpgrade = cfg.EnableUpgrade
+	policy, err := authz.NewPolicy(names, cfg.AdminCN, cfg.ClientCN)
+	if err != nil {
+		return 1, err
+	}
+	opt.EnableUpgrade = policy.UpgradeEnabled()
 	switch cfg.Mode {
 	case "", "auto":
 	case "quorum":
@@ -149,17 +166,26 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	var rnp atomic.Pointer[runner.Runner]
 	var flight clientFlight
 	var mx *metrics.Metrics // nil without --metrics-addr; set before Listen
-	tr, err := transport.New(transport.Config{
+	var tr *transport.Transport // set before the listener starts
+	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
-		Client: func(req *schema.ClientRequest) *schema.ClientReply {
-			flight.enter()
-			defer flight.leave(req.GetUpgradeConfig() != nil)
+		Client: func(cn string, req *schema.ClientRequest) *schema.ClientReply {
+			// The one door of client requests: authorised here, or
+			// refused with a definite error (nothing was applied).
 			start := time.Now()
-			rep := answer(req, rnp.Load(), peers, self)
-			if mx != nil {
+			rep := func() *schema.ClientReply {
+				if d := policy.Decide(cn, req); !d.Allowed {
+					log.Warn(d.Reason, zap.String("key", "authz.refused"))
+					return &schema.ClientReply{Id: req.GetId(), Status: authz.StatusForbidden, Error: d.Reason}
+				}
+				flight.enter()
+				defer flight.leave(req.GetUpgradeConfig() != nil)
+				return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
+			}()
+			if mx != nil { // refusals count too: errors by operation and code
 				mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
 			}
 			return rep
@@ -170,6 +196,20 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	rl := &reloader{cfg: cfg, tr: tr, level: level, log: log, now: time.Now}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				rl.reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	// Bind before the node runs: a node that cannot be reached must not
 	// stand for election (it would promote with no peer able to see it).
 	if err := tr.Bind(ctx); err != nil {
@@ -259,8 +299,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) (int, error) {
 	}
 }
 
-// answer serves a client request from the runner's published status.
-func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int) *schema.ClientReply {
+// answer serves an authorised client request from the runner's published
+// status; caller is the client certificate's CN, sanitised, and own the
+// node's certificate in use.
+func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
 	rep := &schema.ClientReply{Id: req.GetId()}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
@@ -278,7 +320,7 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 			Primary: int32(st.Primary), PrimaryName: pname, ConfigTag: st.ConfigTag, ConfigGeneration: st.Generation,
 			ConfigStale: st.Stale, Serving: st.Serving,
 			Mode: "seed", AckedWithoutStandby: st.AckedWithoutStandby, Degraded: st.AckedWithoutStandby > 0,
-			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN,
+			DurableLsn: st.DurableLSN, CommitLsn: st.CommitLSN, CertNotAfter: own.NotAfter.Unix(),
 		}
 		for _, p := range st.PeersMismatch {
 			if p >= 0 && p < len(peers) {
@@ -302,7 +344,7 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 		}
 		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
 	case *schema.ClientRequest_UpgradeConfig:
-		return answerUpgrade(rep, op.UpgradeConfig, rn)
+		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
 	case *schema.ClientRequest_Job:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -319,27 +361,18 @@ func answer(req *schema.ClientRequest, rn *runner.Runner, peers []Peer, self int
 	return rep
 }
 
-// UpgradePeer is the caller name the daemon gives the node for the
-// OP_upgradeConfig log line ("... by CN=%s"): the transport's Client
-// callback does not pass the client certificate's CN to the handler, so
-// the caller cannot be named here (the transport names a client's CN only
-// in its debug diagnostics of failed connections).
-const UpgradePeer = "admin client"
-
-// Errno-style statuses of refused upgrades that sm has no constant for.
-const (
-	statusEPERM int32 = -1
-	statusEBUSY int32 = -16
-)
+// statusEBUSY: a refused upgrade while one is in progress (sm has no
+// constant for it).
+const statusEBUSY int32 = -16
 
 // answerUpgrade runs OP_upgradeConfig (seed 002 §6) through the node. The
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
-func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, rn *runner.Runner) *schema.ClientReply {
+func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *schema.ClientReply {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), UpgradePeer)
+	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
 	if err != nil { // sent to the node, never answered: maybe saved
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
@@ -359,7 +392,7 @@ func upgradeStatus(msg string) int32 {
 	case strings.HasPrefix(msg, "Not primary"):
 		return sm.StatusEAGAIN
 	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
-		return statusEPERM
+		return authz.StatusForbidden
 	case strings.HasPrefix(msg, "an upgrade is already in progress"):
 		return statusEBUSY
 	case strings.HasPrefix(msg, "Failed to save"):

@@ -32,18 +32,9 @@ var (
 // at error level and above carry no stack trace (the state machine's log
 // keys say where); w is wrapped with zapcore.AddSync and never closed.
 func New(level, format string, w io.Writer) (*zap.Logger, zap.AtomicLevel, error) {
-	var lvl zapcore.Level
-	switch level {
-	case "debug":
-		lvl = zapcore.DebugLevel
-	case "info":
-		lvl = zapcore.InfoLevel
-	case "warn":
-		lvl = zapcore.WarnLevel
-	case "error":
-		lvl = zapcore.ErrorLevel
-	default:
-		return nil, zap.AtomicLevel{}, fmt.Errorf("%w %q: want one of %s", ErrBadLevel, level, strings.Join(Levels, ", "))
+	lvl, err := ParseLevel(level)
+	if err != nil {
+		return nil, zap.AtomicLevel{}, err
 	}
 	if w == nil {
 		return nil, zap.AtomicLevel{}, errors.New("log writer is nil")
@@ -65,6 +56,21 @@ func New(level, format string, w io.Writer) (*zap.Logger, zap.AtomicLevel, error
 	al := zap.NewAtomicLevelAt(lvl)
 	core := zapcore.NewCore(enc, zapcore.AddSync(w), al)
 	return zap.New(core), al, nil
+}
+
+// ParseLevel is one of Levels as a zap level (ErrBadLevel otherwise).
+func ParseLevel(level string) (zapcore.Level, error) {
+	switch level {
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "info":
+		return zapcore.InfoLevel, nil
+	case "warn":
+		return zapcore.WarnLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	return 0, fmt.Errorf("%w %q: want one of %s", ErrBadLevel, level, strings.Join(Levels, ", "))
 }
 
 // SanitizeCN makes untrusted text safe for one log line (seed 002 §6.4

@@ -24,7 +24,7 @@ func BenchmarkStalledFramesMemory(b *testing.B) {
 			pk, _ := certs(b)
 			peers := peersOf(freeAddrs(b, 2))
 			start(b, 0, peers, pk.mats["n0"], func(cfg *Config) {
-				cfg.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
+				cfg.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
 				cfg.MaxConns, cfg.MaxConnsPerClient = 1000, 1000 // the buffer bound alone
 				cfg.MaxBuffered = c.bound
 				cfg.BodyTimeout = time.Minute

@@ -20,7 +20,7 @@ func TestConnectionLimits(t *testing.T) {
 	pk, _ := certs(t)
 	peers := peersOf(freeAddrs(t, 2))
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
+		c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
 		// Apart, so that each subtest sees the timeout it is about.
 		c.IdleTimeout = 1500 * time.Millisecond
 		c.BodyTimeout = 200 * time.Millisecond
@@ -55,7 +55,7 @@ func TestConnectionLimits(t *testing.T) {
 		// long enough on this node for the checks in between).
 		peers := peersOf(freeAddrs(t, 2))
 		a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-			c.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
+			c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
 			c.BodyTimeout = 2 * time.Second
 			c.MaxBuffered = 2 * wire.MaxFrameSize
 		})

@@ -15,7 +15,8 @@
 //     the message. Nothing is written back: replies travel on the
 //     connection the other controller dials to us.
 //   - CLIENT: an operator tool or worker with any CA-signed certificate.
-//     Each ClientRequest is answered, in order, by Config.Client.
+//     Each ClientRequest is answered, in order, by Config.Client, which
+//     gets the certificate's CN and decides what that CN may do.
 //
 // A frame over the size limit, an undecodable frame or a bad Hello closes
 // the connection (logged); nothing here panics on input.
@@ -88,7 +89,7 @@ type Config struct {
 	Self  int    // our index in Peers
 	Peers []Peer // --peers, in priority order
 	// TLS is our identity; its certificate's CN must be Peers[Self].Name,
-	// since that is what the other controllers check.
+	// since that is what the other controllers check. SetTLS replaces it.
 	TLS *tlsconf.Material
 	// DialTimeout bounds each TCP connect; 0 means DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -110,10 +111,12 @@ type Config struct {
 	// failures — the latter once per change of error); nil discards them.
 	Logf func(format string, args ...any)
 	// Client answers client requests, one at a time per connection, from
-	// the connection's goroutine. It may be nil: requests are then answered
-	// with wire.StatusUnsupported "no handler". The reply's id is set by
-	// the transport; a nil reply is answered wire.StatusInternal.
-	Client func(req *schema.ClientRequest) *schema.ClientReply
+	// the connection's goroutine; cn is the verified certificate's common
+	// name (raw: sanitise it before logging), for the handler's
+	// authorisation (package authz). It may be nil: requests are then
+	// answered with wire.StatusUnsupported "no handler". The reply's id is
+	// set by the transport; a nil reply is answered wire.StatusInternal.
+	Client func(cn string, req *schema.ClientRequest) *schema.ClientReply
 }
 
 // Inbound is one message received from a peer. From is the sender's index
@@ -127,6 +130,7 @@ type Inbound struct {
 // concurrent use.
 type Transport struct {
 	cfg    Config
+	mat    atomic.Pointer[tlsconf.Material] // cfg.TLS, then SetTLS's
 	byName map[string]int
 	links  []*link // per peer; nil at Self
 	in     chan Inbound
@@ -168,9 +172,6 @@ func New(cfg Config) (*Transport, error) {
 	if len(cfg.Peers) > wire.MaxPriority+1 {
 		return nil, fmt.Errorf("transport: %d peers, max %d", len(cfg.Peers), wire.MaxPriority+1)
 	}
-	if cfg.TLS == nil || cfg.TLS.Leaf == nil || cfg.TLS.CAs == nil {
-		return nil, errors.New("transport: no TLS material")
-	}
 	byName := make(map[string]int, len(cfg.Peers))
 	for i, p := range cfg.Peers {
 		switch {
@@ -186,9 +187,8 @@ func New(cfg Config) (*Transport, error) {
 		}
 		byName[p.Name] = i
 	}
-	if cn, want := cfg.TLS.Leaf.Subject.CommonName, cfg.Peers[cfg.Self].Name; cn != want {
-		return nil, fmt.Errorf("transport: own certificate is for %q but --peers names this node %q; the other controllers would refuse it",
-			tlsconf.SanitizeCN(cn), want)
+	if err := checkOwn(cfg.TLS, cfg.Peers[cfg.Self].Name); err != nil {
+		return nil, err
 	}
 	orDefault(&cfg.DialTimeout, DefaultDialTimeout)
 	orDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
@@ -211,6 +211,7 @@ func New(cfg Config) (*Transport, error) {
 		buffered: semaphore.NewWeighted(cfg.MaxBuffered),
 		perCN:    make(map[string]int),
 	}
+	t.mat.Store(cfg.TLS)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i, p := range cfg.Peers {
 		if i == cfg.Self {
@@ -223,6 +224,34 @@ func New(cfg Config) (*Transport, error) {
 	}
 	return t, nil
 }
+
+// checkOwn: our certificate must be for our name in --peers.
+func checkOwn(m *tlsconf.Material, self string) error {
+	if m == nil || m.Leaf == nil || m.CAs == nil {
+		return errors.New("transport: no TLS material")
+	}
+	if cn := m.Leaf.Subject.CommonName; cn != self {
+		return fmt.Errorf("transport: own certificate is for %q but --peers names this node %q; the other controllers would refuse it",
+			tlsconf.SanitizeCN(cn), self)
+	}
+	return nil
+}
+
+// SetTLS replaces our certificate, key and CA (a rotation): every
+// connection made or accepted from now on uses m — each builds its
+// tls.Config from the material current at its start — while those already
+// established keep theirs. m is refused, and the old material kept, when
+// its certificate is not for our name.
+func (t *Transport) SetTLS(m *tlsconf.Material) error {
+	if err := checkOwn(m, t.cfg.Peers[t.cfg.Self].Name); err != nil {
+		return err
+	}
+	t.mat.Store(m)
+	return nil
+}
+
+// TLS is the material new connections use.
+func (t *Transport) TLS() *tlsconf.Material { return t.mat.Load() }
 
 func (t *Transport) logf(format string, args ...any) {
 	t.cfg.Logf("transport %s: "+format, append([]any{t.cfg.Peers[t.cfg.Self].Name}, args...)...)
@@ -407,7 +436,7 @@ func (t *Transport) dial(l *link) (*outConn, error) {
 	if err := raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return fail(err)
 	}
-	tc := tls.Client(raw, t.cfg.TLS.ClientConfigFor(l.name))
+	tc := tls.Client(raw, t.TLS().ClientConfigFor(l.name))
 	if err := tc.Handshake(); err != nil {
 		return fail(fmt.Errorf("tls handshake: %w", err))
 	}
@@ -549,7 +578,7 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 	if err := raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return
 	}
-	tc := tls.Server(raw, t.cfg.TLS.ServerConfig())
+	tc := tls.Server(raw, t.TLS().ServerConfig())
 	if err := tc.Handshake(); err != nil {
 		if ctx.Err() == nil {
 			claimed := ""
@@ -685,7 +714,7 @@ func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn,
 			}
 			return
 		}
-		rep := t.answer(req)
+		rep := t.answer(cn, req)
 		if err := raw.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
 			return
 		}
@@ -705,14 +734,14 @@ func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn,
 	}
 }
 
-func (t *Transport) answer(req *schema.ClientRequest) *schema.ClientReply {
+func (t *Transport) answer(cn string, req *schema.ClientRequest) *schema.ClientReply {
 	if req.GetOp() == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "unsupported operation"}
 	}
 	if t.cfg.Client == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "no handler"}
 	}
-	rep := t.cfg.Client(req)
+	rep := t.cfg.Client(cn, req)
 	if rep == nil {
 		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "handler gave no reply"}
 	}

@@ -444,7 +444,7 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 	pk, _ := certs(t)
 	peers := peersOf(freeAddrs(t, 2))
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(*schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
+		c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
 	})
 	addr := peers[0].Addr
 	peerHello := &schema.Hello{Kind: schema.Hello_PEER, Name: "n1"}
@@ -493,8 +493,8 @@ func TestClientStatus(t *testing.T) {
 		ConfigTag: 0xabc, ConfigGeneration: 2, ConfigStale: true, Serving: true}
 	var calls sync.Map
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(req *schema.ClientRequest) *schema.ClientReply {
-			calls.Store(req.GetId(), true)
+		c.Client = func(cn string, req *schema.ClientRequest) *schema.ClientReply {
+			calls.Store(req.GetId(), cn)
 			return &schema.ClientReply{Id: 12345, Body: &schema.ClientReply_StatusReply{StatusReply: want}}
 		}
 	})
@@ -521,8 +521,8 @@ func TestClientStatus(t *testing.T) {
 		}
 	}
 	for id := uint64(1); id <= 3; id++ {
-		if _, ok := calls.Load(id); !ok {
-			t.Errorf("handler never saw request %d", id)
+		if cn, ok := calls.Load(id); !ok || cn != "operator" {
+			t.Errorf("handler saw request %d: %v, from CN %q (want the client certificate's, operator)", id, ok, cn)
 		}
 	}
 	// An op this server does not know (a newer client): "unsupported".
@@ -586,7 +586,7 @@ func TestClientHandlerNilReply(t *testing.T) {
 	pk, _ := certs(t)
 	peers := peersOf(freeAddrs(t, 1))
 	start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(*schema.ClientRequest) *schema.ClientReply { return nil }
+		c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return nil }
 	})
 	rep := rawClientCall(t, peers[0].Addr, pk.mats["operator"],
 		protowire.AppendBytes(protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 8), 10, protowire.BytesType), nil))
@@ -721,7 +721,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	var listens []chan error
 	for i := range 2 {
 		tr, err := New(Config{Self: i, Peers: peers, TLS: pk.mats[peers[i].Name],
-			Client: func(*schema.ClientRequest) *schema.ClientReply {
+			Client: func(string, *schema.ClientRequest) *schema.ClientReply {
 				return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "x"}}}
 			}})
 		if err != nil {

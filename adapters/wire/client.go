@@ -189,7 +189,7 @@ func checkJobRequest(j *schema.JobRequest) error {
 	switch {
 	case j == nil:
 		return errors.New("job op with nil body")
-	case j.GetKind() == schema.JobRequest_KIND_UNSPECIFIED || j.GetKind() > schema.JobRequest_ENQUEUE_BATCH:
+	case j.GetKind() == schema.JobRequest_KIND_UNSPECIFIED || j.GetKind() > schema.JobRequest_LOST_AND_FOUND_DRAIN:
 		return fmt.Errorf("job op kind %d unknown", j.GetKind())
 	case len(j.GetPayload()) > sm.MaxJobPayload:
 		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.GetPayload()), sm.MaxJobPayload)

@@ -29,7 +29,7 @@ type Node struct {
 }
 
 // Handle is the transport's client callback.
-func (f *Node) Handle(req *schema.ClientRequest) *schema.ClientReply {
+func (f *Node) Handle(_ string, req *schema.ClientRequest) *schema.ClientReply {
 	f.mu.Lock()
 	f.seen = append(f.seen, req)
 	answer := f.answer

@@ -1,0 +1,119 @@
+package authz
+
+import (
+	"strings"
+	"testing"
+
+	"xce/schema"
+)
+
+func job(k schema.JobRequest_Kind) *schema.ClientRequest {
+	return &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: k}}}
+}
+
+var (
+	status  = &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}
+	config  = &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}
+	upgrade = &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{}}}
+	noOp    = &schema.ClientRequest{}
+)
+
+func TestDecide(t *testing.T) {
+	peers := []string{"n0", "n1"}
+	open, err := NewPolicy(peers, []string{"ops"}, nil) // any CA-signed client is a worker
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := NewPolicy(peers, []string{"ops"}, []string{"w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noAdmin, err := NewPolicy(peers, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyAdmins, err := NewPolicy(peers, []string{"ops"}, []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		p      *Policy
+		cn     string
+		req    *schema.ClientRequest
+		allow  bool
+		role   Role
+		reason string // part of the refusal
+	}{
+		{"worker submits", open, "alice", job(schema.JobRequest_ENQUEUE), true, RoleWorker, ""},
+		{"worker claims", open, "alice", job(schema.JobRequest_CLAIM), true, RoleWorker, ""},
+		{"worker acks", open, "alice", job(schema.JobRequest_ACK_BATCH), true, RoleWorker, ""},
+		{"worker cancels", open, "alice", job(schema.JobRequest_CANCEL), true, RoleWorker, ""},
+		{"worker registers", open, "alice", job(schema.JobRequest_REGISTER), true, RoleWorker, ""},
+		{"worker status", open, "alice", status, true, RoleWorker, ""},
+		{"worker config", open, "alice", config, true, RoleWorker, ""},
+		{"worker upgrade", open, "alice", upgrade, false, RoleWorker, `OP_upgradeConfig needs the admin role; certificate "alice" has the worker role (--admin-cn)`},
+		{"worker redrive", open, "alice", job(schema.JobRequest_REDRIVE), false, RoleWorker, "job redrive needs the admin role"},
+		{"worker sweep", open, "alice", job(schema.JobRequest_SWEEP), false, RoleWorker, "job sweep needs the admin role"},
+		{"worker tick", open, "alice", job(schema.JobRequest_TICK), false, RoleWorker, "job tick needs the admin role"},
+		{"worker drain", open, "alice", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), false, RoleWorker, "job lost-and-found-drain needs the admin role"},
+		{"admin drain", open, "ops", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), true, RoleAdmin, ""},
+		{"worker unknown kind", open, "alice", job(schema.JobRequest_Kind(99)), false, RoleWorker, "needs the admin role"},
+		{"worker no op", open, "alice", noOp, false, RoleWorker, "unknown operation needs the admin role"},
+		{"admin upgrade", open, "ops", upgrade, true, RoleAdmin, ""},
+		{"admin redrive", open, "ops", job(schema.JobRequest_REDRIVE), true, RoleAdmin, ""},
+		{"admin submits", open, "ops", job(schema.JobRequest_ENQUEUE), true, RoleAdmin, ""},
+		{"admin status", closed, "ops", status, true, RoleAdmin, ""},
+		{"peer job", open, "n1", job(schema.JobRequest_ENQUEUE), false, RolePeer, "speaks only the peer protocol"},
+		{"peer status", open, "n0", status, false, RolePeer, `certificate "n0" has the peer role`},
+		{"peer upgrade", open, "n0", upgrade, false, RolePeer, "peer protocol"},
+		{"listed worker", closed, "w1", job(schema.JobRequest_CLAIM), true, RoleWorker, ""},
+		{"unlisted client", closed, "alice", job(schema.JobRequest_CLAIM), false, RoleNone, `certificate "alice" has the none role (--client-cn)`},
+		{"unlisted status", closed, "alice", status, false, RoleNone, "status needs the worker role"},
+		{"empty CN", open, "", job(schema.JobRequest_GET), false, RoleNone, "no common name"},
+		{"no admin configured", noAdmin, "ops", upgrade, false, RoleWorker, "this controller allows no admin (start it with --admin-cn)"},
+		{"only admins: worker refused", onlyAdmins, "alice", job(schema.JobRequest_GET), false, RoleNone, "--client-cn"},
+		{"only admins: admin", onlyAdmins, "ops", job(schema.JobRequest_GET), true, RoleAdmin, ""},
+		{"CN sanitised", closed, "evil\nINFO fake", status, false, RoleNone, `certificate "evil?INFO fake"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.p.Decide(c.cn, c.req)
+			if d.Allowed != c.allow || d.Role != c.role {
+				t.Fatalf("Decide(%q) = %+v, want allowed=%v role=%v", c.cn, d, c.allow, c.role)
+			}
+			switch {
+			case c.allow && d.Reason != "":
+				t.Fatalf("allowed with a reason %q", d.Reason)
+			case !c.allow && (!strings.HasPrefix(d.Reason, ReasonPrefix) || !strings.Contains(d.Reason, c.reason)):
+				t.Fatalf("reason %q, want %q in it", d.Reason, c.reason)
+			case strings.ContainsAny(d.Reason, "\n\r"):
+				t.Fatalf("reason %q has a line break", d.Reason)
+			}
+		})
+	}
+}
+
+func TestNewPolicyRefuses(t *testing.T) {
+	peers := []string{"n0", "n1"}
+	for _, c := range []struct {
+		admins, clients []string
+		want            string
+	}{
+		{[]string{"n1"}, nil, "--admin-cn n1: that is a controller in --peers"},
+		{[]string{"ops"}, []string{"n0"}, "--client-cn n0: that is a controller"},
+		{[]string{""}, nil, "--admin-cn: an empty name"},
+		{nil, []string{"a\x00b"}, `--client-cn "a?b": not a printable`},
+		{[]string{strings.Repeat("x", 65)}, nil, "not a printable certificate name of at most 64"},
+	} {
+		if _, err := NewPolicy(peers, c.admins, c.clients); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewPolicy(%q, %q): %v, want %q", c.admins, c.clients, err, c.want)
+		}
+	}
+	p, err := NewPolicy(peers, []string{"b", "a"}, nil)
+	if err != nil || !p.UpgradeEnabled() || strings.Join(p.Admins(), ",") != "a,b" {
+		t.Fatalf("%v %v", p, err)
+	}
+	if p, _ := NewPolicy(peers, nil, nil); p.UpgradeEnabled() {
+		t.Fatal("upgrade enabled without an admin")
+	}
+}

@@ -1,0 +1,82 @@
+package fuzz
+
+import (
+	"strings"
+	"testing"
+
+	"xce/adapters/authz"
+	"xce/adapters/wire"
+	"xce/schema"
+)
+
+// FuzzAuthorize: the authorisation decision (issue 8 build 1) on any
+// certificate name and any decodable client request, under an open policy
+// (any CA-signed client is a worker) and a closed one (--client-cn). It
+// never panics, is deterministic, refuses with a one-line reason exactly
+// when it refuses, never lets a peer or a role below the request's need
+// through, and lets OP_upgradeConfig and the operator commands through
+// for admins only.
+func FuzzAuthorize(f *testing.F) {
+	for _, s := range []struct {
+		cn  string
+		req *schema.ClientRequest
+	}{
+		{"worker", &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch"}}}},
+		{"worker", &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: 3}}}},
+		{"admin", &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: []byte{1}}}}},
+		{"n1", &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}},
+		{"", &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}},
+	} {
+		b, err := wire.EncodeClientRequest(s.req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(s.cn, b)
+	}
+	peers := []string{"n0", "n1", "n2"}
+	open, err := authz.NewPolicy(peers, []string{"admin"}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	closed, err := authz.NewPolicy(peers, []string{"admin"}, []string{"worker"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, cn string, b []byte) {
+		req, err := wire.DecodeClientRequest(b)
+		if err != nil {
+			return // the transport closes the connection before any decision
+		}
+		for _, p := range []*authz.Policy{open, closed} {
+			d := p.Decide(cn, req)
+			if d != p.Decide(cn, req) {
+				t.Fatalf("Decide(%q) is not deterministic", cn)
+			}
+			if d.Allowed != (d.Reason == "") {
+				t.Fatalf("allowed %v with reason %q", d.Allowed, d.Reason)
+			}
+			need, _ := authz.Need(req)
+			switch {
+			case d.Allowed && d.Role != authz.RoleAdmin && !(d.Role == authz.RoleWorker && need == authz.RoleWorker):
+				t.Fatalf("%q with role %v allowed %s, which needs %v", cn, d.Role, d.Op, need)
+			case d.Allowed && (cn == "n0" || cn == "n1" || cn == "n2"):
+				t.Fatalf("peer %q allowed %s", cn, d.Op)
+			case d.Allowed && need == authz.RoleAdmin && cn != "admin":
+				t.Fatalf("%q allowed the admin operation %s", cn, d.Op)
+			case d.Allowed && req.GetUpgradeConfig() != nil && cn != "admin":
+				t.Fatalf("%q allowed OP_upgradeConfig", cn)
+			case !d.Allowed && cn == "admin":
+				t.Fatalf("admin refused: %s", d.Reason)
+			}
+			// The reason is logged: one line of printable text.
+			for _, r := range strings.ReplaceAll(d.Reason, "—", "-") {
+				if r < 0x20 || r >= 0x7f {
+					t.Fatalf("reason %q has the character %q", d.Reason, r)
+				}
+			}
+			if len(d.Reason) > 400 {
+				t.Fatalf("reason of %d bytes", len(d.Reason))
+			}
+		}
+	})
+}
