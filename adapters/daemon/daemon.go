@@ -165,7 +165,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	// "starting" until then.
 	var rnp atomic.Pointer[runner.Runner]
 	var flight clientFlight
-	var mx *metrics.Metrics // nil without --metrics-addr; set before Listen
+	var mx *metrics.Metrics     // nil without --metrics-addr; set before Listen
 	var tr *transport.Transport // set before the listener starts
 	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
