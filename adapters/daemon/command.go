@@ -45,6 +45,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.DurationVar(&cfg.FailureTimeout, "failure-timeout", cfg.FailureTimeout, "standby: primary silent this long starts an election")
 	f.DurationVar(&cfg.DialTimeout, "dial-timeout", cfg.DialTimeout, "peer connect timeout (probe_connect_timeout)")
 	f.IntVar(&cfg.MaxWALRecords, "max-wal-records", cfg.MaxWALRecords, "checkpoint after this many WAL records (at least 100)")
+	f.IntVar(&cfg.RetainWALRecords, "retain-wal-records", cfg.RetainWALRecords, "keep up to this many WAL records behind a checkpoint for standbys that have not acknowledged them, so they catch up from the log (0: none)")
 	f.IntVar(&cfg.SyncStandbys, "sync-standbys", cfg.SyncStandbys, "a client reply waits for this many live standbys to hold its job record (0 = asynchronous replication)")
 	f.StringVar(&cfg.Mode, "mode", "auto", "durability mode: quorum (promotion and every acknowledged write need a majority), seed (the seed's availability: a lone node serves and may acknowledge writes no standby holds — they can be lost), or auto (quorum, except seed for a 2-node cluster)")
 	f.BoolVar(&cfg.WALRepair, "wal-repair", false, "truncate the WAL at a corruption instead of refusing to start (records after it are lost)")

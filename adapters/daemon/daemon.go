@@ -44,6 +44,7 @@ type Config struct {
 	FailureTimeout       time.Duration
 	DialTimeout          time.Duration
 	MaxWALRecords        int
+	RetainWALRecords     int
 	SyncStandbys         int
 	Mode                 string // auto, quorum or seed
 	WALRepair            bool
@@ -66,7 +67,7 @@ func DefaultConfig() Config {
 		KeepN: d.KeepN, StaleTimeout: d.StaleTimeout,
 		ElectionTimeout: d.ElectionTimeout, PriorityStep: d.PriorityStep, Jitter: d.JitterMax,
 		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
-		MaxWALRecords: d.MaxWALRecords, SyncStandbys: d.SyncStandbys,
+		MaxWALRecords: d.MaxWALRecords, RetainWALRecords: d.RetainWALRecords, SyncStandbys: d.SyncStandbys,
 		LogLevel: "info", LogFormat: "console",
 	}
 }
@@ -139,6 +140,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
+	opt.RetainWALRecords = cfg.RetainWALRecords
 	policy, err := authz.NewPolicy(names, cfg.AdminCN, cfg.ClientCN)
 	if err != nil {
 		return 1, err
