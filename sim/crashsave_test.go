@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/loop"
 	"xce/sim/simdisk"
 	"xce/sm"
 )
@@ -33,33 +34,34 @@ func (d *ioDriver) feed(in sm.Input) {
 	for len(d.queue) > 0 {
 		in := d.queue[0]
 		d.queue = d.queue[1:]
-		for _, e := range d.node.Step(d.clock(), in) {
-			switch x := e.(type) {
-			case sm.FileOp:
-				res := d.disk.Exec(x, epoch+int64(d.now))
-				res.ID = x.ID
-				if d.onOp != nil {
-					d.onOp(x)
-				}
-				d.queue = append(d.queue, res)
-			case sm.Send:
-				d.sent = append(d.sent, x)
-			case sm.Log:
-				d.logs = append(d.logs, x)
-			case sm.Exit:
-				d.exit = &x
-			case sm.Reply:
-				d.replies = append(d.replies, x)
-			case sm.UpgradeReply:
-				d.upReplies = append(d.upReplies, x)
-			case sm.SetTimer:
-				if d.timers == nil {
-					d.timers = map[sm.TimerKind]uint64{}
-				}
-				d.timers[x.Kind] = x.Gen
-			}
-		}
+		loop.Step(d.node, d.clock(), in, d)
 	}
+}
+
+// The ioDriver is its node's loop.Host: each FileOp runs on the disk when
+// emitted (then onOp sees the disk), its IODone queued.
+func (d *ioDriver) File(x sm.FileOp) {
+	res := d.disk.Exec(x, epoch+int64(d.now))
+	res.ID = x.ID
+	if d.onOp != nil {
+		d.onOp(x)
+	}
+	d.queue = append(d.queue, res)
+}
+
+func (d *ioDriver) Send(x sm.Send)                 { d.sent = append(d.sent, x) }
+func (d *ioDriver) Log(x sm.Log)                   { d.logs = append(d.logs, x) }
+func (d *ioDriver) Exit(x sm.Exit)                 { d.exit = &x }
+func (d *ioDriver) Reply(x sm.Reply)               { d.replies = append(d.replies, x) }
+func (d *ioDriver) UpgradeReply(x sm.UpgradeReply) { d.upReplies = append(d.upReplies, x) }
+func (d *ioDriver) CancelTimer(x sm.CancelTimer)   { delete(d.timers, x.Kind) }
+func (d *ioDriver) Unknown(e sm.Effect)            { d.t.Errorf("unknown effect %T", e) }
+
+func (d *ioDriver) SetTimer(x sm.SetTimer) {
+	if d.timers == nil {
+		d.timers = map[sm.TimerKind]uint64{}
+	}
+	d.timers[x.Kind] = x.Gen
 }
 
 // fire delivers timer kind if it is armed.

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"xce/adapters/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
@@ -613,7 +614,8 @@ func (w *World) scheduleRestart(i int) {
 	w.push(event{at: w.now + w.sc.RestartDelay, kind: evStart, node: i})
 }
 
-// deliver steps node i with one input and executes its effects.
+// deliver steps node i with one input and executes its effects (package
+// loop, through the node's simHost, as the daemon's runner does).
 func (w *World) deliver(i int, in sm.Input) {
 	nd := w.nodes[i]
 	if _, io := in.(sm.IODone); !io { // completeIO traces it with its operation
@@ -621,75 +623,100 @@ func (w *World) deliver(i int, in sm.Input) {
 	}
 	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
 	w.beforeStep(nd)
-	effs, ok := w.step(nd, clk, in)
-	if !ok {
-		return
+	if w.step(nd, clk, in) {
+		w.checkNode(nd)
 	}
-	w.checkStep(nd, in, effs)
-	for _, e := range effs {
-		if !nd.up || w.fail != nil {
-			return
-		}
-		if !w.liveness && !w.faultsOff && w.sc.CrashPerEffect > 0 && w.rng.Float64() < w.sc.CrashPerEffect {
-			w.kill(i, "at effect boundary", w.rng.IntN(3) == 0)
-			return
-		}
-		w.execute(nd, e)
-	}
-	w.checkNode(nd)
 }
 
-func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (effs []sm.Effect, ok bool) {
+// step runs one loop step; a panic in the node is an S7 violation.
+func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.violate("S7", "node n%d panicked on %T: %v", nd.id, in, r)
 			ok = false
 		}
 	}()
-	return nd.node.Step(clk, in), true
+	loop.Step(nd.node, clk, in, simHost{w, nd})
+	return nd.up && w.fail == nil
 }
 
-func (w *World) execute(nd *simNode, e sm.Effect) {
-	i := nd.id
-	switch x := e.(type) {
-	case sm.Send:
-		w.checkSend(nd, x)
-		w.checkDurableClaim(nd, x)
-		w.checkTermClaim(nd, x)
-		if x.To < 0 || x.To >= w.sc.Nodes {
-			w.violate("S7", "n%d sent to unknown peer %d", i, x.To)
-			return
-		}
-		w.sendMsg(i, x.To, x.Msg)
-	case sm.SetTimer:
-		if int(x.Kind) < len(nd.timers) {
-			nd.timers[x.Kind] = x.Gen
-		}
-		after := time.Duration(float64(x.After) / (1 + w.sc.Drift[i]))
-		w.push(event{at: w.now + after, kind: evInput, node: i, inc: nd.inc, in: sm.TimerFired{Kind: x.Kind, Gen: x.Gen}})
-	case sm.CancelTimer:
-		if int(x.Kind) < len(nd.timers) {
-			nd.timers[x.Kind] = 0
-		}
-	case sm.FileOp:
-		w.issueIO(nd, x)
-	case sm.Log:
-		w.tr.line(w.now, i, x.Level.String()+" "+x.Key+": "+x.Text)
-		w.checkLog(nd, x)
-	case sm.Reply:
-		w.judgeReply(nd, x)
-		w.noteAckedWrite(nd, x)
-		w.nodeReply(nd, x)
-	case sm.UpgradeReply:
-		// answers to UpgradeConfig inputs, which only the upgrade tests send
-	case sm.Exit:
-		w.tr.line(w.now, i, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))
-		w.processGone(nd, false)
-		nd.up = false
-		nd.inc++
-		nd.chk.crashed()
-		w.scheduleRestart(i)
-	default:
-		w.violate("S7", "n%d emitted unknown effect %T", i, e)
+// simHost is a simulated node's loop.Host: the simulated network, timers
+// in simulated time, the node's one I/O queue on its simulated disk, and
+// the checkers, which see every effect.
+type simHost struct {
+	w  *World
+	nd *simNode
+}
+
+func (h simHost) Stepped(in sm.Input, effs []sm.Effect) bool {
+	h.w.checkStep(h.nd, in, effs)
+	return true
+}
+
+func (h simHost) Proceed(sm.Effect) bool {
+	w, nd := h.w, h.nd
+	if !nd.up || w.fail != nil {
+		return false
+	}
+	if !w.liveness && !w.faultsOff && w.sc.CrashPerEffect > 0 && w.rng.Float64() < w.sc.CrashPerEffect {
+		w.kill(nd.id, "at effect boundary", w.rng.IntN(3) == 0)
+		return false
+	}
+	return true
+}
+
+func (h simHost) Send(x sm.Send) {
+	w, nd := h.w, h.nd
+	w.checkSend(nd, x)
+	w.checkDurableClaim(nd, x)
+	w.checkTermClaim(nd, x)
+	if x.To < 0 || x.To >= w.sc.Nodes {
+		w.violate("S7", "n%d sent to unknown peer %d", nd.id, x.To)
+		return
+	}
+	w.sendMsg(nd.id, x.To, x.Msg)
+}
+
+func (h simHost) SetTimer(x sm.SetTimer) {
+	w, nd := h.w, h.nd
+	if int(x.Kind) < len(nd.timers) {
+		nd.timers[x.Kind] = x.Gen
+	}
+	after := time.Duration(float64(x.After) / (1 + w.sc.Drift[nd.id]))
+	w.push(event{at: w.now + after, kind: evInput, node: nd.id, inc: nd.inc, in: sm.TimerFired{Kind: x.Kind, Gen: x.Gen}})
+}
+
+func (h simHost) CancelTimer(x sm.CancelTimer) {
+	if int(x.Kind) < len(h.nd.timers) {
+		h.nd.timers[x.Kind] = 0
 	}
 }
+
+func (h simHost) File(x sm.FileOp) { h.w.issueIO(h.nd, x) }
+
+func (h simHost) Log(x sm.Log) {
+	h.w.tr.line(h.w.now, h.nd.id, x.Level.String()+" "+x.Key+": "+x.Text)
+	h.w.checkLog(h.nd, x)
+}
+
+func (h simHost) Reply(x sm.Reply) {
+	h.w.judgeReply(h.nd, x)
+	h.w.noteAckedWrite(h.nd, x)
+	h.w.nodeReply(h.nd, x)
+}
+
+// UpgradeReply answers UpgradeConfig inputs, which only the upgrade tests
+// send.
+func (simHost) UpgradeReply(sm.UpgradeReply) {}
+
+func (h simHost) Exit(x sm.Exit) {
+	w, nd := h.w, h.nd
+	w.tr.line(w.now, nd.id, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))
+	w.processGone(nd, false)
+	nd.up = false
+	nd.inc++
+	nd.chk.crashed()
+	w.scheduleRestart(nd.id)
+}
+
+func (h simHost) Unknown(e sm.Effect) { h.w.violate("S7", "n%d emitted unknown effect %T", h.nd.id, e) }

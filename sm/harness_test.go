@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
@@ -204,13 +205,7 @@ func (h *harness) step(i int, in sm.Input) {
 	if hn == nil || !hn.up {
 		return
 	}
-	effs := hn.n.Step(h.clock(), in)
-	for _, e := range effs {
-		if !hn.up {
-			break
-		}
-		h.execute(hn, e)
-	}
+	effs, _ := loop.Step(hn.n, h.clock(), in, harnessHost{h, hn})
 	if hn.n.Role() == sm.RolePrimary {
 		hn.primary = true
 	}
@@ -219,55 +214,78 @@ func (h *harness) step(i int, in sm.Input) {
 	}
 }
 
-func (h *harness) execute(hn *hnode, e sm.Effect) {
-	switch x := e.(type) {
-	case sm.FileOp:
-		if h.killBefore != nil && h.killBefore(hn.id, x) {
-			h.kill(hn.id)
-			return
+// harnessHost is a harness node's loop.Host: file operations run on its
+// disk when emitted (their IODone is queued), messages go to the queue or
+// a mock, timers wait for advance.
+type harnessHost struct {
+	h  *harness
+	hn *hnode
+}
+
+// Proceed stops a node that died mid-step, and kills it before a FileOp
+// killBefore names (kill -9: the op and later effects never run).
+func (x harnessHost) Proceed(e sm.Effect) bool {
+	if !x.hn.up {
+		return false
+	}
+	if op, ok := e.(sm.FileOp); ok && x.h.killBefore != nil && x.h.killBefore(x.hn.id, op) {
+		x.h.kill(x.hn.id)
+		return false
+	}
+	return true
+}
+
+func (x harnessHost) File(op sm.FileOp) {
+	h, hn := x.h, x.hn
+	hn.ops = append(hn.ops, op)
+	r := hn.disk.Exec(op, h.wall())
+	r.ID = op.ID
+	h.enqueue(hn.id, r)
+}
+
+func (x harnessHost) Send(m sm.Send) {
+	h, hn := x.h, x.hn
+	s := sent{At: h.now, From: hn.id, To: m.To, Msg: m.Msg}
+	hn.sent = append(hn.sent, s)
+	if m.To < 0 || m.To >= len(h.nodes) {
+		h.t.Errorf("n%d sent %s to unknown peer %d", hn.id, m.Msg.Type, m.To)
+		return
+	}
+	if h.cut[[2]int{hn.id, m.To}] {
+		return
+	}
+	if to := h.nodes[m.To]; to != nil {
+		if to.up {
+			h.inject(hn.id, m.To, m.Msg)
 		}
-		hn.ops = append(hn.ops, x)
-		r := hn.disk.Exec(x, h.wall())
-		r.ID = x.ID
-		h.enqueue(hn.id, r)
-	case sm.Send:
-		s := sent{At: h.now, From: hn.id, To: x.To, Msg: x.Msg}
-		hn.sent = append(hn.sent, s)
-		if x.To < 0 || x.To >= len(h.nodes) {
-			h.t.Errorf("n%d sent %s to unknown peer %d", hn.id, x.Msg.Type, x.To)
-			return
+		return
+	}
+	h.outbox = append(h.outbox, s)
+	if mk := h.mocks[m.To]; mk != nil {
+		for _, r := range mk(s) {
+			h.inject(m.To, hn.id, r)
 		}
-		if h.cut[[2]int{hn.id, x.To}] {
-			return
-		}
-		if to := h.nodes[x.To]; to != nil {
-			if to.up {
-				h.inject(hn.id, x.To, x.Msg)
-			}
-			return
-		}
-		h.outbox = append(h.outbox, s)
-		if m := h.mocks[x.To]; m != nil {
-			for _, r := range m(s) {
-				h.inject(x.To, hn.id, r)
-			}
-		}
-	case sm.SetTimer:
-		hn.timers[x.Kind] = armed{gen: x.Gen, at: h.now + x.After}
-	case sm.CancelTimer:
-		delete(hn.timers, x.Kind)
-	case sm.Log:
-		hn.logs = append(hn.logs, x)
-	case sm.Reply:
-		hn.replies = append(hn.replies, x)
-	case sm.Exit:
-		hn.exits = append(hn.exits, x)
-		hn.exitAt = h.now
-		h.kill(hn.id)
-	default:
-		h.t.Errorf("n%d emitted unknown effect %T", hn.id, e)
 	}
 }
+
+func (x harnessHost) SetTimer(t sm.SetTimer) {
+	x.hn.timers[t.Kind] = armed{gen: t.Gen, at: x.h.now + t.After}
+}
+
+func (x harnessHost) CancelTimer(t sm.CancelTimer) { delete(x.hn.timers, t.Kind) }
+func (x harnessHost) Log(l sm.Log)                 { x.hn.logs = append(x.hn.logs, l) }
+func (x harnessHost) Reply(r sm.Reply)             { x.hn.replies = append(x.hn.replies, r) }
+func (x harnessHost) UpgradeReply(r sm.UpgradeReply) {
+	x.h.t.Errorf("n%d answered an upgrade (#%d), which the harness does not model", x.hn.id, r.ID)
+}
+
+func (x harnessHost) Exit(e sm.Exit) {
+	x.hn.exits = append(x.hn.exits, e)
+	x.hn.exitAt = x.h.now
+	x.h.kill(x.hn.id)
+}
+
+func (x harnessHost) Unknown(e sm.Effect) { x.h.t.Errorf("n%d emitted unknown effect %T", x.hn.id, e) }
 
 // nextTimer is the earliest armed timer due at or before limit.
 func (h *harness) nextTimer(limit time.Duration) (node int, kind sm.TimerKind, at time.Duration, ok bool) {

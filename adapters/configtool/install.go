@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"xce/adapters/fileio"
+	"xce/adapters/loop"
 	"xce/sm"
 )
 
@@ -34,30 +35,50 @@ func Install(base, name string, keepN int, blob []byte) error {
 	if err != nil {
 		return err
 	}
-	files := &fileio.Executor{Base: base}
+	h := &installHost{files: &fileio.Executor{Base: base}}
 	start := time.Now()
 	clock := func() sm.Clock { return sm.Clock{Mono: time.Since(start), Wall: time.Now().UnixNano()} }
-	queue := []sm.Input{sm.Boot{Seed: 1, Install: blob}}
-	for len(queue) > 0 {
-		in := queue[0]
-		queue = queue[1:]
-		for _, e := range n.Step(clock(), in) {
-			switch x := e.(type) {
-			case sm.FileOp:
-				res := files.Exec(x)
-				res.ID = x.ID
-				queue = append(queue, res)
-			case sm.Log:
-				if x.Level >= sm.Warn {
-					fmt.Fprintf(os.Stderr, "%s %s: %s\n", x.Level, x.Key, x.Text)
-				}
-			case sm.Exit:
-				if x.Code != 0 {
-					return fmt.Errorf("%w: %s", ErrInstall, x.Reason)
-				}
-				return nil
+	h.queue = []sm.Input{sm.Boot{Seed: 1, Install: blob}}
+	for len(h.queue) > 0 {
+		in := h.queue[0]
+		h.queue = h.queue[1:]
+		if _, x := loop.Step(n, clock(), in, h); x != nil {
+			if x.Code != 0 {
+				return fmt.Errorf("%w: %s", ErrInstall, x.Reason)
 			}
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: the install node stopped without finishing", ErrInstall)
 }
+
+// installHost runs an install node's effects: file operations at once, in
+// order, on the real files; warnings to stderr; nothing else leaves it.
+type installHost struct {
+	files *fileio.Executor
+	queue []sm.Input
+}
+
+func (h *installHost) File(x sm.FileOp) {
+	res := h.files.Exec(x)
+	res.ID = x.ID
+	h.queue = append(h.queue, res)
+}
+
+func (h *installHost) Log(x sm.Log) {
+	if x.Level >= sm.Warn {
+		fmt.Fprintf(os.Stderr, "%s %s: %s\n", x.Level, x.Key, x.Text)
+	}
+}
+
+func (h *installHost) Unknown(e sm.Effect) {
+	fmt.Fprintf(os.Stderr, "install: unknown effect %T\n", e)
+}
+
+// An install node is alone and answers no one: these have nowhere to go.
+func (*installHost) Send(sm.Send)                 {}
+func (*installHost) SetTimer(sm.SetTimer)         {}
+func (*installHost) CancelTimer(sm.CancelTimer)   {}
+func (*installHost) Reply(sm.Reply)               {}
+func (*installHost) UpgradeReply(sm.UpgradeReply) {}
+func (*installHost) Exit(sm.Exit)                 {}

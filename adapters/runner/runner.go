@@ -23,6 +23,7 @@ import (
 
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
+	"xce/adapters/loop"
 	"xce/sm"
 )
 
@@ -334,65 +335,78 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // step feeds one input with the current clock, executes the effects in
-// order and publishes the status. It returns *ExitError on sm.Exit.
+// order (package loop, through host) and publishes the status. It returns
+// *ExitError on sm.Exit.
 func (r *Runner) step(in sm.Input) error {
 	now := time.Now()
 	clk := sm.Clock{Mono: now.Sub(r.start), Wall: now.UnixNano()}
-	effs := r.cfg.Node.Step(clk, in)
 	defer r.publish()
 	if r.cfg.AfterStep != nil {
 		defer r.cfg.AfterStep(r.cfg.Node)
 	}
-	for _, e := range effs {
-		if x, ok := e.(sm.Exit); ok {
-			lvl := zapcore.InfoLevel
-			if x.Code != 0 {
-				lvl = zapcore.ErrorLevel
-			}
-			r.log.Log(lvl, "node exit", zap.String("key", "runner.exit"), zap.Int("code", x.Code), zap.String("reason", x.Reason))
-			return &ExitError{Code: x.Code, Reason: x.Reason}
-		}
-		r.execute(e)
+	if _, x := loop.Step(r.cfg.Node, clk, in, host{r}); x != nil {
+		return &ExitError{Code: x.Code, Reason: x.Reason}
 	}
 	return nil
 }
 
-func (r *Runner) execute(e sm.Effect) {
-	switch x := e.(type) {
-	case sm.Send:
-		if r.cfg.Transport != nil {
-			r.cfg.Transport.Send(x.To, x.Msg)
-		}
-	case sm.SetTimer:
-		if t := r.timers[x.Kind]; t != nil {
-			t.Stop()
-		}
-		r.armed[x.Kind] = x.Gen
-		tf := sm.TimerFired{Kind: x.Kind, Gen: x.Gen}
-		r.timers[x.Kind] = time.AfterFunc(max(x.After, 0), func() { r.postTimer(tf) })
-	case sm.CancelTimer:
-		if t := r.timers[x.Kind]; t != nil {
-			t.Stop()
-		}
-		delete(r.timers, x.Kind)
-		delete(r.armed, x.Kind)
-	case sm.FileOp:
-		r.worker.submit(x)
-	case sm.Log:
-		r.logEffect(x)
-	case sm.Reply:
-		if ch, ok := r.waiters[x.ID]; ok {
-			ch <- x // buffered: never blocks the loop
-			delete(r.waiters, x.ID)
-		}
-	case sm.UpgradeReply:
-		if ch, ok := r.upWaiters[x.ID]; ok {
-			ch <- x // buffered, and sent before a following Exit ends Run
-			delete(r.upWaiters, x.ID)
-		}
-	default:
-		r.log.Error("unknown effect", zap.String("key", "runner.unknown-effect"), zap.String("type", fmt.Sprintf("%T", e)))
+// host is the runner's loop.Host: real sockets, real timers, the one I/O
+// worker, zap, and the callers waiting for replies.
+type host struct{ r *Runner }
+
+func (h host) Send(x sm.Send) {
+	if h.r.cfg.Transport != nil {
+		h.r.cfg.Transport.Send(x.To, x.Msg)
 	}
+}
+
+func (h host) SetTimer(x sm.SetTimer) {
+	r := h.r
+	if t := r.timers[x.Kind]; t != nil {
+		t.Stop()
+	}
+	r.armed[x.Kind] = x.Gen
+	tf := sm.TimerFired{Kind: x.Kind, Gen: x.Gen}
+	r.timers[x.Kind] = time.AfterFunc(max(x.After, 0), func() { r.postTimer(tf) })
+}
+
+func (h host) CancelTimer(x sm.CancelTimer) {
+	r := h.r
+	if t := r.timers[x.Kind]; t != nil {
+		t.Stop()
+	}
+	delete(r.timers, x.Kind)
+	delete(r.armed, x.Kind)
+}
+
+func (h host) File(x sm.FileOp) { h.r.worker.submit(x) }
+
+func (h host) Log(x sm.Log) { h.r.logEffect(x) }
+
+func (h host) Reply(x sm.Reply) {
+	if ch, ok := h.r.waiters[x.ID]; ok {
+		ch <- x // buffered: never blocks the loop
+		delete(h.r.waiters, x.ID)
+	}
+}
+
+func (h host) UpgradeReply(x sm.UpgradeReply) {
+	if ch, ok := h.r.upWaiters[x.ID]; ok {
+		ch <- x // buffered, and sent before a following Exit ends Run
+		delete(h.r.upWaiters, x.ID)
+	}
+}
+
+func (h host) Exit(x sm.Exit) {
+	lvl := zapcore.InfoLevel
+	if x.Code != 0 {
+		lvl = zapcore.ErrorLevel
+	}
+	h.r.log.Log(lvl, "node exit", zap.String("key", "runner.exit"), zap.Int("code", x.Code), zap.String("reason", x.Reason))
+}
+
+func (h host) Unknown(e sm.Effect) {
+	h.r.log.Error("unknown effect", zap.String("key", "runner.unknown-effect"), zap.String("type", fmt.Sprintf("%T", e)))
 }
 
 // postTimer runs in a time.AfterFunc goroutine.

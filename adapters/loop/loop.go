@@ -1,0 +1,79 @@
+// Package loop is the one way a node's effects are executed (issue 7 B1):
+// the daemon's runner, the simulator, xce-config install and the test
+// harnesses all feed a node through Step, which executes the effects of
+// each input in the order the node emitted them, through a Host that does
+// each kind, and runs nothing after an Exit. The Host decides how: the
+// runner sends on real sockets and queues file operations on its one I/O
+// worker; the simulator schedules them in simulated time; a harness runs
+// them at once. What they share is here.
+package loop
+
+import "xce/sm"
+
+// Host executes effects, one method per kind.
+type Host interface {
+	Send(sm.Send)
+	SetTimer(sm.SetTimer)
+	CancelTimer(sm.CancelTimer)
+	// File queues a file operation behind the ones before it: the node
+	// learns of its completion as an sm.IODone, in issue order.
+	File(sm.FileOp)
+	Log(sm.Log)
+	Reply(sm.Reply)
+	UpgradeReply(sm.UpgradeReply)
+	// Exit ends the process: Step runs no effect after it.
+	Exit(sm.Exit)
+	// Unknown is an effect of a kind this package does not know (a newer
+	// sm): a defect the host reports.
+	Unknown(sm.Effect)
+}
+
+// Observer, if the Host implements it, sees each step's effects before
+// any runs (the simulator's checkers); false skips them all.
+type Observer interface {
+	Stepped(in sm.Input, effs []sm.Effect) bool
+}
+
+// Gate, if the Host implements it, is asked before each effect; false
+// ends the step there, as if the process died between two effects (the
+// simulator's crash points, a harness's kill).
+type Gate interface {
+	Proceed(e sm.Effect) bool
+}
+
+// Step feeds in to node at clk, then executes its effects in order
+// through h. It returns the effects and the Exit among them, if any.
+func Step(node *sm.Node, clk sm.Clock, in sm.Input, h Host) (effs []sm.Effect, exit *sm.Exit) {
+	effs = node.Step(clk, in)
+	if o, ok := h.(Observer); ok && !o.Stepped(in, effs) {
+		return effs, nil
+	}
+	gate, _ := h.(Gate)
+	for _, e := range effs {
+		if gate != nil && !gate.Proceed(e) {
+			return effs, nil
+		}
+		switch x := e.(type) {
+		case sm.Send:
+			h.Send(x)
+		case sm.SetTimer:
+			h.SetTimer(x)
+		case sm.CancelTimer:
+			h.CancelTimer(x)
+		case sm.FileOp:
+			h.File(x)
+		case sm.Log:
+			h.Log(x)
+		case sm.Reply:
+			h.Reply(x)
+		case sm.UpgradeReply:
+			h.UpgradeReply(x)
+		case sm.Exit:
+			h.Exit(x)
+			return effs, &x
+		default:
+			h.Unknown(e)
+		}
+	}
+	return effs, nil
+}
