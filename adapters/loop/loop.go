@@ -48,10 +48,16 @@ func Step(node *sm.Node, clk sm.Clock, in sm.Input, h Host) (effs []sm.Effect, e
 	if o, ok := h.(Observer); ok && !o.Stepped(in, effs) {
 		return effs, nil
 	}
+	return effs, Execute(effs, h)
+}
+
+// Execute runs effs in order through h, up to and including an Exit
+// (returned) or until h's Gate says stop.
+func Execute(effs []sm.Effect, h Host) *sm.Exit {
 	gate, _ := h.(Gate)
 	for _, e := range effs {
 		if gate != nil && !gate.Proceed(e) {
-			return effs, nil
+			return nil
 		}
 		switch x := e.(type) {
 		case sm.Send:
@@ -70,10 +76,10 @@ func Step(node *sm.Node, clk sm.Clock, in sm.Input, h Host) (effs []sm.Effect, e
 			h.UpgradeReply(x)
 		case sm.Exit:
 			h.Exit(x)
-			return effs, &x
+			return &x
 		default:
 			h.Unknown(e)
 		}
 	}
-	return effs, nil
+	return nil
 }
