@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -13,7 +14,26 @@ import (
 // (the event carries the incarnation), so a write the process never saw
 // complete may never have happened — the window durability bugs hide in.
 func (w *World) issueIO(nd *simNode, op sm.FileOp) {
-	w.checkSnapshotTerm(nd, op)
+	if op.Snapshot != nil && op.Data == nil {
+		// A checkpoint, encoded off the node's Step from a copy-on-write
+		// view: encode it now for the checkers, and again when it
+		// completes, after the node went on changing its state — the two
+		// must be the same bytes (sm/queue View).
+		data, err := op.Snapshot.Encode()
+		if err != nil {
+			w.violate("S7", "n%d: checkpoint for %s does not encode: %v", nd.id, op.Path, err)
+			return
+		}
+		if nd.snapAt == nil {
+			nd.snapAt = map[uint64][]byte{}
+		}
+		nd.snapAt[op.ID] = data
+		withData := op
+		withData.Data = data
+		w.checkSnapshotTerm(nd, withData)
+	} else {
+		w.checkSnapshotTerm(nd, op)
+	}
 	if op.Op == sm.OpFsync && w.sc.FsyncWindowCut > 0 && !w.liveness && !w.faultsOff &&
 		strings.HasPrefix(op.Path, "data/wal/") && w.rng.Float64() < w.sc.FsyncWindowCut {
 		// The append before this fsync is only in the page cache: a power
@@ -29,6 +49,16 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 // completeIO executes the operation on the disk and delivers its result
 // in the same instant (the worker posts the completion back).
 func (w *World) completeIO(nd *simNode, op sm.FileOp) {
+	if op.Snapshot != nil && op.Data == nil {
+		want := nd.snapAt[op.ID]
+		delete(nd.snapAt, op.ID)
+		data, err := op.Snapshot.Encode()
+		if err != nil || !bytes.Equal(data, want) {
+			w.violate("S7", "n%d: the checkpoint view written to %s changed after it was taken (%d bytes at issue, %d now, %v): copy on write is broken", nd.id, op.Path, len(want), len(data), err)
+			return
+		}
+		op.Data, op.Snapshot = data, nil
+	}
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))
 	res.ID = op.ID

@@ -121,6 +121,7 @@ type simNode struct {
 	id        int
 	node      *sm.Node
 	disk      *simdisk.Disk
+	snapAt    map[uint64][]byte // checkpoint bytes at issue, by op ID (io.go)
 	up        bool
 	inc       int // incarnation: events of a dead process are dropped
 	starts    []time.Duration

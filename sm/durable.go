@@ -6,7 +6,14 @@ package sm
 // rename calls fail with what failed (fsync failures are fatal in io);
 // then runs once the replacement is durable.
 func (n *Node) replaceDurably(tmp, path, dir string, data []byte, fail func(what string, d IODone), then func()) {
-	n.io(FileOp{Op: OpWrite, Path: tmp, Data: data}, func(d IODone) {
+	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Data: data}, path, dir, fail, then)
+}
+
+// replaceDurablyOp is replaceDurably with the write given: its Path is the
+// temporary file.
+func (n *Node) replaceDurablyOp(write FileOp, path, dir string, fail func(what string, d IODone), then func()) {
+	tmp := write.Path
+	n.io(write, func(d IODone) {
 		if d.Err != IOOK {
 			fail("write "+tmp, d)
 			return

@@ -41,23 +41,19 @@ func (n *Node) checkpointIfDue() {
 	}
 	j.ckpt.inProgress = true
 	lsn := j.nextLSN - 1
-	snap := exportSnapshot(j.q, lsn)
-	snap.Term = j.lastTerm
+	// A copy-on-write view of the state: the executor encodes it while we
+	// go on serving (issue 9 item 2).
+	snap := &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}
 	// New records go to a new segment; the old ones hold LSNs <= lsn only.
 	j.seg, j.segRecords = wal.SegmentPath(j.nextLSN), 0
-	data, err := wal.EncodeSnapshot(snap)
-	if err != nil {
-		n.die("fatal.checkpoint", fmt.Sprintf("cannot encode snapshot at lsn %d: %v", lsn, err))
-		return
-	}
 	path := wal.SnapshotPath(lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
-	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, len(snap.GetJobs())))
+	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, snap.view.Len()))
 	fail := func(what string, d IODone) {
 		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", what, d.Err, d.Detail))
 		n.checkpointDone(j)
 	}
-	n.replaceDurably(tmp, path, wal.SnapDir, data, fail, func() {
+	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Snapshot: snap}, path, wal.SnapDir, fail, func() {
 		// The snapshot is durable: older segments may go once their last
 		// writes have landed.
 		j.ckpt.removeLSN = lsn
@@ -67,6 +63,21 @@ func (n *Node) checkpointIfDue() {
 		}
 		n.checkpointDone(j)
 	})
+}
+
+// SnapshotData is a checkpoint's contents before encoding: a view of the
+// job state and its position. Encode is pure and reads only the view, so
+// the executor may run it on its own goroutine.
+type SnapshotData struct {
+	view      queue.View
+	lsn, term uint64
+}
+
+// Encode is the snapshot file's bytes (wal.EncodeSnapshot).
+func (s *SnapshotData) Encode() ([]byte, error) {
+	snap := snapshotOf(s.view.Export(), s.lsn)
+	snap.Term = s.term
+	return wal.EncodeSnapshot(snap)
 }
 
 func (n *Node) checkpointDone(j *jobState) {
@@ -161,8 +172,10 @@ func queueState(s schema.JobState) queue.State {
 }
 
 // exportSnapshot is the queue state at lsn as a snapshot message.
-func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot {
-	s := q.Export()
+func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot { return snapshotOf(q.Export(), lsn) }
+
+// snapshotOf is the snapshot file's message for an exported state.
+func snapshotOf(s queue.Snapshot, lsn uint64) *schema.Snapshot {
 	out := &schema.Snapshot{Lsn: lsn, NextId: s.NextID, NextSeq: s.NextSeq}
 	for _, jb := range s.Jobs {
 		out.Jobs = append(out.Jobs, &schema.SnapshotJob{Id: jb.ID, Queue: jb.Queue, Payload: jb.Payload, Priority: jb.Priority,

@@ -117,6 +117,10 @@ type FileOp struct {
 	Path string
 	To   string // OpRename target
 	Data []byte // OpWrite / OpAppend contents
+	// Snapshot, on an OpWrite without Data, is a checkpoint the executor
+	// encodes as the file's contents (Encode): the encoding, proportional
+	// to the number of jobs, runs off the node's Step.
+	Snapshot *SnapshotData
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64

@@ -81,7 +81,15 @@ func Exec(fsys FS, op sm.FileOp) sm.IODone {
 	if err == nil {
 		switch op.Op {
 		case sm.OpWrite, sm.OpAppend:
-			err = fsys.Write(op.Path, op.Data, op.Op == sm.OpAppend)
+			data := op.Data
+			if op.Snapshot != nil && op.Op == sm.OpWrite && data == nil {
+				// A checkpoint: encoded here, off the node's Step.
+				if data, err = op.Snapshot.Encode(); err != nil {
+					err = fmt.Errorf("cannot encode the snapshot: %w", err)
+					break
+				}
+			}
+			err = fsys.Write(op.Path, data, op.Op == sm.OpAppend)
 		case sm.OpFsync, sm.OpFsyncDir:
 			// fsync(2) on any descriptor syncs that inode: a file's data
 			// or a directory's entries, whichever op kind names it.

@@ -145,9 +145,11 @@ var (
 	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
 )
 
-// entry is a job with its index positions.
+// entry is a job with its index positions. Its Job is copied on write
+// once a View may share it (own).
 type entry struct {
-	Job
+	*Job
+	owned uint64 // the Queues generation whose Job this is (own)
 	lane  *lane
 	where *jobHeap // the lane heap holding the entry; nil when dead
 	slot  int      // position in where
@@ -156,9 +158,19 @@ type entry struct {
 }
 
 func (e *entry) copyJob() Job {
-	j := e.Job
+	j := *e.Job
 	j.Payload = bytes.Clone(j.Payload)
 	return j
+}
+
+// own makes e's Job this generation's before it is changed: a View taken
+// since shares the old one, which must stay as it was (copy on write; the
+// payload is never written, so it stays shared).
+func (q *Queues) own(e *entry) {
+	if e.owned < q.gen {
+		j := *e.Job
+		e.Job, e.owned = &j, q.gen
+	}
 }
 
 // lane is the index of one queue.
@@ -202,6 +214,9 @@ type Queues struct {
 	scheds []*schedule // sorted by Name
 
 	nextID, nextSeq uint64
+	// gen counts Views: a job created or copied in generation gen is not
+	// shared with any View (own).
+	gen uint64
 }
 
 // New returns an empty state. Job IDs and Seqs start at 1.
@@ -213,6 +228,7 @@ func New() *Queues {
 		retain:  jobHeap{kind: hRetain},
 		nextID:  1,
 		nextSeq: 1,
+		gen:     1,
 	}
 }
 
@@ -275,7 +291,8 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 		p = bytes.Clone(payload)
 	}
 	e := &entry{
-		Job: Job{
+		owned: q.gen,
+		Job: &Job{
 			ID: q.nextID, Queue: queue, Payload: p, Priority: o.Priority, State: Pending,
 			RunAt: runAt, Seq: q.nextSeq, EnqueuedAt: now, ExpiresAt: expiresAt,
 			Stamps: st, Pin: o.Host, Resource: o.Resource,
@@ -330,7 +347,7 @@ func (q *Queues) unplace(e *entry) {
 	}
 }
 
-// setState moves e to state s, keeping the lane counts.
+// setState moves e to state s, keeping the lane counts. The caller owns e.
 func (e *entry) setState(s State) {
 	e.lane.count(e.State, -1)
 	e.State = s
@@ -343,6 +360,7 @@ func (q *Queues) kill(e *entry, now int64, msg string) {
 	if e.eslot >= 0 {
 		q.expiry.remove(e)
 	}
+	q.own(e)
 	e.setState(Dead)
 	e.LastError = msg
 	e.DiedAt = now
@@ -453,6 +471,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			break
 		}
 		used += size
+		q.own(e)
 		if e.State != Processing {
 			e.setState(Processing)
 		}
@@ -511,6 +530,7 @@ func (q *Queues) Heartbeat(now int64, h Handle) bool {
 	}
 	if d := addSat(now, int64(e.Stamps.VisibilityTimeoutS)); d > e.ClaimExpiresAt {
 		q.unplace(e)
+		q.own(e)
 		e.ClaimExpiresAt = d
 		q.place(e, now)
 	}
@@ -532,6 +552,7 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 		return true
 	}
 	q.unplace(e)
+	q.own(e)
 	e.setState(Pending)
 	e.RunAt = addSat(now, backoff(e.Stamps.BackoffBaseS, e.Attempts))
 	e.LastError = errMsg
@@ -626,6 +647,7 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 	if e.dslot >= 0 {
 		q.retain.remove(e)
 	}
+	q.own(e)
 	e.setState(Pending)
 	e.Attempts = 0
 	e.RunAt = now

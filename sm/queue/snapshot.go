@@ -2,9 +2,11 @@ package queue
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -31,6 +33,43 @@ func (q *Queues) Export() Snapshot {
 		s.Jobs = append(s.Jobs, e.copyJob())
 	}
 	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].ID < s.Jobs[j].ID })
+	return s
+}
+
+// View is the state at one moment, taken in time proportional to the
+// number of jobs only for collecting their pointers: the jobs themselves
+// are shared with the live state, which copies a job before it changes it
+// from then on (copy on write). A View is immutable, so another goroutine
+// may read it (Export) while the state goes on changing.
+type View struct {
+	jobs      []*Job
+	schedules []Schedule
+	nextID    uint64
+	nextSeq   uint64
+}
+
+// View returns the current state as a View.
+func (q *Queues) View() View {
+	v := View{jobs: make([]*Job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	for _, e := range q.jobs {
+		v.jobs = append(v.jobs, e.Job)
+	}
+	q.gen++ // every job now may be shared: the next change copies it
+	return v
+}
+
+// Len is the number of jobs in the view.
+func (v View) Len() int { return len(v.jobs) }
+
+// Export is the view as a Snapshot, jobs sorted by ID. The jobs' payloads
+// are shared with the view (payloads are never written).
+func (v View) Export() Snapshot {
+	s := Snapshot{Jobs: make([]Job, len(v.jobs)), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
+	byID := slices.Clone(v.jobs)
+	slices.SortFunc(byID, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	for i, j := range byID {
+		s.Jobs[i] = *j
+	}
 	return s
 }
 
@@ -68,7 +107,7 @@ func Import(s Snapshot) (*Queues, error) {
 		if len(s.Jobs[i].Payload) > 0 {
 			j.Payload = bytes.Clone(s.Jobs[i].Payload)
 		}
-		q.insert(&entry{Job: j, eslot: -1, dslot: -1}, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
+		q.insert(&entry{Job: &j, owned: q.gen, eslot: -1, dslot: -1}, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
 	}
 	for _, sc := range s.Schedules {
 		every, err := ParseEvery(sc.Spec)

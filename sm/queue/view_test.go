@@ -1,0 +1,68 @@
+package queue
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// A View is the state when it was taken, whatever the state does after
+// (copy on write): for any state and any operations after the View, the
+// View exports what Export returned at that moment.
+func TestViewIsImmutable(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		q, now := New(), int64(1_700_000_000)
+		st := Stamps{VisibilityTimeoutS: 30, MaxAttempts: 2, BackoffBaseS: 1, DeadLetterRetentionS: 3600}
+		var handles []Handle
+		op := func(label string) {
+			now += int64(rapid.IntRange(0, 40).Draw(t, label+"-dt"))
+			switch rapid.IntRange(0, 8).Draw(t, label) {
+			case 0, 1:
+				if _, err := q.Enqueue(now, rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+"-q"), []byte(label), st, EnqueueOpts{Host: rapid.SampledFrom([]string{"", "lost_and_found"}).Draw(t, label+"-pin")}); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				for _, j := range q.ClaimBatch(now, "a", "h", 2, ClaimStamp{Term: 1, LSN: uint64(now)}) {
+					handles = append(handles, j.Handle())
+				}
+			case 3, 4, 5, 6:
+				if len(handles) == 0 {
+					return
+				}
+				h := handles[rapid.IntRange(0, len(handles)-1).Draw(t, label+"-h")]
+				switch rapid.IntRange(0, 3).Draw(t, label+"-what") {
+				case 0:
+					q.Ack(now, h)
+				case 1:
+					q.Heartbeat(now, h)
+				case 2:
+					q.Retry(now, h, "again")
+				default:
+					q.Fail(now, h, "broken")
+				}
+			case 7:
+				for _, j := range q.List("") {
+					if j.State == Dead {
+						q.Redrive(now, j.ID)
+					}
+				}
+				q.SweepExpired(now)
+			default:
+				q.DrainSidelined(now, "lost_and_found", "b", "", false)
+			}
+		}
+		for i := range rapid.IntRange(0, 30).Draw(t, "before") {
+			op(fmt.Sprintf("b%d", i))
+		}
+		want := q.Export()
+		v := q.View()
+		for i := range rapid.IntRange(1, 30).Draw(t, "after") {
+			op(fmt.Sprintf("a%d", i))
+		}
+		if got := v.Export(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("the view changed with the state:\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
