@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"xce/schema"
 	"xce/sm/wal"
 )
 
@@ -19,7 +18,9 @@ import (
 // (the caller decides whether it is still the node's) and whether the log
 // is clean: it ends exactly there, with no torn tail, corrupt snapshot or
 // replaced log's segments after it (only a clean log may be extended by a
-// catch-up).
+// catch-up). It checks every frame as recovery does but decodes only each
+// record's LSN and term (wal.WalkPositions, wal.SnapshotPosition):
+// recovery decodes each record, and the snapshot, once.
 func (n *Node) scanLogPosition(then func(logPos, bool)) {
 	n.listForScan(wal.WALDir, func(segs []string) {
 		n.listForScan(wal.SnapDir, func(snaps []string) {
@@ -54,7 +55,7 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 			n.dieUnreadable(path, d)
 			return
 		}
-		s, err := wal.DecodeSnapshot(d.Data)
+		lsn, term, err := wal.SnapshotPosition(d.Data)
 		if err != nil { // corrupt: recovery falls back to an older one, so do we
 			n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", path, err))
 			if bad == "" {
@@ -63,7 +64,7 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 			n.scanPlan(slices.DeleteFunc(slices.Clone(snaps), func(x string) bool { return x == plan.Snapshot }), segs, bad, then)
 			return
 		}
-		n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, clean, then)
+		n.scanSegments(plan.Segments, logPos{term: term, lsn: lsn}, clean, then)
 	})
 }
 
@@ -119,13 +120,13 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 				return
 			}
 			diverged := false
-			validLen, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
+			validLen, err := wal.WalkPositions(d.Data, func(_ int, lsn, term uint64) error {
 				switch {
-				case r.GetLsn() == snap.lsn && snap.lsn > 0 && r.GetTerm() != snap.term:
+				case lsn == snap.lsn && snap.lsn > 0 && term != snap.term:
 					diverged = true
 					return errDiverged
-				case r.GetLsn() > pos.lsn:
-					pos = logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+				case lsn > pos.lsn:
+					pos = logPos{term: term, lsn: lsn}
 				}
 				return nil
 			})
