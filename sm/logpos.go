@@ -50,7 +50,7 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readDurably(path, func(d IODone) {
+	n.readScanning(path, func(d IODone) {
 		if d.Err != IOOK {
 			n.dieUnreadable(path, d)
 			return
@@ -114,7 +114,7 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 			return
 		}
 		path := wal.WALDir + "/" + rest[0]
-		n.readDurably(path, func(d IODone) {
+		n.readScanning(path, func(d IODone) {
 			if d.Err != IOOK {
 				n.dieUnreadable(path, d)
 				return
@@ -163,6 +163,58 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 		})
 	}
 	walk(segs)
+}
+
+// scannedFiles is the boot scan's hand-off to recovery (Node.scanned).
+type scannedFiles struct{ data map[string][]byte }
+
+// scanBootLog is scanLogPosition at boot: the files it reads are kept
+// for the first recovery, which then reads each record once. What the
+// scan read is as durable as what recovery reads (both fsync before they
+// count it), and it is the file as it is while the node changes nothing
+// in data/wal or data/snap: any such change drops the hand-off
+// (forgetScanned), as does becoming a standby, which recovers nothing.
+func (n *Node) scanBootLog(then func(logPos, bool)) {
+	n.scanned = &scannedFiles{data: map[string][]byte{}}
+	n.scanLogPosition(then)
+}
+
+// readScanning is the scan's readDurably; at boot it keeps what it read.
+func (n *Node) readScanning(path string, k func(IODone)) {
+	n.readDurably(path, func(d IODone) {
+		if d.Err == IOOK && n.scanned != nil {
+			n.scanned.data[path] = d.Data
+		}
+		k(d)
+	})
+}
+
+// readForRecovery is recovery's readDurably: a file the boot scan read
+// and fsync'd, unchanged since, is handed on without reading it again.
+func (n *Node) readForRecovery(path string, k func(IODone)) {
+	if n.scanned != nil {
+		if data, ok := n.scanned.data[path]; ok {
+			delete(n.scanned.data, path)
+			k(IODone{Err: IOOK, Data: data})
+			return
+		}
+	}
+	n.readDurably(path, k)
+}
+
+// forgetScanned drops the boot scan's hand-off when op changes a file of
+// the job log (n.io runs it on every file effect).
+func (n *Node) forgetScanned(op FileOp) {
+	switch op.Op {
+	case OpWrite, OpAppend, OpRename, OpRemove:
+	default:
+		return
+	}
+	for _, p := range []string{op.Path, op.To} {
+		if strings.HasPrefix(p, wal.WALDir+"/") || strings.HasPrefix(p, wal.SnapDir+"/") {
+			n.scanned = nil
+		}
+	}
 }
 
 // dieUnreadable: a log the node cannot read has an unknown position, and
