@@ -77,7 +77,7 @@ func (n *Node) onTermRead(d IODone) {
 						n.releaseHeld()
 					}
 				}
-				n.loadSaved(func() { n.scanLogPosition(n.afterBootScan) })
+				n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
 			})
 		})
 		return
@@ -87,7 +87,7 @@ func (n *Node) onTermRead(d IODone) {
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(func() { n.scanLogPosition(n.afterBootScan) })
+	n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
 }
 
 // afterBootScan: a log holding records of a term above data/term (a

@@ -252,6 +252,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.cancelTimer(TimerElection)
 	n.cancelTimer(TimerProbe)
 	n.role = RoleStandby
+	n.scanned = nil // a standby recovers nothing: let the boot scan's reads go
 	n.promoting = false
 	n.ballot = ballot{}
 	n.lastRound = 0

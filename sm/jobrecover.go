@@ -84,7 +84,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readDurably(path, func(d IODone) {
+	n.readForRecovery(path, func(d IODone) {
 		if err := ioErr(d); err != nil {
 			// Unreadable is not invalid: falling back would rebuild less
 			// than this node holds (and has told its peers it holds).
@@ -145,7 +145,7 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	}
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.readDurably(path, func(d IODone) {
+	n.readForRecovery(path, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return
@@ -249,6 +249,7 @@ func (n *Node) finishRecovery(j *jobState) {
 	}
 	j.recovered = true
 	j.recoveredLSN = j.durableLSN
+	n.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
 	n.logPos = logPos{term: j.lastTerm, lsn: j.durableLSN}
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
 	// The term's first record: committing it commits everything before,

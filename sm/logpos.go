@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"xce/schema"
 	"xce/sm/wal"
 )
 
@@ -19,7 +18,9 @@ import (
 // (the caller decides whether it is still the node's) and whether the log
 // is clean: it ends exactly there, with no torn tail, corrupt snapshot or
 // replaced log's segments after it (only a clean log may be extended by a
-// catch-up).
+// catch-up). It checks every frame as recovery does but decodes only each
+// record's LSN and term (wal.WalkPositions, wal.SnapshotPosition):
+// recovery decodes each record, and the snapshot, once.
 func (n *Node) scanLogPosition(then func(logPos, bool)) {
 	n.listForScan(wal.WALDir, func(segs []string) {
 		n.listForScan(wal.SnapDir, func(snaps []string) {
@@ -49,12 +50,12 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readDurably(path, func(d IODone) {
+	n.readScanning(path, func(d IODone) {
 		if d.Err != IOOK {
 			n.dieUnreadable(path, d)
 			return
 		}
-		s, err := wal.DecodeSnapshot(d.Data)
+		lsn, term, err := wal.SnapshotPosition(d.Data)
 		if err != nil { // corrupt: recovery falls back to an older one, so do we
 			n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", path, err))
 			if bad == "" {
@@ -63,7 +64,7 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 			n.scanPlan(slices.DeleteFunc(slices.Clone(snaps), func(x string) bool { return x == plan.Snapshot }), segs, bad, then)
 			return
 		}
-		n.scanSegments(plan.Segments, logPos{term: s.GetTerm(), lsn: s.GetLsn()}, clean, then)
+		n.scanSegments(plan.Segments, logPos{term: term, lsn: lsn}, clean, then)
 	})
 }
 
@@ -113,19 +114,19 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 			return
 		}
 		path := wal.WALDir + "/" + rest[0]
-		n.readDurably(path, func(d IODone) {
+		n.readScanning(path, func(d IODone) {
 			if d.Err != IOOK {
 				n.dieUnreadable(path, d)
 				return
 			}
 			diverged := false
-			validLen, err := wal.Walk(d.Data, func(_ int, r *schema.WalRecord) error {
+			validLen, err := wal.WalkPositions(d.Data, func(_ int, lsn, term uint64) error {
 				switch {
-				case r.GetLsn() == snap.lsn && snap.lsn > 0 && r.GetTerm() != snap.term:
+				case lsn == snap.lsn && snap.lsn > 0 && term != snap.term:
 					diverged = true
 					return errDiverged
-				case r.GetLsn() > pos.lsn:
-					pos = logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+				case lsn > pos.lsn:
+					pos = logPos{term: term, lsn: lsn}
 				}
 				return nil
 			})
@@ -162,6 +163,58 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 		})
 	}
 	walk(segs)
+}
+
+// scannedFiles is the boot scan's hand-off to recovery (Node.scanned).
+type scannedFiles struct{ data map[string][]byte }
+
+// scanBootLog is scanLogPosition at boot: the files it reads are kept
+// for the first recovery, which then reads each record once. What the
+// scan read is as durable as what recovery reads (both fsync before they
+// count it), and it is the file as it is while the node changes nothing
+// in data/wal or data/snap: any such change drops the hand-off
+// (forgetScanned), as does becoming a standby, which recovers nothing.
+func (n *Node) scanBootLog(then func(logPos, bool)) {
+	n.scanned = &scannedFiles{data: map[string][]byte{}}
+	n.scanLogPosition(then)
+}
+
+// readScanning is the scan's readDurably; at boot it keeps what it read.
+func (n *Node) readScanning(path string, k func(IODone)) {
+	n.readDurably(path, func(d IODone) {
+		if d.Err == IOOK && n.scanned != nil {
+			n.scanned.data[path] = d.Data
+		}
+		k(d)
+	})
+}
+
+// readForRecovery is recovery's readDurably: a file the boot scan read
+// and fsync'd, unchanged since, is handed on without reading it again.
+func (n *Node) readForRecovery(path string, k func(IODone)) {
+	if n.scanned != nil {
+		if data, ok := n.scanned.data[path]; ok {
+			delete(n.scanned.data, path)
+			k(IODone{Err: IOOK, Data: data})
+			return
+		}
+	}
+	n.readDurably(path, k)
+}
+
+// forgetScanned drops the boot scan's hand-off when op changes a file of
+// the job log (n.io runs it on every file effect).
+func (n *Node) forgetScanned(op FileOp) {
+	switch op.Op {
+	case OpWrite, OpAppend, OpRename, OpRemove:
+	default:
+		return
+	}
+	for _, p := range []string{op.Path, op.To} {
+		if strings.HasPrefix(p, wal.WALDir+"/") || strings.HasPrefix(p, wal.SnapDir+"/") {
+			n.scanned = nil
+		}
+	}
 }
 
 // dieUnreadable: a log the node cannot read has an unknown position, and

@@ -16,6 +16,12 @@ type Node struct {
 	now Clock
 	out []Effect
 
+	// Recovery's hand-off from the boot scan (logpos.go): the job log's
+	// files the boot scan read and fsync'd, by path, for the first
+	// recovery to replay without reading them again. Dropped at any change
+	// to data/wal or data/snap, on becoming a standby, and by recovery.
+	scanned *scannedFiles
+
 	role    Role
 	term    uint64 // current term: the highest seen (durable before any send reveals it)
 	vote    int    // peer voted for in term, -1 if none
@@ -224,6 +230,7 @@ func (n *Node) id() uint64 { n.nextID++; return n.nextID }
 // io issues a file operation and registers its continuation. An fsync that
 // fails is fatal (never retry and trust it).
 func (n *Node) io(op FileOp, k func(IODone)) {
+	n.forgetScanned(op)
 	op.ID = n.id()
 	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, k: k} // the running continuation's owner (pending.go)
 	n.emit(op)

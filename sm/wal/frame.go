@@ -164,8 +164,45 @@ func Walk(data []byte, fn func(offset int, rec *schema.WalRecord) error) (validL
 
 // walk is Walk; fresh gives fn a new record per frame instead of reusing one.
 func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
+	rec := new(schema.WalRecord)
+	return walkFrames(data, func(off int, p []byte) (uint64, error) {
+		if fresh && off > 0 {
+			rec = new(schema.WalRecord)
+		}
+		if err := proto.Unmarshal(p, rec); err != nil {
+			return 0, err
+		}
+		return rec.GetLsn(), nil
+	}, func(off int) error { return fn(off, rec) })
+}
+
+// WalkPositions walks the frames of one segment as Walk does — the same
+// frame checks (length, CRC32C), the same LSN order and the same
+// classification of the tail — but reads only each record's LSN and term
+// from the payload, skipping the rest of it unparsed. It is how the boot
+// scan learns the log's position without decoding every record (recovery
+// decodes them, once).
+//
+// What it cannot see is a payload whose CRC verifies and whose top-level
+// fields parse but whose operation does not decode: only a writer bug makes
+// one (a torn write, garbage or a flipped bit fails the CRC), and Walk
+// reports it, at the same offset, as corruption.
+func WalkPositions(data []byte, fn func(offset int, lsn, term uint64) error) (validLen int, err error) {
+	var lsn, term uint64
+	return walkFrames(data, func(_ int, p []byte) (uint64, error) {
+		var err error
+		lsn, term, err = recordPosition(p)
+		return lsn, err
+	}, func(off int) error { return fn(off, lsn, term) })
+}
+
+// walkFrames is the one frame walker under Walk and WalkPositions: each
+// frame's length and CRC, the decode of its payload (decode returns the
+// record's LSN), strictly
+// increasing LSNs, and the tail's classification (see Scan). fn runs after
+// each frame that passes.
+func walkFrames(data []byte, decode func(off int, payload []byte) (uint64, error), fn func(off int) error) (validLen int, err error) {
 	var (
-		rec  = new(schema.WalRecord)
 		last uint64 // LSN of the previous record, 0 before the first
 		off  int
 	)
@@ -177,17 +214,15 @@ func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) er
 			}
 			return off, nil // torn, zeroed or garbage tail, or a hole before later unsynced data
 		}
-		if fresh && last != 0 {
-			rec = new(schema.WalRecord)
-		}
-		if err := proto.Unmarshal(p, rec); err != nil {
+		lsn, err := decode(off, p)
+		if err != nil {
 			return off, &CorruptError{Offset: off, Reason: "checksum verifies but the record does not decode: " + err.Error(), ValidAt: -1}
 		}
-		if lsn := rec.GetLsn(); lsn <= last {
+		if lsn <= last {
 			return off, &CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d does not increase (previous %d)", lsn, last), ValidAt: -1}
 		}
-		last = rec.GetLsn()
-		if err := fn(off, rec); err != nil {
+		last = lsn
+		if err := fn(off); err != nil {
 			return off, err
 		}
 		off += HeaderSize + len(p)

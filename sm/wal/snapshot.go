@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
@@ -51,20 +52,11 @@ func EncodeSnapshot(s *schema.Snapshot) ([]byte, error) {
 // DecodeSnapshot parses and validates snapshot file contents: magic,
 // length (the file is exactly header + payload), CRC32C, protobuf, then
 // ValidateSnapshot. Every error wraps ErrBadSnapshot and says what failed.
+// ReadSnapshot does the same as a stream.
 func DecodeSnapshot(data []byte) (*schema.Snapshot, error) {
-	if len(data) < SnapshotHeaderSize {
-		return nil, badSnap("%d bytes, shorter than the %d-byte header", len(data), SnapshotHeaderSize)
-	}
-	if string(data[:8]) != SnapshotMagic {
-		return nil, badSnap("magic %q, want %q", data[:8], SnapshotMagic)
-	}
-	n := binary.LittleEndian.Uint64(data[12:])
-	if have := uint64(len(data) - SnapshotHeaderSize); n != have {
-		return nil, badSnap("header says %d payload bytes, file has %d", n, have)
-	}
-	p := data[SnapshotHeaderSize:]
-	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
-		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
+	p, err := snapshotPayload(data)
+	if err != nil {
+		return nil, err
 	}
 	s := new(schema.Snapshot)
 	if err := proto.Unmarshal(p, s); err != nil {
@@ -84,34 +76,120 @@ func ValidateSnapshot(s *schema.Snapshot) error {
 	if s == nil {
 		return badSnap("nil snapshot")
 	}
-	ids := make(map[uint64]struct{}, len(s.GetJobs()))
-	for i, j := range s.GetJobs() {
-		id := j.GetId()
-		switch {
-		case id == 0:
-			return badSnap("job %d has id 0", i)
-		case id >= s.GetNextId():
-			return badSnap("job %d has id %d, not below next_id %d", i, id, s.GetNextId())
-		case j.GetSeq() >= s.GetNextSeq():
-			return badSnap("job %d (id %d) has seq %d, not below next_seq %d", i, id, j.GetSeq(), s.GetNextSeq())
-		}
-		if _, dup := ids[id]; dup {
-			return badSnap("job id %d appears twice", id)
-		}
-		ids[id] = struct{}{}
-		if _, known := schema.JobState_name[int32(j.GetState())]; !known {
-			return badSnap("job %d (id %d) has unknown state %d", i, id, j.GetState())
+	c := newSnapCheck(s.GetNextId(), s.GetNextSeq(), len(s.GetJobs()), len(s.GetSchedules()))
+	for _, j := range s.GetJobs() {
+		if err := c.job(j); err != nil {
+			return err
 		}
 	}
-	names := make(map[string]struct{}, len(s.GetSchedules()))
-	for i, sc := range s.GetSchedules() {
-		if sc.GetName() == "" {
-			return badSnap("schedule %d has no name", i)
+	for _, sc := range s.GetSchedules() {
+		if err := c.schedule(sc); err != nil {
+			return err
 		}
-		if _, dup := names[sc.GetName()]; dup {
-			return badSnap("schedule %q appears twice", sc.GetName())
-		}
-		names[sc.GetName()] = struct{}{}
 	}
 	return nil
+}
+
+// snapCheck is ValidateSnapshot's state, one job or schedule at a time
+// (ReadSnapshot checks a stream with it).
+type snapCheck struct {
+	nextID, nextSeq uint64
+	ids             map[uint64]struct{}
+	names           map[string]struct{}
+}
+
+func newSnapCheck(nextID, nextSeq uint64, jobs, schedules int) *snapCheck {
+	return &snapCheck{nextID: nextID, nextSeq: nextSeq, ids: make(map[uint64]struct{}, jobs), names: make(map[string]struct{}, schedules)}
+}
+
+func (c *snapCheck) job(j *schema.SnapshotJob) error {
+	i, id := len(c.ids), j.GetId()
+	switch {
+	case id == 0:
+		return badSnap("job %d has id 0", i)
+	case id >= c.nextID:
+		return badSnap("job %d has id %d, not below next_id %d", i, id, c.nextID)
+	case j.GetSeq() >= c.nextSeq:
+		return badSnap("job %d (id %d) has seq %d, not below next_seq %d", i, id, j.GetSeq(), c.nextSeq)
+	}
+	if _, dup := c.ids[id]; dup {
+		return badSnap("job id %d appears twice", id)
+	}
+	c.ids[id] = struct{}{}
+	if _, known := schema.JobState_name[int32(j.GetState())]; !known {
+		return badSnap("job %d (id %d) has unknown state %d", i, id, j.GetState())
+	}
+	return nil
+}
+
+func (c *snapCheck) schedule(sc *schema.SnapshotSchedule) error {
+	if sc.GetName() == "" {
+		return badSnap("schedule %d has no name", len(c.names))
+	}
+	if _, dup := c.names[sc.GetName()]; dup {
+		return badSnap("schedule %q appears twice", sc.GetName())
+	}
+	c.names[sc.GetName()] = struct{}{}
+	return nil
+}
+
+// SnapshotHead is a snapshot's scalar fields.
+type SnapshotHead struct {
+	LSN, Term, NextID, NextSeq uint64
+	Jobs, Schedules            int // how many follow
+}
+
+// SnapshotVisitor receives a snapshot streamed by ReadSnapshot: Head
+// first, then each job and schedule in file order. The message handed to
+// Job or Schedule is reused for the next one: keep what its getters
+// return (each decode allocates its own strings and bytes), never the
+// message. An error from a visitor stops the read and is returned as is.
+type SnapshotVisitor struct {
+	Head     func(SnapshotHead) error
+	Job      func(*schema.SnapshotJob) error
+	Schedule func(*schema.SnapshotSchedule) error
+}
+
+// ReadSnapshot is DecodeSnapshot as a stream: the same checks (header,
+// CRC32C, each message's decoding, ValidateSnapshot's invariants), each
+// error wrapping ErrBadSnapshot, without building the whole message — one
+// job is decoded at a time. A pass over the top level first finds the
+// scalars (snapshotHead), so that jobs are checked as they come.
+// The visitors may have run for a prefix before an error.
+func ReadSnapshot(data []byte, v SnapshotVisitor) error {
+	p, err := snapshotPayload(data)
+	if err != nil {
+		return err
+	}
+	h, err := snapshotHead(p)
+	if err != nil {
+		return err
+	}
+	if err := v.Head(h); err != nil {
+		return err
+	}
+	c := newSnapCheck(h.NextID, h.NextSeq, h.Jobs, h.Schedules)
+	job, sched := new(schema.SnapshotJob), new(schema.SnapshotSchedule)
+	return eachField(p, func(num protowire.Number, typ protowire.Type, b []byte) error {
+		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField {
+			return nil
+		}
+		m, _ := protowire.ConsumeBytes(b)
+		if num == snapJobsField {
+			if err := proto.Unmarshal(m, job); err != nil {
+				return badSnap("job %d does not decode: %v", len(c.ids), err)
+			}
+			if err := c.job(job); err != nil {
+				return err
+			}
+			return v.Job(job)
+		}
+		if err := proto.Unmarshal(m, sched); err != nil {
+			return badSnap("schedule %d does not decode: %v", len(c.names), err)
+		}
+		if err := c.schedule(sched); err != nil {
+			return err
+		}
+		return v.Schedule(sched)
+	})
 }

@@ -1,0 +1,138 @@
+package wal
+
+import (
+	"encoding/binary"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"xce/schema"
+)
+
+// The field numbers the stream readers pick out of an encoding, taken from
+// the generated descriptors so that they cannot drift from the schema.
+var (
+	recLSNField      = fieldNumber(&schema.WalRecord{}, "lsn")
+	recTermField     = fieldNumber(&schema.WalRecord{}, "term")
+	snapLSNField     = fieldNumber(&schema.Snapshot{}, "lsn")
+	snapTermFld      = fieldNumber(&schema.Snapshot{}, "term")
+	snapNextIDField  = fieldNumber(&schema.Snapshot{}, "next_id")
+	snapNextSeqField = fieldNumber(&schema.Snapshot{}, "next_seq")
+	snapJobsField    = fieldNumber(&schema.Snapshot{}, "jobs")
+	snapSchedField   = fieldNumber(&schema.Snapshot{}, "schedules")
+)
+
+func fieldNumber(m interface {
+	ProtoReflect() protoreflect.Message
+}, name protoreflect.Name) protowire.Number {
+	return m.ProtoReflect().Descriptor().Fields().ByName(name).Number()
+}
+
+// eachField walks the top-level fields of one encoded message, calling fn
+// with each field's number, wire type and value (exactly the value's
+// bytes, a length-delimited one with its length prefix), without parsing
+// inside any value: a nested message, or a snapshot's million jobs, is one
+// length to jump over. It fails where the top level's wire format is
+// broken.
+func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return protowire.ParseError(n)
+		}
+		if err := fn(num, typ, b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// recordPosition reads a WalRecord payload's LSN and term only. Like
+// proto.Unmarshal it keeps a field's last occurrence and ignores one of
+// the wrong wire type (an unknown field).
+func recordPosition(p []byte) (lsn, term uint64, err error) {
+	err = eachField(p, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		switch {
+		case typ != protowire.VarintType:
+		case num == recLSNField:
+			lsn, _ = protowire.ConsumeVarint(v)
+		case num == recTermField:
+			term, _ = protowire.ConsumeVarint(v)
+		}
+		return nil
+	})
+	return lsn, term, err
+}
+
+// snapshotPayload checks a snapshot file's header (magic, length: the file
+// is exactly header + payload) and CRC32C, and returns its payload.
+func snapshotPayload(data []byte) ([]byte, error) {
+	if len(data) < SnapshotHeaderSize {
+		return nil, badSnap("%d bytes, shorter than the %d-byte header", len(data), SnapshotHeaderSize)
+	}
+	if string(data[:8]) != SnapshotMagic {
+		return nil, badSnap("magic %q, want %q", data[:8], SnapshotMagic)
+	}
+	n := binary.LittleEndian.Uint64(data[12:])
+	if have := uint64(len(data) - SnapshotHeaderSize); n != have {
+		return nil, badSnap("header says %d payload bytes, file has %d", n, have)
+	}
+	p := data[SnapshotHeaderSize:]
+	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
+		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
+	}
+	return p, nil
+}
+
+// SnapshotPosition checks a snapshot file as DecodeSnapshot does up to the
+// CRC32C (header, length, checksum) and reads only its LSN and term,
+// jumping over the jobs and schedules: the boot scan's view of a snapshot.
+// A snapshot that verifies here yet fails DecodeSnapshot's checks of its
+// contents can only come from a writer bug (damage fails the CRC);
+// recovery, which decodes it, then falls back to an older one. Errors wrap
+// ErrBadSnapshot.
+func SnapshotPosition(data []byte) (lsn, term uint64, err error) {
+	p, err := snapshotPayload(data)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := snapshotHead(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	return h.LSN, h.Term, nil
+}
+
+// snapshotHead is the pass over a snapshot payload's top level that finds
+// its scalars and counts its jobs and schedules (proto's rules: the last
+// occurrence wins, a field of the wrong wire type is an ignored unknown).
+func snapshotHead(p []byte) (SnapshotHead, error) {
+	var h SnapshotHead
+	err := eachField(p, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		switch {
+		case typ == protowire.BytesType && num == snapJobsField:
+			h.Jobs++
+		case typ == protowire.BytesType && num == snapSchedField:
+			h.Schedules++
+		case typ != protowire.VarintType:
+		case num == snapLSNField:
+			h.LSN, _ = protowire.ConsumeVarint(v)
+		case num == snapTermFld:
+			h.Term, _ = protowire.ConsumeVarint(v)
+		case num == snapNextIDField:
+			h.NextID, _ = protowire.ConsumeVarint(v)
+		case num == snapNextSeqField:
+			h.NextSeq, _ = protowire.ConsumeVarint(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return h, badSnap("payload does not decode: %v", err)
+	}
+	return h, nil
+}
