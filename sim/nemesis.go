@@ -76,7 +76,7 @@ func (w *World) strikePrimary(f PrimaryFault) {
 	case TargetKill, TargetPower:
 		w.kill(p, "nemesis", f.Kind == TargetPower)
 	case TargetPause:
-		w.pause(p, f.Dur)
+		w.pause(p, f.Dur, true) // probed with reads while it is frozen
 	}
 }
 
@@ -102,11 +102,12 @@ func (w *World) floodNode(p, n int) {
 	}
 }
 
-// probeReads sends node p a read every 300 ms while it is cut off (and a
-// little after), from the flooder: a primary cut off from its majority
-// must never answer one OK once a newer term holds a majority (S4 judged
-// on answers, answers.go) — the order the regular clients seldom produce,
-// as their writes to a cut-off primary time out and send them elsewhere.
+// probeReads sends node p a read every 300 ms while it is cut off or
+// frozen (and a little after), from the flooder: a primary cut off from
+// its majority must never answer one OK once a newer term holds a
+// majority (S4 judged on answers, answers.go) — the order the regular
+// clients seldom produce, as their writes to a cut-off primary time out
+// and send them elsewhere.
 // Each probe is a call whose send time is ahead; its request leaves then.
 func (w *World) probeReads(p int, dur time.Duration) {
 	wl := w.wl

@@ -139,8 +139,10 @@ type simNode struct {
 	// queued so far: file operations run strictly in issue order.
 	ioBusy time.Duration
 	// pausedUntil: the process is stopped (SIGSTOP) until then; events
-	// for it are held and delivered at that time in their original order.
+	// for it are held and delivered at that time, each source in its
+	// original order, the sources in the pause's burst order (pause.go).
 	pausedUntil time.Duration
+	burst       *burstOrder
 	// monoBase/monoOff: each incarnation's monotonic clock starts near 0
 	// (monoOff) at its start time (monoBase), as CLOCK_MONOTONIC does
 	// after a reboot; nothing may compare mono times across incarnations.
@@ -451,7 +453,7 @@ func (w *World) dispatch(e event) {
 	case evClientGiveUp:
 		w.clientGiveUp(e.call)
 	case evPause:
-		w.pause(e.node, e.dur)
+		w.pause(e.node, e.dur, false)
 	case evResume:
 		if nd := w.nodes[e.node]; nd.up && nd.inc == e.inc {
 			w.tr.line(w.now, e.node, "SIGCONT")
