@@ -120,11 +120,15 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 				return
 			}
 			diverged := false
-			validLen, err := wal.WalkPositions(d.Data, func(_ int, lsn, term uint64) error {
+			validLen, err := wal.WalkPositions(d.Data, func(off int, lsn, term uint64) error {
 				switch {
 				case lsn == snap.lsn && snap.lsn > 0 && term != snap.term:
 					diverged = true
 					return errDiverged
+				case lsn > snap.lsn && lsn != pos.lsn+1:
+					// A gap (a segment that does not continue the one
+					// before): recovery stops here, so must the position.
+					return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", lsn, pos.lsn+1)}
 				case lsn > pos.lsn:
 					pos = logPos{term: term, lsn: lsn}
 				}
