@@ -41,6 +41,20 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		w.kill(nd.id, "in a WAL fsync window", true)
 		return
 	}
+	if op.Snapshot != nil {
+		// A checkpoint is encoded and written on a lane of its own, as the
+		// runner does: it takes time with the number of jobs, and in one
+		// of four checkpoints much longer, so the node goes on changing
+		// its state meanwhile (the copy-on-write view must not see it).
+		lat := w.ioLatency(op.Op) + time.Duration(op.Snapshot.Jobs())*5*time.Microsecond
+		if w.rng.IntN(4) == 0 {
+			lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
+		}
+		done := max(nd.snapBusy, w.now) + lat
+		nd.snapBusy = done
+		w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
+		return
+	}
 	done := max(nd.ioBusy, w.now) + w.ioLatency(op.Op)
 	nd.ioBusy = done
 	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})

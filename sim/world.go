@@ -122,6 +122,7 @@ type simNode struct {
 	node      *sm.Node
 	disk      *simdisk.Disk
 	snapAt    map[uint64][]byte // checkpoint bytes at issue, by op ID (io.go)
+	snapBusy  time.Duration     // when its checkpoint lane is free (io.go)
 	up        bool
 	inc       int // incarnation: events of a dead process are dropped
 	starts    []time.Duration
@@ -560,7 +561,8 @@ func (w *World) start(i int) {
 	}
 	nd.node, nd.up = n, true
 	nd.inc++
-	nd.ioBusy, nd.pausedUntil = w.now, 0
+	nd.ioBusy, nd.snapBusy, nd.pausedUntil = w.now, w.now, 0
+	nd.snapAt = nil
 	nd.monoBase, nd.monoOff = w.now, time.Duration(1+w.rng.IntN(1000))*time.Millisecond
 	nd.chk.booting = true
 	w.tr.line(w.now, i, "process start")

@@ -73,6 +73,9 @@ type SnapshotData struct {
 	lsn, term uint64
 }
 
+// Jobs is how many jobs the snapshot holds.
+func (s *SnapshotData) Jobs() int { return s.view.Len() }
+
 // Encode is the snapshot file's bytes (wal.EncodeSnapshot).
 func (s *SnapshotData) Encode() ([]byte, error) {
 	snap := snapshotOf(s.view.Export(), s.lsn)

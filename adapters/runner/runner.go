@@ -109,6 +109,12 @@ type Runner struct {
 	fired  chan sm.TimerFired
 	stop   chan struct{}
 	worker *ioWorker
+	// snaps writes checkpoints (FileOps with a Snapshot to encode) on a
+	// lane of their own: encoding a large state takes long, and WAL
+	// appends and fsyncs must not queue behind it. sm issues nothing on a
+	// checkpoint's file until its write completes, so the lanes never
+	// touch the same file at once.
+	snaps *ioWorker
 
 	// Client operations: Do and Upgrade post, the loop feeds them to the
 	// node and hands each Reply (UpgradeReply) effect back to its waiter.
@@ -269,12 +275,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.fired = make(chan sm.TimerFired)
 	done := make(chan sm.IODone)
 	r.worker = &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
+	r.snaps = &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.worker.run()
-	}()
+	for _, w := range []*ioWorker{r.worker, r.snaps} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run()
+		}()
+	}
 	defer func() {
 		r.tmu.Lock()
 		r.closed = true // no timer callback registers from now on
@@ -379,7 +388,13 @@ func (h host) CancelTimer(x sm.CancelTimer) {
 	delete(r.armed, x.Kind)
 }
 
-func (h host) File(x sm.FileOp) { h.r.worker.submit(x) }
+func (h host) File(x sm.FileOp) {
+	if x.Snapshot != nil {
+		h.r.snaps.submit(x)
+		return
+	}
+	h.r.worker.submit(x)
+}
 
 func (h host) Log(x sm.Log) { h.r.logEffect(x) }
 

@@ -88,3 +88,22 @@ func BenchmarkEnqueue(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkCheckpointStall is what a checkpoint costs the node's Step at
+// 100,000 queued jobs: Export (a full copy, sorted; what the
+// checkpoint did before) against View (the pointers only; the copy and the
+// encoding run on the executor's checkpoint lane), in the same run.
+func BenchmarkCheckpointStall(b *testing.B) {
+	q, now, x := New(), int64(1_700_000_000), uint64(1)
+	fill(q, now, 100_000, &x)
+	b.Run("Export", func(b *testing.B) {
+		for b.Loop() {
+			_ = q.Export()
+		}
+	})
+	b.Run("View", func(b *testing.B) {
+		for b.Loop() {
+			_ = q.View()
+		}
+	})
+}
