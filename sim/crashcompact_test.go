@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"xce/schema"
-	"xce/sim/simdisk"
 	"xce/sm"
 	"xce/sm/wal"
 )
@@ -19,17 +18,12 @@ import (
 // long as the standby had acknowledged (never less, never a FATAL), and
 // at the end the disk holds the snapshot at 260 and not the old segment.
 func TestCrashCompactEnumeration(t *testing.T) {
-	blob := sampleConfig(1, 3)
-	cfg, err := schema.DecodeClusterConfig(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := simdisk.New()
-	mustProvision(t, base, blob, epoch)
+	cfg, base := crashBase(t)
+	var err error
 	var recs []*schema.WalRecord
 	var seg, more []byte
 	for l := uint64(1); l <= 260; l++ {
-		r := &schema.WalRecord{Lsn: l, Now: 1767225600, Term: 1, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte(fmt.Sprintf("r%03d", l)), Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}}
+		r := enqueueRecord(l, 1, fmt.Sprintf("r%03d", l))
 		recs = append(recs, r)
 		if l <= 150 {
 			seg, err = wal.AppendFrame(seg, r)

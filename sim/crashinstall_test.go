@@ -20,17 +20,12 @@ import (
 // the snapshot's, never a splice of the snapshot with the old log's later
 // records, and the boot-time log position matches what recovery rebuilt.
 func TestCrashInstallEnumeration(t *testing.T) {
-	blob := sampleConfig(1, 3)
-	cfg, err := schema.DecodeClusterConfig(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := simdisk.New()
-	mustProvision(t, base, blob, epoch)
+	cfg, base := crashBase(t)
+	var err error
 	var old []*schema.WalRecord
 	var seg []byte
 	for l := uint64(1); l <= 20; l++ {
-		r := &schema.WalRecord{Lsn: l, Now: 1767225600, Term: 1, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte(fmt.Sprintf("old-%d", l)), Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}}
+		r := enqueueRecord(l, 1, fmt.Sprintf("old-%d", l))
 		old = append(old, r)
 		if seg, err = wal.AppendFrame(seg, r); err != nil {
 			t.Fatal(err)
@@ -43,7 +38,7 @@ func TestCrashInstallEnumeration(t *testing.T) {
 	}
 	var fresh []*schema.WalRecord
 	for l := uint64(1); l <= 12; l++ {
-		fresh = append(fresh, &schema.WalRecord{Lsn: l, Now: 1767225600, Term: 2, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte(fmt.Sprintf("new-%d", l)), Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}})
+		fresh = append(fresh, enqueueRecord(l, 2, fmt.Sprintf("new-%d", l)))
 	}
 	q, _ := sm.ReplayRecords(cfg, fresh)
 	snap, err := wal.EncodeSnapshot(sm.SnapshotOf(q, 12, 2))

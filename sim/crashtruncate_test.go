@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"xce/schema"
-	"xce/sim/simdisk"
 	"xce/sm"
 	"xce/sm/wal"
 )
@@ -19,13 +18,8 @@ import (
 // records long (never a gap, a splice or a FATAL), and the cut ends with
 // exactly the 8 agreed records on disk.
 func TestCrashTruncateEnumeration(t *testing.T) {
-	blob := sampleConfig(1, 3)
-	cfg, err := schema.DecodeClusterConfig(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := simdisk.New()
-	mustProvision(t, base, blob, epoch)
+	cfg, base := crashBase(t)
+	var err error
 	var old []*schema.WalRecord
 	segs := map[uint64][]byte{}
 	first := uint64(1)
@@ -37,7 +31,7 @@ func TestCrashTruncateEnumeration(t *testing.T) {
 		if l == 13 || l == 21 {
 			first = l // segments 1..12, 13..20, 21..30: the cut point is mid-segment
 		}
-		r := &schema.WalRecord{Lsn: l, Now: 1767225600, Term: term, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte(fmt.Sprintf("r%02d", l)), Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}}
+		r := enqueueRecord(l, term, fmt.Sprintf("r%02d", l))
 		old = append(old, r)
 		if segs[first], err = wal.AppendFrame(segs[first], r); err != nil {
 			t.Fatal(err)

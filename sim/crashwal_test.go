@@ -388,7 +388,7 @@ func tornDisk(t *testing.T, c tornCase) (*simdisk.Disk, []string) {
 	disk := simdisk.New()
 	mustProvision(t, disk, blob, epoch)
 	rec := func(l int) *schema.WalRecord {
-		return &schema.WalRecord{Lsn: uint64(l), Now: 1767225600, Term: 1, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte(fmt.Sprintf("t%d", l)), Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}}
+		return enqueueRecord(uint64(l), 1, fmt.Sprintf("t%d", l))
 	}
 	frame := func(l int) []byte {
 		b, err := wal.AppendFrame(nil, rec(l))

@@ -1,10 +1,8 @@
 package sm
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 
 	"xce/schema"
 	"xce/sm/wal"
@@ -121,25 +119,15 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 // before it say where the logs last agree). None if the record at lsn is
 // gone (the first segment starts after it).
 func catchUpSegments(entries []DirEntry, lsn uint64) []string {
-	type seg struct {
-		first uint64
-		path  string
-	}
-	var all []seg
-	for _, e := range entries {
-		if first, ok := wal.ParseSegmentName(e.Name); ok {
-			all = append(all, seg{first, wal.WALDir + "/" + e.Name})
-		}
-	}
-	slices.SortFunc(all, func(a, b seg) int { return cmp.Compare(a.first, b.first) })
-	if len(all) == 0 || all[0].first > max(lsn, 1) || lsn == 0 && all[0].first != 1 {
+	all := segmentsByLSN(entries)
+	if len(all) == 0 {
 		return nil
 	}
-	out := make([]string, len(all))
-	for i, s := range all {
-		out[i] = s.path
+	first, _ := wal.ParseSegmentName(all[0][len(wal.WALDir)+1:])
+	if first > max(lsn, 1) || lsn == 0 && first != 1 {
+		return nil
 	}
-	return out
+	return all
 }
 
 // catchUpRead checks what the reads found and sends it: the record at the

@@ -1,7 +1,6 @@
 package sm
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
@@ -112,22 +111,11 @@ func (n *Node) readSegments(sr *standbyRepl, then func([]logSegment)) {
 
 // segmentsByLSN lists the segment paths among entries, oldest first.
 func segmentsByLSN(entries []DirEntry) []string {
-	type seg struct {
-		first uint64
-		path  string
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
 	}
-	var all []seg
-	for _, e := range entries {
-		if first, ok := wal.ParseSegmentName(e.Name); ok {
-			all = append(all, seg{first, wal.WALDir + "/" + e.Name})
-		}
-	}
-	slices.SortFunc(all, func(a, b seg) int { return cmp.Compare(a.first, b.first) })
-	out := make([]string, len(all))
-	for i, s := range all {
-		out[i] = s.path
-	}
-	return out
+	return prefixAll(wal.WALDir, wal.SortSegments(names))
 }
 
 // planTruncation finds the new end of our log in what the reads found and
