@@ -61,6 +61,16 @@ type logView struct {
 
 func (v *logView) lastLSN() uint64 { return v.snapLSN + uint64(v.n) }
 
+// clone is a copy of v that shares nothing with the caches.
+func (v *logView) clone() *logView {
+	c := *v
+	c.chunks = make([][]logRec, len(v.chunks))
+	for i, ch := range v.chunks {
+		c.chunks[i] = append([]logRec(nil), ch...)
+	}
+	return &c
+}
+
 func (v *logView) lastTerm() uint64 {
 	if len(v.chunks) > 0 {
 		c := v.chunks[len(v.chunks)-1]
@@ -496,6 +506,15 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 	held := 0
 	for i := range w.nodes {
 		v := w.durableView(i)
+		if b := w.nodes[i].rot.before; b != nil && w.nodes[i].rot.lost {
+			// Lost to bit rot: what it durably held before the rot counts,
+			// as its acknowledgements do (a lost minority is the failure
+			// a majority is there to survive).
+			if x, ok := b.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+				held++
+				continue
+			}
+		}
 		if x, ok := v.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
 			held++
 		} else if v.snapLSN >= l {

@@ -28,6 +28,9 @@ type rotState struct {
 	paths []string // files rot was injected in
 	lost  bool     // it stopped with a FATAL the rot explains: it stays down
 	term  []byte   // data/term as rot left it (nil: not rotted)
+	// before is its durable log just before the first rot: what its
+	// acknowledgements stood for (chain.go's majority count).
+	before *logView
 }
 
 // rotFatal are the FATALs rot in data/ can explain.
@@ -69,7 +72,15 @@ func (w *World) corruptData(nd *simNode) {
 	if p == newestSegment(names) {
 		limit = lastFrameOffset(durable[p])
 	}
+	var before *logView
+	if nd.rot.before == nil {
+		w.cc.init(len(w.nodes))
+		before = w.durableView(nd.id).clone()
+	}
 	if nd.disk.CorruptBefore(p, limit, w.rng) {
+		if nd.rot.before == nil {
+			nd.rot.before = before
+		}
 		nd.rot.paths = append(nd.rot.paths, p)
 		if p == sm.TermPath {
 			nd.rot.term, _ = nd.disk.DurableFile(p)
