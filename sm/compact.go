@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -73,21 +74,16 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 	})
 }
 
-// compactFrom replays the segments after the snapshot snap (nil: none)
-// up to the compaction's position and writes the result.
+// compactFrom reads the segments after the snapshot snap (nil: none) and
+// writes the compacted snapshot. Nothing here is proportional to the
+// number of jobs: the reads are the executor's, and the rebuild and the
+// encoding run in the write's Encode, on the executor's checkpoint lane.
 func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
-	r := newRouter(n.cfgDecoded())
-	q, from := queue.New(), uint64(0)
-	if snap != nil {
-		var err error
-		if q, from, _, err = importSnapshot(snap, r); err != nil {
-			n.compactRefused(c, fmt.Sprintf("our newest snapshot does not load: %v", err))
+	if len(snaps) > 0 {
+		if lsn, _ := wal.ParseSnapshotName(snaps[len(snaps)-1]); lsn >= c.at.lsn {
+			n.compactDone(c, "nothing to compact")
 			return
 		}
-	}
-	if from >= c.at.lsn {
-		n.compactDone(c, "nothing to compact")
-		return
 	}
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 		if n.compact != c {
@@ -106,15 +102,11 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 			n.compactRefused(c, err.Error())
 			return
 		}
-		next := from + 1
+		in := &compactInput{cfg: n.cfgDecoded(), snap: snap, upto: c.at}
 		var read func(rest []string)
 		read = func(rest []string) {
-			if next > c.at.lsn {
-				n.writeCompaction(c, q, plan.Segments, names)
-				return
-			}
 			if len(rest) == 0 {
-				n.compactRefused(c, fmt.Sprintf("our segments end before lsn %d", c.at.lsn))
+				n.writeCompaction(c, in, names)
 				return
 			}
 			path := wal.WALDir + "/" + rest[0]
@@ -126,26 +118,7 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 					n.compactFailed(c, "read "+path, d)
 					return
 				}
-				var why string
-				_, err := wal.Walk(d.Data, func(_ int, rec *schema.WalRecord) error {
-					switch lsn := rec.GetLsn(); {
-					case lsn < next || lsn > c.at.lsn:
-						return nil
-					case lsn != next:
-						why = fmt.Sprintf("%s skips from lsn %d to %d", path, next-1, lsn)
-						return errStop
-					case lsn == c.at.lsn && rec.GetTerm() != c.at.term:
-						why = fmt.Sprintf("our record at lsn %d has term %d, our log position says %d", lsn, rec.GetTerm(), c.at.term)
-						return errStop
-					}
-					_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
-					next++
-					return nil
-				})
-				if why != "" || err != nil && next <= c.at.lsn {
-					n.compactRefused(c, fmt.Sprintf("%s %v", why, err))
-					return
-				}
+				in.segs, in.paths = append(in.segs, d.Data), append(in.paths, path)
 				read(rest[1:])
 			})
 		}
@@ -153,20 +126,67 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 	})
 }
 
-// writeCompaction writes the snapshot durably, then removes what it
-// makes obsolete.
-func (n *Node) writeCompaction(c *compaction, q *queue.Queues, segs, names []string) {
-	snap := exportSnapshot(q, c.at.lsn)
-	snap.Term = c.at.term
-	data, err := wal.EncodeSnapshot(snap)
-	if err != nil {
-		n.compactRefused(c, fmt.Sprintf("cannot encode the snapshot: %v", err))
-		return
+// compactInput is what a standby checkpoint rebuilds its snapshot from:
+// all of it read already, none of it shared with the node.
+type compactInput struct {
+	cfg   *schema.ClusterConfig
+	snap  []byte   // the newest snapshot file; nil: none
+	segs  [][]byte // the segments after it, oldest first
+	paths []string
+	upto  logPos // the snapshot to build: the log up to here
+}
+
+// encode rebuilds the state as recovery would — the snapshot, then the
+// records after it up to upto — and encodes it as a snapshot at upto.
+func (in *compactInput) encode() ([]byte, error) {
+	r := newRouter(in.cfg)
+	q, from := queue.New(), uint64(0)
+	if in.snap != nil {
+		var err error
+		if q, from, _, err = importSnapshot(in.snap, r); err != nil {
+			return nil, fmt.Errorf("our newest snapshot does not load: %w", err)
+		}
 	}
+	next := from + 1
+	for i, data := range in.segs {
+		var why string
+		_, err := wal.Walk(data, func(_ int, rec *schema.WalRecord) error {
+			switch lsn := rec.GetLsn(); {
+			case lsn < next || lsn > in.upto.lsn:
+				return nil
+			case lsn != next:
+				why = fmt.Sprintf("%s skips from lsn %d to %d", in.paths[i], next-1, lsn)
+				return errStop
+			case lsn == in.upto.lsn && rec.GetTerm() != in.upto.term:
+				why = fmt.Sprintf("our record at lsn %d has term %d, our log position says %d", lsn, rec.GetTerm(), in.upto.term)
+				return errStop
+			}
+			_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
+			next++
+			return nil
+		})
+		switch {
+		case why != "":
+			return nil, errors.New(why)
+		case err != nil && next <= in.upto.lsn:
+			return nil, fmt.Errorf("%s: %w", in.paths[i], err)
+		}
+	}
+	if next <= in.upto.lsn {
+		return nil, fmt.Errorf("our segments end before lsn %d", in.upto.lsn)
+	}
+	snap := exportSnapshot(q, in.upto.lsn)
+	snap.Term = in.upto.term
+	return wal.EncodeSnapshot(snap)
+}
+
+// writeCompaction writes the snapshot durably (built and encoded by the
+// executor), then removes what it makes obsolete.
+func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) {
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
 	fail := func(what string, d IODone) { n.compactFailed(c, what, d) }
-	n.replaceDurably(tmp, path, wal.SnapDir, data, fail, func() {
+	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, fail, func() {
 		if n.compact != c {
 			return
 		}
@@ -179,7 +199,7 @@ func (n *Node) writeCompaction(c *compaction, q *queue.Queues, segs, names []str
 			n.listNames(wal.SnapDir, func(snaps []string) {
 				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
 					if n.compact == c {
-						n.compactDone(c, fmt.Sprintf("snapshot %s written (%d jobs)", path, len(snap.GetJobs())))
+						n.compactDone(c, "snapshot "+path+" written")
 					}
 				})
 			})

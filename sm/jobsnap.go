@@ -71,13 +71,29 @@ func (n *Node) checkpointIfDue() {
 type SnapshotData struct {
 	view      queue.View
 	lsn, term uint64
+	// compact, instead of a view, is a standby's log to rebuild the
+	// state from (compact.go).
+	compact *compactInput
 }
 
-// Jobs is how many jobs the snapshot holds.
-func (s *SnapshotData) Jobs() int { return s.view.Len() }
+// Jobs is how many jobs the snapshot holds (for a standby's checkpoint,
+// an estimate from the bytes it rebuilds from).
+func (s *SnapshotData) Jobs() int {
+	if c := s.compact; c != nil {
+		n := len(c.snap)
+		for _, d := range c.segs {
+			n += len(d)
+		}
+		return n / 256
+	}
+	return s.view.Len()
+}
 
 // Encode is the snapshot file's bytes (wal.EncodeSnapshot).
 func (s *SnapshotData) Encode() ([]byte, error) {
+	if s.compact != nil {
+		return s.compact.encode()
+	}
 	snap := snapshotOf(s.view.Export(), s.lsn)
 	snap.Term = s.term
 	return wal.EncodeSnapshot(snap)
