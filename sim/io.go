@@ -69,7 +69,9 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 			w.violate("S7", "n%d: the checkpoint view written to %s changed after it was taken (%d bytes at issue, %d now, %v): copy on write is broken", nd.id, op.Path, len(want), len(data), err)
 			return
 		}
-		op.Data, op.Snapshot = data, nil
+		if op.Op == sm.OpWrite {
+			op.Data, op.Snapshot = data, nil
+		}
 	}
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))

@@ -34,23 +34,31 @@ type snapRecv struct {
 	tmp       string
 }
 
-// sendSnapshot starts a snapshot sync of standby s.
+// sendSnapshot starts a snapshot sync of standby s: the executor encodes
+// a copy-on-write view of the state (OpEncode, off Step), then the chunks
+// go one per progress ack.
 func (n *Node) sendSnapshot(s int) {
 	j := n.jobs
 	j.replEpoch++
 	lsn := j.nextLSN - 1
-	snap := exportSnapshot(j.q, lsn)
-	snap.Term = j.lastTerm // the term of the record at lsn
-	data, err := wal.EncodeSnapshot(snap)
-	if err != nil {
-		n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %v — it is not synced", n.peerName(s), err))
-		delete(j.repl, s)
-		return
-	}
-	rp := &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono), snap: &snapSend{data: data, term: snap.Term}}
+	rp := &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono), snap: &snapSend{term: j.lastTerm}}
 	j.repl[s] = rp
-	n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(data), (len(data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
-	n.sendChunk(s, rp, 0)
+	op := FileOp{Op: OpEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
+	n.as(n.jobsOwner(), func() {
+		n.io(op, func(d IODone) {
+			if j.repl[s] != rp || rp.snap == nil {
+				return // resynced meanwhile
+			}
+			if d.Err != IOOK {
+				n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", n.peerName(s), d.Err, d.Detail))
+				delete(j.repl, s)
+				return
+			}
+			rp.snap.data = d.Data
+			n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
+			n.sendChunk(s, rp, 0)
+		})
+	})
 }
 
 // sendChunk sends the chunk of rp's snapshot starting at off.

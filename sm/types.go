@@ -162,6 +162,10 @@ const (
 	OpRemove
 	OpMkdir
 	OpAppend // open(O_WRONLY|O_APPEND|O_CREAT, 0600) + write all + close, no fsync
+	// OpEncode touches no file: the executor encodes the op's Snapshot and
+	// returns the bytes as the completion's Data (work proportional to the
+	// jobs, done off the node's Step).
+	OpEncode
 )
 
 func (k OpKind) String() string {
@@ -184,6 +188,8 @@ func (k OpKind) String() string {
 		return "mkdir"
 	case OpAppend:
 		return "append"
+	case OpEncode:
+		return "encode"
 	default:
 		return "op?"
 	}

@@ -77,6 +77,16 @@ var ErrPathRefused = errors.New("path refused")
 // entries or mtime.
 func Exec(fsys FS, op sm.FileOp) sm.IODone {
 	r := sm.IODone{ID: op.ID}
+	if op.Op == sm.OpEncode { // no file: the bytes of a snapshot
+		if op.Snapshot == nil {
+			return sm.IODone{ID: op.ID, Err: sm.IOFailed, Detail: "encode without a snapshot"}
+		}
+		data, err := op.Snapshot.Encode()
+		if err != nil {
+			return sm.IODone{ID: op.ID, Err: sm.IOFailed, Detail: fmt.Sprintf("cannot encode the snapshot: %v", err)}
+		}
+		return sm.IODone{ID: op.ID, Data: data}
+	}
 	err := checkPath(op.Path, op.Op == sm.OpRead || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir || op.Op == sm.OpList)
 	if err == nil {
 		switch op.Op {
