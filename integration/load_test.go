@@ -166,6 +166,19 @@ func (l *bulkLoad) wait() (loadResult, error) {
 	return l.res, l.err
 }
 
+// within waits at most d for the load to end by itself, then stops it;
+// cut reports that it had to.
+func (l *bulkLoad) within(d time.Duration) (res loadResult, cut bool, err error) {
+	select {
+	case <-l.done:
+	case <-time.After(d):
+		cut = true
+		l.stop()
+	}
+	res, err = l.wait()
+	return res, cut, err
+}
+
 // runBulk runs spec to the end.
 func runBulk(peersFlag string, mat *tlsconf.Material, spec loadSpec) (loadResult, error) {
 	l, err := startBulk(peersFlag, mat, spec)

@@ -163,11 +163,18 @@ func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 	for i := range rss0 {
 		rss0[i] = must(b, func() (int64, error) { return nodeRSS(c, i) })
 	}
-	res, err := runBulk(peers, mat, loadSpec{Queue: loadQueue, Jobs: jobs, Clients: *scaleClients, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
+	ld, err := startBulk(peers, mat, loadSpec{Queue: loadQueue, Jobs: jobs, Clients: *scaleClients, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, cut, err := ld.within(2 * wait)
 	if err != nil {
 		b.Fatalf("initial load: %v", err)
 	}
 	f["queued jobs"] = fmt.Sprint(len(res.IDs))
+	if cut {
+		f["queued jobs"] += fmt.Sprintf(" of %d: load stopped after %v", jobs, 2*wait)
+	}
 	if res.Unknown > 0 || res.Refused > 0 {
 		f["queued jobs"] += fmt.Sprintf(" (+%d unknown outcome, %d batches refused)", res.Unknown, res.Refused)
 	}
