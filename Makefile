@@ -90,9 +90,10 @@ bench:
 # recovery, a fresh standby's sync and the load while it syncs, failover,
 # and every acknowledged job read back; one table at the end. Each wait
 # is bounded by SCALE_WAIT and reported as "not within" when it runs out.
-# Not part of `make test`. Wall time on this 2-core machine: about 1 min
-# for 1 node and 1-8 min for 3 nodes at 100,000 jobs (longer when the
-# cluster keeps failing over); SCALE_JOBS=1000000 takes about 15 min.
+# Not part of `make test`. Wall time on this 2-core machine at 100,000
+# jobs: about 50 s while the cluster stays up, up to ~8 min when it keeps
+# failing over (the waits run out); SCALE_JOBS=1000000 about 6 min with
+# SCALE_WAIT=60s, at most ~15 min with the default wait.
 bench-scale:
 	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
 	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES)

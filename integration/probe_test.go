@@ -65,7 +65,6 @@ func (p *probe) stop() {
 type probeStats struct {
 	n      int
 	max    time.Duration
-	maxAt  time.Time
 	errors int
 }
 
@@ -84,7 +83,7 @@ func (p *probe) window(from, to time.Time) probeStats {
 			st.errors++
 		}
 		if s.dur > st.max {
-			st.max, st.maxAt = s.dur, s.at
+			st.max = s.dur
 		}
 	}
 	return st

@@ -27,8 +27,8 @@ const (
 // 3,800 such jobs) — replicate to both standbys of a quorum-mode cluster;
 // the standby with the highest priority, its work directory wiped,
 // syncs again from the primary holding them all, by a snapshot (the
-// primary checkpoints every 100 records, so the log it holds starts long
-// after lsn 0); and after kill -9 of the primary the new primary lists
+// primary checkpoints every 100 records, and 300 more records after the
+// load leave it no log from lsn 0); and after kill -9 of the primary the new primary lists
 // every acknowledged job.
 func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	const jobs = 20_000
@@ -52,6 +52,15 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	}
 	if _, err := waitInSync(c, mat, p, standbys, 30*time.Second); err != nil {
 		t.Fatalf("after the load: %v", err)
+	}
+	// 300 more records, one job each, to the other queue: at least two
+	// more checkpoints with both standbys at the tip, so the segments that
+	// hold the load are gone and a standby from lsn 0 needs a snapshot.
+	if _, err := runBulk(c.PeersFlag(), mat, loadSpec{Queue: fillQueue, Jobs: 300, Clients: 4, Batch: 1, Payload: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitInSync(c, mat, p, standbys, 30*time.Second); err != nil {
+		t.Fatalf("after the filler: %v", err)
 	}
 
 	fresh := standbys[0]
