@@ -119,13 +119,14 @@ func waitInSync(c *clitool.Cluster, mat *tlsconf.Material, p int, standbys []int
 			st := standbyState(rows[0], c.Names[s])
 			r := rows[k+1]
 			ok = ok && st == "in sync" && r.Up && r.Role == "standby" && r.Serving && r.Primary == c.Names[p]
-			states = append(states, fmt.Sprintf("%s: %q (own status: up=%v role=%s serving=%v)", c.Names[s], st, r.Up, r.Role, r.Serving))
+			states = append(states, fmt.Sprintf("%s: %q (own status: up=%v role=%s term=%d serving=%v)", c.Names[s], st, r.Up, r.Role, r.Term, r.Serving))
 		}
 		if ok {
 			return now, nil
 		}
 		if now.After(deadline) {
-			return now, fmt.Errorf("standbys not in sync with %s within %v: %s", c.Names[p], timeout, states)
+			return now, fmt.Errorf("standbys not in sync with %s (up=%v role=%s term=%d serving=%v) within %v: %s",
+				c.Names[p], rows[0].Up, rows[0].Role, rows[0].Term, rows[0].Serving, timeout, states)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
