@@ -9,8 +9,11 @@ SEED ?= 1
 SCHEDULES ?= 50000
 CHAOS_TIME ?= 5m
 CHAOS_TIMEOUT ?= 2h
+SCALE_JOBS ?= 100000
+SCALE_WAIT ?= 2m
+SCALE_NODES ?= 1,3
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench chaos clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench bench-scale chaos clean
 
 all: build
 
@@ -80,6 +83,20 @@ chaos:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./sim/...
+
+# The scale benchmark (issue 9): SCALE_JOBS 200-byte jobs queued on real
+# processes, 1 node and 3 in quorum mode (SCALE_NODES), then RSS per job,
+# snapshot size, a checkpoint and the longest request stall in it,
+# recovery, a fresh standby's sync and the load while it syncs, failover,
+# and every acknowledged job read back; one table at the end. Each wait
+# is bounded by SCALE_WAIT and reported as "not within" when it runs out.
+# Not part of `make test`. Wall time on this 2-core machine at 100,000
+# jobs: about 50 s while the cluster stays up, up to ~8 min when it keeps
+# failing over (the waits run out); SCALE_JOBS=1000000 about 6 min with
+# SCALE_WAIT=60s, at most ~15 min with the default wait.
+bench-scale:
+	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
+	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES)
 
 clean:
 	rm -rf $(BIN) .dev

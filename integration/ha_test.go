@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"xce/adapters/clitool"
 	"xce/adapters/configtool"
+	"xce/adapters/tlsconf"
 )
 
 // Three processes started together end with exactly one primary, n0, and
@@ -54,21 +56,30 @@ func TestThreeProcessesElectOnePrimary(t *testing.T) {
 // waitAnyPrimary polls nodes until one of them reports primary.
 func waitAnyPrimary(t testing.TB, c *clitool.Cluster, nodes []int, timeout time.Duration) (int, time.Time) {
 	t.Helper()
-	mat := admin(t, c)
+	p, at, err := pollPrimary(c, admin(t, c), nodes, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, at
+}
+
+// pollPrimary polls nodes' status (10 ms) until one of them reports
+// primary, and returns it and when.
+func pollPrimary(c *clitool.Cluster, mat *tlsconf.Material, nodes []int, timeout time.Duration) (int, time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		rows, err := clitool.Statuses(context.Background(), peersOf(c, nodes...), mat, 300*time.Millisecond)
 		if err != nil {
-			t.Fatal(err)
+			return -1, time.Now(), err
 		}
 		now := time.Now()
 		for k, r := range rows {
 			if r.Up && r.Role == "primary" {
-				return nodes[k], now
+				return nodes[k], now, nil
 			}
 		}
 		if now.After(deadline) {
-			t.Fatalf("no primary among %v within %v:\n%s", nodes, timeout, fmtRows(rows))
+			return -1, now, fmt.Errorf("no primary among %v within %v:\n%s", nodes, timeout, fmtRows(rows))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

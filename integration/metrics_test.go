@@ -257,7 +257,7 @@ var (
 )
 
 // httpGet asks node i's metrics endpoint for path.
-func httpGet(t *testing.T, c *clitool.Cluster, i int, path string) (int, string) {
+func httpGet(t testing.TB, c *clitool.Cluster, i int, path string) (int, string) {
 	t.Helper()
 	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + c.MetricsAddr(i) + path)
@@ -288,7 +288,7 @@ func waitReadyz(t *testing.T, c *clitool.Cluster, i int, done func(code int, bod
 
 // scrape reads node i's /metrics: each xce_ series as printed (name and
 // labels) to its value.
-func scrape(t *testing.T, c *clitool.Cluster, i int) map[string]float64 {
+func scrape(t testing.TB, c *clitool.Cluster, i int) map[string]float64 {
 	t.Helper()
 	code, text := httpGet(t, c, i, "/metrics")
 	if code != http.StatusOK {

@@ -1,0 +1,90 @@
+package integration
+
+// A latency probe: one client on its own kept connection issues a cheap
+// request (GET of one job) every few milliseconds and keeps every
+// sample, so that the longest request stall within any window (a
+// checkpoint, a standby's sync) can be read off afterwards.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"xce/adapters/tlsconf"
+	"xce/schema"
+)
+
+type probeSample struct {
+	at  time.Time // when the request was sent
+	dur time.Duration
+	err error
+}
+
+type probe struct {
+	stopc   chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	samples []probeSample
+}
+
+// startProbe GETs job id through the cluster of peersFlag every interval.
+func startProbe(peersFlag string, mat *tlsconf.Material, id uint64, interval time.Duration) (*probe, error) {
+	cl, err := newWireClient(peersFlag, mat, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	p := &probe{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer cl.Close()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			t0 := time.Now()
+			_, err := cl.Do(context.Background(), &schema.JobRequest{Kind: schema.JobRequest_GET, Id: id})
+			s := probeSample{at: t0, dur: time.Since(t0), err: err}
+			p.mu.Lock()
+			p.samples = append(p.samples, s)
+			p.mu.Unlock()
+			select {
+			case <-p.stopc:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return p, nil
+}
+
+func (p *probe) stop() {
+	close(p.stopc)
+	<-p.done
+}
+
+// probeStats summarise the samples of a window.
+type probeStats struct {
+	n      int
+	max    time.Duration
+	errors int
+}
+
+// window is the stats of the requests in flight at any moment of
+// [from, to]: a request sent before from that was still waiting counts.
+func (p *probe) window(from, to time.Time) probeStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var st probeStats
+	for _, s := range p.samples {
+		if s.at.After(to) || s.at.Add(s.dur).Before(from) {
+			continue
+		}
+		st.n++
+		if s.err != nil {
+			st.errors++
+		}
+		if s.dur > st.max {
+			st.max = s.dur
+		}
+	}
+	return st
+}
