@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"xce/schema"
 	"xce/sm/wal"
 )
 
@@ -143,8 +142,7 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 	for _, d := range data {
 		var why string
 		cut := -1 // offset of the first frame to send from d
-		valid, err := wal.Walk(d, func(off int, r *schema.WalRecord) error {
-			lsn, term := r.GetLsn(), r.GetTerm()
+		valid, err := wal.WalkPositions(d, func(off int, lsn, term uint64) error {
 			if end > 0 && lsn != end+1 {
 				why = fmt.Sprintf("our segments skip from lsn %d to %d", end, lsn)
 				return errStop
@@ -174,6 +172,8 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 		}
 	}
 	switch {
+	case matched && len(frames) > maxCatchUpBytes:
+		n.catchUpFailed(s, rp, fmt.Sprintf("%d bytes of records to send, more than %d (a snapshot, sent with flow control, is the better way)", len(frames), maxCatchUpBytes))
 	case matched:
 		n.finishCatchUp(s, rp, frames, max(end, from.lsn))
 	case !diverged && from.lsn <= end:
@@ -194,6 +194,11 @@ func (n *Node) tellDiverged(s int, rp *replPeer, hint logPos) {
 	n.log(Info, "repl.diverged", fmt.Sprintf("%s's log (lsn %d, term %d) diverges from ours: it truncates to at most lsn %d (term %d) and joins again", n.peerName(s), from.lsn, from.term, hint.lsn, hint.term))
 	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
 }
+
+// maxCatchUpBytes bounds a catch-up: its records go at once, and more
+// than this would overflow the transport's per-peer queue (64 messages of
+// up to 1 MiB, drop-oldest) under load; a snapshot goes chunk by chunk.
+const maxCatchUpBytes = 32 << 20
 
 // errStop ends a wal.Walk early.
 var errStop = errors.New("stop")
@@ -230,11 +235,11 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 
 // lsnRange is the first and last LSN of a run of frames.
 func lsnRange(frames []byte) (first, last uint64) {
-	_, _ = wal.Walk(frames, func(_ int, r *schema.WalRecord) error {
+	_, _ = wal.WalkPositions(frames, func(_ int, lsn, _ uint64) error {
 		if first == 0 {
-			first = r.GetLsn()
+			first = lsn
 		}
-		last = r.GetLsn()
+		last = lsn
 		return nil
 	})
 	return first, last

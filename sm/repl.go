@@ -3,7 +3,6 @@ package sm
 import (
 	"fmt"
 
-	"xce/schema"
 	"xce/sm/wal"
 )
 
@@ -91,8 +90,8 @@ func (n *Node) streamBatch(b walBatch) {
 // framesAfter returns the frames of data with LSN > lsn.
 func framesAfter(data []byte, lsn uint64) []byte {
 	cut := len(data)
-	_, _ = wal.Walk(data, func(off int, r *schema.WalRecord) error {
-		if r.GetLsn() > lsn && off < cut {
+	_, _ = wal.WalkPositions(data, func(off int, l, _ uint64) error {
+		if l > lsn && off < cut {
 			cut = off
 		}
 		return nil
@@ -108,7 +107,7 @@ func splitFrames(data []byte, limit int) [][]byte {
 	}
 	var out [][]byte
 	start, last := 0, 0
-	_, _ = wal.Walk(data, func(off int, _ *schema.WalRecord) error {
+	_, _ = wal.WalkPositions(data, func(off int, _, _ uint64) error {
 		if off-start > limit && last > start {
 			out = append(out, data[start:last])
 			start = last

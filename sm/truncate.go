@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"xce/schema"
 	"xce/sm/wal"
 )
 
@@ -126,8 +125,8 @@ func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs 
 	for i := range segs {
 		s := &segs[i]
 		var why string
-		valid, err := wal.Walk(s.data, func(off int, r *schema.WalRecord) error {
-			pos := logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+		valid, err := wal.WalkPositions(s.data, func(off int, lsn, term uint64) error {
+			pos := logPos{term: term, lsn: lsn}
 			if last.lsn > 0 && pos.lsn != last.lsn+1 {
 				why = fmt.Sprintf("our segments skip from lsn %d to %d", last.lsn, pos.lsn)
 				return errStop
