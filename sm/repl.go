@@ -58,6 +58,13 @@ func (n *Node) startSync(s int) {
 	if n.role != RolePrimary || j == nil || !j.recovered {
 		return // finishRecovery syncs every joined standby
 	}
+	if rp := j.repl[s]; rp != nil && rp.snap != nil && rp.snap.data == nil {
+		// Its snapshot is being encoded (sendSnapshot): a join meanwhile is
+		// the standby's timeout for a first chunk; another encode of the
+		// whole state would only queue behind this one.
+		delete(n.joinPos, s)
+		return
+	}
 	if n.tryCatchUp(s) {
 		return
 	}
