@@ -66,3 +66,65 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}
 }
+
+// A standby waiting for the first chunk of its snapshot times out and
+// joins again; while the primary's executor is still encoding that
+// snapshot, the join must not start another encode of the whole state.
+// The test holds the encode's completion past several such joins.
+func TestJoinDuringSnapshotEncodeKeepsTheSync(t *testing.T) {
+	blob := testConfig(t, "Q", 2)
+	h := newHarness(t, 3)
+	small := func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 }
+	for i := 0; i < 3; i++ {
+		install(t, h.add(i, nil, small).disk, blob, epoch)
+	}
+	h.boot(0, 1, 2)
+	if !h.advanceUntil(20*time.Second, func() bool { return len(primaries(h)) == 1 }) {
+		t.Fatal("no primary")
+	}
+	h.advance(time.Second)
+	p := primaries(h)[0]
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
+	enqueueN(t, h, p, 10, 2000)
+	h.kill(s)
+	sn := h.node(s)
+	sn.disk = simdisk.New()
+	install(t, sn.disk, blob, epoch)
+	var held []sm.Input
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != p {
+			return
+		}
+		for _, e := range effs {
+			op, ok := e.(sm.FileOp)
+			if !ok || op.Op != sm.OpEncode {
+				continue
+			}
+			for k, q := range h.queue {
+				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
+					held = append(held, d)
+					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
+					break
+				}
+			}
+		}
+	}
+	h.newProcess(sn)
+	h.boot(s)
+	h.advance(5 * time.Second) // several first-chunk timeouts of the standby
+	if len(held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes for one standby, want 1", len(held))
+	}
+	h.onStep = nil
+	h.enqueue(p, held[0])
+	h.run()
+	h.advance(5 * time.Second)
+	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
+		t.Fatalf("standby installed %d snapshots, want 1", got)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
+	}
+}
