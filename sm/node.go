@@ -39,6 +39,11 @@ type Node struct {
 	// Primary, quorum mode: when each standby last acknowledged us (for
 	// CheckQuorum) and the newest heartbeat round it echoed (read index).
 	peerHeard    map[int]int64
+	// lastStep and resumed: the Mono of the previous Step, and of the
+	// first Step after a gap of a failure timeout or more (a pause, or a
+	// long step of our own): CheckQuorum then gives the peers a full
+	// timeout to be heard again (issue 7 A2: never on a gap in our clock).
+	lastStep, resumed int64
 	peerRound    map[int]uint64
 	round        uint64 // primary: heartbeat rounds sent
 	roundPending bool   // a round is unconfirmed
@@ -120,6 +125,10 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		return nil
 	}
 	n.now = now
+	if m := int64(now.Mono); m-n.lastStep >= int64(n.opt.FailureTimeout) {
+		n.resumed = m
+	}
+	n.lastStep = int64(now.Mono)
 	switch x := in.(type) {
 	case Boot:
 		n.boot(x)

@@ -166,6 +166,9 @@ func (n *Node) checkQuorum() bool {
 	if !n.quorumMode() || n.role != RolePrimary {
 		return true
 	}
+	if int64(n.now.Mono)-n.resumed < int64(n.opt.FailureTimeout) {
+		return true // we were not listening: what the peers sent meanwhile is still queued
+	}
 	heard := 1
 	for p, at := range n.peerHeard {
 		if p != n.opt.Self && int64(n.now.Mono)-at < int64(n.opt.FailureTimeout) {
