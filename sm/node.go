@@ -38,19 +38,19 @@ type Node struct {
 	heardAt   int64  // standby: Mono of the last message from its primary
 	// Primary, quorum mode: when each standby last acknowledged us (for
 	// CheckQuorum) and the newest heartbeat round it echoed (read index).
-	peerHeard    map[int]int64
+	peerHeard map[int]int64
 	// lastStep and resumed: the Mono of the previous Step, and of the
 	// first Step after a gap of a failure timeout or more (a pause, or a
 	// long step of our own): CheckQuorum then gives the peers a full
 	// timeout to be heard again (issue 7 A2: never on a gap in our clock).
 	lastStep, resumed int64
-	peerRound    map[int]uint64
-	round        uint64 // primary: heartbeat rounds sent
-	roundPending bool   // a round is unconfirmed
-	roundWanted  bool   // a read waits for a round after the pending one
-	lastRound    uint64 // standby: newest round seen from its primary
-	installBusy  bool   // standby: a snapshot install is writing files
-	logUnknown   bool   // the log is being replaced or rescanned: claim no position, grant no vote
+	peerRound         map[int]uint64
+	round             uint64 // primary: heartbeat rounds sent
+	roundPending      bool   // a round is unconfirmed
+	roundWanted       bool   // a read waits for a round after the pending one
+	lastRound         uint64 // standby: newest round seen from its primary
+	installBusy       bool   // standby: a snapshot install is writing files
+	logUnknown        bool   // the log is being replaced or rescanned: claim no position, grant no vote
 	// logClean: the log on disk ends exactly at logPos (no torn tail, no
 	// replaced log's segments): a standby may catch up from there. Not
 	// while primary (recovery and checkpoints rewrite files) until a rescan
