@@ -11,13 +11,15 @@ import (
 // record at its LSN (the freshness a node claims from a log that ends at
 // its snapshot). The records a primary appended in this incarnation are
 // decoded from its appends; a snapshot it writes at an LSN it appended must
-// carry that record's term.
+// carry that record's term. The memory is one promotion's (incarnation and
+// term): a later promotion may rewrite those LSNs after its suffix was cut
+// (sm/truncate.go) or replaced.
 func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
-	if nd.appendedInc != nd.inc {
-		nd.appended, nd.appendedInc = map[uint64]uint64{}, nd.inc
-	}
 	if nd.node.Role() != sm.RolePrimary {
 		return
+	}
+	if nd.appendedInc != nd.inc || nd.appendedTerm != nd.node.Term() {
+		nd.appended, nd.appendedInc, nd.appendedTerm = map[uint64]uint64{}, nd.inc, nd.node.Term()
 	}
 	switch {
 	case op.Op == sm.OpAppend && strings.HasPrefix(op.Path, wal.WALDir+"/"):

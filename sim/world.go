@@ -135,7 +135,9 @@ type simNode struct {
 	// checkSnapshotTerm: the terms of the records this incarnation appended.
 	appended    map[uint64]uint64
 	appendedInc int
-	timers      [16]uint64 // armed generation per timer kind (stale fires are dropped)
+	// appendedTerm is the term of the promotion appended belongs to.
+	appendedTerm uint64
+	timers       [16]uint64 // armed generation per timer kind (stale fires are dropped)
 	// ioBusy is when the node's one I/O worker finishes the operations
 	// queued so far: file operations run strictly in issue order.
 	ioBusy time.Duration
