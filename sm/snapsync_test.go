@@ -13,18 +13,8 @@ import (
 // ack; a transfer cut off half way resumes where the standby's acks say
 // (no second snapshot), and the installed log matches the primary's.
 func TestSnapshotSyncInChunksResumes(t *testing.T) {
-	blob := testConfig(t, "Q", 2)
-	h := newHarness(t, 3)
-	small := func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords, o.RetainWALRecords = 64, 100, 0 }
-	for i := 0; i < 3; i++ {
-		install(t, h.add(i, nil, small).disk, blob, epoch)
-	}
-	h.boot(0, 1, 2)
-	if !h.advanceUntil(20*time.Second, func() bool { return len(primaries(h)) == 1 }) {
-		t.Fatal("no primary")
-	}
-	h.advance(time.Second)
-	p := primaries(h)[0]
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords, o.RetainWALRecords = 64, 100, 0 })
+	blob := testConfig(t, "Q", 2) // the cluster's config, for a wiped disk
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
 	// s loses its disk: its empty log cannot catch up from lsn 0 any more.
@@ -72,18 +62,8 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 // snapshot, the join must not start another encode of the whole state.
 // The test holds the encode's completion past several such joins.
 func TestJoinDuringSnapshotEncodeKeepsTheSync(t *testing.T) {
-	blob := testConfig(t, "Q", 2)
-	h := newHarness(t, 3)
-	small := func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 }
-	for i := 0; i < 3; i++ {
-		install(t, h.add(i, nil, small).disk, blob, epoch)
-	}
-	h.boot(0, 1, 2)
-	if !h.advanceUntil(20*time.Second, func() bool { return len(primaries(h)) == 1 }) {
-		t.Fatal("no primary")
-	}
-	h.advance(time.Second)
-	p := primaries(h)[0]
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 })
+	blob := testConfig(t, "Q", 2) // the cluster's config, for a wiped disk
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
 	enqueueN(t, h, p, 10, 2000)
