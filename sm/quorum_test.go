@@ -291,3 +291,27 @@ func TestPeersListMismatchIgnored(t *testing.T) {
 		}
 	}
 }
+
+// A primary whose own step ran long (a recovery of a large state, a
+// pause) must not count that gap as its standbys' silence: their messages
+// of that time are still queued behind the timer that fires first (issue
+// 7 A2: CheckQuorum counts on messages received, never on a gap in its
+// own clock).
+func TestQuorumCheckIgnoresOwnStall(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p)
+	a, ok := pn.timers[sm.TimerHeartbeat]
+	if !ok {
+		t.Fatal("no heartbeat timer armed on the primary")
+	}
+	h.now += 3 * time.Second // nobody stepped meanwhile: the primary was busy
+	h.step(p, sm.TimerFired{Kind: sm.TimerHeartbeat, Gen: a.gen})
+	if pn.n.Role() != sm.RolePrimary {
+		t.Fatalf("n%d stepped down after its own 3 s stall: %v", p, pn.logsWithKey("ha.quorum-lost"))
+	}
+	h.run()
+	h.advance(3 * time.Second) // the standbys are heard again: it stays
+	if pn.n.Role() != sm.RolePrimary || len(pn.logsWithKey("ha.quorum-lost")) != 0 {
+		t.Fatalf("n%d lost its role (%s) with its standbys alive: %v", p, pn.n.Role(), pn.logsWithKey("ha.quorum-lost"))
+	}
+}
