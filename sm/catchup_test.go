@@ -1,6 +1,7 @@
 package sm_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,35 @@ func TestPromotionAbandonsStandbyCheckpoint(t *testing.T) {
 		if op.Op == sm.OpWrite && strings.HasSuffix(op.Path, ".snap.tmp") {
 			t.Errorf("after its promotion n%d wrote %s", s, op.Path)
 		}
+	}
+}
+
+// A standby further behind than a catch-up may carry (32 MiB of records,
+// which would go at once) gets a snapshot, which goes chunk by chunk.
+func TestCatchUpTooLargeSendsSnapshot(t *testing.T) {
+	h, p := threeNodes(t)
+	s := (p + 1) % 3
+	h.kill(s)
+	big := bytes.Repeat([]byte("x"), 1000<<10)
+	pn := h.node(p)
+	for k := 0; k < 36; k++ { // 36 MiB of records, one at a time
+		h.enqueue(p, sm.ClientOp{ID: 900 + uint64(k), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: big}})
+		h.run()
+	}
+	h.advance(time.Second)
+	logsBefore := len(pn.logs)
+	h.newProcess(h.node(s))
+	h.boot(s)
+	h.advance(10 * time.Second)
+	refused := false
+	for _, l := range pn.logs[logsBefore:] {
+		refused = refused || l.Key == "repl.catch-up-refused" && strings.Contains(l.Text, "bytes of records to send")
+	}
+	if !refused || !hasLog(h, s, "repl.synced") {
+		t.Fatalf("refused=%v synced=%v; want the catch-up refused for its size and a snapshot installed", refused, hasLog(h, s, "repl.synced"))
+	}
+	pt, pl := pn.n.LogPosition()
+	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d)", s, st, sl, pt, pl)
 	}
 }
