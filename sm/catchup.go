@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"xce/sm/tracker"
 	"xce/sm/wal"
 )
 
@@ -59,8 +60,8 @@ func (n *Node) tryCatchUp(s int) bool {
 		return false
 	}
 	j.replEpoch++
-	rp := &replPeer{epoch: j.replEpoch, startLSN: from.lsn, lastSeen: int64(n.now.Mono), catchUp: &catchUpRead{from: from}}
-	j.repl[s] = rp
+	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(n.now.Mono)), catchUp: &catchUpRead{from: from}}
+	j.setPeer(s, rp)
 	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
 		n.finishCatchUp(s, rp, nil, from.lsn) // nothing to read: it has every record
 		return true
@@ -192,7 +193,7 @@ func (n *Node) tellDiverged(s int, rp *replPeer, hint logPos) {
 	from := rp.catchUp.from
 	rp.catchUp, rp.truncating = nil, true
 	n.log(Info, "repl.diverged", fmt.Sprintf("%s's log (lsn %d, term %d) diverges from ours: it truncates to at most lsn %d (term %d) and joins again", n.peerName(s), from.lsn, from.term, hint.lsn, hint.term))
-	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
+	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
 }
 
 // maxCatchUpBytes bounds a catch-up: its records go at once, and more
@@ -222,14 +223,14 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 	from := rp.catchUp.from
 	rp.catchUp = nil
 	n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): %d records, no snapshot", n.peerName(s), from.lsn, from.term, end-from.lsn))
-	start := Msg{Type: MsgReplRecords, ReqID: rp.epoch, CatchUp: true, PrevLSN: from.lsn, PrevTerm: from.term}
+	start := Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: from.lsn, PrevTerm: from.term}
 	chunks := splitFrames(frames, MaxConfigSize)
 	if len(frames) > 0 {
 		start.Bytes, chunks = chunks[0], chunks[1:]
 	}
 	n.send(s, start)
 	for _, c := range chunks {
-		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.epoch, Bytes: c})
+		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: c})
 	}
 }
 
@@ -280,18 +281,17 @@ func (n *Node) onCatchUp(from int, m Msg) {
 	n.epochSeen = m.ReqID
 	// installing until the log's directories exist (a node with no log yet).
 	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, installing: true}
-	n.srepl = sr
+	n.setSync(sr)
 	n.replFailure = ""
 	n.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", n.peerName(from), m.PrevLSN))
 	if m.Bytes != nil {
 		sr.queue = append(sr.queue, m)
 	}
-	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
-		if n.srepl != sr {
-			return
-		}
-		sr.installing = false
-		n.ackRepl()
-		n.drainRepl()
+	n.as(sr.owner, func() {
+		n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
+			sr.installing = false
+			n.ackRepl()
+			n.drainRepl()
+		})
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"xce/sim/simdisk"
 	"xce/sm"
 )
 
@@ -283,5 +284,65 @@ func TestCatchUpTooLargeSendsSnapshot(t *testing.T) {
 	pt, pl := pn.n.LogPosition()
 	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
 		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d)", s, st, sl, pt, pl)
+	}
+}
+
+// A standby's snapshot install belongs to its log (issue 7 A9): promoted
+// while the install reads its received file back (seed mode, the others
+// dead), the node's recovery owns the log's files, and the install's
+// completion starts nothing more — no rename of the primary's snapshot
+// into data/snap under the recovery, which would mix that history with
+// the one the new primary writes.
+func TestPromotionStopsStandbyInstall(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.SeedMode = true })
+	s, other := (p+1)%3, (p+2)%3
+	enqueueN(t, h, p, 5, 100)
+	// s loses its disk and syncs again from nothing: by snapshot.
+	h.kill(s)
+	hn := h.node(s)
+	hn.disk = simdisk.New()
+	install(t, hn.disk, testConfig(t, "Q", 2), epoch)
+	h.newProcess(hn)
+	var held []sm.Input
+	var readID uint64
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != s || held != nil {
+			return
+		}
+		for _, e := range effs {
+			if op, ok := e.(sm.FileOp); ok && op.Op == sm.OpRead && strings.HasSuffix(op.Path, ".snap.tmp") {
+				readID = op.ID
+			}
+		}
+		for k, q := range h.queue {
+			if d, ok := q.in.(sm.IODone); ok && q.node == s && readID != 0 && d.ID == readID {
+				held = []sm.Input{d}
+				h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
+				return
+			}
+		}
+	}
+	h.boot(s)
+	h.advanceUntil(5*time.Second, func() bool { return held != nil })
+	if held == nil {
+		t.Fatalf("n%d never read its received snapshot back:\n%s", s, hn.logDump())
+	}
+	h.onStep = nil
+	h.kill(p)
+	h.kill(other)
+	if !h.advanceUntil(20*time.Second, func() bool { return hn.n.Role() == sm.RolePrimary }) {
+		t.Fatalf("n%d was not promoted: %s\n%s", s, hn.n.Role(), hn.logDump())
+	}
+	opsBefore := len(hn.ops)
+	h.enqueue(s, held[0])
+	h.run()
+	h.advance(time.Second)
+	for _, op := range hn.ops[opsBefore:] {
+		if op.Op == sm.OpRename && strings.HasSuffix(op.Path, ".snap.tmp") {
+			t.Errorf("after its promotion n%d went on with its install: rename %s -> %s", s, op.Path, op.To)
+		}
+	}
+	if !hasLog(h, s, "wal.recovered") {
+		t.Errorf("n%d did not recover as primary:\n%s", s, hn.logDump())
 	}
 }

@@ -14,14 +14,7 @@ import "xce/sm/quorum"
 
 // commitLSN is the highest LSN durable on a majority (quorum mode).
 func (n *Node) commitLSN() uint64 {
-	j := n.jobs
-	pos := []uint64{j.durableLSN}
-	for _, p := range sortedKeys(j.repl) {
-		if rp := j.repl[p]; rp.synced {
-			pos = append(pos, rp.acked)
-		}
-	}
-	return quorum.Committed(pos, n.opt.Majority())
+	return n.jobs.prog.Committed(n.jobs.durableLSN, n.opt.Majority())
 }
 
 // startRound sends a numbered heartbeat to every peer.

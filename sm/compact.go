@@ -43,10 +43,12 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 	n.compact = c
 	sr.seg, sr.segRecords = wal.SegmentPath(c.at.lsn+1), 0
 	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
+	// The log's: a promotion ends it (pending.go), whatever it was doing.
+	n.as(n.logOwner(), func() { n.startCompaction(c) })
+}
+
+func (n *Node) startCompaction(c *compaction) {
 	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
-		if n.compact != c {
-			return
-		}
 		if d.Err != IOOK && d.Err != IONotExist {
 			n.compactFailed(c, "list "+wal.SnapDir, d)
 			return
@@ -62,9 +64,6 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 		}
 		newest := wal.SnapDir + "/" + snaps[len(snaps)-1]
 		n.io(FileOp{Op: OpRead, Path: newest, MaxSize: maxLogFile}, func(d IODone) {
-			if n.compact != c {
-				return
-			}
 			if d.Err != IOOK {
 				n.compactFailed(c, "read "+newest, d)
 				return
@@ -86,9 +85,6 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 		}
 	}
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if n.compact != c {
-			return
-		}
 		if d.Err != IOOK {
 			n.compactFailed(c, "list "+wal.WALDir, d)
 			return
@@ -111,9 +107,6 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 			}
 			path := wal.WALDir + "/" + rest[0]
 			n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
-				if n.compact != c {
-					return
-				}
 				if d.Err != IOOK {
 					n.compactFailed(c, "read "+path, d)
 					return
@@ -187,9 +180,6 @@ func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) 
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
 	fail := func(what string, d IODone) { n.compactFailed(c, what, d) }
 	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, fail, func() {
-		if n.compact != c {
-			return
-		}
 		// The segment appends roll to may not exist yet: count it, so
 		// the one before it, wholly covered, goes too.
 		if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {
@@ -198,9 +188,7 @@ func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) 
 		n.removeFiles(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, func() {
 			n.listNames(wal.SnapDir, func(snaps []string) {
 				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
-					if n.compact == c {
-						n.compactDone(c, "snapshot "+path+" written")
-					}
+					n.compactDone(c, "snapshot "+path+" written")
 				})
 			})
 		})
@@ -222,9 +210,6 @@ func (n *Node) compactFailed(c *compaction, what string, d IODone) {
 
 // compactDone ends the compaction and lets what waited for it run.
 func (n *Node) compactDone(c *compaction, what string) {
-	if n.compact != c {
-		return
-	}
 	n.compact = nil
 	if what != "" {
 		n.log(Info, "repl.compacted", fmt.Sprintf("standby checkpoint at lsn %d: %s", c.at.lsn, what))

@@ -44,7 +44,7 @@ func (n *Node) startElection(failover bool) {
 	n.ballot = ballot{}
 	n.failover = failover
 	n.standbys = nil
-	n.srepl = nil
+	n.setSync(nil)
 	n.deferrals = 0
 	n.electionStart = int64(n.now.Mono)
 	if n.opt.SeedLiteralP0 && n.opt.Self == 0 {
@@ -167,9 +167,8 @@ func (n *Node) becomePrimary(term uint64) {
 	}
 	n.role = RolePrimary
 	n.promoting = false
-	n.srepl = nil
-	n.logClean = false // recovery may rewrite the log's files
-	n.compact = nil    // and a standby checkpoint's files are recovery's
+	n.endLog()         // the log's files are recovery's: no standby work goes on
+	n.logClean = false // recovery may rewrite them
 	n.term = term
 	n.primary = n.opt.Self
 	n.pTerm = term
@@ -256,7 +255,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.promoting = false
 	n.ballot = ballot{}
 	n.lastRound = 0
-	n.srepl = nil
+	n.setSync(nil)
 	n.epochSeen = 0 // sync epochs count per primary
 	n.primary = p
 	n.pTerm = term

@@ -76,7 +76,7 @@ func (n *Node) observeTerm(t uint64) {
 		// a newer term (the same peer's new process included, whose sync
 		// epochs count from 1 again) may hold other records at the LSNs we
 		// have, so it must sync us afresh before we append or ack anything.
-		n.srepl = nil
+		n.setSync(nil)
 		n.epochSeen = 0
 	}
 	n.syncHA()

@@ -8,6 +8,7 @@ import (
 
 	"xce/schema"
 	"xce/sm/queue"
+	"xce/sm/tracker"
 	"xce/sm/wal"
 )
 
@@ -19,7 +20,7 @@ const maxLogFile = 1 << 31
 // accepts); load the newest valid snapshot, replay the WAL after it,
 // truncate a torn tail, refuse corruption before the tail.
 func (n *Node) startRecovery() {
-	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}}
+	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
 	n.jobs = j
 	n.endJobs() // a new generation: this promotion's operations
 	n.as(n.jobsOwner(), func() { n.recoverAll(j) })
@@ -235,9 +236,6 @@ func (n *Node) routeWarnings(j *jobState, off int, path string) {
 }
 
 func (n *Node) finishRecovery(j *jobState) {
-	if n.jobs != j {
-		return
-	}
 	j.durableLSN = j.nextLSN - 1
 	if j.durableLSN < j.mustReach {
 		n.die("fatal.wal-corrupt", fmt.Sprintf("the newest snapshot (lsn %d) is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", j.mustReach, j.durableLSN, j.durableLSN+1, j.mustReach))
@@ -250,7 +248,9 @@ func (n *Node) finishRecovery(j *jobState) {
 	j.recovered = true
 	j.recoveredLSN = j.durableLSN
 	n.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
-	n.logPos = logPos{term: j.lastTerm, lsn: j.durableLSN}
+	// Known now, even if a standby's install or rescan was cut short by
+	// the promotion (endLog).
+	n.logPos, n.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
 	// The term's first record: committing it commits everything before,
 	// and applying it gives the term's jobs their own id range.

@@ -5,6 +5,7 @@ import (
 
 	"xce/schema"
 	"xce/sm/queue"
+	"xce/sm/tracker"
 	"xce/sm/wal"
 )
 
@@ -27,6 +28,7 @@ type jobState struct {
 	ckpt         checkpoint
 	liveSegs     map[string]bool   // segments known on disk (for obsolete removal)
 	repl         map[int]*replPeer // standbys receiving the log
+	prog         tracker.Set       // their progress: repl[s].Progress, by s
 	replEpoch    uint64
 	lastTerm     uint64 // term of the last record (replayed or appended)
 	recoveredLSN uint64 // the log recovery ended at

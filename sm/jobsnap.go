@@ -57,7 +57,7 @@ func (n *Node) checkpointIfDue() {
 		// The snapshot is durable: older segments may go once their last
 		// writes have landed.
 		j.ckpt.removeLSN = lsn
-		if !j.writing && n.jobs == j {
+		if !j.writing {
 			n.removeObsolete(j)
 			return
 		}
@@ -100,9 +100,6 @@ func (s *SnapshotData) Encode() ([]byte, error) {
 }
 
 func (n *Node) checkpointDone(j *jobState) {
-	if n.jobs != j {
-		return
-	}
 	j.ckpt.inProgress = false
 	if j.ckpt.again {
 		j.ckpt.again = false
@@ -145,12 +142,7 @@ func (n *Node) removeObsolete(j *jobState) {
 // last ack included: it catches up from there when it returns), but
 // never more than RetainWALRecords below it.
 func (n *Node) retainedFrom(j *jobState, lsn uint64) uint64 {
-	keep, who := lsn, -1
-	for _, p := range sortedKeys(j.repl) {
-		if at := max(j.repl[p].acked, j.repl[p].startLSN); at < keep {
-			keep, who = at, p
-		}
-	}
+	keep, who := j.prog.Slowest(lsn)
 	floor := lsn - min(lsn, uint64(n.opt.RetainWALRecords))
 	if keep = max(keep, floor); keep < lsn {
 		n.log(Info, "wal.retained", fmt.Sprintf("checkpoint at lsn %d: keeping the segments after lsn %d for %s to catch up from", lsn, keep, n.peerName(who)))

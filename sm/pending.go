@@ -6,30 +6,40 @@ import (
 )
 
 // In-flight file operations belong to the role that started them
-// (issue 7 A9). Each pending operation records its owner: the node itself
-// (boot, config, data/term, a standby's log) or the primary's job state of
-// one promotion (recovery, WAL appends, checkpoints, catch-up reads).
-// Leaving the role ends that owner's generation, and Step drops the
-// completions of every operation it had in flight, in one place — as if
-// the process had crashed at that point of the sequence, which every
-// durable sequence is built to survive. A dropped completion's error is
-// still logged, and a failed fsync is still fatal.
+// (issue 7 A9). Each pending operation records its owner, a concern in
+// one of its generations:
+//   - node: the process itself (boot, config, data/term); never ends;
+//   - log: a standby's job log files (replicated appends, snapshot
+//     installs, truncations, its own checkpoints, rescans); a promotion
+//     ends it, for the log's files are recovery's from then on;
+//   - sync: one sync with one primary (a snapshot transfer, a catch-up's
+//     start, a truncation); a newer sync, or leaving the standby role,
+//     ends it;
+//   - jobs: the primary's job state of one promotion (recovery, WAL
+//     appends, checkpoints, catch-up reads); a step-down ends it.
+//
+// Ending a generation makes Step drop the completions of every operation
+// it had in flight, in one place (complete) — as if the process had
+// crashed at that point of the sequence, which every durable sequence is
+// built to survive. Operations already issued run before any issued
+// later (file I/O is serial), so an ended owner's files are never touched
+// once the next owner starts. A dropped completion's error is still
+// logged, and a failed fsync is still fatal.
 
 // concern is what a pending operation belongs to.
 type concern uint8
 
 const (
-	concernNode concern = iota // the process: boot, config, term, standby log
+	concernNode concern = iota // the process: boot, config, term
+	concernLog                 // a standby's job log files
+	concernSync                // one sync with one primary
 	concernJobs                // the primary's job state of one promotion
 	concerns
 )
 
-func (c concern) String() string {
-	if c == concernJobs {
-		return "jobs"
-	}
-	return "node"
-}
+var concernNames = [concerns]string{"node", "log", "sync", "jobs"}
+
+func (c concern) String() string { return concernNames[c] }
 
 // owner is a concern in one of its generations.
 type owner struct {
@@ -50,6 +60,34 @@ func (n *Node) jobsOwner() owner { return owner{concernJobs, n.gens[concernJobs]
 // endJobs ends the current job state's generation: its pending
 // operations complete into nothing.
 func (n *Node) endJobs() { n.gens[concernJobs]++ }
+
+// logOwner is the standby's log files in their current generation.
+func (n *Node) logOwner() owner { return owner{concernLog, n.gens[concernLog]} }
+
+// endLog ends the log's generation at a promotion: no install,
+// truncation, checkpoint, append or rescan of a standby goes on once
+// recovery owns the files (their state is a crash's, which recovery
+// reads), and the standby's bookkeeping of them goes with it.
+func (n *Node) endLog() {
+	n.gens[concernLog]++
+	n.setSync(nil)
+	n.installBusy, n.compact, n.replWriting = false, nil, 0
+}
+
+// setSync makes sr (nil: none) the standby's sync, ending the previous
+// sync's generation; sr's operations are owned by the new one.
+func (n *Node) setSync(sr *standbyRepl) {
+	n.gens[concernSync]++
+	n.srepl = sr
+	if sr != nil {
+		sr.owner = owner{concernSync, n.gens[concernSync]}
+	}
+}
+
+// syncLive reports whether sr is still the standby's sync: a log
+// operation that serves a sync (an append, an install) goes on with that
+// sync's part only then.
+func (n *Node) syncLive(sr *standbyRepl) bool { return sr != nil && !n.abandoned(sr.owner) }
 
 // as runs f with o as the owner of the operations it starts.
 func (n *Node) as(o owner, f func()) {

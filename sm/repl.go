@@ -3,6 +3,7 @@ package sm
 import (
 	"fmt"
 
+	"xce/sm/tracker"
 	"xce/sm/wal"
 )
 
@@ -15,16 +16,12 @@ import (
 // failure timeout no longer holds writes up). Elections prefer the
 // freshest log: (term of its last record, LSN).
 
-// replPeer is the primary's view of one standby's copy of the log.
+// replPeer is the primary's view of one standby's copy of the log: its
+// progress (sm/tracker) and the sync work under way for it.
 type replPeer struct {
-	epoch    uint64       // the sync this standby is in (ReqID of its messages)
-	startLSN uint64       // its snapshot's LSN: records after it are streamed
-	acked    uint64       // its durable LSN
-	synced   bool         // it installed the snapshot
-	failure  string       // why it cannot sync, as it last said
-	lastSeen int64        // Mono of its last ack (ns)
-	catchUp  *catchUpRead // reading our log to catch it up (catchup.go)
-	snap     *snapSend    // the snapshot it is being sent (snapsync.go)
+	*tracker.Progress
+	catchUp *catchUpRead // reading our log to catch it up (catchup.go)
+	snap    *snapSend    // the snapshot it is being sent (snapsync.go)
 	// truncating: told its log diverges (catchup.go), it truncates and
 	// joins again; nothing is streamed to it meanwhile.
 	truncating bool
@@ -32,6 +29,7 @@ type replPeer struct {
 
 // standbyRepl is a standby's replicated log.
 type standbyRepl struct {
+	owner      owner // its generation (setSync): its operations' owner
 	epoch      uint64
 	expect     uint64 // next LSN to append
 	seg        string
@@ -77,19 +75,19 @@ func (n *Node) streamBatch(b walBatch) {
 	j := n.jobs
 	for _, p := range sortedKeys(j.repl) {
 		rp := j.repl[p]
-		if b.lastLSN <= rp.startLSN || rp.truncating {
+		if b.lastLSN <= rp.StartLSN || rp.truncating {
 			continue // all in its snapshot, or it is not in a sync
 		}
 		data := b.data
-		if b.firstLSN <= rp.startLSN {
-			data = framesAfter(data, rp.startLSN) // the batch straddles its snapshot
+		if b.firstLSN <= rp.StartLSN {
+			data = framesAfter(data, rp.StartLSN) // the batch straddles its snapshot
 		}
 		if rp.catchUp != nil {
 			rp.catchUp.buf = append(rp.catchUp.buf, data) // sent after the records being read
 			continue
 		}
 		for _, chunk := range splitFrames(data, MaxConfigSize) {
-			n.send(p, Msg{Type: MsgReplRecords, ReqID: rp.epoch, Bytes: chunk})
+			n.send(p, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: chunk})
 		}
 	}
 }
@@ -145,9 +143,8 @@ func (n *Node) onReplAck(from int, m Msg) {
 		}
 		return
 	}
-	rp.lastSeen = int64(n.now.Mono) // alive, synced or not: an unsynced live standby holds writes up
-	rp.failure = m.Error
-	if rp.epoch != m.ReqID || rp.truncating {
+	rp.Heard(int64(n.now.Mono), m.Error) // alive, synced or not: an unsynced live standby holds writes up
+	if rp.Epoch != m.ReqID || rp.truncating {
 		return
 	}
 	if m.Offset > 0 { // snapshot transfer progress: send what follows
@@ -156,9 +153,8 @@ func (n *Node) onReplAck(from int, m Msg) {
 		}
 		return
 	}
-	rp.synced, rp.snap = true, nil
-	rp.acked = max(rp.acked, m.WALPos)
-	rp.lastSeen = int64(n.now.Mono)
+	rp.snap = nil
+	rp.Ack(m.WALPos, int64(n.now.Mono))
 	n.releaseWaiting()
 }
 
@@ -167,21 +163,10 @@ func (n *Node) onReplAck(from int, m Msg) {
 // standby still installing its snapshot counts as live, so a resync holds
 // writes up instead of letting them skip replication.
 func (n *Node) replicated(lsn uint64) bool {
-	j := n.jobs
 	if n.quorumMode() {
 		return lsn <= n.commitLSN()
 	}
-	need, have, live := n.opt.SyncStandbys, 0, 0
-	for _, rp := range j.repl {
-		if int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout) {
-			continue
-		}
-		live++
-		if rp.synced && rp.acked >= lsn {
-			have++
-		}
-	}
-	return have >= min(need, live)
+	return n.jobs.prog.Replicated(lsn, n.opt.SyncStandbys, int64(n.now.Mono), int64(n.opt.FailureTimeout))
 }
 
 // releaseWaiting emits the replies whose records are durable here and on
@@ -274,7 +259,16 @@ func (n *Node) drainRepl() {
 	sr.writing = true
 	n.replWriting++
 	seg, newSeg := sr.seg, !sr.known[sr.seg]
-	n.io(FileOp{Op: OpAppend, Path: seg, Data: m.Bytes}, func(d IODone) {
+	// The append is the log's (it lands whatever sync asked for it; a
+	// promotion drops its completion: pending.go); the sync goes on only if
+	// it is still the standby's.
+	end := logPos{term: last.GetTerm(), lsn: last.GetLsn()}
+	n.as(n.logOwner(), func() { n.appendRepl(sr, seg, newSeg, end, len(recs), m.Bytes) })
+}
+
+// appendRepl appends and fsyncs a batch of count records ending at end.
+func (n *Node) appendRepl(sr *standbyRepl, seg string, newSeg bool, end logPos, count int, data []byte) {
+	n.io(FileOp{Op: OpAppend, Path: seg, Data: data}, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", seg, d.Err, d.Detail))
 			return
@@ -284,15 +278,15 @@ func (n *Node) drainRepl() {
 				n.replWriting--
 				if !n.logUnknown {
 					// On disk whoever asked: a later catch-up starts here.
-					n.logPos = logPos{term: last.GetTerm(), lsn: last.GetLsn()}
+					n.logPos = end
 				}
-				if n.srepl != sr {
+				if !n.syncLive(sr) {
 					return
 				}
 				sr.known[seg] = true
 				sr.writing = false
-				sr.expect = last.GetLsn() + 1
-				sr.segRecords += len(recs)
+				sr.expect = end.lsn + 1
+				sr.segRecords += count
 				n.ackRepl()
 				n.maybeCompact(sr)
 				n.drainRepl()
@@ -308,7 +302,7 @@ func (n *Node) drainRepl() {
 
 // resync asks the primary for a fresh snapshot (a Join restarts the sync).
 func (n *Node) resync() {
-	n.srepl = nil
+	n.setSync(nil)
 	if n.role == RoleStandby && n.primary >= 0 {
 		n.syncAsked = int64(n.now.Mono)
 		n.send(n.primary, n.joinMsg(n.id()))
@@ -372,3 +366,8 @@ func (n *Node) bestCandidate() bool {
 	}
 	return true
 }
+
+// setPeer makes rp standby s's sync; dropPeer ends it.
+func (j *jobState) setPeer(s int, rp *replPeer) { j.repl[s], j.prog[s] = rp, rp.Progress }
+
+func (j *jobState) dropPeer(s int) { delete(j.repl, s); delete(j.prog, s) }

@@ -21,23 +21,9 @@ func (n *Node) ReplicationStatus() []StandbyStatus {
 			continue
 		}
 		st := StandbyStatus{Peer: p, State: "not joined"}
-		if rp := j.repl[p]; rp != nil {
-			st.Acked = rp.acked
-			if j.durableLSN > rp.acked {
-				st.Behind = j.durableLSN - rp.acked
-			}
-			switch {
-			case int64(n.now.Mono)-rp.lastSeen > int64(n.opt.FailureTimeout):
-				st.State = "silent"
-			case !rp.synced && rp.failure != "":
-				st.State = "failing: " + rp.failure
-			case !rp.synced:
-				st.State = "syncing"
-			case st.Behind > 0:
-				st.State = "lagging"
-			default:
-				st.State = "in sync"
-			}
+		if pr := j.prog[p]; pr != nil {
+			st.Acked = pr.Acked
+			st.State, st.Behind = pr.State(int64(n.now.Mono), int64(n.opt.FailureTimeout), j.durableLSN)
 		}
 		out = append(out, st)
 	}
@@ -77,11 +63,4 @@ func (n *Node) emitReply(lsn uint64, rep Reply) {
 }
 
 // heldByStandby reports whether some synced standby acknowledged lsn.
-func (n *Node) heldByStandby(lsn uint64) bool {
-	for _, rp := range n.jobs.repl {
-		if rp.synced && rp.acked >= lsn {
-			return true
-		}
-	}
-	return false
-}
+func (n *Node) heldByStandby(lsn uint64) bool { return n.jobs.prog.HeldByAny(lsn) }

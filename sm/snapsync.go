@@ -3,6 +3,8 @@ package sm
 import (
 	"fmt"
 
+	"xce/schema"
+	"xce/sm/tracker"
 	"xce/sm/wal"
 )
 
@@ -41,8 +43,8 @@ func (n *Node) sendSnapshot(s int) {
 	j := n.jobs
 	j.replEpoch++
 	lsn := j.nextLSN - 1
-	rp := &replPeer{epoch: j.replEpoch, startLSN: lsn, lastSeen: int64(n.now.Mono), snap: &snapSend{term: j.lastTerm}}
-	j.repl[s] = rp
+	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
+	j.setPeer(s, rp)
 	op := FileOp{Op: OpEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
 	n.as(n.jobsOwner(), func() {
 		n.io(op, func(d IODone) {
@@ -51,7 +53,7 @@ func (n *Node) sendSnapshot(s int) {
 			}
 			if d.Err != IOOK {
 				n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", n.peerName(s), d.Err, d.Detail))
-				delete(j.repl, s)
+				j.dropPeer(s)
 				return
 			}
 			rp.snap.data = d.Data
@@ -68,7 +70,7 @@ func (n *Node) sendChunk(s int, rp *replPeer, off uint64) {
 		return
 	}
 	end := min(off+uint64(n.opt.SnapshotChunk), uint64(len(data)))
-	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.startLSN, PrevTerm: rp.snap.term})
+	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.Epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.StartLSN, PrevTerm: rp.snap.term})
 }
 
 // --- standby side ---
@@ -96,11 +98,9 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
 	}}
-	n.srepl = sr
-	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
-		if n.srepl == sr {
-			n.writeChunk(sr, m)
-		}
+	n.setSync(sr)
+	n.as(sr.owner, func() { // the transfer is this sync's (pending.go)
+		n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() { n.writeChunk(sr, m) })
 	})
 }
 
@@ -118,21 +118,20 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 	if m.Offset == 0 {
 		op = OpWrite // a tmp file left by an interrupted transfer is replaced
 	}
-	n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
-		rc.writing = false
-		if d.Err != IOOK {
-			n.installFailed(sr, "write "+rc.tmp, d)
-			return
-		}
-		if n.srepl != sr {
-			return // superseded
-		}
-		rc.written += size
-		if rc.written == rc.total {
-			n.finishInstall(sr)
-			return
-		}
-		n.ackRepl()
+	n.as(sr.owner, func() {
+		n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
+			rc.writing = false
+			if d.Err != IOOK {
+				n.installFailed(sr, "write "+rc.tmp, d)
+				return
+			}
+			rc.written += size
+			if rc.written == rc.total {
+				n.finishInstall(sr)
+				return
+			}
+			n.ackRepl()
+		})
 	})
 }
 
@@ -140,22 +139,28 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 // why (in its acks) and asks again after a failure timeout.
 func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
 	n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
-	if n.srepl == sr {
+	if n.syncLive(sr) {
 		n.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
-		n.srepl = nil
+		n.setSync(nil)
 	}
 }
 
 // finishInstall makes the received snapshot the standby's log: fsync,
 // read back and verify, rename, fsync; then the old log's files go. One
 // install at a time (they rewrite the same files): a complete transfer
-// waits for the one running.
+// waits for the one running. The install is the log's (a promotion stops
+// it: pending.go); it goes on only while sr is still the sync.
 func (n *Node) finishInstall(sr *standbyRepl) {
 	rc := sr.recv
 	if n.installBusy || n.compact != nil {
 		rc.ready = true
 		return
 	}
+	n.as(n.logOwner(), func() { n.installSnapshot(sr) })
+}
+
+func (n *Node) installSnapshot(sr *standbyRepl) {
+	rc := sr.recv
 	n.installBusy = true
 	// Until the old log is gone, what recovery would rebuild is either
 	// log: claim neither (no position in messages, no votes).
@@ -166,21 +171,22 @@ func (n *Node) finishInstall(sr *standbyRepl) {
 		n.installDone()
 	}
 	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
-		n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, func(d IODone) {
-			if d.Err != IOOK {
+		check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term} // verified by the executor, off Step
+		n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, func(d IODone) {
+			if d.Err != IOOK && d.Err != IOCorrupt {
 				fail("read back "+rc.tmp, d)
 				return
 			}
-			snap, err := wal.DecodeSnapshot(d.Data)
-			if err == nil && (snap.GetLsn() != rc.lsn || snap.GetTerm() != rc.term) {
-				err = fmt.Errorf("it holds lsn %d term %d, the sync announced lsn %d term %d", snap.GetLsn(), snap.GetTerm(), rc.lsn, rc.term)
-			}
-			if err != nil {
-				n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %v — asking again", err))
-				if n.srepl == sr {
-					n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %v", err)
-					n.srepl = nil
+			if d.Err == IOCorrupt {
+				n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
+				if n.syncLive(sr) {
+					n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
+					n.setSync(nil)
 				}
+				n.installDone()
+				return
+			}
+			if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
 				n.installDone()
 				return
 			}
@@ -201,13 +207,13 @@ func (n *Node) finishInstall(sr *standbyRepl) {
 // role stops here: its files are recovery's now.
 func (n *Node) replaceLog(sr *standbyRepl) {
 	rc := sr.recv
-	if n.srepl != sr {
+	if !n.syncLive(sr) {
 		n.installDone()
 		return
 	}
 	n.listNames(wal.WALDir, func(segs []string) {
 		n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
-			if n.srepl != sr {
+			if !n.syncLive(sr) {
 				n.installDone()
 				return
 			}
@@ -220,7 +226,7 @@ func (n *Node) replaceLog(sr *standbyRepl) {
 				}
 				n.removeFiles(old, wal.SnapDir, func() {
 					defer n.installDone()
-					if n.srepl != sr {
+					if !n.syncLive(sr) {
 						return
 					}
 					sr.installing, sr.recv = false, nil
@@ -248,11 +254,13 @@ func (n *Node) installDone() {
 		return
 	}
 	n.installBusy = true
-	n.scanLogPosition(func(pos logPos, clean bool) {
-		n.installBusy = false
-		n.logPos, n.logUnknown = pos, false
-		n.logClean = clean
-		n.startReady()
+	n.as(n.logOwner(), func() {
+		n.scanLogPosition(func(pos logPos, clean bool) {
+			n.installBusy = false
+			n.logPos, n.logUnknown = pos, false
+			n.logClean = clean
+			n.startReady()
+		})
 	})
 }
 
@@ -265,4 +273,23 @@ func (n *Node) startReady() bool {
 	sr.recv.ready = false
 	n.finishInstall(sr)
 	return true
+}
+
+// SnapshotCheck is what a received snapshot must be: a valid snapshot
+// file (framing, CRC32C, every job and schedule, streamed one at a time)
+// of the position the sync announced.
+type SnapshotCheck struct{ LSN, Term uint64 }
+
+// Verify checks data against c (the executor runs it: FileOp.Check).
+func (c *SnapshotCheck) Verify(data []byte) error {
+	return wal.ReadSnapshot(data, wal.SnapshotVisitor{
+		Head: func(h wal.SnapshotHead) error {
+			if h.LSN != c.LSN || h.Term != c.Term {
+				return fmt.Errorf("it holds lsn %d term %d, the sync announced lsn %d term %d", h.LSN, h.Term, c.LSN, c.Term)
+			}
+			return nil
+		},
+		Job:      func(*schema.SnapshotJob) error { return nil }, // ReadSnapshot checks each
+		Schedule: func(*schema.SnapshotSchedule) error { return nil },
+	})
 }

@@ -51,14 +51,17 @@ func (n *Node) truncateLog(m Msg) {
 	}
 	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
-	n.srepl = sr
+	n.setSync(sr)
 	n.logClean = false // no catch-up from our log until it is cut
+	// The cut is this sync's: a newer sync or a promotion stops it where it
+	// is, a prefix of our old log (pending.go).
+	n.as(sr.owner, func() { n.startTruncation(limit) })
+}
+
+func (n *Node) startTruncation(limit logPos) {
 	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
-		if n.srepl != sr {
-			return
-		}
 		if d.Err != IOOK && d.Err != IONotExist { // no directory: no snapshot
-			n.truncateFailed(sr, "list "+wal.SnapDir, d)
+			n.truncateFailed("list "+wal.SnapDir, d)
 			return
 		}
 		// Our newest snapshot holds every record up to its LSN: the cut
@@ -69,34 +72,28 @@ func (n *Node) truncateLog(m Msg) {
 				floor = max(floor, lsn)
 			}
 		}
-		n.readSegments(sr, func(segs []logSegment) { n.planTruncation(sr, limit, floor, segs) })
+		n.readSegments(func(segs []logSegment) { n.planTruncation(limit, floor, segs) })
 	})
 }
 
 // readSegments reads every segment of our log, oldest first.
-func (n *Node) readSegments(sr *standbyRepl, then func([]logSegment)) {
+func (n *Node) readSegments(then func([]logSegment)) {
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if n.srepl != sr {
-			return
-		}
 		if d.Err != IOOK {
-			n.truncateFailed(sr, "list "+wal.WALDir, d)
+			n.truncateFailed("list "+wal.WALDir, d)
 			return
 		}
 		paths := segmentsByLSN(d.Entries)
 		if len(paths) == 0 {
-			n.truncateRefused(sr, "our log has no segments")
+			n.truncateRefused("our log has no segments")
 			return
 		}
 		segs := make([]logSegment, len(paths))
 		left := len(paths)
 		for i, p := range paths {
 			n.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, func(d IODone) {
-				if n.srepl != sr {
-					return
-				}
 				if d.Err != IOOK {
-					n.truncateFailed(sr, "read "+p, d)
+					n.truncateFailed("read "+p, d)
 					return
 				}
 				segs[i] = logSegment{path: p, data: d.Data}
@@ -119,7 +116,7 @@ func segmentsByLSN(entries []DirEntry) []string {
 
 // planTruncation finds the new end of our log in what the reads found and
 // cuts the log back to it.
-func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs []logSegment) {
+func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
 	var last logPos
 	cut, keep := -1, logPos{} // the segment holding the new end, and that end
 	for i := range segs {
@@ -146,25 +143,25 @@ func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs 
 		}
 		switch {
 		case why != "":
-			n.truncateRefused(sr, why)
+			n.truncateRefused(why)
 			return
 		case err != nil || valid != len(s.data):
-			n.truncateRefused(sr, fmt.Sprintf("%s does not scan to its end (%d of %d bytes valid: %v)", s.path, valid, len(s.data), err))
+			n.truncateRefused(fmt.Sprintf("%s does not scan to its end (%d of %d bytes valid: %v)", s.path, valid, len(s.data), err))
 			return
 		}
 	}
 	switch {
 	case last != n.logPos:
-		n.truncateRefused(sr, fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.logPos.lsn, n.logPos.term))
+		n.truncateRefused(fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.logPos.lsn, n.logPos.term))
 		return
 	case cut < 0:
-		n.truncateRefused(sr, fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
+		n.truncateRefused(fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
 		return
 	case keep.lsn < floor:
-		n.truncateRefused(sr, fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
+		n.truncateRefused(fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
 		return
 	case !n.logPos.after(keep):
-		n.truncateRefused(sr, fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
+		n.truncateRefused(fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
 		return
 	}
 	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.primary), n.logPos.lsn, n.logPos.term, keep.lsn, keep.term))
@@ -175,10 +172,10 @@ func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs 
 		drop = append(drop, s.path)
 	}
 	slices.Reverse(drop) // newest first: every crash state is a prefix of the old log
-	n.removeEach(sr, drop, func() {
+	n.removeEach(drop, func() {
 		s := segs[cut]
 		done := func() {
-			n.srepl = nil
+			n.setSync(nil)
 			n.logClean = true
 			n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", from.lsn, keep.lsn, keep.term, n.peerName(n.primary)))
 			n.resync()
@@ -194,60 +191,46 @@ func (n *Node) planTruncation(sr *standbyRepl, limit logPos, floor uint64, segs 
 				at = r.end
 			}
 		}
-		fail := func(what string, d IODone) { n.truncateFailed(sr, what, d) }
-		n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, func() {
-			if n.srepl == sr {
-				done()
-			}
-		})
+		fail := func(what string, d IODone) { n.truncateFailed(what, d) }
+		n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, done)
 	})
 }
 
 // removeEach unlinks paths one at a time, each made durable before the
 // next.
-func (n *Node) removeEach(sr *standbyRepl, paths []string, then func()) {
+func (n *Node) removeEach(paths []string, then func()) {
 	if len(paths) == 0 {
 		then()
 		return
 	}
 	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
-		if n.srepl != sr {
-			return
-		}
 		if d.Err != IOOK && d.Err != IONotExist {
-			n.truncateFailed(sr, "remove "+paths[0], d)
+			n.truncateFailed("remove "+paths[0], d)
 			return
 		}
-		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) {
-			if n.srepl == sr {
-				n.removeEach(sr, paths[1:], then)
-			}
-		})
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { n.removeEach(paths[1:], then) })
 	})
 }
 
 // truncateRefused: our log cannot be cut to where the primary's agrees
 // (its records are not ours to keep); a snapshot replaces it.
-func (n *Node) truncateRefused(sr *standbyRepl, why string) {
+func (n *Node) truncateRefused(why string) {
 	n.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", n.peerName(n.primary), why))
 	n.logClean = true
-	n.truncateEnd(sr)
+	n.truncateEnd()
 }
 
 // truncateFailed: an I/O error part way; what is on disk is a prefix of
 // our old log, but no longer the one we claim, so only a snapshot can
 // sync us (our acks say why meanwhile).
-func (n *Node) truncateFailed(sr *standbyRepl, what string, d IODone) {
+func (n *Node) truncateFailed(what string, d IODone) {
 	n.log(Warn, "repl.truncate-failed", fmt.Sprintf("cutting our divergent log suffix: %s failed: %s %s — asking for a snapshot", what, d.Err, d.Detail))
 	n.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
-	n.truncateEnd(sr)
+	n.truncateEnd()
 }
 
-func (n *Node) truncateEnd(sr *standbyRepl) {
-	if n.srepl != sr {
-		return
-	}
-	n.srepl = nil
+func (n *Node) truncateEnd() {
+	n.setSync(nil)
 	n.wantSnapshot = true
 	n.resync()
 }

@@ -72,6 +72,7 @@ const (
 	IOTooBig         // file larger than FileOp.MaxSize (checked before reading)
 	IOFailed         // EIO or any other failure
 	IONoSpace        // ENOSPC
+	IOCorrupt        // OpRead with Check: the file is not the snapshot it should be
 )
 
 func (e IOErr) String() string {
@@ -84,6 +85,8 @@ func (e IOErr) String() string {
 		return "too big"
 	case IONoSpace:
 		return "no space"
+	case IOCorrupt:
+		return "does not verify"
 	default:
 		return "I/O error"
 	}
@@ -121,6 +124,11 @@ type FileOp struct {
 	// encodes as the file's contents (Encode): the encoding, proportional
 	// to the number of jobs, runs off the node's Step.
 	Snapshot *SnapshotData
+	// Check, on an OpRead, asks the executor to verify the file as the
+	// snapshot it describes instead of returning its bytes: the check,
+	// proportional to the number of jobs, runs off the node's Step; a file
+	// that fails it completes with IOCorrupt and the reason.
+	Check *SnapshotCheck
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64

@@ -114,6 +114,13 @@ func Exec(fsys FS, op sm.FileOp) sm.IODone {
 			err = fsys.Mkdir(op.Path)
 		case sm.OpRead:
 			r.Data, r.ModTime, err = fsys.Read(op.Path, op.MaxSize)
+			if err == nil && op.Check != nil {
+				// A received snapshot, verified here, off the node's Step.
+				if verr := op.Check.Verify(r.Data); verr != nil {
+					return sm.IODone{ID: op.ID, Err: sm.IOCorrupt, Detail: fmt.Sprintf("%s: %v", op.Path, verr)}
+				}
+				r.Data = nil
+			}
 		case sm.OpList:
 			r.Entries, err = fsys.List(op.Path)
 		default:
