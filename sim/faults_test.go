@@ -90,6 +90,7 @@ func TestNewFaultsFire(t *testing.T) {
 		"torn tail cut":     "wal.torn-tail",
 		"torn":              "torn=",
 		"zeroed":            "zeroed=",
+		"disk stall":        "disk stall of",
 	}
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= uint64(*faultSeedsFlag); seed++ {

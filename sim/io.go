@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"time"
 
@@ -54,7 +55,13 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
 		return
 	}
-	done := max(nd.ioBusy, w.now) + w.ioLatency(op.Op)
+	lat := w.ioLatency(op.Op)
+	if w.sc.DiskStall > 0 && !w.liveness && !w.faultsOff && w.rng.Float64() < w.sc.DiskStall {
+		stall := time.Duration(200+w.rng.IntN(3800)) * time.Millisecond
+		lat += stall
+		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
+	}
+	done := max(nd.ioBusy, w.now) + lat
 	nd.ioBusy = done
 	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
 }

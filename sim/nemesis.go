@@ -131,3 +131,33 @@ func (w *World) probeReads(p int, dur time.Duration) {
 		w.push(event{at: at + clientTimeout, kind: evClientGiveUp, call: k.id})
 	}
 }
+
+// strikeLogWork: a standby starting a long log sequence (the read-back
+// that verifies a received snapshot, a truncation, its own checkpoint)
+// has its disk stalled while the primary is struck, so that a failover
+// overlaps the sequence (Scenario.StrikeLogWork).
+func (w *World) strikeLogWork(nd *simNode, effs []sm.Effect) {
+	if w.sc.StrikeLogWork == 0 || w.liveness || w.faultsOff || nd.node.Role() != sm.RoleStandby {
+		return
+	}
+	what := ""
+	for _, e := range effs {
+		switch x := e.(type) {
+		case sm.Log:
+			if x.Key == "repl.truncating" || x.Key == "repl.compacting" {
+				what = x.Key
+			}
+		case sm.FileOp:
+			if x.Op == sm.OpRead && x.Check != nil {
+				what = "repl.install"
+			}
+		}
+	}
+	if what == "" || w.rng.Float64() >= w.sc.StrikeLogWork {
+		return
+	}
+	stall := time.Duration(1500+w.rng.IntN(3500)) * time.Millisecond
+	nd.ioBusy = max(nd.ioBusy, w.now) + stall
+	w.tr.line(w.now, nd.id, fmt.Sprintf("nemesis: %s: the disk stalls for %v", what, stall))
+	w.strikePrimary(PrimaryFault{At: w.now, Kind: TargetKind(w.rng.IntN(int(targetKinds))), Dur: ms(200 + w.rng.IntN(6000))})
+}

@@ -133,6 +133,17 @@ type Scenario struct {
 	// moment it issues the fsync of a WAL append: the append is only in
 	// the page cache, so the crash tears it.
 	FsyncWindowCut float64
+	// DiskStall (BUGGIFY) is the chance that a file operation stalls the
+	// node's disk for 0.2–4 s (a slow device, a RAID rebuild, a full
+	// journal): everything queued behind it waits, so long sequences —
+	// a standby's install, truncation or checkpoint — overlap elections.
+	DiskStall float64
+	// StrikeLogWork (BUGGIFY) is the chance that a standby's long log
+	// sequence — a snapshot install's verification, a truncation, its own
+	// checkpoint — stalls its disk for 1.5–5 s while a targeted fault
+	// strikes the primary (nemesis.go): the node may be promoted, or follow
+	// a new primary, with the sequence still in flight.
+	StrikeLogWork float64
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -159,9 +170,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d",
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad)
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -293,6 +304,12 @@ func generate(seed uint64, d drawer) Scenario {
 	generateDiskNet(&s, d)
 	if d.coin(0.5, "tiny-snapshot-chunks") {
 		s.SnapshotChunk = 64 + d.intn(448, "snapshot-chunk")
+	}
+	if d.coin(0.3, "disk-stalls") { // drawn last: older seeds keep the rest
+		s.DiskStall = 0.001 + d.float(0.01, "disk-stall")
+	}
+	if d.coin(0.4, "log-work-strikes") && s.Nodes > 1 {
+		s.StrikeLogWork = 0.2 + d.float(0.6, "log-work-strike")
 	}
 	return s
 }

@@ -137,6 +137,8 @@ type simNode struct {
 	appendedInc int
 	// appendedTerm is the term of the promotion appended belongs to.
 	appendedTerm uint64
+	// snapWritten: the data/snap files this promotion wrote (snapterm.go).
+	snapWritten map[string]bool
 	timers       [16]uint64 // armed generation per timer kind (stale fires are dropped)
 	// ioBusy is when the node's one I/O worker finishes the operations
 	// queued so far: file operations run strictly in issue order.
@@ -657,6 +659,7 @@ type simHost struct {
 
 func (h simHost) Stepped(in sm.Input, effs []sm.Effect) bool {
 	h.w.checkStep(h.nd, in, effs)
+	h.w.strikeLogWork(h.nd, effs)
 	return true
 }
 
