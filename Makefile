@@ -111,7 +111,7 @@ bench-scale:
 # alternating rounds, then the xce/River ratios. Its own module
 # (bench/river), so River stays out of xce's go.mod; not part of `make
 # test`. The run ends by itself after RIVER_TIMEOUT (it cleans up on the
-# signal). About 2 min per round at 200,000 jobs on this 2-core machine.
+# signal). About 5 min for the defaults on this 2-core machine.
 bench-river:
 	cd bench/river && $(GO) build -o $(BIN)/bench-river . && \
 	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-river -n $(RIVER_JOBS) -rounds $(RIVER_ROUNDS) \

@@ -139,14 +139,14 @@ func (r *riverSide) work(ctx context.Context, s shape) (time.Duration, error) {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return 0, fmt.Errorf("River subscription closed after %d completions", done)
+				return 0, fmt.Errorf("river subscription closed after %d completions", done)
 			}
 			if ev.Kind != river.EventKindJobCompleted {
-				return 0, fmt.Errorf("River job %d: %s", ev.Job.ID, ev.Kind)
+				return 0, fmt.Errorf("river job %d: %s", ev.Job.ID, ev.Kind)
 			}
 			done++
 		case <-ctx.Done():
-			return 0, fmt.Errorf("River work phase after %d of %d: %w", done, s.Jobs, ctx.Err())
+			return 0, fmt.Errorf("river work phase after %d of %d: %w", done, s.Jobs, ctx.Err())
 		}
 	}
 	return time.Since(t0), nil
