@@ -12,8 +12,13 @@ CHAOS_TIMEOUT ?= 2h
 SCALE_JOBS ?= 100000
 SCALE_WAIT ?= 2m
 SCALE_NODES ?= 1,3
+RIVER_JOBS ?= 200000
+RIVER_ROUNDS ?= 3
+RIVER_WORKERS ?=
+RIVER_ARGS ?=
+RIVER_TIMEOUT ?= 60m
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench bench-scale chaos clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench bench-scale bench-river chaos clean
 
 all: build
 
@@ -97,6 +102,20 @@ bench:
 bench-scale:
 	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
 	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES)
+
+# River beside xce (issue 9 item 7): River v0.51 on a throwaway
+# PostgreSQL (Debian's postgresql, installed when missing and run as
+# root) and one xcecontroller node, the same load shape on both — insert
+# RIVER_JOBS in batches, work them with RIVER_WORKERS workers (default
+# 64), single-submit latency with 1 and 16 clients — in RIVER_ROUNDS
+# alternating rounds, then the xce/River ratios. Its own module
+# (bench/river), so River stays out of xce's go.mod; not part of `make
+# test`. The run ends by itself after RIVER_TIMEOUT (it cleans up on the
+# signal). About 5 min for the defaults on this 2-core machine.
+bench-river:
+	cd bench/river && $(GO) build -o $(BIN)/bench-river . && \
+	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-river -n $(RIVER_JOBS) -rounds $(RIVER_ROUNDS) \
+	  $(if $(RIVER_WORKERS),-workers $(RIVER_WORKERS)) -timeout $(RIVER_TIMEOUT) $(RIVER_ARGS)
 
 clean:
 	rm -rf $(BIN) .dev

@@ -1,0 +1,175 @@
+package main
+
+// The xce side's processes: xcecontroller built from this repository,
+// dev certificates and the config installed the way `make run` does
+// (clitool.Cluster, configtool), 1 or 3 nodes on free loopback ports in a
+// temp dir removed at the end.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"xce/adapters/clitool"
+	"xce/adapters/configtool"
+)
+
+const (
+	xceWorkQueue    = "bench"
+	xceLatencyQueue = "latency"
+	xceHost         = "node001" // the claimant host, in the config
+)
+
+// benchConfig: the work queue and the latency queue (kept apart so the
+// latency jobs never reach the next round's workers).
+const benchConfig = `cluster_name: bench-river
+port: 7600
+queues:
+  - id: 1
+    name: bench
+    visibility_timeout_s: 300
+    max_attempts: 3
+    backoff_base_s: 10
+    dead_letter_retention_s: 604800
+  - id: 2
+    name: latency
+    visibility_timeout_s: 300
+    max_attempts: 3
+    backoff_base_s: 10
+    dead_letter_retention_s: 604800
+hosts:
+  - name: node001
+    address: 10.0.0.1
+    resource_ids: [1]
+resources:
+  - id: 1
+    name: a100
+    count: 4
+`
+
+type xceCluster struct {
+	dir string
+	c   *clitool.Cluster
+}
+
+// repoRoot is the nearest directory above the working one whose go.mod
+// is module xce.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module xce\n") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod of module xce above %s", wd)
+		}
+	}
+}
+
+// startXce builds xcecontroller and starts nodes (1: a lone primary; 3:
+// quorum mode, the default for 3) with the config on n0 only.
+func startXce(ctx context.Context, nodes int) (_ *xceCluster, err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "xce-bench-river-xce-")
+	if err != nil {
+		return nil, err
+	}
+	x := &xceCluster{dir: dir}
+	defer func() {
+		if err != nil {
+			x.stop()
+		}
+	}()
+	bin := filepath.Join(dir, "bin")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/xcecontroller")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/xcecontroller: %w\n%s", err, out)
+	}
+	ports, err := freePorts(nodes)
+	if err != nil {
+		return nil, err
+	}
+	x.c = clitool.NewClusterPorts(filepath.Join(dir, "cluster"), bin, ports)
+	if err := x.c.Prepare(""); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte(benchConfig), 0o600); err != nil {
+		return nil, err
+	}
+	blob, err := configtool.EncodeFile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := configtool.Install(x.c.NodeDir(0), x.c.Names[0], 2, blob); err != nil {
+		return nil, err
+	}
+	for i := range x.c.Names {
+		if err := x.c.Start(i); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// target is the cluster as a client sees it (the worker certificate).
+func (x *xceCluster) target() xceTarget {
+	t := xceTarget{Timeout: 30 * time.Second, WaitServingLimit: 60 * time.Second}
+	for i := range x.c.Names {
+		t.Addrs = append(t.Addrs, fmt.Sprintf("127.0.0.1:%d", x.c.Port(i)))
+	}
+	certs := filepath.Join(x.c.Dir, "certs")
+	t.Cert = filepath.Join(certs, configtool.WorkerCN+".crt")
+	t.Key = filepath.Join(certs, configtool.WorkerCN+".key")
+	t.CA = filepath.Join(certs, "ca.crt")
+	return t
+}
+
+// logTail is the end of each node's log, for a failure report.
+func (x *xceCluster) logTail() string {
+	var b strings.Builder
+	for _, n := range x.c.Names {
+		log, _ := os.ReadFile(filepath.Join(x.c.Dir, "logs", n+".log"))
+		if len(log) > 3000 {
+			log = log[len(log)-3000:]
+		}
+		fmt.Fprintf(&b, "---- %s ----\n%s", n, log)
+	}
+	return b.String()
+}
+
+// stop ends the nodes (SIGTERM, SIGKILL after 5 s) and removes the dir.
+func (x *xceCluster) stop() {
+	if x.c != nil {
+		x.c.Stop()
+	}
+	if err := os.RemoveAll(x.dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-river: remove %s: %v\n", x.dir, err)
+	}
+}
+
+// freePorts are n loopback ports free now, all held at once so they differ.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,108 @@
+package main
+
+// xce's side: the same phases through xceConn (xce_client.go), one kept
+// connection per inserter, worker and latency client, all opened before
+// the clock starts (as River's pool is).
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+type xceSide struct {
+	conns    []xceConn
+	payloads [][]byte // one batch's, shared: the client only reads them
+	payload  []byte
+}
+
+// newXceSide opens n connections to the primary of t.
+func newXceSide(ctx context.Context, t xceTarget, s shape, n int) (_ *xceSide, err error) {
+	if n > xceMaxConns {
+		return nil, fmt.Errorf("%d connections (the most of -inserters, -workers and 16 latency clients): a node takes at most %d per client certificate", n, xceMaxConns)
+	}
+	addr, err := xcePrimary(ctx, t, xceWorkQueue)
+	if err != nil {
+		return nil, err
+	}
+	x := &xceSide{payload: payloadOf(s.Payload)}
+	defer func() {
+		if err != nil {
+			x.close()
+		}
+	}()
+	for range n {
+		c, err := dialXce(ctx, t, addr)
+		if err != nil {
+			return nil, err
+		}
+		x.conns = append(x.conns, c)
+	}
+	x.payloads = make([][]byte, s.Batch)
+	for i := range x.payloads {
+		x.payloads[i] = x.payload
+	}
+	return x, nil
+}
+
+func (x *xceSide) name() string { return "xce" }
+
+// reset: nothing to do, the work phase leaves the work queue empty.
+func (x *xceSide) reset(context.Context) error { return nil }
+
+func (x *xceSide) insertBatch(ctx context.Context, who, k int) error {
+	return x.conns[who].SubmitBatch(ctx, xceWorkQueue, x.payloads[:k])
+}
+
+// work runs s.Workers goroutines claiming up to s.Claim jobs and acking
+// them until s.Jobs are acknowledged.
+func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
+	var worked atomic.Int64
+	want := int64(s.Jobs)
+	g, gctx := errgroup.WithContext(ctx)
+	t0 := time.Now()
+	for w := range s.Workers {
+		cn := x.conns[w]
+		g.Go(func() error {
+			for worked.Load() < want {
+				c, err := cn.ClaimBatch(gctx, xceWorkQueue, xceHost, s.Claim)
+				if err != nil {
+					return fmt.Errorf("worker %d: %w", w, err)
+				}
+				if c.Len() == 0 {
+					// The others hold the last jobs: do not spin on the node.
+					select {
+					case <-time.After(time.Millisecond):
+					case <-gctx.Done():
+						return nil
+					}
+					continue
+				}
+				if err := cn.AckBatch(gctx, c); err != nil {
+					return fmt.Errorf("worker %d: %w", w, err)
+				}
+				worked.Add(int64(c.Len()))
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	d := time.Since(t0)
+	if err == nil && worked.Load() != want {
+		err = fmt.Errorf("xce worked %d jobs, want %d", worked.Load(), want)
+	}
+	return d, err
+}
+
+func (x *xceSide) submit(ctx context.Context, who int) error {
+	return x.conns[who].Submit(ctx, xceLatencyQueue, x.payload)
+}
+
+func (x *xceSide) close() {
+	for _, c := range x.conns {
+		_ = c.Close()
+	}
+}
