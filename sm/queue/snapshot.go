@@ -42,7 +42,7 @@ func (q *Queues) Export() Snapshot {
 // from then on (copy on write). A View is immutable, so another goroutine
 // may read it (Export) while the state goes on changing.
 type View struct {
-	jobs      []*Job
+	jobs      []*job
 	schedules []Schedule
 	nextID    uint64
 	nextSeq   uint64
@@ -50,9 +50,9 @@ type View struct {
 
 // View returns the current state as a View.
 func (q *Queues) View() View {
-	v := View{jobs: make([]*Job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	v := View{jobs: make([]*job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
 	for _, e := range q.jobs {
-		v.jobs = append(v.jobs, e.Job)
+		v.jobs = append(v.jobs, e.job)
 	}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
@@ -66,9 +66,9 @@ func (v View) Len() int { return len(v.jobs) }
 func (v View) Export() Snapshot {
 	s := Snapshot{Jobs: make([]Job, len(v.jobs)), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
 	byID := slices.Clone(v.jobs)
-	slices.SortFunc(byID, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(byID, func(a, b *job) int { return cmp.Compare(a.ID, b.ID) })
 	for i, j := range byID {
-		s.Jobs[i] = *j
+		s.Jobs[i] = j.toJob()
 	}
 	return s
 }
@@ -80,7 +80,10 @@ func (v View) Export() Snapshot {
 // when Claims > 0, a pending job with budget left
 // and no claim, a processing job with a claimant, a live job not dead-dated;
 // schedules with unique non-empty names, a valid spec, queue, stamps and
-// fire options. The result shares no memory with s.
+// fire options. The result holds the jobs' payloads of s, not copies (a
+// payload is never written; recovery decodes each into a buffer of its
+// own, so a copy would only double it for a moment); it shares no other
+// memory with s.
 func Import(s Snapshot) (*Queues, error) {
 	bad := func(format string, args ...any) (*Queues, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
@@ -103,11 +106,10 @@ func Import(s Snapshot) (*Queues, error) {
 			return bad("job %d: duplicate seq %d", j.ID, j.Seq)
 		}
 		seqs[j.Seq] = true
-		j.Payload = nil
-		if len(s.Jobs[i].Payload) > 0 {
-			j.Payload = bytes.Clone(s.Jobs[i].Payload)
+		if len(j.Payload) == 0 {
+			j.Payload = nil
 		}
-		q.insert(&entry{Job: &j, owned: q.gen, eslot: -1, dslot: -1}, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
+		q.insert(q.fromJob(j), j.Queue, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
 	}
 	for _, sc := range s.Schedules {
 		every, err := ParseEvery(sc.Spec)
