@@ -58,6 +58,12 @@ func (j *job) diedAt() int64         { return j.info().DiedAt }
 // sidelined is Job.Sidelined.
 func (j *job) sidelined(lf string) bool { return j.Queue() == lf || j.pin() == lf }
 
+// sizeBound is Job.SizeBound.
+func (j *job) sizeBound() int {
+	x := j.info()
+	return sizeBound(len(j.Payload), len(j.Queue()), len(x.Pin), len(x.Host), len(x.LastError))
+}
+
 // toJob is j as a Job; the payload is shared.
 func (j *job) toJob() Job {
 	x := j.info()

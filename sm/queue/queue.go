@@ -443,7 +443,11 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStam
 // SizeBound bounds the bytes j takes in a reply: its variable-length
 // fields plus a fixed allowance for the rest.
 func (j Job) SizeBound() int {
-	return len(j.Payload) + len(j.Queue) + len(j.Pin) + len(j.Host) + len(j.LastError) + 256
+	return sizeBound(len(j.Payload), len(j.Queue), len(j.Pin), len(j.Host), len(j.LastError))
+}
+
+func sizeBound(payload, queue, pin, host, lastError int) int {
+	return payload + queue + pin + host + lastError + 256
 }
 
 // ClaimBatchWithin is ClaimBatch that stops before the claimed jobs'
@@ -493,7 +497,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			l.parked.push(e)
 			continue
 		}
-		size := e.toJob().SizeBound()
+		size := e.sizeBound()
 		if budget > 0 && len(out) > 0 && used+size > budget {
 			h.push(e) // for the next claim
 			break
