@@ -51,7 +51,6 @@ func (j *job) info() claimInfo {
 }
 
 func (j *job) pin() string           { return j.info().Pin }
-func (j *job) host() string          { return j.info().Host }
 func (j *job) claimExpiresAt() int64 { return j.info().ClaimExpiresAt }
 func (j *job) diedAt() int64         { return j.info().DiedAt }
 
