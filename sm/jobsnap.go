@@ -204,19 +204,22 @@ func snapshotOf(s queue.Snapshot, lsn uint64) *schema.Snapshot {
 
 // importSnapshot decodes and rebuilds the queue state of a snapshot file,
 // routing names the running config no longer has exactly as replay does
-// (seed 002 §6.5). The file is decoded as a stream (wal.ReadSnapshot): one
-// job message at a time, never the whole snapshot as one message beside
-// the queue state built from it.
+// (seed 002 §6.5). The file is decoded as a stream (wal.ReadSnapshot) into
+// the state (queue.Importer): one job message at a time, never the whole
+// snapshot, as one message or as a list of jobs, beside the state built
+// from it; each job's payload, decoded into a buffer of its own, is the
+// one the state keeps.
 func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, error) {
 	var (
 		head wal.SnapshotHead
-		qs   queue.Snapshot
+		im   *queue.Importer
 	)
 	err := wal.ReadSnapshot(data, wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {
 			head = h
-			qs = queue.Snapshot{NextID: h.NextID, NextSeq: h.NextSeq, Jobs: make([]queue.Job, 0, h.Jobs), Schedules: make([]queue.Schedule, 0, h.Schedules)}
-			return nil
+			var err error
+			im, err = queue.NewImporter(h.NextID, h.NextSeq)
+			return err
 		},
 		Job: func(jb *schema.SnapshotJob) error {
 			// A claim was made by a record the snapshot covers.
@@ -224,22 +227,16 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 				return fmt.Errorf("%w: job %d: claim stamp (term %d, lsn %d) is beyond the snapshot (term %d, lsn %d)",
 					queue.ErrBadSnapshot, jb.GetId(), jb.GetClaimTerm(), jb.GetClaimLsn(), head.Term, head.LSN)
 			}
-			qs.Jobs = append(qs.Jobs, importJob(jb, r))
-			return nil
+			return im.Job(importJob(jb, r))
 		},
 		Schedule: func(sc *schema.SnapshotSchedule) error {
-			qs.Schedules = append(qs.Schedules, importSchedule(sc, r))
-			return nil
+			return im.Schedule(importSchedule(sc, r))
 		},
 	})
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	q, err := queue.Import(qs)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	return q, head.LSN, head.Term, nil
+	return im.Done(), head.LSN, head.Term, nil
 }
 
 // importJob is one snapshot job as the queue holds it, its names routed.

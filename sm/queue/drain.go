@@ -11,7 +11,7 @@ func (j Job) Sidelined(lf string) bool { return j.Queue == lf || j.Pin == lf }
 func (q *Queues) CountSidelined(lf string) int {
 	n := 0
 	for _, e := range q.jobs {
-		if e.Sidelined(lf) {
+		if e.sidelined(lf) {
 			n++
 		}
 	}
@@ -33,7 +33,7 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 	}
 	var es []*entry
 	for _, e := range q.jobs {
-		if e.Sidelined(lf) {
+		if e.sidelined(lf) {
 			es = append(es, e)
 		}
 	}
@@ -49,14 +49,14 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 		if l := e.lane; l.pending == 0 && l.processing == 0 && l.dead == 0 {
 			delete(q.lanes, l.name)
 		}
-		if e.Queue == lf {
-			e.Queue = toQueue
+		to := e.Queue()
+		if to == lf {
+			to = toQueue
 		}
-		if e.Pin == lf {
-			e.Pin = toHost
+		if e.pin() == lf {
+			e.more().Pin = q.name(toHost)
 		}
-		e.lane = q.lane(e.Queue)
-		e.lane.count(e.State, 1)
+		q.setLane(e, to)
 		if e.State != Dead {
 			q.place(e, now)
 		}

@@ -21,14 +21,14 @@ const (
 // processing one when its claim lapses.
 func readyAt(e *entry) int64 {
 	if e.State == Processing {
-		return e.ClaimExpiresAt
+		return e.claimExpiresAt()
 	}
 	return e.RunAt
 }
 
 // purgeAt is when retention deletes a dead job.
 func purgeAt(e *entry) int64 {
-	return addSat(e.DiedAt, int64(e.Stamps.DeadLetterRetentionS))
+	return addSat(e.diedAt(), int64(e.st.DeadLetterRetentionS))
 }
 
 // key returns e's sort key in a heap of kind k: (a, b, c) compared
@@ -43,7 +43,7 @@ func key(k heapKind, e *entry) (a, b int64, c uint64) {
 	case hReady:
 		return -int64(e.Priority), readyAt(e), e.Seq
 	case hExhausted:
-		return e.ClaimExpiresAt, 0, e.ID
+		return e.claimExpiresAt(), 0, e.ID
 	case hParked:
 		return ^e.ExpiresAt, 0, e.ID // ^x = -x-1: descending, without overflow
 	case hExpiry:
@@ -87,7 +87,7 @@ type jobHeap struct {
 	xs   []node
 }
 
-func (h *jobHeap) pos(e *entry) *int {
+func (h *jobHeap) pos(e *entry) *int32 {
 	switch h.kind {
 	case hExpiry:
 		return &e.eslot
@@ -126,7 +126,7 @@ func (h *jobHeap) pop() *entry {
 // remove takes e out of h; e must be in h.
 func (h *jobHeap) remove(e *entry) {
 	p := h.pos(e)
-	i, n := *p, len(h.xs)-1
+	i, n := int(*p), len(h.xs)-1
 	last := h.xs[n]
 	h.xs[n] = node{}
 	h.xs = h.xs[:n]
@@ -146,7 +146,7 @@ func (h *jobHeap) remove(e *entry) {
 
 func (h *jobHeap) set(i int, n node) {
 	h.xs[i] = n
-	*h.pos(n.e) = i
+	*h.pos(n.e) = int32(i)
 }
 
 // up places n at hole i or above.

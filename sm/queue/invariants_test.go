@@ -9,7 +9,7 @@ func (q *Queues) checkIndexes() error {
 	heapOK := func(name string, h *jobHeap) error {
 		for i, n := range h.xs {
 			e := n.e
-			if p := *h.pos(e); p != i {
+			if p := int(*h.pos(e)); p != i {
 				return fmt.Errorf("%s: job %d at %d records %d", name, e.ID, i, p)
 			}
 			if a, b, c := key(h.kind, e); n.a != a || n.b != b || n.c != c {
@@ -44,8 +44,8 @@ func (q *Queues) checkIndexes() error {
 		hs := []*jobHeap{&l.waiting, &l.exhausted, &l.parked}
 		for pin, h := range l.ready {
 			for _, n := range h.xs {
-				if e := n.e; e.Pin != pin {
-					return fmt.Errorf("lane %q: job %d with pin %q in ready heap %q", name, e.ID, e.Pin, pin)
+				if e := n.e; e.pin() != pin {
+					return fmt.Errorf("lane %q: job %d with pin %q in ready heap %q", name, e.ID, e.pin(), pin)
 				}
 			}
 			hs = append(hs, h)
@@ -56,7 +56,7 @@ func (q *Queues) checkIndexes() error {
 			}
 			for _, n := range h.xs {
 				if e := n.e; e.lane != l {
-					return fmt.Errorf("job %d of queue %q in lane %q", e.ID, e.Queue, name)
+					return fmt.Errorf("job %d of queue %q in lane %q", e.ID, e.Queue(), name)
 				}
 			}
 			inHeaps += h.len()
@@ -68,13 +68,16 @@ func (q *Queues) checkIndexes() error {
 		if e.ID != id {
 			return fmt.Errorf("job %d stored under %d", e.ID, id)
 		}
-		if e.lane == nil || q.lanes[e.Queue] != e.lane {
-			return fmt.Errorf("job %d: lane of %q missing", id, e.Queue)
+		if e.lane == nil || q.lanes[e.Queue()] != e.lane || e.queue != &e.lane.name {
+			return fmt.Errorf("job %d: lane of %q missing", id, e.Queue())
 		}
-		c := counts[e.Queue]
+		if p := q.stampTab[*e.st]; p != nil && p != e.st {
+			return fmt.Errorf("job %d: stamps not interned", id)
+		}
+		c := counts[e.Queue()]
 		c[e.State]++
-		counts[e.Queue] = c
-		if (e.dslot >= 0) != (e.State == Dead && e.Stamps.DeadLetterRetentionS != 0) {
+		counts[e.Queue()] = c
+		if (e.dslot >= 0) != (e.State == Dead && e.st.DeadLetterRetentionS != 0) {
 			return fmt.Errorf("job %d (%v): retention index slot %d", id, e.State, e.dslot)
 		}
 		if e.State == Dead {
@@ -87,7 +90,7 @@ func (q *Queues) checkIndexes() error {
 		if (e.eslot >= 0) != (e.ExpiresAt != 0) {
 			return fmt.Errorf("job %d: expiry index slot %d with ExpiresAt %d", id, e.eslot, e.ExpiresAt)
 		}
-		exh := e.State == Processing && e.Attempts >= e.Stamps.MaxAttempts
+		exh := e.State == Processing && e.Attempts >= e.st.MaxAttempts
 		switch {
 		case e.where == nil:
 			return fmt.Errorf("live job %d in no lane heap", id)

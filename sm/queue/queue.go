@@ -145,32 +145,45 @@ var (
 	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
 )
 
-// entry is a job with its index positions. Its Job is copied on write
+// entry is a job with its index positions. Its job is copied on write
 // once a View may share it (own).
 type entry struct {
-	*Job
-	owned uint64 // the Queues generation whose Job this is (own)
+	*job
 	lane  *lane
 	where *jobHeap // the lane heap holding the entry; nil when dead
-	slot  int      // position in where
-	eslot int      // position in Queues.expiry, -1 = absent
-	dslot int      // position in Queues.retain, -1 = absent
+	owned uint64   // the Queues generation whose job this is (own)
+	slot  int32    // position in where
+	eslot int32    // position in Queues.expiry, -1 = absent
+	dslot int32    // position in Queues.retain, -1 = absent
 }
 
 func (e *entry) copyJob() Job {
-	j := *e.Job
+	j := e.toJob()
 	j.Payload = bytes.Clone(j.Payload)
 	return j
 }
 
-// own makes e's Job this generation's before it is changed: a View taken
-// since shares the old one, which must stay as it was (copy on write; the
-// payload is never written, so it stays shared).
+// own makes e's job (and its claimInfo) this generation's before it is
+// changed: a View taken since shares the old one, which must stay as it
+// was (copy on write; the payload and the stamps are never written, so
+// they stay shared).
 func (q *Queues) own(e *entry) {
 	if e.owned < q.gen {
-		j := *e.Job
-		e.Job, e.owned = &j, q.gen
+		j := *e.job
+		if j.x != nil {
+			x := *j.x
+			j.x = &x
+		}
+		e.job, e.owned = &j, q.gen
 	}
+}
+
+// more is e's claimInfo to write, added if e has none. The caller owns e.
+func (e *entry) more() *claimInfo {
+	if e.x == nil {
+		e.x = new(claimInfo)
+	}
+	return e.x
 }
 
 // lane is the index of one queue.
@@ -213,6 +226,10 @@ type Queues struct {
 	retain jobHeap
 	scheds []*schedule // sorted by Name
 
+	// Intern tables (job.go): the jobs' stamps and host names.
+	stampTab map[Stamps]*Stamps
+	nameTab  map[string]string
+
 	nextID, nextSeq uint64
 	// gen counts Views: a job created or copied in generation gen is not
 	// shared with any View (own).
@@ -222,13 +239,15 @@ type Queues struct {
 // New returns an empty state. Job IDs and Seqs start at 1.
 func New() *Queues {
 	return &Queues{
-		jobs:    make(map[uint64]*entry),
-		lanes:   make(map[string]*lane),
-		expiry:  jobHeap{kind: hExpiry},
-		retain:  jobHeap{kind: hRetain},
-		nextID:  1,
-		nextSeq: 1,
-		gen:     1,
+		jobs:     make(map[uint64]*entry),
+		lanes:    make(map[string]*lane),
+		expiry:   jobHeap{kind: hExpiry},
+		retain:   jobHeap{kind: hRetain},
+		stampTab: make(map[Stamps]*Stamps),
+		nameTab:  make(map[string]string),
+		nextID:   1,
+		nextSeq:  1,
+		gen:      1,
 	}
 }
 
@@ -271,10 +290,15 @@ func (q *Queues) Enqueue(now int64, queue string, payload []byte, st Stamps, o E
 	case o.Delay < 0 || o.Expires < 0:
 		return Job{}, ErrBadOpts
 	}
-	return q.enqueue(now, queue, payload, st, o).copyJob(), nil
+	var p []byte
+	if len(payload) > 0 {
+		p = bytes.Clone(payload)
+	}
+	return q.enqueue(now, queue, p, st, o).copyJob(), nil
 }
 
-// enqueue is Enqueue on validated inputs (also the scheduler's fire path).
+// enqueue is Enqueue on validated inputs (also the scheduler's fire path);
+// the job holds payload itself, which is never written.
 func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) *entry {
 	runAt := now
 	if o.Delay != 0 {
@@ -286,41 +310,44 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 	if o.Expires != 0 {
 		expiresAt = addSat(now, o.Expires)
 	}
-	var p []byte
-	if len(payload) > 0 {
-		p = bytes.Clone(payload)
+	j := &job{
+		ID: q.nextID, Payload: payload, Priority: o.Priority, State: Pending,
+		RunAt: runAt, Seq: q.nextSeq, EnqueuedAt: now, ExpiresAt: expiresAt,
+		st: q.stamps(st), Resource: o.Resource,
 	}
-	e := &entry{
-		owned: q.gen,
-		Job: &Job{
-			ID: q.nextID, Queue: queue, Payload: p, Priority: o.Priority, State: Pending,
-			RunAt: runAt, Seq: q.nextSeq, EnqueuedAt: now, ExpiresAt: expiresAt,
-			Stamps: st, Pin: o.Host, Resource: o.Resource,
-		},
-		eslot: -1, dslot: -1,
+	if o.Host != "" {
+		j.x = &claimInfo{Pin: q.name(o.Host)}
 	}
 	q.nextID++
 	q.nextSeq++
-	q.insert(e, now)
-	return e
+	return q.insert(j, queue, now)
 }
 
-// insert adds e (any state) to the job table and every index; now places a
-// ready pending job (see place).
-func (q *Queues) insert(e *entry, now int64) {
+// insert adds j (any state) of queue to the job table and every index; now
+// places a ready pending job (see place).
+func (q *Queues) insert(j *job, queue string, now int64) *entry {
+	e := &entry{job: j, owned: q.gen, eslot: -1, dslot: -1}
 	q.jobs[e.ID] = e
-	e.lane = q.lane(e.Queue)
-	e.lane.count(e.State, 1)
+	q.setLane(e, queue)
 	if e.State == Dead {
-		if e.Stamps.DeadLetterRetentionS != 0 {
+		if e.st.DeadLetterRetentionS != 0 {
 			q.retain.push(e)
 		}
-		return
+		return e
 	}
 	q.place(e, now)
 	if e.ExpiresAt != 0 {
 		q.expiry.push(e)
 	}
+	return e
+}
+
+// setLane counts e, in no lane, in the lane of queue, whose name it then
+// holds (one string per queue). The caller owns e.
+func (q *Queues) setLane(e *entry, queue string) {
+	e.lane = q.lane(queue)
+	e.lane.count(e.State, 1)
+	e.queue = &e.lane.name
 }
 
 // place puts a live entry (in no lane heap) into the lane heap its state
@@ -332,10 +359,10 @@ func (q *Queues) insert(e *entry, now int64) {
 func (q *Queues) place(e *entry, now int64) {
 	l := e.lane
 	switch {
-	case e.State == Processing && e.Attempts >= e.Stamps.MaxAttempts:
+	case e.State == Processing && e.Attempts >= e.st.MaxAttempts:
 		l.exhausted.push(e)
 	case e.State == Pending && e.RunAt <= now:
-		l.readyHeap(e.Pin).push(e)
+		l.readyHeap(e.pin()).push(e)
 	default:
 		l.waiting.push(e)
 	}
@@ -362,9 +389,10 @@ func (q *Queues) kill(e *entry, now int64, msg string) {
 	}
 	q.own(e)
 	e.setState(Dead)
-	e.LastError = msg
-	e.DiedAt = now
-	if e.Stamps.DeadLetterRetentionS != 0 {
+	x := e.more()
+	x.LastError = msg
+	x.DiedAt = now
+	if e.st.DeadLetterRetentionS != 0 {
 		q.retain.push(e)
 	}
 }
@@ -415,7 +443,11 @@ func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStam
 // SizeBound bounds the bytes j takes in a reply: its variable-length
 // fields plus a fixed allowance for the rest.
 func (j Job) SizeBound() int {
-	return len(j.Payload) + len(j.Queue) + len(j.Pin) + len(j.Host) + len(j.LastError) + 256
+	return sizeBound(len(j.Payload), len(j.Queue), len(j.Pin), len(j.Host), len(j.LastError))
+}
+
+func sizeBound(payload, queue, pin, host, lastError int) int {
+	return payload + queue + pin + host + lastError + 256
 }
 
 // ClaimBatchWithin is ClaimBatch that stops before the claimed jobs'
@@ -428,7 +460,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
 		return nil
 	}
-	for e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now; e = l.exhausted.top() {
+	for e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now; e = l.exhausted.top() {
 		q.kill(e, now, ErrMsgExhausted)
 	}
 	// Bring in everything that may be a candidate now. A ready heap may
@@ -436,11 +468,11 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 	// sends them back as it meets them.
 	for e := l.parked.top(); e != nil && e.ExpiresAt > now; e = l.parked.top() {
 		l.parked.remove(e)
-		l.readyHeap(e.Pin).push(e)
+		l.readyHeap(e.pin()).push(e)
 	}
 	for e := l.waiting.top(); e != nil && readyAt(e) <= now; e = l.waiting.top() {
 		l.waiting.remove(e)
-		l.readyHeap(e.Pin).push(e)
+		l.readyHeap(e.pin()).push(e)
 	}
 	shared, mine := l.ready[""], l.ready[host]
 	var out []Job
@@ -465,7 +497,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			l.parked.push(e)
 			continue
 		}
-		size := e.Job.SizeBound()
+		size := e.sizeBound()
 		if budget > 0 && len(out) > 0 && used+size > budget {
 			h.push(e) // for the next claim
 			break
@@ -477,10 +509,11 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		}
 		e.Attempts++
 		e.Claims++
-		e.Claim = at
-		e.Host = host
-		e.ClaimedAt = now
-		e.ClaimExpiresAt = addSat(now, int64(e.Stamps.VisibilityTimeoutS))
+		x := e.more()
+		x.Claim = at
+		x.Host = q.name(host)
+		x.ClaimedAt = now
+		x.ClaimExpiresAt = addSat(now, int64(e.st.VisibilityTimeoutS))
 		q.place(e, now)
 		if out == nil {
 			out = make([]Job, 0, min(max, 16))
@@ -495,7 +528,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 // stamp both match), and the claim has not lapsed (now < ClaimExpiresAt).
 func (q *Queues) claimOf(now int64, h Handle) *entry {
 	e := q.jobs[h.ID]
-	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.Claim != h.Claim || now >= e.ClaimExpiresAt {
+	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.info().Claim != h.Claim || now >= e.claimExpiresAt() {
 		return nil
 	}
 	return e
@@ -528,10 +561,10 @@ func (q *Queues) Heartbeat(now int64, h Handle) bool {
 	if e == nil {
 		return false
 	}
-	if d := addSat(now, int64(e.Stamps.VisibilityTimeoutS)); d > e.ClaimExpiresAt {
+	if d := addSat(now, int64(e.st.VisibilityTimeoutS)); d > e.claimExpiresAt() {
 		q.unplace(e)
 		q.own(e)
-		e.ClaimExpiresAt = d
+		e.more().ClaimExpiresAt = d
 		q.place(e, now)
 	}
 	return true
@@ -547,17 +580,18 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 	if e == nil {
 		return false
 	}
-	if e.Attempts >= e.Stamps.MaxAttempts {
+	if e.Attempts >= e.st.MaxAttempts {
 		q.kill(e, now, ErrMsgExhausted)
 		return true
 	}
 	q.unplace(e)
 	q.own(e)
 	e.setState(Pending)
-	e.RunAt = addSat(now, backoff(e.Stamps.BackoffBaseS, e.Attempts))
-	e.LastError = errMsg
-	e.Host = ""
-	e.ClaimExpiresAt = 0
+	e.RunAt = addSat(now, backoff(e.st.BackoffBaseS, e.Attempts))
+	x := e.more()
+	x.LastError = errMsg
+	x.Host = ""
+	x.ClaimExpiresAt = 0
 	q.place(e, now)
 	return true
 }
@@ -609,7 +643,7 @@ func (q *Queues) SweepExpired(now int64) (moved, deleted int) {
 	sort.Strings(names)
 	for _, name := range names {
 		l := q.lanes[name]
-		for e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now; e = l.exhausted.top() {
+		for e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now; e = l.exhausted.top() {
 			q.kill(e, now, ErrMsgExhausted)
 			moved++
 		}
@@ -651,11 +685,13 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 	e.setState(Pending)
 	e.Attempts = 0
 	e.RunAt = now
-	e.LastError = ""
-	e.DiedAt = 0
-	e.Host = ""
-	e.ClaimedAt = 0
-	e.ClaimExpiresAt = 0
+	if x := e.x; x != nil {
+		x.LastError = ""
+		x.DiedAt = 0
+		x.Host = ""
+		x.ClaimedAt = 0
+		x.ClaimExpiresAt = 0
+	}
 	if e.ExpiresAt != 0 {
 		e.ExpiresAt = addSat(now, e.ExpiresAt-e.EnqueuedAt)
 		q.expiry.push(e)
@@ -668,7 +704,7 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 func (q *Queues) List(queue string) []Job {
 	var out []Job
 	for _, e := range q.jobs {
-		if queue == "" || e.Queue == queue {
+		if queue == "" || e.Queue() == queue {
 			out = append(out, e.copyJob())
 		}
 	}
@@ -714,7 +750,7 @@ func (q *Queues) SweepDue(now int64) bool {
 		return true
 	}
 	for _, l := range q.lanes {
-		if e := l.exhausted.top(); e != nil && e.ClaimExpiresAt <= now {
+		if e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now {
 			return true
 		}
 	}

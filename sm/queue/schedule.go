@@ -186,6 +186,7 @@ func (q *Queues) Tick(now int64) []Job {
 			fires = d + 1
 		}
 		for range fires {
+			// The jobs share the schedule's payload (never written).
 			e := q.enqueue(now, s.Queue, s.Payload, s.Stamps, EnqueueOpts{Priority: s.Fire.Priority, Expires: s.Fire.ExpiresS})
 			out = append(out, e.copyJob())
 		}

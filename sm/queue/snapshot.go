@@ -42,7 +42,7 @@ func (q *Queues) Export() Snapshot {
 // from then on (copy on write). A View is immutable, so another goroutine
 // may read it (Export) while the state goes on changing.
 type View struct {
-	jobs      []*Job
+	jobs      []*job
 	schedules []Schedule
 	nextID    uint64
 	nextSeq   uint64
@@ -50,9 +50,9 @@ type View struct {
 
 // View returns the current state as a View.
 func (q *Queues) View() View {
-	v := View{jobs: make([]*Job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	v := View{jobs: make([]*job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
 	for _, e := range q.jobs {
-		v.jobs = append(v.jobs, e.Job)
+		v.jobs = append(v.jobs, e.job)
 	}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
@@ -66,9 +66,9 @@ func (v View) Len() int { return len(v.jobs) }
 func (v View) Export() Snapshot {
 	s := Snapshot{Jobs: make([]Job, len(v.jobs)), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
 	byID := slices.Clone(v.jobs)
-	slices.SortFunc(byID, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(byID, func(a, b *job) int { return cmp.Compare(a.ID, b.ID) })
 	for i, j := range byID {
-		s.Jobs[i] = *j
+		s.Jobs[i] = j.toJob()
 	}
 	return s
 }
@@ -80,63 +80,107 @@ func (v View) Export() Snapshot {
 // when Claims > 0, a pending job with budget left
 // and no claim, a processing job with a claimant, a live job not dead-dated;
 // schedules with unique non-empty names, a valid spec, queue, stamps and
-// fire options. The result shares no memory with s.
+// fire options. The result holds the jobs' payloads of s, not copies (a
+// payload is never written; recovery decodes each into a buffer of its
+// own, so a copy would only double it for a moment); it shares no other
+// memory with s.
 func Import(s Snapshot) (*Queues, error) {
-	bad := func(format string, args ...any) (*Queues, error) {
-		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+	im, err := NewImporter(s.NextID, s.NextSeq)
+	if err != nil {
+		return nil, err
 	}
-	if s.NextID == 0 || s.NextSeq == 0 {
-		return bad("next id %d / next seq %d must be >= 1", s.NextID, s.NextSeq)
-	}
-	q := New()
-	q.nextID, q.nextSeq = s.NextID, s.NextSeq
-	seqs := make(map[uint64]bool, len(s.Jobs))
-	for i := range s.Jobs {
-		j := s.Jobs[i]
-		if err := checkJob(j, s.NextID, s.NextSeq); err != nil {
-			return bad("job %d: %v", j.ID, err)
+	for _, j := range s.Jobs {
+		if err := im.Job(j); err != nil {
+			return nil, err
 		}
-		if q.jobs[j.ID] != nil {
-			return bad("duplicate job id %d", j.ID)
-		}
-		if seqs[j.Seq] {
-			return bad("job %d: duplicate seq %d", j.ID, j.Seq)
-		}
-		seqs[j.Seq] = true
-		j.Payload = nil
-		if len(s.Jobs[i].Payload) > 0 {
-			j.Payload = bytes.Clone(s.Jobs[i].Payload)
-		}
-		q.insert(&entry{Job: &j, owned: q.gen, eslot: -1, dslot: -1}, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
 	}
 	for _, sc := range s.Schedules {
-		every, err := ParseEvery(sc.Spec)
-		switch {
-		case err != nil:
-			return bad("schedule %q: %v", sc.Name, err)
-		case sc.Name == "":
-			return bad("schedule with empty name")
-		case sc.Queue == "":
-			return bad("schedule %q: empty queue name", sc.Name)
-		case !sc.Stamps.valid():
-			return bad("schedule %q: bad stamps %+v", sc.Name, sc.Stamps)
-		case sc.Fire.ExpiresS < 0:
-			return bad("schedule %q: negative fire expiry", sc.Name)
+		if err := im.Schedule(sc); err != nil {
+			return nil, err
 		}
-		i, found := q.findSchedule(sc.Name)
-		if found {
-			return bad("duplicate schedule %q", sc.Name)
-		}
-		c := &schedule{Schedule: sc, every: every}
-		c.Payload = nil
-		if len(sc.Payload) > 0 {
-			c.Payload = bytes.Clone(sc.Payload)
-		}
-		q.scheds = append(q.scheds, nil)
-		copy(q.scheds[i+1:], q.scheds[i:])
-		q.scheds[i] = c
 	}
-	return q, nil
+	return im.Done(), nil
+}
+
+// Importer is Import one job and one schedule at a time, so that a
+// snapshot decoded as a stream is never held whole beside the state built
+// from it (sm's importSnapshot).
+type Importer struct {
+	q    *Queues
+	seqs map[uint64]bool
+}
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+}
+
+// NewImporter starts an Import of a snapshot with these counters.
+func NewImporter(nextID, nextSeq uint64) (*Importer, error) {
+	if nextID == 0 || nextSeq == 0 {
+		return nil, bad("next id %d / next seq %d must be >= 1", nextID, nextSeq)
+	}
+	q := New()
+	q.nextID, q.nextSeq = nextID, nextSeq
+	return &Importer{q: q, seqs: make(map[uint64]bool)}, nil
+}
+
+// Job adds j, checked as Import does; the state holds j's payload.
+func (im *Importer) Job(j Job) error {
+	q := im.q
+	if err := checkJob(j, q.nextID, q.nextSeq); err != nil {
+		return bad("job %d: %v", j.ID, err)
+	}
+	if q.jobs[j.ID] != nil {
+		return bad("duplicate job id %d", j.ID)
+	}
+	if im.seqs[j.Seq] {
+		return bad("job %d: duplicate seq %d", j.ID, j.Seq)
+	}
+	im.seqs[j.Seq] = true
+	if len(j.Payload) == 0 {
+		j.Payload = nil
+	}
+	q.insert(q.fromJob(j), j.Queue, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
+	return nil
+}
+
+// Schedule adds sc, checked as Import does; the state holds a copy of its
+// payload.
+func (im *Importer) Schedule(sc Schedule) error {
+	q := im.q
+	every, err := ParseEvery(sc.Spec)
+	switch {
+	case err != nil:
+		return bad("schedule %q: %v", sc.Name, err)
+	case sc.Name == "":
+		return bad("schedule with empty name")
+	case sc.Queue == "":
+		return bad("schedule %q: empty queue name", sc.Name)
+	case !sc.Stamps.valid():
+		return bad("schedule %q: bad stamps %+v", sc.Name, sc.Stamps)
+	case sc.Fire.ExpiresS < 0:
+		return bad("schedule %q: negative fire expiry", sc.Name)
+	}
+	i, found := q.findSchedule(sc.Name)
+	if found {
+		return bad("duplicate schedule %q", sc.Name)
+	}
+	c := &schedule{Schedule: sc, every: every}
+	c.Payload = nil
+	if len(sc.Payload) > 0 {
+		c.Payload = bytes.Clone(sc.Payload)
+	}
+	q.scheds = append(q.scheds, nil)
+	copy(q.scheds[i+1:], q.scheds[i:])
+	q.scheds[i] = c
+	return nil
+}
+
+// Done is the state imported; the Importer must not be used after it.
+func (im *Importer) Done() *Queues {
+	q := im.q
+	im.q, im.seqs = nil, nil
+	return q
 }
 
 func checkJob(j Job, nextID, nextSeq uint64) error {

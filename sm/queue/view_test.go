@@ -10,7 +10,8 @@ import (
 
 // A View is the state when it was taken, whatever the state does after
 // (copy on write): for any state and any operations after the View, the
-// View exports what Export returned at that moment.
+// View exports what Export returned at that moment (the jobs built by
+// Enqueue or by Import; own copies a job's claim fields with it).
 func TestViewIsImmutable(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		q, now := New(), int64(1_700_000_000)
@@ -55,6 +56,12 @@ func TestViewIsImmutable(t *testing.T) {
 		}
 		for i := range rapid.IntRange(0, 30).Draw(t, "before") {
 			op(fmt.Sprintf("b%d", i))
+		}
+		if rapid.Bool().Draw(t, "imported") { // the jobs as Import builds them
+			var err error
+			if q, err = Import(q.Export()); err != nil {
+				t.Fatal(err)
+			}
 		}
 		want := q.Export()
 		v := q.View()
