@@ -176,7 +176,7 @@ func (w *World) clientWake(c int) {
 	cl.cur = k
 	w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s", c, k.node, k.id, describeReq(req)))
 	w.push(event{at: w.now + w.linkDelay(), kind: evClientReq, node: k.node, inc: k.inc, call: k.id})
-	w.push(event{at: w.now + clientTimeout, kind: evClientGiveUp, call: k.id})
+	w.push(event{at: w.now + clientTimeout + req.Wait, kind: evClientGiveUp, call: k.id})
 }
 
 // deliverRequest hands call id to the node it was sent to, even if its
@@ -402,7 +402,11 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		}
 		return req
 	case k < 52:
-		return sm.JobRequest{Kind: sm.JobClaim, Queue: qname(), Host: []string{"h0", "h1"}[r.IntN(2)], Max: 1 + r.IntN(3)}
+		req := sm.JobRequest{Kind: sm.JobClaim, Queue: qname(), Host: []string{"h0", "h1"}[r.IntN(2)], Max: 1 + r.IntN(3)}
+		if r.IntN(3) == 0 { // a long poll (sm/longpoll.go), answered before the client gives up
+			req.Wait = time.Duration(1+r.IntN(1500)) * time.Millisecond
+		}
+		return req
 	case k < 68:
 		return sm.JobRequest{Kind: sm.JobAck, Handle: handle()}
 	case k < 72:
@@ -485,6 +489,9 @@ func describeReq(q sm.JobRequest) string {
 		}
 	case sm.JobClaim:
 		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
+		if q.Wait > 0 {
+			s += fmt.Sprintf(" wait=%v", q.Wait)
+		}
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		s += " " + fmtHandle(q.Handle)
 	case sm.JobAckBatch:

@@ -109,6 +109,8 @@ func (n *Node) onTimer(k TimerKind) {
 		n.maintain()
 	case TimerPush:
 		n.onPushTimer()
+	case TimerLongPoll:
+		n.expirePolls()
 	}
 }
 

@@ -1,6 +1,10 @@
 package sm
 
-import "xce/sm/queue"
+import (
+	"time"
+
+	"xce/sm/queue"
+)
 
 // JobKind names a client operation on the job state (seed 000).
 type JobKind uint8
@@ -67,6 +71,9 @@ type JobRequest struct {
 	Fire     queue.FireOpts
 	AfterID  uint64 // list: only jobs with a larger ID (the next page)
 	Cancel   bool   // lost-and-found drain: delete instead of move
+	// Wait: a claim that finds no ready job waits up to this long for one
+	// (at most MaxClaimWait; longpoll.go) instead of answering empty.
+	Wait time.Duration
 }
 
 // ClientOp is a client request arriving at the node.

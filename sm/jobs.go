@@ -24,6 +24,7 @@ type jobState struct {
 	writing      bool
 	waiting      []waitingReply
 	reads        []waitingRead // quorum mode: reads waiting for their round
+	polls        []parkedClaim // long-poll claims waiting for a job (longpoll.go)
 	lostFound    int
 	ckpt         checkpoint
 	liveSegs     map[string]bool   // segments known on disk (for obsolete removal)
@@ -89,38 +90,53 @@ func (n *Node) onClientOp(c ClientOp) {
 		n.answerRead(rep)
 		return
 	}
+	rep, changed, refused := n.mutate(c.ID, req)
+	switch {
+	case refused:
+		n.emit(rep)
+	case changed:
+	case req.Kind == JobClaim && req.Wait > 0:
+		n.park(c.ID, req) // nothing ready: wait for a job (longpoll.go)
+	default:
+		// No record without a state change (an idle worker's empty claim,
+		// a refused handle): the answer is a read of the current state.
+		n.answerRead(rep)
+	}
+}
+
+// mutate builds, applies and logs req; the reply waits for its
+// durability. changed is false if it changed nothing (not logged: rep is
+// then the answer as a read); refused, if it is refused (rep says why).
+func (n *Node) mutate(id uint64, req JobRequest) (rep Reply, changed, refused bool) {
+	j := n.jobs
 	now := max(n.now.Wall/1e9, j.lastNow)
 	rec, err := buildRecord(j.r, now, req)
 	if err != nil {
-		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
-		return
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary}, false, true
 	}
 	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
 	if why := recordTooLarge(rec); why != "" {
-		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: why, Primary: n.primary})
-		return
+		return Reply{ID: id, Status: StatusEINVAL, Error: why, Primary: n.primary}, false, true
 	}
 	var before [3]int // an empty claim may still dead-letter exhausted jobs
 	if req.Kind == JobClaim {
 		before = laneCounts(j.q, req.Queue)
 	}
-	rep, err := applyRecord(j.q, j.r, rec)
+	rep, err = applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
-		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary})
-		return
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary}, false, true
 	}
+	rep.ID = id
 	if changedNothing(req.Kind, rep) && (req.Kind != JobClaim || laneCounts(j.q, req.Queue) == before) {
-		// No record without a state change (an idle worker's empty claim,
-		// a refused handle): the answer is a read of the current state.
-		rep.ID, rep.LSN = c.ID, 0
-		n.answerRead(rep)
-		return
+		rep.LSN = 0
+		return rep, false, false
 	}
 	j.nextLSN++
 	j.lastNow = now
-	rep.ID = c.ID
 	n.appendRecord(rec)
 	n.replyWhenDurable(rec.Lsn, rep)
+	n.wakePolls() // the record may have made a job ready for a parked claim
+	return rep, true, false
 }
 
 // answerRead answers rep, which observed the current state: once the
@@ -187,6 +203,9 @@ func validateJob(r *router, req JobRequest) string {
 			return fmt.Sprintf("unknown host %q", req.Host)
 		}
 	case JobClaim:
+		if why := checkWait(req); why != "" {
+			return why
+		}
 		if !r.knownQueue(req.Queue) {
 			return fmt.Sprintf("unknown queue %q", req.Queue)
 		}
@@ -222,6 +241,9 @@ func validateJob(r *router, req JobRequest) string {
 		if !req.Kind.Valid() {
 			return fmt.Sprintf("unknown operation %d", req.Kind)
 		}
+	}
+	if req.Kind != JobClaim {
+		return checkWait(req)
 	}
 	return ""
 }
@@ -332,6 +354,7 @@ func (n *Node) failWaiting(why string) {
 	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
 		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary})
 	}
+	n.releasePolls("Not primary — redirect to primary")
 	n.jobs = nil // a future promotion recovers from disk again
 	n.endJobs()  // and its operations in flight complete into nothing
 	n.relearnLog()
@@ -365,6 +388,7 @@ func (n *Node) maintain() {
 	if at, ok := j.q.Soonest(); ok && at <= now {
 		n.logInternal(JobRequest{Kind: JobTick}, now)
 	}
+	n.sweepPolls()
 	n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
 }
 
@@ -386,4 +410,5 @@ func (n *Node) logInternal(req JobRequest, now int64) {
 	j.lastNow = now
 	n.log(Debug, "jobs.maintenance", fmt.Sprintf("%s at %d: moved %d, deleted %d, fired %d", req.Kind, now, rep.Moved, rep.Deleted, len(rep.Jobs)))
 	n.appendRecord(rec)
+	n.wakePolls()
 }

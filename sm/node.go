@@ -96,6 +96,7 @@ type Node struct {
 	electionStart int64            // Mono when the current election began
 	syncAsked     int64            // standby: Mono of its last request for a log sync
 	epochSeen     uint64           // standby: newest sync epoch started with this primary
+	waking        bool             // parked claims are being retried (longpoll.go)
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -108,7 +109,7 @@ type loaded struct {
 	modTime int64
 }
 
-const timerKinds = 8
+const timerKinds = 9
 
 // NewNode builds a node; it does nothing until it receives Boot.
 func NewNode(opt Options) (*Node, error) {

@@ -214,6 +214,7 @@ const (
 	TimerFetch                            // standby: config fetch attempt timeout
 	TimerMaintenance                      // primary: run due sweeps and schedule ticks
 	TimerPush                             // primary: upgrade push window, then checkpoint wait
+	TimerLongPoll                         // primary: the earliest long-poll claim's deadline
 )
 
 func (k TimerKind) String() string {
@@ -232,6 +233,8 @@ func (k TimerKind) String() string {
 		return "maintenance"
 	case TimerPush:
 		return "push"
+	case TimerLongPoll:
+		return "long-poll"
 	default:
 		return "timer?"
 	}

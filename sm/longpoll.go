@@ -1,0 +1,150 @@
+package sm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Long-poll claims (issue 10 item 2). A claim may wait up to Wait (at
+// most MaxClaimWait, as SQS allows) for a ready job instead of coming
+// back empty, so thousands of idle workers do not busy-poll. A parked
+// claim logs nothing while it waits. It is tried again, in arrival order,
+// after each logged record while its queue has pending jobs (stopping at
+// the first claim of the queue that finds nothing), and all of them at
+// every maintenance tick (a delayed job becomes ready with time, a pin
+// may suit a later claim). It is answered empty at its deadline, and
+// "unavailable" (EAGAIN with the primary, if known) once the node stops
+// being primary.
+
+// MaxClaimWait bounds JobRequest.Wait.
+const MaxClaimWait = 20 * time.Second
+
+// parkedClaim is a claim waiting for a job.
+type parkedClaim struct {
+	id       uint64
+	req      JobRequest
+	deadline int64 // Mono
+}
+
+// park holds claim id until a job is ready for it or its wait ends.
+func (n *Node) park(id uint64, req JobRequest) {
+	j := n.jobs
+	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait)})
+	n.armPolls()
+}
+
+// wakePolls tries the parked claims again after a logged record: per
+// queue with pending jobs, in arrival order, until one finds nothing.
+func (n *Node) wakePolls() {
+	j := n.jobs
+	if len(j.polls) == 0 || n.waking {
+		return
+	}
+	n.waking = true // a claim logged here wakes nothing more
+	dry := map[string]bool{}
+	k := 0
+	for _, p := range j.polls {
+		q := p.req.Queue
+		if !dry[q] {
+			if pending, _, _ := j.q.Counts(q); pending == 0 || !n.retryClaim(p) {
+				dry[q] = true
+				j.polls[k] = p
+				k++
+			}
+			continue
+		}
+		j.polls[k] = p
+		k++
+	}
+	j.polls = j.polls[:k]
+	n.waking = false
+	n.armPolls()
+}
+
+// sweepPolls, at a maintenance tick: every parked claim is tried again,
+// and those past their deadline are answered empty.
+func (n *Node) sweepPolls() {
+	j := n.jobs
+	if len(j.polls) == 0 {
+		return
+	}
+	n.waking = true
+	polls := j.polls
+	j.polls = nil
+	now := int64(n.now.Mono)
+	for _, p := range polls {
+		switch {
+		case n.retryClaim(p):
+		case now >= p.deadline:
+			n.answerRead(Reply{ID: p.id, OK: true})
+		default:
+			j.polls = append(j.polls, p)
+		}
+	}
+	n.waking = false
+	n.armPolls()
+}
+
+// expirePolls answers empty the parked claims whose wait is over.
+func (n *Node) expirePolls() {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil {
+		return
+	}
+	now, k := int64(n.now.Mono), 0
+	for _, p := range j.polls {
+		if now >= p.deadline {
+			n.answerRead(Reply{ID: p.id, OK: true})
+			continue
+		}
+		j.polls[k] = p
+		k++
+	}
+	j.polls = j.polls[:k]
+	n.armPolls()
+}
+
+// retryClaim applies a parked claim again; true if it was answered (it
+// claimed jobs, or it is refused now).
+func (n *Node) retryClaim(p parkedClaim) bool {
+	rep, changed, refused := n.mutate(p.id, p.req)
+	if refused {
+		n.emit(rep)
+	}
+	return changed || refused
+}
+
+// armPolls sets the long-poll timer to the earliest deadline.
+func (n *Node) armPolls() {
+	j := n.jobs
+	if len(j.polls) == 0 {
+		n.cancelTimer(TimerLongPoll)
+		return
+	}
+	first := j.polls[0].deadline
+	for _, p := range j.polls[1:] {
+		first = min(first, p.deadline)
+	}
+	// At least a millisecond: a timer that fires a hair early (an
+	// executor's clock granularity) must not re-arm at zero forever.
+	n.setTimer(TimerLongPoll, time.Duration(max(int64(time.Millisecond), first-int64(n.now.Mono))))
+}
+
+// releasePolls answers every parked claim "unavailable" when the node
+// loses the role: it changed nothing, so the client just asks the new
+// primary.
+func (n *Node) releasePolls(why string) {
+	for _, p := range n.jobs.polls {
+		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+	}
+	n.jobs.polls = nil
+	n.cancelTimer(TimerLongPoll)
+}
+
+// checkWait validates a claim's wait.
+func checkWait(req JobRequest) string {
+	if req.Wait < 0 || req.Wait > MaxClaimWait || req.Wait > 0 && req.Kind != JobClaim {
+		return fmt.Sprintf("wait %v outside 0..%v (claims only)", req.Wait, MaxClaimWait)
+	}
+	return ""
+}
