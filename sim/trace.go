@@ -81,6 +81,9 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 			t.buf = append(t.buf, " status="...)
 			t.buf = strconv.AppendInt(t.buf, int64(m.Status), 10)
 		}
+	case sm.ClientGone:
+		t.buf = append(t.buf, "<- client gone #"...)
+		t.buf = strconv.AppendUint(t.buf, x.ID, 10)
 	case sm.ClientOp:
 		t.buf = append(t.buf, "<- client #"...)
 		t.buf = strconv.AppendUint(t.buf, x.ID, 10)

@@ -250,7 +250,12 @@ func (w *World) clientGiveUp(id uint64) {
 	if c.out != outPending {
 		return
 	}
-	w.unknown(c, fmt.Sprintf("no reply within %v", clientTimeout))
+	w.unknown(c, fmt.Sprintf("no reply within %v", clientTimeout+c.req.Wait))
+	// The connection goes with the client (sm.ClientGone): a long poll it
+	// left waiting must not claim a job for nobody.
+	if nd := w.nodes[c.node]; c.req.Wait > 0 && nd.up && nd.inc == c.inc {
+		w.deliver(nd.id, sm.ClientGone{ID: c.id})
+	}
 }
 
 // processGone: node nd's process is dying. Requests it has not answered

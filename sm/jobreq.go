@@ -84,6 +84,13 @@ type ClientOp struct {
 
 func (ClientOp) isInput() {}
 
+// ClientGone says the client of request ID went away (its connection
+// closed, its deadline passed) before its reply: a long-poll claim it left
+// waiting is dropped, so no job is claimed for nobody. No reply follows.
+type ClientGone struct{ ID uint64 }
+
+func (ClientGone) isInput() {}
+
 // Reply answers a ClientOp, only once everything it depends on is durable.
 type Reply struct {
 	ID      uint64

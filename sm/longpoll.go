@@ -148,3 +148,18 @@ func checkWait(req JobRequest) string {
 	}
 	return ""
 }
+
+// dropPoll forgets the parked claim id (its client is gone), if any.
+func (n *Node) dropPoll(id uint64) {
+	j := n.jobs
+	if j == nil {
+		return
+	}
+	for k, p := range j.polls {
+		if p.id == id {
+			j.polls = append(j.polls[:k], j.polls[k+1:]...)
+			n.armPolls()
+			return
+		}
+	}
+}

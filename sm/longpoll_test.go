@@ -112,3 +112,24 @@ func TestLongPollWaitIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A client that goes away leaves no claim behind: the job stays pending
+// for the next worker.
+func TestLongPollClaimDroppedWhenItsClientIsGone(t *testing.T) {
+	h, p := threeNodes(t)
+	h.enqueue(p, claimWaiting(1, 10*time.Second))
+	h.run()
+	h.enqueue(p, sm.ClientGone{ID: 1})
+	h.enqueue(p, sm.ClientOp{ID: 2, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("work")}})
+	h.run()
+	h.advance(time.Second)
+	if r, ok := replyTo(h, p, 1); ok {
+		t.Fatalf("the gone client's claim was answered: %+v", r)
+	}
+	h.enqueue(p, claimWaiting(3, time.Second))
+	h.run()
+	h.advance(100 * time.Millisecond)
+	if r, ok := replyTo(h, p, 3); !ok || len(r.Jobs) != 1 {
+		t.Fatalf("the next claim got %+v (answered %v), want the job nobody took", r, ok)
+	}
+}

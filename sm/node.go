@@ -146,6 +146,8 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		}
 	case ClientOp:
 		n.onClientOp(x)
+	case ClientGone:
+		n.dropPoll(x.ID)
 	case UpgradeConfig:
 		n.onUpgrade(x)
 	case IODone:
