@@ -522,7 +522,10 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			// beyond this log's end (a primary paused past its deposition
 			// answers late; the newer primary's snapshot stands for l, and
 			// what it holds is judged by the recovery replay).
-			if t, ok := pv.termAt(v.snapLSN); ok && t == v.snapTerm || !ok && v.snapLSN > pv.lastLSN() && v.snapTerm > ref.term {
+			// A snapshot beyond the acknowledging primary's disk in the
+			// record's own term is that primary's (one per term): its
+			// in-memory state, sent while its own appends were slower.
+			if t, ok := pv.termAt(v.snapLSN); ok && t == v.snapTerm || !ok && v.snapLSN > pv.lastLSN() && v.snapTerm >= ref.term {
 				held++
 			}
 		}

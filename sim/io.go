@@ -58,6 +58,9 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 	lat := w.ioLatency(op.Op)
 	if w.sc.DiskStall > 0 && !w.liveness && !w.faultsOff && w.rng.Float64() < w.sc.DiskStall {
 		stall := time.Duration(200+w.rng.IntN(3800)) * time.Millisecond
+		if w.now+stall >= w.sc.Safety {
+			stall = 0 // a fault ends with the safety phase
+		}
 		lat += stall
 		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"xce/sm"
@@ -148,16 +149,29 @@ func (w *World) strikeLogWork(nd *simNode, effs []sm.Effect) {
 				what = x.Key
 			}
 		case sm.FileOp:
-			if x.Op == sm.OpRead && x.Check != nil {
-				what = "repl.install"
+			if x.Op == sm.OpFsync && strings.HasSuffix(x.Path, ".snap.tmp") {
+				what = "repl.install" // the received file's fsync: the read-back and rename wait
 			}
 		}
 	}
 	if what == "" || w.rng.Float64() >= w.sc.StrikeLogWork {
 		return
 	}
-	stall := time.Duration(1500+w.rng.IntN(3500)) * time.Millisecond
+	stall := time.Duration(2500+w.rng.IntN(3500)) * time.Millisecond
+	if w.now+stall+2*time.Second >= w.sc.Safety {
+		return // a fault must end with the safety phase
+	}
 	nd.ioBusy = max(nd.ioBusy, w.now) + stall
 	w.tr.line(w.now, nd.id, fmt.Sprintf("nemesis: %s: the disk stalls for %v", what, stall))
 	w.strikePrimary(PrimaryFault{At: w.now, Kind: TargetKind(w.rng.IntN(int(targetKinds))), Dur: ms(200 + w.rng.IntN(6000))})
+	if w.sc.SeedMode && w.rng.IntN(2) == 0 {
+		// Freeze the other standbys past the failover, so that this one,
+		// its sequence in flight, is the candidate (seed mode: it needs
+		// no votes).
+		for _, o := range w.nodes {
+			if o.id != nd.id && o.up && o.node.Role() == sm.RoleStandby {
+				w.pause(o.id, stall+2*time.Second, true)
+			}
+		}
+	}
 }

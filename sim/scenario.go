@@ -139,8 +139,8 @@ type Scenario struct {
 	// a standby's install, truncation or checkpoint — overlap elections.
 	DiskStall float64
 	// StrikeLogWork (BUGGIFY) is the chance that a standby's long log
-	// sequence — a snapshot install's verification, a truncation, its own
-	// checkpoint — stalls its disk for 1.5–5 s while a targeted fault
+	// sequence — a snapshot install's fsync and read-back, a truncation, its own
+	// checkpoint — stalls its disk for 2.5–6 s while a targeted fault
 	// strikes the primary (nemesis.go): the node may be promoted, or follow
 	// a new primary, with the sequence still in flight.
 	StrikeLogWork float64
