@@ -1,0 +1,138 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"xce/adapters/tlsconf"
+)
+
+// httpProtos are the ALPN protocols of the client API. The peer protocol
+// asks for none, as it always has.
+var httpProtos = []string{"h2", "http/1.1"}
+
+// httpSide is the http.Server the API's connections are handed to: the
+// transport accepts, handshakes and counts them; the server reads them.
+type httpSide struct {
+	srv *http.Server
+	ln  *connListener
+
+	mu   sync.Mutex
+	open map[net.Conn]chan struct{} // closed when the server is done with the conn
+}
+
+func newHTTPSide(t *Transport) *httpSide {
+	h := &httpSide{ln: newConnListener(), open: make(map[net.Conn]chan struct{})}
+	h.srv = &http.Server{
+		Handler:           t.cfg.HTTP,
+		IdleTimeout:       t.cfg.IdleTimeout,
+		ReadHeaderTimeout: t.cfg.BodyTimeout,
+		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
+			t.logf("api: %s", strings.TrimSpace(string(p)))
+			return len(p), nil
+		}), "", 0),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				h.mu.Lock()
+				if done, ok := h.open[c]; ok {
+					close(done)
+					delete(h.open, c)
+				}
+				h.mu.Unlock()
+			}
+		},
+	}
+	return h
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// serveHTTP hands an API connection to the HTTP server and waits until the
+// server is done with it, so that the connection counts against MaxConns
+// and MaxConnsPerClient while it is open.
+func (t *Transport) serveHTTP(ctx context.Context, raw net.Conn, tc *tls.Conn, cn, remote string) {
+	if t.http == nil {
+		t.logf("from %s (cert %q): refusing an API connection: this transport serves none", remote, tlsconf.SanitizeCN(cn))
+		return
+	}
+	t.mu.Lock()
+	n := t.perCN[cn]
+	if n >= t.cfg.MaxConnsPerClient {
+		t.mu.Unlock()
+		t.logf("from %s: refusing client %q: %d connections open (max %d per client)", remote, tlsconf.SanitizeCN(cn), n, t.cfg.MaxConnsPerClient)
+		return
+	}
+	t.perCN[cn] = n + 1
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.perCN[cn]--; t.perCN[cn] == 0 {
+			delete(t.perCN, cn)
+		}
+		t.mu.Unlock()
+	}()
+	if err := raw.SetDeadline(time.Time{}); err != nil {
+		return
+	}
+	h := t.http
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.open[tc] = done
+	h.mu.Unlock()
+	if !h.ln.push(ctx, tc) {
+		h.mu.Lock()
+		delete(h.open, tc)
+		h.mu.Unlock()
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done(): // the caller closes raw: the server then lets go
+	}
+}
+
+// connListener is the HTTP server's listener: it accepts what serveHTTP
+// pushes.
+type connListener struct {
+	ch        chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newConnListener() *connListener {
+	return &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) push(ctx context.Context, c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
