@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -30,9 +32,12 @@ type httpSide struct {
 func newHTTPSide(t *Transport) *httpSide {
 	h := &httpSide{ln: newConnListener(), open: make(map[net.Conn]chan struct{})}
 	h.srv = &http.Server{
-		Handler:           t.cfg.HTTP,
+		Handler:           t.budget(t.cfg.HTTP),
 		IdleTimeout:       t.cfg.IdleTimeout,
 		ReadHeaderTimeout: t.cfg.BodyTimeout,
+		// A request's body has BodyTimeout to arrive (per stream in
+		// HTTP/2), as a peer frame's body after its header.
+		ReadTimeout: t.cfg.BodyTimeout,
 		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
 			t.logf("api: %s", strings.TrimSpace(string(p)))
 			return len(p), nil
@@ -136,3 +141,37 @@ func (l *connListener) Close() error {
 }
 
 func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// budget bounds the request bodies all API connections hold while their
+// handlers read them to MaxBuffered bytes, as admit bounds the peer
+// frames: a body that cannot get its share within BodyTimeout fails
+// (ErrBusy), and what a handler read is released when it returns.
+func (t *Transport) budget(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout)}
+		defer func() { t.buffered.Release(b.held) }()
+		r.Body = b
+		h.ServeHTTP(w, r)
+	})
+}
+
+type budgetBody struct {
+	io.ReadCloser
+	t        *Transport
+	ctx      context.Context
+	deadline time.Time
+	held     int64 // bytes acquired from t.buffered
+}
+
+func (b *budgetBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.t.buffered.TryAcquire(int64(n)) {
+		ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
+		defer cancel()
+		if aerr := b.t.buffered.Acquire(ctx, int64(n)); aerr != nil {
+			return 0, fmt.Errorf("%w: no room for %d more bytes of a request body within %v (bodies being read are bounded to %d bytes)", ErrBusy, n, b.t.cfg.BodyTimeout, b.t.cfg.MaxBuffered)
+		}
+	}
+	b.held += int64(n)
+	return n, err
+}
