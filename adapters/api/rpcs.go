@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 
 	"connectrpc.com/connect"
 
@@ -149,12 +148,11 @@ func (s *server) config(ctx context.Context) (*schema.ConfigReply, *schema.Clust
 }
 
 func (s *server) UpgradeConfig(ctx context.Context, r *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error) {
+	// Never forwarded: the admin's tool follows the redirect itself, so
+	// that the restart it causes is never a standby's doing.
 	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: r.Msg}})
-	if rd := new(redirectError); errors.As(err, &rd) {
-		return forward(ctx, s, r, rd, xc.UpgradeConfig)
-	}
 	if err != nil {
-		return nil, err
+		return nil, s.local(err)
 	}
 	u := rep.GetUpgradeConfigReply()
 	if u == nil || u.GetVersionTag() == 0 {

@@ -8,10 +8,11 @@
 //
 // Which node answers. ClusterStatus, GetConfig, ListQueues and ListHosts
 // are answered by the node asked. Every other call is the primary's: a
-// standby that knows the primary forwards the call to it (the reply
-// carries the header Xce-Primary: the primary's name); one that does not,
-// or a call already forwarded once, fails with code unavailable and a
-// NotPrimary error detail naming the primary when known.
+// standby that knows the primary forwards a job operation to it (the
+// reply carries the header Xce-Primary: the primary's name); otherwise
+// (no primary known, a call already forwarded once, UpgradeConfig) it
+// fails with code unavailable and a NotPrimary error detail naming the
+// primary when known, for the client to follow.
 //
 // Error codes (nothing was applied unless the code is unknown):
 //   invalid_argument     a bad request (unknown queue, field out of range)
