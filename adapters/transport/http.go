@@ -16,7 +16,8 @@ import (
 )
 
 // httpProtos are the ALPN protocols of the client API. The peer protocol
-// asks for none, as it always has.
+// asks for none, as it always has; an HTTP/1.1 client that asks for none
+// is told from a peer by its first byte.
 var httpProtos = []string{"h2", "http/1.1"}
 
 // httpSide is the http.Server the API's connections are handed to: the
@@ -42,6 +43,14 @@ func newHTTPSide(t *Transport) *httpSide {
 			t.logf("api: %s", strings.TrimSpace(string(p)))
 			return len(p), nil
 		}), "", 0),
+		// A connection without ALPN reaches the server as a prefixConn,
+		// not a *tls.Conn: its TLS state travels in the context instead.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if pc, ok := c.(*prefixConn); ok {
+				return context.WithValue(ctx, tlsStateKey{}, &pc.state)
+			}
+			return ctx
+		},
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
 				h.mu.Lock()
@@ -63,7 +72,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // serveHTTP hands an API connection to the HTTP server and waits until the
 // server is done with it, so that the connection counts against MaxConns
 // and MaxConnsPerClient while it is open.
-func (t *Transport) serveHTTP(ctx context.Context, raw net.Conn, tc *tls.Conn, cn, remote string) {
+func (t *Transport) serveHTTP(ctx context.Context, raw net.Conn, tc net.Conn, cn, remote string) {
 	if t.http == nil {
 		t.logf("from %s (cert %q): refusing an API connection: this transport serves none", remote, tlsconf.SanitizeCN(cn))
 		return
@@ -148,6 +157,9 @@ func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
 // (ErrBusy), and what a handler read is released when it returns.
 func (t *Transport) budget(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
+		}
 		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout)}
 		defer func() { t.buffered.Release(b.held) }()
 		r.Body = b
@@ -175,3 +187,22 @@ func (b *budgetBody) Read(p []byte) (int, error) {
 	b.held += int64(n)
 	return n, err
 }
+
+// prefixConn is a TLS connection whose first byte was read to tell an
+// HTTP client from a peer; it hands that byte back first.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+	state  tls.ConnectionState
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+type tlsStateKey struct{}

@@ -27,11 +27,14 @@ var cnHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 })
 
 // apiClient is an HTTP client of the API side with mat, speaking proto
-// ("h2" or "http/1.1"); it keeps its connections until CloseIdleConnections.
+// ("h2" or "http/1.1"; "" is HTTP/1.1 without asking for it in ALPN); it
+// keeps its connections until CloseIdleConnections.
 func apiClient(t testing.TB, mat *tlsconf.Material, proto string) *http.Client {
 	t.Helper()
 	tc := mat.ClientConfig()
-	tc.NextProtos = []string{proto}
+	if proto != "" {
+		tc.NextProtos = []string{proto}
+	}
 	var protos http.Protocols
 	if proto == "h2" {
 		protos.SetHTTP2(true)
@@ -57,7 +60,8 @@ func apiGet(cl *http.Client, addr string) (string, error) {
 }
 
 // ALPN h2 or http/1.1 goes to the HTTP handler with the verified client
-// certificate; no ALPN is the peer protocol, whose CLIENT hello is gone;
+// certificate, and so does HTTP/1.1 without ALPN; no ALPN and a first
+// byte of 0 is the peer protocol, whose CLIENT hello is gone;
 // a transport without a handler, or a certificate of another CA, gets
 // nothing.
 func TestAPIConnections(t *testing.T) {
@@ -65,7 +69,7 @@ func TestAPIConnections(t *testing.T) {
 	peers := peersOf(freeAddrs(t, 2))
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) { c.HTTP = cnHandler })
 	b := start(t, 1, peers, pk.mats["n1"], nil) // no handler
-	for _, proto := range []string{"h2", "http/1.1"} {
+	for _, proto := range []string{"h2", "http/1.1", ""} {
 		var got string
 		if !eventually(3*time.Second, func() bool {
 			var err error
@@ -74,7 +78,7 @@ func TestAPIConnections(t *testing.T) {
 		}) {
 			t.Fatalf("%s: cannot reach the API", proto)
 		}
-		want := map[string]string{"h2": "operator HTTP/2.0", "http/1.1": "operator HTTP/1.1"}[proto]
+		want := map[string]string{"h2": "operator HTTP/2.0", "http/1.1": "operator HTTP/1.1", "": "operator HTTP/1.1"}[proto]
 		if got != want {
 			t.Fatalf("%s: handler saw %q, want %q", proto, got, want)
 		}

@@ -34,6 +34,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -605,7 +606,21 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 		t.serveHTTP(ctx, raw, tc, cn, remote)
 		return
 	}
-	hello, err := wire.ReadHello(tc)
+	// No ALPN: a peer, whose Hello starts with its length (a first byte of
+	// 0: at most MaxHelloSize), or an HTTP client that asked for no
+	// protocol (its request starts with a method name).
+	var first [1]byte
+	if _, err := io.ReadFull(tc, first[:]); err != nil {
+		if ctx.Err() == nil {
+			t.logf("from %s (cert %q): hello: %v; closing", remote, tlsconf.SanitizeCN(cn), err)
+		}
+		return
+	}
+	if first[0] != 0 {
+		t.serveHTTP(ctx, raw, &prefixConn{Conn: tc, prefix: first[:], state: tc.ConnectionState()}, cn, remote)
+		return
+	}
+	hello, err := wire.ReadHello(io.MultiReader(bytes.NewReader(first[:]), tc))
 	if err != nil {
 		if ctx.Err() == nil {
 			t.logf("from %s (cert %q): hello: %v; closing", remote, tlsconf.SanitizeCN(cn), err)
