@@ -170,7 +170,7 @@ func (h *history) randomAcked(rng *rand.Rand) (claimed, bool) {
 	return h.ackedIDs[k], true
 }
 
-// classifyErr maps a JobClient error to an outcome. Only the answers that
+// classifyErr maps a package client error to an outcome. Only the answers that
 // say nothing was applied are failures; anything else (unknown outcome, a
 // timeout, a cancelled context, an error this harness does not know) is
 // unknown, so that it can never be counted as lost.
@@ -197,7 +197,7 @@ type loadOpts struct {
 	workers   int           // claim, hold, ack
 	readers   int           // get an acknowledged job back
 	budget    int64         // at most this many enqueue attempts in all
-	timeout   time.Duration // per node (JobClient.Timeout)
+	timeout   time.Duration // per answer (client.Options.Timeout)
 	backoff   time.Duration // pause after a failed or unknown operation
 	hold      time.Duration // a worker holds a claim up to this long before acking
 	claimMax  int           // jobs per claim (default 4)
