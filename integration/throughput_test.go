@@ -48,9 +48,16 @@ func BenchmarkQueueThroughput(b *testing.B) {
 			b.Fatalf("the node never served jobs: %v", err)
 		}
 	}
-	clients := make([]*client.Client, conns)
-	for i := range clients {
-		clients[i] = newClient()
+	// conns connections in all, the probe's included: one certificate
+	// may hold at most 64 (transport.DefaultMaxConnsPerClient).
+	clients := []*client.Client{probe}
+	for len(clients) < conns {
+		clients = append(clients, newClient())
+	}
+	var failed atomic.Bool // a client failed: every loop stops
+	fail := func(format string, args ...any) {
+		b.Errorf(format, args...)
+		failed.Store(true)
 	}
 	var insertT, workT time.Duration
 	var lat []time.Duration
@@ -67,13 +74,16 @@ func BenchmarkQueueThroughput(b *testing.B) {
 						payloads[i] = []byte("job-payload-0123456789")
 					}
 					if _, err := clients[p].SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: queue, Payloads: payloads}); err != nil {
-						b.Errorf("submit batch: %v", err)
+						fail("submit batch: %v", err)
 						return
 					}
 				}
 			})
 		}
 		wg.Wait()
+		if failed.Load() {
+			b.FailNow()
+		}
 		insertT += time.Since(t0)
 		t1 := time.Now()
 		var worked atomic.Int64
@@ -81,9 +91,13 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		for w := 0; w < conns; w++ {
 			wg.Go(func() {
 				cl := clients[w]
-				for worked.Load() < want {
+				for worked.Load() < want && !failed.Load() {
 					rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch})
-					if err != nil || len(rep.GetJobs()) == 0 {
+					if err != nil {
+						fail("claim: %v", err)
+						return
+					}
+					if len(rep.GetJobs()) == 0 {
 						continue
 					}
 					hs := make([]*schema.WalHandle, len(rep.GetJobs()))
@@ -91,7 +105,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 						hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
 					}
 					if _, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs}); err != nil {
-						b.Errorf("ack batch: %v", err)
+						fail("ack batch: %v", err)
 						return
 					}
 					worked.Add(int64(len(hs)))
@@ -99,6 +113,9 @@ func BenchmarkQueueThroughput(b *testing.B) {
 			})
 		}
 		wg.Wait()
+		if failed.Load() {
+			b.FailNow()
+		}
 		workT += time.Since(t1)
 		for range singles {
 			t := time.Now()

@@ -45,9 +45,16 @@ type Config struct {
 // Handler is the API's path prefix and handler.
 func Handler(cfg Config) (string, http.Handler) {
 	s := &server{cfg: cfg}
-	path, h := schemaconnect.NewXceHandler(s, connect.WithReadMaxBytes(client.MaxMessageBytes), connect.WithSendMaxBytes(client.MaxMessageBytes))
+	path, h := schemaconnect.NewXceHandler(s, connect.WithReadMaxBytes(client.MaxMessageBytes), connect.WithSendMaxBytes(client.MaxMessageBytes),
+		// Connect gzips every reply a client accepts gzip for by default:
+		// that cost more than the rest of a small call (the benchmark in
+		// docs/performance.md); a list page or a config still is.
+		connect.WithCompressMinBytes(compressMinBytes))
 	return path, withCaller(cfg.IsPeer, h)
 }
+
+// compressMinBytes: replies below it are sent uncompressed.
+const compressMinBytes = 64 << 10
 
 type server struct {
 	cfg Config
