@@ -4,6 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/.bin
 STATICCHECK_VERSION := v0.8.2
 PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 FUZZTIME ?= 60s
 SEED ?= 1
 SCHEDULES ?= 50000
@@ -57,11 +58,14 @@ binaries:
 sim-demo:
 	$(GO) run ./cmd/xcesim -seed $(SEED) -trace
 
-# Regenerate protobuf code (committed, so builds never need protoc).
+# Regenerate protobuf and Connect code (committed, so builds never need
+# protoc).
 generate:
 	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	cd schema && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative *.proto
+	GOBIN=$(BIN) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+	cd schema && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
+	  --connect-go_out=. --connect-go_opt=paths=source_relative *.proto
 
 # Each fuzz target for FUZZTIME.
 fuzz:

@@ -3,6 +3,7 @@ module xce
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sync v0.25.0

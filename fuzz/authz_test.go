@@ -4,13 +4,16 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"xce/adapters/authz"
 	"xce/adapters/wire"
 	"xce/schema"
 )
 
 // FuzzAuthorize: the authorisation decision (issue 8 build 1) on any
-// certificate name and any decodable client request, under an open policy
+// certificate name and any client request that passes wire.CheckRequest
+// (the API handler checks before the daemon decides), under an open policy
 // (any CA-signed client is a worker) and a closed one (--client-cn). It
 // never panics, is deterministic, refuses with a one-line reason exactly
 // when it refuses, never lets a peer or a role below the request's need
@@ -27,7 +30,7 @@ func FuzzAuthorize(f *testing.F) {
 		{"n1", &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}},
 		{"", &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}},
 	} {
-		b, err := wire.EncodeClientRequest(s.req)
+		b, err := proto.Marshal(s.req)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -43,9 +46,9 @@ func FuzzAuthorize(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, cn string, b []byte) {
-		req, err := wire.DecodeClientRequest(b)
-		if err != nil {
-			return // the transport closes the connection before any decision
+		req := new(schema.ClientRequest)
+		if proto.Unmarshal(b, req) != nil || wire.CheckRequest(req) != nil {
+			return // refused before any decision
 		}
 		for _, p := range []*authz.Policy{open, closed} {
 			d := p.Decide(cn, req)

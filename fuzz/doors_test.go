@@ -1,58 +1,82 @@
 package fuzz
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"xce/adapters/api"
 	"xce/adapters/confyaml"
 	"xce/adapters/wire"
+	"xce/client"
 	"xce/schema"
+	"xce/sm"
 )
 
 // The doors (issue 8 build 7): what a client, a connecting node or an
 // operator's YAML can hand the daemon or its tools.
 
-// FuzzClientRequest: DecodeClientRequest never panics and fails only with
-// its sentinels; what it accepts re-encodes, and decodes back equal (an
-// op this build does not know decodes with a nil op and re-encodes as
-// such).
-func FuzzClientRequest(f *testing.F) {
-	for _, r := range []*schema.ClientRequest{
-		{Id: 1, Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}},
-		{Id: 2, Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch", Payload: []byte("x")}}},
-		{Id: 3, Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: &schema.WalHandle{Id: 7, Attempt: 1, ClaimTerm: 2, ClaimLsn: 9}}}},
-		{Id: 4, Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: "batch", AfterId: 12}}},
-	} {
-		b, err := wire.EncodeClientRequest(r)
+// FuzzAPIRequest: any body posted to any RPC of the client API (the
+// Connect protocol, binary protobuf). The handler never panics; the
+// daemon's door sees only requests that pass wire.CheckRequest, the one
+// validation of client input; every answer is a Connect error with code
+// invalid_argument here: an undecodable body, a failed check, or the
+// door's own refusal (it refuses everything).
+func FuzzAPIRequest(f *testing.F) {
+	seeds := []struct {
+		proc int
+		msg  proto.Message
+	}{
+		{0, &schema.SubmitRequest{Queue: "batch", Payload: []byte("x")}},
+		{1, &schema.SubmitBatchRequest{Queue: "batch", Payloads: [][]byte{[]byte("a"), []byte("b")}}},
+		{2, &schema.ClaimRequest{Queue: "batch", Host: "node001", Max: 4}},
+		{3, &schema.AckRequest{Handle: &schema.WalHandle{Id: 7, Attempt: 1, ClaimTerm: 2, ClaimLsn: 9}}},
+		{10, &schema.ListRequest{Queue: "batch", AfterId: 12}},
+		{21, &schema.UpgradeConfigRequest{Bytes: []byte{1}, Sha256: make([]byte, 32)}},
+	}
+	for _, s := range seeds {
+		b, err := proto.Marshal(s.msg)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		f.Add(uint8(s.proc), b)
 	}
-	f.Add([]byte{})
-	f.Add([]byte{0x08, 0x01, 0x1a, 0x02, 0x08, 0x63})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := wire.DecodeClientRequest(b)
-		if err != nil {
-			if !isOneOf(err, frameErrs) {
-				t.Fatalf("DecodeClientRequest: error %v wraps no sentinel", err)
-			}
-			return
+	f.Add(uint8(4), []byte{0x0a, 0xff})
+	door := func(_ string, req *schema.ClientRequest) *schema.ClientReply {
+		if err := wire.CheckRequest(req); err != nil {
+			panic(fmt.Sprintf("the door got a request that fails the check: %v", err))
 		}
-		enc, err := wire.EncodeClientRequest(r)
-		if err != nil {
-			if errors.Is(err, wire.ErrBadMsg) && r.GetOp() == nil {
-				return // an unknown op: the server answers StatusUnsupported
-			}
-			t.Fatalf("EncodeClientRequest(decoded %v): %v", r, err)
-		}
-		r2, err := wire.DecodeClientRequest(enc)
-		if err != nil || !proto.Equal(r, r2) {
-			t.Fatalf("round trip: %v, %v vs %v", err, r, r2)
+		return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "fuzz"}
+	}
+	_, h := api.Handler(api.Config{Door: door, Peers: []client.Peer{{Name: "n0", Addr: "127.0.0.1:1"}}})
+	procs := apiProcedures()
+	f.Fuzz(func(t *testing.T, proc uint8, body []byte) {
+		path := procs[int(proc)%len(procs)]
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/proto")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var rep struct{ Code, Message string }
+		if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil || rep.Code != "invalid_argument" || rep.Message == "" {
+			t.Fatalf("%s: HTTP %d %q (%v), want a Connect invalid_argument error", path, w.Code, w.Body.String(), err)
 		}
 	})
+}
+
+// apiProcedures is every RPC path of the API service, in schema order.
+func apiProcedures() []string {
+	sd := schema.File_api_proto.Services().ByName("Xce")
+	var out []string
+	for i := 0; i < sd.Methods().Len(); i++ {
+		out = append(out, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(i).Name()))
+	}
+	return out
 }
 
 // FuzzHello: DecodeHello never panics, fails only with its sentinels,

@@ -51,7 +51,7 @@ func TestChaos(t *testing.T) {
 	fc := newFaultCluster(t, fcOpts{nodes: 3, netns: useNetns, args: args})
 	const n = 3
 	fc.boot()
-	l := fc.runLoad(loadOpts{tag: "chaos", producers: 8, workers: 4, readers: 1, mixed: true, claimMax: 16,
+	l := fc.runLoad(loadOpts{tag: "chaos", producers: 8, workers: 4, readers: 1, claimMax: 16,
 		hold: 300 * time.Millisecond, maxLive: 3000, budget: 5_000_000})
 
 	t0 := time.Now()

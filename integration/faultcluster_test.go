@@ -288,15 +288,16 @@ func (fc *faultCluster) waitStable(timeout time.Duration, polls int) (int, []cli
 }
 
 // readBack heals nothing: call it on a healthy cluster. It lists every
-// queue through the primary (JobClient) and checks that the same node
+// queue through the primary (package client) and checks that the same node
 // answered all of them and was primary, in the same term, before and
 // after; it retries until the deadline.
 func (fc *faultCluster) readBack(h *history, timeout time.Duration) *readBack {
 	fc.t.Helper()
-	jc, err := clitool.NewJobClient(fc.peers, fc.mat, 5*time.Second)
+	jc, err := newDoer(fc.peers, fc.mat, 5*time.Second)
 	if err != nil {
 		fc.t.Fatal(err)
 	}
+	defer jc.Close()
 	deadline := time.Now().Add(timeout)
 	var why string
 	for time.Now().Before(deadline) {

@@ -111,7 +111,7 @@ func TestFaultSIGSTOPPrimary(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "1") // inherited by the xcecontroller processes only
 	fc := newFaultCluster(t, fcOpts{nodes: 3})
 	fc.boot()
-	l := fc.runLoad(loadOpts{producers: 16, workers: 4, claimMax: 16, hold: 100 * time.Millisecond, wire: true, maxLive: 4000, budget: 40000})
+	l := fc.runLoad(loadOpts{producers: 16, workers: 4, claimMax: 16, hold: 100 * time.Millisecond, maxLive: 4000, budget: 40000})
 	waitAcks(l.h, 200, 0, "", 15*time.Second)
 	p, rows := fc.waitHealthy(30 * time.Second)
 	stops := []time.Duration{1700, 1900, 1600, 2000}

@@ -4,7 +4,7 @@ package integration
 // the chaos campaign (chaos_test.go): concurrent clients submit jobs with
 // unique payloads, workers claim and acknowledge them and a reader gets
 // acknowledged ones back, all through the xcecli client path
-// (clitool.JobClient: peers in --peers order, redirects followed, a
+// (package client: peers in --peers order, redirects followed, a
 // mutation whose outcome is unknown never retried). Every reply is one
 // operation of the history, with its call and return times and its
 // outcome: ok, a definite failure (nothing was applied), or unknown
@@ -20,10 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
+	"xce/client"
 	"xce/schema"
-	"xce/sm"
+
+	"connectrpc.com/connect"
 )
 
 type opKind uint8
@@ -169,23 +170,18 @@ func (h *history) randomAcked(rng *rand.Rand) (claimed, bool) {
 	return h.ackedIDs[k], true
 }
 
-// classifyErr maps a JobClient error to an outcome. Only the answers that
+// classifyErr maps a package client error to an outcome. Only the answers that
 // say nothing was applied are failures; anything else (unknown outcome, a
 // timeout, a cancelled context, an error this harness does not know) is
 // unknown, so that it can never be counted as lost.
 func classifyErr(err error) outcome {
-	var ne *clitool.NodeError
+	var ne *client.NodeError
 	switch {
 	case err == nil:
 		return outOK
-	case errors.Is(err, clitool.ErrUnknownOutcome):
+	case errors.Is(err, client.ErrOutcomeUnknown):
 		return outUnknown
-	case errors.Is(err, clitool.ErrNoPrimary):
-		return outFail
-	case errors.As(err, &ne):
-		if ne.Status == sm.StatusOutcomeUnknown {
-			return outUnknown
-		}
+	case errors.Is(err, client.ErrNoPrimary), errors.As(err, &ne):
 		return outFail
 	default:
 		return outUnknown
@@ -201,13 +197,11 @@ type loadOpts struct {
 	workers   int           // claim, hold, ack
 	readers   int           // get an acknowledged job back
 	budget    int64         // at most this many enqueue attempts in all
-	timeout   time.Duration // per node (JobClient.Timeout)
+	timeout   time.Duration // per answer (client.Options.Timeout)
 	backoff   time.Duration // pause after a failed or unknown operation
 	hold      time.Duration // a worker holds a claim up to this long before acking
 	claimMax  int           // jobs per claim (default 4)
 	pace      time.Duration // a producer waits this long between enqueues (0: none)
-	wire      bool          // clients keep their connections (wireClient), not xcecli's dial per request
-	mixed     bool          // every other client keeps its connections
 	maxLive   int64         // producers wait while this many acknowledged jobs are not done (0: no limit)
 }
 
@@ -240,15 +234,10 @@ func startLoad(peers string, mat *tlsconf.Material, o loadOpts) (*load, error) {
 	l := &load{h: newHistory(), opts: o, stopped: make(chan struct{}), cancel: cancel}
 	// Every client first, so that a bad peers string starts nothing.
 	n := o.producers + o.workers + o.readers
-	doers := make([]jobDoer, n)
+	doers := make([]*jobDoer, n)
 	for id := range doers {
 		var err error
-		if o.wire || o.mixed && id%2 == 1 {
-			doers[id], err = newWireClient(peers, mat, o.timeout)
-		} else {
-			doers[id], err = clitool.NewJobClient(peers, mat, o.timeout)
-		}
-		if err != nil {
+		if doers[id], err = newDoer(peers, mat, o.timeout); err != nil {
 			cancel()
 			return nil, err
 		}
@@ -267,11 +256,7 @@ func startLoad(peers string, mat *tlsconf.Material, o loadOpts) (*load, error) {
 	return l, nil
 }
 
-func closeDoer(d jobDoer) {
-	if w, ok := d.(*wireClient); ok {
-		w.Close()
-	}
-}
+func closeDoer(d *jobDoer) { d.Close() }
 
 func (l *load) running() bool {
 	select {
@@ -308,7 +293,7 @@ func (l *load) Stop() *history {
 	return l.h
 }
 
-func (l *load) producer(ctx context.Context, client int, jc jobDoer) {
+func (l *load) producer(ctx context.Context, client int, jc *jobDoer) {
 	defer l.wg.Done()
 	defer closeDoer(jc)
 	for seq := 0; l.running(); seq++ {
@@ -342,7 +327,7 @@ func (l *load) producer(ctx context.Context, client int, jc jobDoer) {
 	}
 }
 
-func (l *load) worker(ctx context.Context, client int, jc jobDoer, queue string) {
+func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string) {
 	defer l.wg.Done()
 	defer closeDoer(jc)
 	rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
@@ -390,7 +375,7 @@ func (l *load) worker(ctx context.Context, client int, jc jobDoer, queue string)
 	}
 }
 
-func (l *load) reader(ctx context.Context, client int, jc jobDoer) {
+func (l *load) reader(ctx context.Context, client int, jc *jobDoer) {
 	defer l.wg.Done()
 	defer closeDoer(jc)
 	rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
@@ -403,11 +388,13 @@ func (l *load) reader(ctx context.Context, client int, jc jobDoer) {
 		o := op{kind: opGet, client: client, id: want.id, payload: want.payload, call: l.h.now()}
 		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_GET, Id: want.id})
 		o.ret = l.h.now()
-		if err != nil {
+		switch {
+		case connect.CodeOf(err) == connect.CodeNotFound: // answered: not there
+		case err != nil:
 			o.out, o.err = outUnknown, err.Error() // a read without an answer says nothing
-		} else {
+		default:
 			o.peer = res.Peer
-			if js := res.Reply.GetJobs(); res.Reply.GetOk() && len(js) > 0 {
+			if js := res.Reply.GetJobs(); len(js) > 0 {
 				o.found, o.got = true, string(js[0].GetPayload())
 			}
 		}

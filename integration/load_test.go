@@ -1,7 +1,7 @@
 package integration
 
 // The load generator of the scale benchmark (scale_bench_test.go) and the
-// scale test (scale_test.go): C clients, each a wireClient (one kept TLS
+// scale test (scale_test.go): C clients, each a jobDoer (one kept HTTP/2
 // connection per node, the tests' primary-following rules), enqueue jobs
 // of a fixed payload size with ENQUEUE_BATCH. Every reply is checked (OK,
 // one job per payload) and every acknowledged id kept, so that readBack
@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
+	"xce/client"
 	"xce/schema"
 )
 
@@ -67,9 +67,9 @@ func startBulk(peersFlag string, mat *tlsconf.Material, spec loadSpec) (*bulkLoa
 	if spec.Clients < 1 || spec.Batch < 1 || spec.Payload < 1 {
 		return nil, fmt.Errorf("load spec %+v: clients, batch and payload must be positive", spec)
 	}
-	clients := make([]*wireClient, spec.Clients)
+	clients := make([]*jobDoer, spec.Clients)
 	for i := range clients {
-		cl, err := newWireClient(peersFlag, mat, 10*time.Second)
+		cl, err := newDoer(peersFlag, mat, 10*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ func startBulk(peersFlag string, mat *tlsconf.Material, spec loadSpec) (*bulkLoa
 
 // client sends batches until the quota is used up, the load is stopped or
 // a request fails.
-func (l *bulkLoad) client(who int, cl *wireClient) error {
+func (l *bulkLoad) client(who int, cl *jobDoer) error {
 	ctx := context.Background()
 	for seq := 0; !l.stopped.Load(); seq++ {
 		n := l.spec.Batch
@@ -115,9 +115,9 @@ func (l *bulkLoad) client(who int, cl *wireClient) error {
 			payloads[k] = payload(l.spec.Payload, fmt.Sprintf("load c%d b%d j%d ", who, seq, k))
 		}
 		res, err := cl.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Queue: l.spec.Queue, Payloads: payloads})
-		if l.spec.Tolerate && (errors.Is(err, clitool.ErrUnknownOutcome) || errors.Is(err, clitool.ErrNoPrimary)) {
+		if l.spec.Tolerate && (errors.Is(err, client.ErrOutcomeUnknown) || errors.Is(err, client.ErrNoPrimary)) {
 			l.mu.Lock()
-			if errors.Is(err, clitool.ErrUnknownOutcome) {
+			if errors.Is(err, client.ErrOutcomeUnknown) {
 				l.res.Unknown += n
 			} else {
 				l.res.Refused++
@@ -204,7 +204,7 @@ var errMissing = errors.New("acknowledged job missing")
 // checkListed lists queue page by page and checks that it holds every job
 // of acked (ascending ids) and at most unknown more (the jobs of requests
 // whose outcome is unknown).
-func checkListed(ctx context.Context, doer jobDoer, queue string, acked []uint64, unknown int) error {
+func checkListed(ctx context.Context, doer *jobDoer, queue string, acked []uint64, unknown int) error {
 	var got []uint64
 	for after := uint64(0); ; {
 		res, err := doer.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue, AfterId: after})

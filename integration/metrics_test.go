@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +19,8 @@ import (
 
 	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"xce/client"
 	"xce/schema"
-	"xce/sm"
 )
 
 // Metrics and health on three real processes with --metrics-addr:
@@ -74,17 +74,18 @@ func TestMetricsAndHealth(t *testing.T) {
 	mat := admin(t, c)
 	const jobs, claimed = 20, 5
 	for k := range jobs {
-		rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: queue, Payload: []byte(fmt.Sprint("job-", k))})
-		if rep.GetStatus() != sm.StatusOK {
-			t.Fatalf("enqueue %d: %d %s", k, rep.GetStatus(), rep.GetError())
+		if rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: queue, Payload: []byte(fmt.Sprint("job-", k))}); len(rep.GetJobs()) != 1 {
+			t.Fatalf("enqueue %d: %v", k, rep)
 		}
 	}
-	if rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: claimed}); len(rep.GetJobReply().GetJobs()) != claimed {
-		t.Fatalf("claim: %d %s, %d jobs", rep.GetStatus(), rep.GetError(), len(rep.GetJobReply().GetJobs()))
+	if rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: claimed}); len(rep.GetJobs()) != claimed {
+		t.Fatalf("claim: %d jobs, want %d", len(rep.GetJobs()), claimed)
 	}
+	// A standby refuses the list ("not primary", counted as eagain there)
+	// and forwards it to the primary, which answers it.
 	standby := (p + 1) % 3
-	if rep := jobAt(t, c, mat, standby, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue}); rep.GetStatus() != sm.StatusEAGAIN {
-		t.Fatalf("list on standby %s: status %d, want eagain", c.Names[standby], rep.GetStatus())
+	if rep := jobAt(t, c, mat, standby, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue}); len(rep.GetJobs()) != jobs {
+		t.Fatalf("list on standby %s: %d jobs, want the primary's %d", c.Names[standby], len(rep.GetJobs()), jobs)
 	}
 	m = scrape(t, c, p)
 	for series, want := range map[string]float64{
@@ -93,6 +94,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`xce_queue_depth{queue="` + queue + `",state="dead"}`:       0,
 		`xce_requests_total{code="ok",op="job_enqueue"}`:            jobs,
 		`xce_requests_total{code="ok",op="job_claim"}`:              1,
+		`xce_requests_total{code="ok",op="job_list"}`:               1, // forwarded by the standby
 		`xce_claim_duration_seconds_count`:                          1,
 		`xce_lost_and_found_job_count`:                              0,
 		`xce_acked_without_standby_total`:                           0,
@@ -309,25 +311,29 @@ func scrape(t testing.TB, c *clitool.Cluster, i int) map[string]float64 {
 	return out
 }
 
-// jobAt sends one job request to node i and returns its reply; it retries
-// only failures to reach the node (never a request that was answered).
-func jobAt(t *testing.T, c *clitool.Cluster, mat *tlsconf.Material, i int, jr *schema.JobRequest) *schema.ClientReply {
+// jobAt sends one job request to node i alone (a standby forwards it to
+// the primary it follows) and returns the answer; it retries only while
+// nobody took it (the node down or starting, no primary known), never a
+// request that was answered or may have been applied.
+func jobAt(t testing.TB, c *clitool.Cluster, mat *tlsconf.Material, i int, jr *schema.JobRequest) *schema.JobResponse {
 	t.Helper()
-	ctx := context.Background()
+	d, err := newDoer(peersOf(c, i), mat, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		cl, err := transport.DialClient(ctx, fmt.Sprintf("127.0.0.1:%d", c.Port(i)), mat, 2*time.Second)
-		if err != nil {
+		res, err := d.Do(context.Background(), jr)
+		if errors.Is(err, client.ErrNoPrimary) {
 			last = err
 			continue
 		}
-		rep, err := cl.Call(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}})
-		cl.Close()
 		if err != nil {
-			t.Fatalf("%s: %v (sent, no answer)", c.Names[i], err)
+			t.Fatalf("%s: %s: %v", c.Names[i], jr.GetKind(), err)
 		}
-		return rep
+		return res.Reply
 	}
-	t.Fatalf("cannot reach %s: %v", c.Names[i], last)
+	t.Fatalf("%s: %s: nobody took it: %v", c.Names[i], jr.GetKind(), last)
 	return nil
 }

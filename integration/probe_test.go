@@ -29,7 +29,7 @@ type probe struct {
 
 // startProbe GETs job id through the cluster of peersFlag every interval.
 func startProbe(peersFlag string, mat *tlsconf.Material, id uint64, interval time.Duration) (*probe, error) {
-	cl, err := newWireClient(peersFlag, mat, 10*time.Second)
+	cl, err := newDoer(peersFlag, mat, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
-	"xce/adapters/transport"
 	"xce/schema"
 	"xce/sm"
 )
@@ -21,31 +19,7 @@ func TestJobsSurviveFailover(t *testing.T) {
 	start(t, c, 0, 1, 2)
 	_, p := converge(t, c, -1, 20*time.Second)
 	mat := admin(t, c)
-	ctx := context.Background()
-	call := func(node int, j *schema.JobRequest) *schema.ClientReply {
-		t.Helper()
-		var last error
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			cl, err := transport.DialClient(ctx, fmt.Sprintf("127.0.0.1:%d", c.Port(node)), mat, 2*time.Second)
-			if err != nil {
-				last = err
-				continue
-			}
-			rep, err := cl.Call(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: j}})
-			cl.Close()
-			if err != nil {
-				last = err
-				continue
-			}
-			if rep.GetStatus() == sm.StatusEAGAIN { // recovering or not primary yet
-				last = fmt.Errorf("%s", rep.GetError())
-				continue
-			}
-			return rep
-		}
-		t.Fatalf("no answer from %s: %v", c.Names[node], last)
-		return nil
-	}
+	call := func(node int, j *schema.JobRequest) *schema.JobResponse { return jobAt(t, c, mat, node, j) }
 	const jobs = 50
 	acked := map[uint64]bool{}
 	for i := 0; i < jobs; i++ {
@@ -58,20 +32,17 @@ func TestJobsSurviveFailover(t *testing.T) {
 			copy(payload, fmt.Sprintf("job-%d", i))
 		}
 		rep := call(p, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q000001-", Payload: payload})
-		if rep.GetStatus() != sm.StatusOK || len(rep.GetJobReply().GetJobs()) != 1 {
-			t.Fatalf("enqueue %d (%d bytes): status %d %s", i, len(payload), rep.GetStatus(), rep.GetError())
+		if len(rep.GetJobs()) != 1 {
+			t.Fatalf("enqueue %d (%d bytes): %d jobs in the answer", i, len(payload), len(rep.GetJobs()))
 		}
-		acked[rep.GetJobReply().GetJobs()[0].GetId()] = true
+		acked[rep.GetJobs()[0].GetId()] = true
 	}
 	// Claiming all of them hands out as many as fit one reply; the rest
 	// stay ready (never stranded in a reply that cannot be sent).
 	claimed := 0
 	for round := 0; round < jobs && claimed < jobs; round++ {
 		rep := call(p, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "q000001-", Host: "node001", Max: jobs})
-		if rep.GetStatus() != sm.StatusOK {
-			t.Fatalf("claim: status %d %s", rep.GetStatus(), rep.GetError())
-		}
-		n := len(rep.GetJobReply().GetJobs())
+		n := len(rep.GetJobs())
 		if n == 0 {
 			t.Fatalf("claim handed out nothing with %d of %d jobs unclaimed", jobs-claimed, jobs)
 		}
@@ -92,14 +63,14 @@ func TestJobsSurviveFailover(t *testing.T) {
 	pages := 0
 	for after := uint64(0); ; pages++ { // the large payloads take several pages
 		rep := call(np, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: "q000001-", AfterId: after})
-		jobs := rep.GetJobReply().GetJobs()
-		if rep.GetStatus() != sm.StatusOK || len(jobs) == 0 {
-			t.Fatalf("list after %d: status %d %s, %d jobs", after, rep.GetStatus(), rep.GetError(), len(jobs))
+		jobs := rep.GetJobs()
+		if len(jobs) == 0 {
+			t.Fatalf("list after %d: no jobs", after)
 		}
 		for _, j := range jobs {
 			got[j.GetId()] = true
 		}
-		if !rep.GetJobReply().GetMore() {
+		if !rep.GetMore() {
 			break
 		}
 		after = jobs[len(jobs)-1].GetId()

@@ -25,6 +25,7 @@ import (
 
 	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
+	"xce/client"
 )
 
 var (
@@ -148,7 +149,7 @@ func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 	}
 	mat := admin(b, c)
 	peers := c.PeersFlag()
-	cl, err := newWireClient(peers, mat, 10*time.Second)
+	cl, err := newDoer(peers, mat, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, clitool.ErrNoPrimary) || time.Since(t0) > wait {
+			if !errors.Is(err, client.ErrNoPrimary) || time.Since(t0) > wait {
 				f["every acknowledged job listed (read back)"] = "NO: " + err.Error()
 				b.Errorf("%d node(s): read back: %v", nodes, err)
 				return
@@ -366,7 +367,7 @@ func checkCount(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, queue s
 		}
 		return fmt.Errorf("%s /metrics has no %s", r.Name, key)
 	}
-	return fmt.Errorf("%w: no serving primary to count on", clitool.ErrNoPrimary)
+	return fmt.Errorf("%w: no serving primary to count on", client.ErrNoPrimary)
 }
 
 // leader waits for the cluster to converge and returns its primary, the
@@ -467,7 +468,7 @@ func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p in
 	if err != nil {
 		return
 	}
-	cl, err := newWireClient(peersOf(c, np), mat, 10*time.Second)
+	cl, err := newDoer(peersOf(c, np), mat, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

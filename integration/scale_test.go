@@ -77,7 +77,7 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 
 	stop(t, c, p, syscall.SIGKILL)
 	np, _ := waitAnyPrimary(t, c, standbys, 15*time.Second)
-	cl, err := newWireClient(peersOf(c, standbys...), mat, 10*time.Second)
+	cl, err := newDoer(peersOf(c, standbys...), mat, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func wipeStandby(c *clitool.Cluster, mat *tlsconf.Material, p, s int) error {
 
 // waitServing retries a LIST (a read every role but a serving primary
 // refuses) until it is answered.
-func waitServing(ctx context.Context, cl jobDoer, timeout time.Duration) error {
+func waitServing(ctx context.Context, cl *jobDoer, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		_, err := cl.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: fillQueue})

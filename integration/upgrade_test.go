@@ -20,9 +20,13 @@ import (
 	"time"
 
 	"xce/adapters/clitool"
-	"xce/adapters/transport"
+	"xce/adapters/daemon"
+	"xce/client"
 	"xce/schema"
+	"xce/schema/schemaconnect"
 	"xce/sm"
+
+	"connectrpc.com/connect"
 )
 
 // upgradeArgs are the node flags of the upgrade tests (the harness's
@@ -211,7 +215,7 @@ func TestUpgradeConfigNoStandbys(t *testing.T) {
 		t.Fatalf("restarted with %+v, want tag %s generation 2", st, tagHex(saved))
 	}
 	waitLog(t, c, 0, off, "conf.loaded", 5*time.Second)
-	queues, _, err := clitool.FetchConfig(context.Background(), c.PeersFlag(), admin(t, c), time.Second)
+	queues, err := clitool.FetchConfig(context.Background(), c.PeersFlag(), admin(t, c), time.Second)
 	if err != nil || queues.GetClusterName() != "single-after" || len(queues.GetQueues()) != 6 {
 		t.Fatalf("running config %v, %v", queues, err)
 	}
@@ -273,21 +277,24 @@ func TestUpgradeConfigStandbyRedirects(t *testing.T) {
 		t.Fatalf("primary %s, want n1:\n%s", rows[p].Name, fmtRows(rows))
 	}
 
-	// The standby's own answer, on the wire.
+	// The standby's own answer: unavailable, naming the primary (an
+	// upgrade is never forwarded).
 	next := configBlob(t, "redirect-after", 4, 8)
 	sum := sumOf(next)
-	cl, err := transport.DialClient(context.Background(), fmt.Sprintf("127.0.0.1:%d", c.Port(0)), admin(t, c), 5*time.Second)
+	cl, err := daemon.NewClient(c.PeersFlag(), admin(t, c), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := cl.Call(context.Background(), &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: next, Sha256: sum[:]}}})
+	_, _, err = client.Forward(context.Background(), cl, 0, "", &schema.UpgradeConfigRequest{Bytes: next, Sha256: sum[:]}, schemaconnect.XceClient.UpgradeConfig)
 	cl.Close()
-	if err != nil {
-		t.Fatal(err)
+	var ne *client.NodeError
+	var np *schema.NotPrimary
+	if errors.As(err, &ne) && len(ne.Err.Details()) == 1 {
+		v, _ := ne.Err.Details()[0].Value()
+		np, _ = v.(*schema.NotPrimary)
 	}
-	u := rep.GetUpgradeConfigReply()
-	if rep.GetStatus() != sm.StatusEAGAIN || rep.GetError() != "Not primary — redirect to primary" || u == nil || u.GetPrimary() != 1 || u.GetVersionTag() != 0 {
-		t.Fatalf("standby reply %v", rep)
+	if ne == nil || ne.Code() != connect.CodeUnavailable || !strings.HasPrefix(ne.Err.Message(), "Not primary") || np.GetPrimaryName() != "n1" || np.GetNode() != "n0" {
+		t.Fatalf("standby's answer %v, detail %v", err, np)
 	}
 	verifyConf(t, c, 0, old)
 

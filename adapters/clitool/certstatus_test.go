@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/api"
 	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/client"
 	"xce/schema"
 )
 
@@ -55,11 +57,12 @@ func TestStatusShowsOwnCertificate(t *testing.T) {
 	}
 	peers := []transport.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}}
 	for i, m := range []*tlsconf.Material{expired, soon} {
-		tr, err := transport.New(transport.Config{Self: i, Peers: peers, TLS: m,
-			Client: func(string, *schema.ClientRequest) *schema.ClientReply {
+		_, h := api.Handler(api.Config{Self: i, Peers: []client.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}},
+			Door: func(string, *schema.ClientRequest) *schema.ClientReply {
 				return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
 					Name: peers[i].Name, Role: "standby", CertNotAfter: m.Leaf.NotAfter.Unix()}}}
 			}})
+		tr, err := transport.New(transport.Config{Self: i, Peers: peers, TLS: m, HTTP: h})
 		if err != nil {
 			t.Fatal(err)
 		}

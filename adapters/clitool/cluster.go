@@ -135,6 +135,20 @@ func (c *Cluster) ClientFlags() string {
 		filepath.Join(c.certs(), "admin.crt"), filepath.Join(c.certs(), "admin.key"), filepath.Join(c.certs(), "ca.crt"))
 }
 
+// CurlCommands are the curl lines that submit a job to queue batch and
+// list that queue through node i (any node: a standby forwards them to
+// the primary), with the admin certificate, in Connect's JSON over HTTP
+// (the payload is base64: "hello"). README.md shows them for `make run`.
+func (c *Cluster) CurlCommands(i int) []string {
+	tls := fmt.Sprintf("--cacert %s --cert %s --key %s", filepath.Join(c.certs(), "ca.crt"),
+		filepath.Join(c.certs(), "admin.crt"), filepath.Join(c.certs(), "admin.key"))
+	url := fmt.Sprintf("https://127.0.0.1:%d/xce.v1.Xce/", c.Port(i))
+	return []string{
+		fmt.Sprintf(`curl -sS %s -H 'Content-Type: application/json' -d '{"queue":"batch","payload":"aGVsbG8="}' %sSubmit`, tls, url),
+		fmt.Sprintf(`curl -sS %s -H 'Content-Type: application/json' -d '{"queue":"batch"}' %sList`, tls, url),
+	}
+}
+
 // Start launches node i; its exit code arrives on Exited(i). Starting a
 // node whose previous process is still running is an error.
 func (c *Cluster) Start(i int) error {

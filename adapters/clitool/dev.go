@@ -84,7 +84,12 @@ func RunDev(ctx context.Context, out io.Writer, dir, bin, config string, nodes, 
 	for i, n := range c.Names {
 		fmt.Fprintf(out, "%s: http://%s/metrics\n", n, c.MetricsAddr(i))
 	}
-	fmt.Fprintf(out, "\n== talk to it:\n   go run ./cmd/xcecli status %s\n   (kill a node's process to watch failover; the supervisor restarts it; Ctrl-C stops the cluster)\n\n", c.ClientFlags())
+	fmt.Fprintf(out, "\n== talk to it:\n   go run ./cmd/xcecli status %s\n", c.ClientFlags())
+	fmt.Fprintf(out, "   or the API with curl (any node; docs/client-api.md):\n")
+	for _, l := range c.CurlCommands(len(c.Names) - 1) {
+		fmt.Fprintf(out, "   %s\n", l)
+	}
+	fmt.Fprintf(out, "   (kill a node's process to watch failover; the supervisor restarts it; Ctrl-C stops the cluster)\n\n")
 	return c.supervise(ctx, out)
 }
 

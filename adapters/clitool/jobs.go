@@ -16,10 +16,11 @@ import (
 	"xce/schema"
 )
 
-// ErrRefused is a handle operation the primary refused (seed 000's
-// validity predicate: the claim is over, or the job is not in a state the
-// operation applies to). It is an answer, not a failure of the tool, but
-// the exit status is 1 so that scripts can test it; stdout says "refused".
+// ErrRefused is an operation the primary refused (API code
+// failed_precondition: seed 000's validity predicate — the claim is over,
+// or the job is not in a state the operation applies to). It is an
+// answer, not a failure of the tool, but the exit status is 1 so that
+// scripts can test it.
 var ErrRefused = errors.New("refused")
 
 // extraCommands are the commands of this file set, registered by NewCommand.
@@ -207,27 +208,21 @@ type SweepView struct {
 	Deleted uint32 `json:"deleted"`
 }
 
-type shower func(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error
+type shower func(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error
 
 func showJobs(withHandle bool) shower {
-	return func(w io.Writer, output string, _ *schema.JobRequest, res *JobResult) error {
-		return printJobsAs(w, output, res.Reply.GetJobs(), withHandle)
+	return func(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
+		return printJobsAs(w, output, res.GetJobs(), withHandle)
 	}
 }
 
-// showOK prints ok or refused; refused is ErrRefused (exit status 1).
-func showOK(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
-	ok := res.Reply.GetOk()
-	var err error
+// showOK prints ok (a refusal is the error of Send: ErrRefused).
+func showOK(w io.Writer, output string, _ *schema.JobRequest, _ *schema.JobResponse) error {
 	if output == "json" {
-		err = writeJSON(w, OKView{OK: ok})
-	} else {
-		_, err = fmt.Fprintln(w, okWord(ok))
+		return writeJSON(w, OKView{OK: true})
 	}
-	if err != nil || ok {
-		return err
-	}
-	return fmt.Errorf("%w: %s %s", ErrRefused, kindName(req.GetKind()), target(req))
+	_, err := fmt.Fprintln(w, "ok")
+	return err
 }
 
 func okWord(ok bool) string {
@@ -237,20 +232,9 @@ func okWord(ok bool) string {
 	return "refused"
 }
 
-func target(req *schema.JobRequest) string {
-	switch {
-	case req.GetHandle() != nil:
-		return FormatHandle(req.GetHandle())
-	case req.GetId() != 0:
-		return fmt.Sprint(req.GetId())
-	default:
-		return req.GetName()
-	}
-}
-
 // showAckBatch prints one line per handle; any refusal is ErrRefused.
-func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
-	oks := res.Reply.GetOks()
+func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	oks := res.GetOks()
 	v := OKView{OK: len(oks) == len(req.GetHandles())}
 	var refused []string
 	for i, h := range req.GetHandles() {
@@ -277,8 +261,8 @@ func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *JobRe
 	return fmt.Errorf("%w: ack %s", ErrRefused, strings.Join(refused, " "))
 }
 
-func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *JobResult) error {
-	v := SweepView{Moved: res.Reply.GetMoved(), Deleted: res.Reply.GetDeleted()}
+func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
+	v := SweepView{Moved: res.GetMoved(), Deleted: res.GetDeleted()}
 	if output == "json" {
 		return writeJSON(w, v)
 	}
@@ -286,9 +270,9 @@ func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *JobResult)
 	return err
 }
 
-func showGet(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
-	jobs := res.Reply.GetJobs()
-	if !res.Reply.GetOk() || len(jobs) == 0 {
+func showGet(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	jobs := res.GetJobs()
+	if len(jobs) == 0 {
 		return fmt.Errorf("job %d not found", req.GetId())
 	}
 	if output == "json" {
@@ -326,30 +310,31 @@ func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req *schema.J
 	if err := checkOutput(e.output); err != nil {
 		return err
 	}
-	cl, err := e.c.jobClient()
+	cl, err := e.c.client()
 	if err != nil {
 		return err
 	}
-	var all *JobResult
+	defer cl.Close()
+	var all *schema.JobResponse
 	for {
-		res, err := cl.Do(ctx, req)
+		res, err := Send(ctx, cl, req)
 		if err != nil {
 			return err
 		}
 		if all == nil {
 			all = res
 		} else {
-			all.Reply.Jobs = append(all.Reply.Jobs, res.Reply.GetJobs()...)
+			all.Jobs = append(all.Jobs, res.GetJobs()...)
 		}
-		jobs := res.Reply.GetJobs()
-		if !res.Reply.GetMore() || len(jobs) == 0 {
+		jobs := res.GetJobs()
+		if !res.GetMore() || len(jobs) == 0 {
 			break
 		}
 		next := proto.Clone(req).(*schema.JobRequest)
 		next.AfterId = jobs[len(jobs)-1].GetId()
 		req = next
 	}
-	all.Reply.More = false
+	all.More = false
 	return show(cmd.OutOrStdout(), e.output, req, all)
 }
 

@@ -2,24 +2,16 @@ package clitool
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/adapters/clitool/failover"
-	"xce/adapters/daemon"
-	"xce/adapters/transport"
 	"xce/schema"
-	"xce/sm"
 )
 
 func TestParseHandle(t *testing.T) {
@@ -310,198 +302,6 @@ func checkTable(t *testing.T, out string, want [][]string) {
 		if got := strings.Fields(l); strings.Join(got, "|") != strings.Join(want[i], "|") {
 			t.Fatalf("line %d: got %q want %q\n%s", i, got, want[i], out)
 		}
-	}
-}
-
-func TestClassifyJob(t *testing.T) {
-	rep := func(status int32, msg string) *schema.ClientReply {
-		return &schema.ClientReply{Status: status, Error: msg, Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{}}}
-	}
-	p := daemon.Peer{Name: "a"}
-	for _, c := range []struct {
-		rep     *schema.ClientReply
-		want    failover.Verdict
-		nodeErr bool
-	}{
-		{rep(sm.StatusOK, ""), failover.Done, false},
-		{rep(sm.StatusEINVAL, "unknown queue \"x\""), failover.Done, true},
-		{rep(sm.StatusEAGAIN, "primary is recovering its job state; retry"), failover.Next, false},
-		{rep(sm.StatusEAGAIN, "starting"), failover.Next, false},
-		{rep(sm.StatusEAGAIN, "stepped down: outcome unknown, retry against the primary"), failover.Unknown, false},
-		{rep(sm.StatusEAGAIN, "context deadline exceeded"), failover.Unknown, false},
-		{rep(sm.StatusOutcomeUnknown, "runner: node stopped; outcome unknown"), failover.Unknown, false},
-	} {
-		got, err := classifyJob(p, c.rep)
-		var ne *NodeError
-		if got != c.want || errors.As(err, &ne) != c.nodeErr {
-			t.Errorf("%q: got %d, %v; want %d (node error %v)", c.rep.GetError(), got, err, c.want, c.nodeErr)
-		}
-	}
-	if v, err := classifyJob(p, &schema.ClientReply{}); v != failover.Done || err == nil {
-		t.Errorf("status 0 without a job body: %d, %v", v, err)
-	}
-}
-
-// fakeNet is a Dial seam: an address without an answer refuses the
-// connection; dials and sent records the addresses in order.
-type fakeNet struct {
-	answer map[string]func(*schema.JobRequest) (*schema.ClientReply, error)
-
-	mu          sync.Mutex
-	dials, sent []string
-}
-
-func (f *fakeNet) dial(_ context.Context, addr string) (failover.Conn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.dials = append(f.dials, addr)
-	if f.answer[addr] == nil {
-		return nil, errors.New("connection refused")
-	}
-	return &fakeConn{f: f, addr: addr}, nil
-}
-
-func (f *fakeNet) sentTo() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return strings.Join(f.sent, " ")
-}
-
-type fakeConn struct {
-	f    *fakeNet
-	addr string
-}
-
-func (c *fakeConn) Call(_ context.Context, req *schema.ClientRequest) (*schema.ClientReply, error) {
-	c.f.mu.Lock()
-	c.f.sent = append(c.f.sent, c.addr)
-	a := c.f.answer[c.addr]
-	c.f.mu.Unlock()
-	return a(req.GetJob())
-}
-
-func (*fakeConn) Close() error { return nil }
-
-func notPrimary(p int32) func(*schema.JobRequest) (*schema.ClientReply, error) {
-	return func(*schema.JobRequest) (*schema.ClientReply, error) {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
-			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}, nil
-	}
-}
-
-func okReply(*schema.JobRequest) (*schema.ClientReply, error) {
-	return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true}}}, nil
-}
-
-// newFakeClient: the hedge never fires, so the others are dialled only
-// once the preferred peer failed, and the order of the sends below is
-// fixed whenever a single peer is up after the fan-out.
-func newFakeClient(peers []daemon.Peer, f *fakeNet) *JobClient {
-	cl := &JobClient{Client: failover.New(peers, nil, 0)}
-	cl.Dial, cl.HedgeDelay = f.dial, time.Hour
-	return cl
-}
-
-func TestDoRouting(t *testing.T) {
-	peers, _, err := daemon.ParsePeers("a=h:1,b=h:2,c=h:3,d=h:4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack := &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: &schema.WalHandle{Id: 1, Attempt: 1}}
-	get := &schema.JobRequest{Kind: schema.JobRequest_GET, Id: 1}
-	sentFail := func(*schema.JobRequest) (*schema.ClientReply, error) {
-		return nil, errors.New("i/o timeout")
-	}
-	notSent := func(*schema.JobRequest) (*schema.ClientReply, error) {
-		return nil, fmt.Errorf("write: %w", transport.ErrNotSent)
-	}
-	unknown := func(*schema.JobRequest) (*schema.ClientReply, error) {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "stepped down: outcome unknown, retry against the primary"}, nil
-	}
-	type answers = map[string]func(*schema.JobRequest) (*schema.ClientReply, error)
-	cases := []struct {
-		name    string
-		answer  answers
-		req     *schema.JobRequest
-		sent    string // the peers the request went to, in order
-		peer    string
-		wantErr error
-	}{
-		{"first is primary", answers{"h:1": okReply, "h:2": okReply}, ack, "h:1", "a", nil},
-		{"redirect followed", answers{"h:1": notPrimary(3), "h:2": okReply, "h:4": okReply}, ack, "h:1 h:4", "d", nil},
-		{"down skipped, unknown primary: the others", answers{"h:1": notPrimary(-1), "h:3": okReply}, ack, "h:1 h:3", "c", nil},
-		{"a redirect chain is followed", answers{"h:1": notPrimary(3), "h:4": notPrimary(2), "h:3": okReply}, ack, "h:1 h:4 h:3", "c", nil},
-		{"redirect loop ends", answers{"h:1": notPrimary(1), "h:2": notPrimary(0)}, ack, "h:1 h:2", "", ErrNoPrimary},
-		{"redirect to a down peer, then the others", answers{"h:1": notPrimary(2), "h:2": okReply}, ack, "h:1 h:2", "b", nil},
-		{"nobody", answers{"h:1": notPrimary(-1)}, ack, "h:1", "", ErrNoPrimary},
-		{"mutation sent, connection lost: stop", answers{"h:1": sentFail, "h:2": okReply}, ack, "h:1", "", ErrUnknownOutcome},
-		{"mutation not sent: the others", answers{"h:1": notSent, "h:2": okReply}, ack, "h:1 h:2", "b", nil},
-		{"read sent, connection lost: the others", answers{"h:1": sentFail, "h:2": okReply}, get, "h:1 h:2", "b", nil},
-		{"mutation, outcome unknown reply: stop", answers{"h:1": unknown, "h:2": okReply}, ack, "h:1", "", ErrUnknownOutcome},
-		{"read, outcome unknown reply: the others", answers{"h:1": unknown, "h:2": okReply}, get, "h:1 h:2", "b", nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			f := &fakeNet{answer: c.answer}
-			res, err := newFakeClient(peers, f).Do(context.Background(), c.req)
-			if got := f.sentTo(); got != c.sent {
-				t.Errorf("sent to %q want %q", got, c.sent)
-			}
-			if c.wantErr != nil {
-				if !errors.Is(err, c.wantErr) {
-					t.Fatalf("err %v want %v", err, c.wantErr)
-				}
-				return
-			}
-			if err != nil || res.Peer != c.peer || !res.Reply.GetOk() {
-				t.Fatalf("res %+v err %v", res, err)
-			}
-		})
-	}
-
-	// A node's refusal of the input stops the search with its text.
-	f := &fakeNet{answer: answers{
-		"h:1": func(*schema.JobRequest) (*schema.ClientReply, error) {
-			return &schema.ClientReply{Status: sm.StatusEINVAL, Error: `unknown queue "nope"`}, nil
-		}, "h:2": okReply}}
-	_, err = newFakeClient(peers, f).Do(context.Background(), ack)
-	var ne *NodeError
-	if !errors.As(err, &ne) || ne.Peer != "a" || !strings.Contains(err.Error(), `unknown queue "nope"`) || f.sentTo() != "h:1" {
-		t.Fatalf("node error: %v, sent to %q", err, f.sentTo())
-	}
-
-	// With nobody primary the error names every peer and why.
-	f = &fakeNet{answer: answers{"h:2": notPrimary(-1)}}
-	_, err = newFakeClient(peers, f).Do(context.Background(), ack)
-	for _, want := range []string{"a: connection refused", "b: Not primary", "c: connection refused", "d: connection refused"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("no-primary error %q lacks %q", err, want)
-		}
-	}
-}
-
-// One client remembers the primary: the next request goes there first,
-// and nothing else is dialled while it answers.
-func TestDoTriesTheKnownPrimaryFirst(t *testing.T) {
-	peers, _, err := daemon.ParsePeers("a=h:1,b=h:2,c=h:3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeNet{answer: map[string]func(*schema.JobRequest) (*schema.ClientReply, error){
-		"h:1": notPrimary(2), "h:2": notPrimary(2), "h:3": okReply}}
-	cl := newFakeClient(peers, f)
-	ack := &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: &schema.WalHandle{Id: 1, Attempt: 1}}
-	if res, err := cl.Do(context.Background(), ack); err != nil || res.Peer != "c" {
-		t.Fatalf("first request: %+v, %v", res, err)
-	}
-	f.mu.Lock()
-	f.dials, f.sent = nil, nil
-	f.mu.Unlock()
-	if res, err := cl.Do(context.Background(), ack); err != nil || res.Peer != "c" {
-		t.Fatalf("second request: %+v, %v", res, err)
-	}
-	if d := strings.Join(f.dials, " "); d != "h:3" || f.sentTo() != "h:3" {
-		t.Fatalf("second request dialled %q, sent to %q; want only the known primary h:3", d, f.sentTo())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"xce/client"
 	"xce/schema"
 )
 
@@ -116,9 +117,9 @@ func PrintHosts(w io.Writer, rows []HostRow, output string) error {
 	return tw.Flush()
 }
 
-// listCmd is `queue list` or `host list`: the running config from the
-// first up peer.
-func listCmd(ctx context.Context, what string, print func(io.Writer, *schema.ClusterConfig, string) error) *cobra.Command {
+// listCmd is `queue list` or `host list`: the running config's queues or
+// hosts, from the first node that answers.
+func listCmd(ctx context.Context, what string, print func(context.Context, *client.Client, io.Writer, string) error) *cobra.Command {
 	var c conn
 	var output string
 	cmd := &cobra.Command{
@@ -129,15 +130,12 @@ func listCmd(ctx context.Context, what string, print func(io.Writer, *schema.Clu
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			cl, err := c.jobClient()
+			cl, err := c.client()
 			if err != nil {
 				return err
 			}
-			cfg, _, err := cl.FetchConfig(ctx)
-			if err != nil {
-				return err
-			}
-			return print(cmd.OutOrStdout(), cfg, output)
+			defer cl.Close()
+			return print(ctx, cl, cmd.OutOrStdout(), output)
 		},
 	}
 	c.flags(cmd)
@@ -147,16 +145,24 @@ func listCmd(ctx context.Context, what string, print func(io.Writer, *schema.Clu
 
 func queueCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "queues of the running config"}
-	cmd.AddCommand(listCmd(ctx, "queues", func(w io.Writer, c *schema.ClusterConfig, o string) error {
-		return PrintQueues(w, QueueRows(c), o)
+	cmd.AddCommand(listCmd(ctx, "queues", func(ctx context.Context, cl *client.Client, w io.Writer, o string) error {
+		rep, err := cl.ListQueues(ctx, &schema.ListQueuesRequest{})
+		if err != nil {
+			return err
+		}
+		return PrintQueues(w, QueueRows(&schema.ClusterConfig{Queues: rep.GetQueues()}), o)
 	}))
 	return cmd
 }
 
 func hostCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{Use: "host", Short: "worker hosts of the running config"}
-	cmd.AddCommand(listCmd(ctx, "hosts", func(w io.Writer, c *schema.ClusterConfig, o string) error {
-		return PrintHosts(w, HostRows(c), o)
+	cmd.AddCommand(listCmd(ctx, "hosts", func(ctx context.Context, cl *client.Client, w io.Writer, o string) error {
+		rep, err := cl.ListHosts(ctx, &schema.ListHostsRequest{})
+		if err != nil {
+			return err
+		}
+		return PrintHosts(w, HostRows(&schema.ClusterConfig{Hosts: rep.GetHosts(), Resources: rep.GetResources()}), o)
 	}))
 	return cmd
 }

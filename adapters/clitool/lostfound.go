@@ -33,8 +33,8 @@ type DrainView struct {
 	Host      string `json:"host,omitempty"`
 }
 
-func showDrain(w io.Writer, output string, req *schema.JobRequest, res *JobResult) error {
-	v := DrainView{Drained: res.Reply.GetMoved(), Cancelled: req.GetCancel(), Queue: req.GetQueue(), Host: req.GetHost()}
+func showDrain(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	v := DrainView{Drained: res.GetMoved(), Cancelled: req.GetCancel(), Queue: req.GetQueue(), Host: req.GetHost()}
 	if output == "json" {
 		return writeJSON(w, v)
 	}

@@ -1,138 +1,79 @@
 package clitool
 
 import (
+	"connectrpc.com/connect"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"xce/adapters/authz"
-	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
+	"xce/client"
 	"xce/schema"
 	"xce/sm"
 )
 
-// StatusEAGAIN means nothing was applied, so a request may go elsewhere;
-// its text tells a redirect (wire.Redirect, handled by the failover
-// package) from a node that cannot serve yet. StatusOutcomeUnknown means
-// maybe applied.
-const (
-	msgRecovering = "primary is recovering its job state" // the primary, before its replay ends
-	msgStarting   = "starting"                            // the daemon before its node runs
-	msgNoConfig   = "no config loaded yet"                // config request to a configless node
-)
-
-// ErrNoPrimary: no peer took the request (all down, or none primary).
-var ErrNoPrimary = failover.ErrNoPrimary
-
-// ErrUnknownOutcome: a mutation was sent but its outcome is unknown (the
-// connection failed after sending, or the node lost its role or timed
-// out while the request waited). It is not retried elsewhere: a blind
-// retry could apply it twice. Check with `job get` / `job list`.
-var ErrUnknownOutcome = failover.ErrUnknownOutcome
-
-// NodeError is a non-zero reply status other than a redirect: the node's
-// answer (bad input, unknown queue, ...), printed as is.
-type NodeError struct {
-	Peer   string
-	Status int32
-	Msg    string
-}
-
-func (e *NodeError) Error() string {
-	return fmt.Sprintf("%s: %s (status %d)", e.Peer, e.Msg, e.Status)
-}
-
-// Unwrap is authz.ErrForbidden when the node refused the caller's
-// certificate: a definite answer (nothing was applied), naming the role
-// the request needs.
-func (e *NodeError) Unwrap() error {
-	if e.Status == authz.StatusForbidden {
-		return authz.ErrForbidden
+// Send runs the job operation req (the form xcecli's commands build)
+// through the API call of its kind. The errors are package client's: a
+// *client.NodeError for the node's refusal, client.ErrOutcomeUnknown,
+// client.ErrNoPrimary.
+func Send(ctx context.Context, cl *client.Client, req *schema.JobRequest) (*schema.JobResponse, error) {
+	rep, err := send(ctx, cl, req)
+	var ne *client.NodeError
+	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		// Not retried elsewhere: a blind retry could apply it twice.
+		return nil, fmt.Errorf("%s: %w (check with job get / job list)", kindName(req.GetKind()), err)
+	case errors.As(err, &ne) && ne.Code() == connect.CodeFailedPrecondition:
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	return nil
+	return rep, err
 }
 
-// JobClient sends job operations to the cluster's primary through a
-// failover.Client (its fields: Peers, TLS, Timeout, ConnectTimeout, ...).
-// One JobClient remembers the primary between requests.
-type JobClient struct {
-	*failover.Client
-}
-
-// NewJobClient parses --peers; timeout bounds the wait for each answer
-// (0 = transport.DefaultClientTimeout), connecting to a node is bounded by
-// failover.DefaultConnectTimeout.
-func NewJobClient(peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*JobClient, error) {
-	peers, _, err := daemon.ParsePeers(peersFlag)
-	if err != nil {
-		return nil, err
-	}
-	return &JobClient{Client: failover.New(peers, mat, timeout)}, nil
-}
-
-// readOnly operations may be repeated anywhere without harm.
-func readOnly(k schema.JobRequest_Kind) bool {
-	return k == schema.JobRequest_GET || k == schema.JobRequest_LIST
-}
-
-// classifyJob reads a job reply that is not a redirect.
-func classifyJob(p daemon.Peer, rep *schema.ClientReply) (failover.Verdict, error) {
-	switch st := rep.GetStatus(); st {
-	case sm.StatusOK:
-		if rep.GetJobReply() == nil {
-			return failover.Done, fmt.Errorf("%s: reply without a job body", p.Name)
-		}
-		return failover.Done, nil
-	case sm.StatusOutcomeUnknown:
-		return failover.Unknown, nil
-	case sm.StatusEAGAIN:
-		switch msg := rep.GetError(); {
-		case strings.HasPrefix(msg, msgRecovering), msg == msgStarting, msg == msgNoConfig:
-			return failover.Next, nil
-		default:
-			// An EAGAIN this client does not know: it cannot tell that
-			// nothing was applied, so it assumes the worst.
-			return failover.Unknown, nil
-		}
+func send(ctx context.Context, cl *client.Client, r *schema.JobRequest) (*schema.JobResponse, error) {
+	switch r.GetKind() {
+	case schema.JobRequest_ENQUEUE:
+		return cl.Submit(ctx, &schema.SubmitRequest{Queue: r.GetQueue(), Payload: r.GetPayload(), Priority: r.GetPriority(), Delay: r.GetDelay(),
+			RunAt: r.GetRunAt(), Expires: r.GetExpires(), Resource: r.GetResource(), Host: r.GetHost()})
+	case schema.JobRequest_ENQUEUE_BATCH:
+		return cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: r.GetQueue(), Payloads: r.GetPayloads(), Priority: r.GetPriority(), Delay: r.GetDelay(),
+			RunAt: r.GetRunAt(), Expires: r.GetExpires(), Resource: r.GetResource(), Host: r.GetHost()})
+	case schema.JobRequest_CLAIM:
+		return cl.Claim(ctx, &schema.ClaimRequest{Queue: r.GetQueue(), Host: r.GetHost(), Max: r.GetMax()})
+	case schema.JobRequest_ACK:
+		return cl.Ack(ctx, &schema.AckRequest{Handle: r.GetHandle()})
+	case schema.JobRequest_ACK_BATCH:
+		return cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: r.GetHandles()})
+	case schema.JobRequest_HEARTBEAT:
+		return cl.Heartbeat(ctx, &schema.HeartbeatRequest{Handle: r.GetHandle()})
+	case schema.JobRequest_RETRY:
+		return cl.Retry(ctx, &schema.RetryRequest{Handle: r.GetHandle(), Error: r.GetError()})
+	case schema.JobRequest_FAIL:
+		return cl.Fail(ctx, &schema.FailRequest{Handle: r.GetHandle(), Error: r.GetError()})
+	case schema.JobRequest_CANCEL:
+		return cl.Cancel(ctx, &schema.CancelRequest{Id: r.GetId()})
+	case schema.JobRequest_GET:
+		return cl.Get(ctx, &schema.GetRequest{Id: r.GetId()})
+	case schema.JobRequest_LIST:
+		return cl.List(ctx, &schema.ListRequest{Queue: r.GetQueue(), AfterId: r.GetAfterId()})
+	case schema.JobRequest_REDRIVE:
+		return cl.Redrive(ctx, &schema.RedriveRequest{Id: r.GetId()})
+	case schema.JobRequest_SWEEP:
+		return cl.Sweep(ctx, &schema.SweepRequest{})
+	case schema.JobRequest_TICK:
+		return cl.Tick(ctx, &schema.TickRequest{})
+	case schema.JobRequest_LOST_AND_FOUND_DRAIN:
+		return cl.DrainLostAndFound(ctx, &schema.DrainLostAndFoundRequest{Queue: r.GetQueue(), Host: r.GetHost(), Cancel: r.GetCancel()})
+	case schema.JobRequest_REGISTER:
+		return cl.RegisterSchedule(ctx, &schema.RegisterScheduleRequest{Name: r.GetName(), Spec: r.GetSpec(), Queue: r.GetQueue(),
+			Payload: r.GetPayload(), Fire: r.GetFire()})
+	case schema.JobRequest_UNREGISTER:
+		return cl.UnregisterSchedule(ctx, &schema.UnregisterScheduleRequest{Name: r.GetName()})
 	default:
-		return failover.Done, &NodeError{Peer: p.Name, Status: st, Msg: rep.GetError()}
+		return nil, fmt.Errorf("job operation %s has no API call", r.GetKind())
 	}
-}
-
-// Attempt is one peer tried on the way to the primary.
-type Attempt = failover.Attempt
-
-// JobResult is the primary's answer.
-type JobResult struct {
-	Peer     string // who answered
-	Reply    *schema.JobReply
-	Attempts []Attempt // peers tried before it
-}
-
-// Do sends req to the primary (see package failover: the last known
-// primary first, then every peer at once, redirects followed, hung nodes
-// passed over after the connect timeout). A node's refusal of the request
-// itself (status != 0) is a *NodeError; an operation that may have been
-// applied without an answer wraps ErrUnknownOutcome and is not sent
-// elsewhere; when nobody took it, the error wraps ErrNoPrimary and lists
-// every attempt.
-func (c *JobClient) Do(ctx context.Context, jr *schema.JobRequest) (*JobResult, error) {
-	res, err := c.Call(ctx, failover.Request{
-		Msg:      &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}},
-		ReadOnly: readOnly(jr.GetKind()),
-		Classify: classifyJob,
-	})
-	if errors.Is(err, ErrUnknownOutcome) {
-		return nil, fmt.Errorf("%s: %w", kindName(jr.GetKind()), err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &JobResult{Peer: res.Name, Reply: res.Reply.GetJobReply(), Attempts: res.Attempts}, nil
 }
 
 func kindName(k schema.JobRequest_Kind) string {
@@ -140,49 +81,22 @@ func kindName(k schema.JobRequest_Kind) string {
 }
 
 // FetchConfig asks the peers for the running config and returns the first
-// answer, decoded; the blob must match the tag the node reports.
-func FetchConfig(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*schema.ClusterConfig, string, error) {
-	c, err := NewJobClient(peersFlag, mat, timeout)
+// answer, decoded, and the node that gave it; the blob must hash to the
+// tag the node reports.
+func FetchConfig(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*schema.ClusterConfig, error) {
+	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return c.FetchConfig(ctx)
+	defer cl.Close()
+	rep, err := cl.GetConfig(ctx, &schema.GetConfigRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return decodeConfig(rep)
 }
 
-// FetchConfig: see the package function. Any node that has the config
-// answers; the search is the one of Do.
-func (c *JobClient) FetchConfig(ctx context.Context) (*schema.ClusterConfig, string, error) {
-	var cfg *schema.ClusterConfig
-	res, err := c.Call(ctx, failover.Request{
-		Msg:      &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}},
-		ReadOnly: true,
-		AnyNode:  true,
-		Classify: func(p daemon.Peer, rep *schema.ClientReply) (failover.Verdict, error) {
-			if rep.GetStatus() != sm.StatusOK {
-				return failover.Next, fmt.Errorf("%s (status %d)", rep.GetError(), rep.GetStatus())
-			}
-			got, err := decodeConfigReply(rep.GetConfigReply())
-			if err != nil {
-				return failover.Next, err // a bad blob is not believed: ask another node
-			}
-			cfg = got
-			return failover.Done, nil
-		},
-	})
-	var np *failover.NoPrimaryError
-	if errors.As(err, &np) {
-		return nil, "", fmt.Errorf("no peer returned the running config (%s)", np.List())
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	return cfg, res.Name, nil
-}
-
-func decodeConfigReply(cr *schema.ConfigReply) (*schema.ClusterConfig, error) {
-	if cr == nil {
-		return nil, errors.New("reply without a config body")
-	}
+func decodeConfig(cr *schema.GetConfigResponse) (*schema.ClusterConfig, error) {
 	if tag := sm.TagOf(cr.GetBlob()); tag != cr.GetVersionTag() {
 		return nil, fmt.Errorf("config blob hashes to tag %016x but the node reports %016x", tag, cr.GetVersionTag())
 	}

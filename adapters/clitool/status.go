@@ -17,10 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"xce/client"
 )
 
 // NewCommand builds the xcecli command tree.
@@ -38,18 +37,13 @@ type conn struct {
 	connectTimeout       time.Duration
 }
 
-// jobClient is the failover client of these flags.
-func (c *conn) jobClient() (*JobClient, error) {
+// client is the API client of these flags.
+func (c *conn) client() (*client.Client, error) {
 	mat, err := tlsconf.Load(c.cert, c.key, c.ca)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := NewJobClient(c.peers, mat, c.timeout)
-	if err != nil {
-		return nil, err
-	}
-	cl.ConnectTimeout = c.connectTimeout
-	return cl, nil
+	return daemon.NewClient(c.peers, mat, client.Options{Timeout: c.timeout, ConnectTimeout: c.connectTimeout})
 }
 
 func (c *conn) flags(cmd *cobra.Command) {
@@ -59,7 +53,7 @@ func (c *conn) flags(cmd *cobra.Command) {
 	f.StringVar(&c.key, "key", os.Getenv("XCE_KEY"), "client key (or $XCE_KEY)")
 	f.StringVar(&c.ca, "ca", os.Getenv("XCE_CA"), "cluster CA certificate (or $XCE_CA)")
 	f.DurationVar(&c.timeout, "timeout", 2*time.Second, "how long to wait for a node's answer once the request is sent")
-	f.DurationVar(&c.connectTimeout, "connect-timeout", failover.DefaultConnectTimeout,
+	f.DurationVar(&c.connectTimeout, "connect-timeout", client.DefaultConnectTimeout,
 		"bound on the TCP connect and TLS handshake to each node; a node down or hung is passed over after it")
 }
 
@@ -153,34 +147,28 @@ func Statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, time
 // statuses is Statuses with the connect and TLS handshake bounded by
 // connectTimeout too (xcecli status --connect-timeout).
 func statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout, connectTimeout time.Duration) ([]PeerStatus, error) {
-	peers, _, err := daemon.ParsePeers(peersFlag)
+	if connectTimeout <= 0 || connectTimeout > timeout && timeout > 0 {
+		connectTimeout = timeout
+	}
+	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
 	if err != nil {
 		return nil, err
 	}
+	defer cl.Close()
+	peers := cl.Peers()
 	out := make([]PeerStatus, len(peers))
 	var wg sync.WaitGroup
 	for i, p := range peers {
-		out[i] = PeerStatus{Name: p.Name, Addr: p.Addr(), Priority: uint32(i)}
-		wg.Go(func() { askStatus(ctx, mat, timeout, connectTimeout, &out[i]) })
+		out[i] = PeerStatus{Name: p.Name, Addr: p.Addr, Priority: uint32(i)}
+		wg.Go(func() { askStatus(ctx, cl, i, &out[i]) })
 	}
 	wg.Wait()
 	return out, nil
 }
 
-// askStatus fills row from its node's status reply, or its error.
-func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeout time.Duration, row *PeerStatus) {
-	if timeout <= 0 {
-		timeout = transport.DefaultClientTimeout
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	dctx := cctx
-	if connectTimeout > 0 {
-		var dcancel context.CancelFunc
-		dctx, dcancel = context.WithTimeout(cctx, connectTimeout)
-		defer dcancel()
-	}
-	cl, err := transport.DialClient(dctx, row.Addr, mat, timeout)
+// askStatus fills row from node i's status reply, or its error.
+func askStatus(ctx context.Context, cl *client.Client, i int, row *PeerStatus) {
+	st, err := cl.ClusterStatus(ctx, i)
 	if err != nil {
 		row.Error = err.Error()
 		var cie x509.CertificateInvalidError
@@ -188,12 +176,6 @@ func askStatus(ctx context.Context, mat *tlsconf.Material, timeout, connectTimeo
 			t := cie.Cert.NotAfter
 			row.CertNotAfter, row.CertExpired = &t, true
 		}
-		return
-	}
-	defer cl.Close()
-	st, err := cl.Status(cctx)
-	if err != nil {
-		row.Error = err.Error()
 		return
 	}
 	row.Up = true

@@ -9,16 +9,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"connectrpc.com/connect"
+
 	"xce/adapters/authz"
-	"xce/adapters/clitool/failover"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
-	"xce/adapters/wire"
+	"xce/client"
 	"xce/schema"
 	"xce/sm"
 )
@@ -41,20 +41,21 @@ var (
 )
 
 // PushRefusedError is the primary's refusal of the config (invalid blob,
-// an upgrade already in progress, a failed save, ...), with its text.
+// an upgrade already in progress, a failed save, the caller's
+// certificate, ...), with its code and text.
 type PushRefusedError struct {
-	Peer   string
-	Status int32
-	Msg    string
+	Peer string
+	Code connect.Code
+	Msg  string
 }
 
 func (e *PushRefusedError) Error() string {
-	return fmt.Sprintf("%s refused the config: %s (status %d)", e.Peer, e.Msg, e.Status)
+	return fmt.Sprintf("%s refused the config: %s (%s)", e.Peer, e.Msg, e.Code)
 }
 
 // Unwrap is authz.ErrForbidden for a refusal of the caller's certificate.
 func (e *PushRefusedError) Unwrap() error {
-	if e.Status == authz.StatusForbidden {
+	if e.Code == connect.CodePermissionDenied {
 		return authz.ErrForbidden
 	}
 	return nil
@@ -66,80 +67,58 @@ type PushResult struct {
 	VersionTag uint64 // the saved config's tag (its generation is rewritten, so not the blob's own tag)
 	AckedCount int    // standbys that confirmed the push
 	Standbys   int    // the other entries of --peers: the standbys there may be
-	Attempts   []string
 }
 
-// Push sends blob as OP_upgradeConfig to the primary of peers; timeout
-// bounds the wait for its answer (0 = DefaultPushTimeout). See PushTo.
-func Push(ctx context.Context, peers []daemon.Peer, mat *tlsconf.Material, timeout time.Duration, blob []byte) (*PushResult, error) {
-	return PushTo(ctx, failover.New(peers, mat, timeout), blob)
+// Push sends blob as OP_upgradeConfig to the primary of peersFlag;
+// timeout bounds the wait for its answer (0 = DefaultPushTimeout). See
+// PushTo.
+func Push(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout time.Duration, blob []byte) (*PushResult, error) {
+	if timeout <= 0 {
+		timeout = DefaultPushTimeout
+	}
+	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return PushTo(ctx, cl, blob)
 }
 
 // PushTo sends blob as OP_upgradeConfig to cl's primary, found as every
-// client request is (package failover: redirects followed, a node down or
-// hung passed over after the connect timeout). A peer that is down, still
-// starting, or has OP_upgradeConfig disabled is skipped: nothing was
-// applied there. A refusal by the primary is a *PushRefusedError; a
-// request that may have been applied without an answer wraps
-// ErrPushUnknown and is not sent elsewhere; when no peer took it, the
-// error wraps ErrPushNoPrimary and lists every attempt. PushTo sets a
-// cl.Timeout of 0 to DefaultPushTimeout.
-func PushTo(ctx context.Context, cl *failover.Client, blob []byte) (*PushResult, error) {
+// call is (package client: redirects followed, a node down or hung passed
+// over after the connect timeout). A node that is down, still starting or
+// not the primary is skipped: nothing was applied there. A refusal by the
+// primary is a *PushRefusedError; a request that may have been applied
+// without an answer wraps ErrPushUnknown and is not sent elsewhere; when
+// no node took it, the error wraps ErrPushNoPrimary and lists every
+// attempt.
+func PushTo(ctx context.Context, cl *client.Client, blob []byte) (*PushResult, error) {
 	switch {
-	case len(cl.Peers) == 0:
+	case len(cl.Peers()) == 0:
 		return nil, fmt.Errorf("%w: no peers", ErrPushNoPrimary)
 	case len(blob) == 0:
 		return nil, errors.New("empty config blob")
 	case len(blob) > sm.MaxConfigSize:
 		return nil, fmt.Errorf("config blob of %d bytes exceeds CONF_MAX_SIZE (%d)", len(blob), sm.MaxConfigSize)
 	}
-	if cl.Timeout <= 0 {
-		cl.Timeout = DefaultPushTimeout
-	}
 	sum := sha256.Sum256(blob)
-	res, err := cl.Call(ctx, failover.Request{
-		Msg:      &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:]}}},
-		Classify: classifyUpgrade,
-	})
-	var unknown *failover.UnknownOutcomeError
-	var none *failover.NoPrimaryError
+	rep, err := cl.UpgradeConfig(ctx, &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:]})
+	var unknown *client.OutcomeUnknownError
+	var none *client.NoPrimaryError
+	var ne *client.NodeError
 	switch {
 	case errors.As(err, &unknown):
-		return nil, fmt.Errorf("%w: %s: %w — check `xcecli status` (config tag, generation) before pushing again", ErrPushUnknown, unknown.Peer, unknown.Err)
+		return nil, fmt.Errorf("%w: %s: %w — check `xcecli status` (config tag, generation) before pushing again", ErrPushUnknown, unknown.Node, unknown.Err)
 	case errors.As(err, &none):
 		return nil, fmt.Errorf("%w (%s)", ErrPushNoPrimary, none.List())
+	case errors.As(err, &ne):
+		return nil, &PushRefusedError{Peer: ne.Node, Code: ne.Code(), Msg: ne.Err.Message()}
 	case err != nil:
 		return nil, err
 	}
-	up := res.Reply.GetUpgradeConfigReply()
-	attempts := make([]string, len(res.Attempts))
-	for i, a := range res.Attempts {
-		attempts[i] = a.Peer + ": " + a.Err
-	}
-	return &PushResult{Peer: res.Name, VersionTag: up.GetVersionTag(), AckedCount: int(up.GetAckedCount()),
-		Standbys: len(cl.Peers) - 1, Attempts: attempts}, nil
-}
-
-// classifyUpgrade reads an OP_upgradeConfig reply that is not a redirect.
-func classifyUpgrade(p daemon.Peer, rep *schema.ClientReply) (failover.Verdict, error) {
-	up := rep.GetUpgradeConfigReply()
-	switch st := rep.GetStatus(); {
-	case st == sm.StatusOK:
-		if up == nil || up.GetVersionTag() == 0 {
-			return failover.Done, fmt.Errorf("%s: accepted without a version tag", p.Name)
-		}
-		return failover.Done, nil
-	case st == sm.StatusOutcomeUnknown:
-		return failover.Unknown, nil
-	case st == sm.StatusEAGAIN, st == wire.StatusUnsupported, up != nil && strings.HasPrefix(up.GetError(), "OP_upgradeConfig is disabled"):
-		// Starting, recovering, an op this node does not know, or a node
-		// with upgrades disabled: nothing applied here. (A
-		// refusal of this certificate, authz.StatusForbidden "Not
-		// authorised", is definite: it falls to the default.)
-		return failover.Next, nil
-	default:
-		return failover.Done, &PushRefusedError{Peer: p.Name, Status: st, Msg: rep.GetError()}
-	}
+	p, _ := cl.Primary()
+	return &PushResult{Peer: cl.Peers()[p].Name, VersionTag: rep.GetVersionTag(), AckedCount: int(rep.GetAckedCount()),
+		Standbys: len(cl.Peers()) - 1}, nil
 }
 
 // PrintPush writes the outcome line and, when no standby confirmed the
@@ -207,10 +186,6 @@ again.`,
 			if err != nil {
 				return err
 			}
-			peers, _, err := daemon.ParsePeers(peersFlag)
-			if err != nil {
-				return err
-			}
 			mat, err := tlsconf.Load(cert, key, ca)
 			if err != nil {
 				return err
@@ -219,8 +194,11 @@ again.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			cl := failover.New(peers, mat, timeout)
-			cl.ConnectTimeout = connectTimeout
+			cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
 			res, err := PushTo(ctx, cl, blob)
 			if err != nil {
 				return err
@@ -236,7 +214,7 @@ again.`,
 	f.StringVar(&config, "config", "cluster.yaml", "YAML config to push")
 	f.StringVar(&blobFile, "blob", "", "push an already encoded blob instead of --config")
 	f.DurationVar(&timeout, "timeout", DefaultPushTimeout, "how long to wait for the primary's answer once the config is sent")
-	f.DurationVar(&connectTimeout, "connect-timeout", failover.DefaultConnectTimeout,
+	f.DurationVar(&connectTimeout, "connect-timeout", client.DefaultConnectTimeout,
 		"bound on the TCP connect and TLS handshake to each node; a node down or hung is passed over after it")
 	return c
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/daemon"
+	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
 	"xce/schema"
@@ -50,15 +50,6 @@ func (pc *pushCluster) admin(t *testing.T) *tlsconf.Material {
 		t.Fatal(err)
 	}
 	return mat
-}
-
-func (pc *pushCluster) peerList(t *testing.T) []daemon.Peer {
-	t.Helper()
-	peers, _, err := daemon.ParsePeers(pc.peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return peers
 }
 
 func upgradeOK(tag uint64, acked uint32) func(*schema.ClientRequest) *schema.ClientReply {
@@ -147,46 +138,41 @@ func TestPushRefused(t *testing.T) {
 	}
 }
 
-// Down, starting and disabled nodes are skipped (nothing was applied
-// there); with nobody accepting, every attempt is listed.
+// Down, starting and standby nodes are skipped (nothing was applied
+// there); with nobody accepting, every attempt is listed. A refusal of
+// the caller (upgrades disabled there) is a definite answer.
 func TestPushSkipsAndLists(t *testing.T) {
 	pc := startPushCluster(t, false, true, true, true)
-	disabled := "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)"
-	pc.nodes[1].Set(upgradeErr(-1, disabled, 1))
+	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
 	// n2 keeps answering "starting"
 	pc.nodes[3].Set(upgradeOK(9, 2))
-	res, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
+	res, err := Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Peer != "n3" || res.VersionTag != 9 || res.AckedCount != 2 || res.Standbys != 3 || len(res.Attempts) == 0 {
+	if res.Peer != "n3" || res.VersionTag != 9 || res.AckedCount != 2 || res.Standbys != 3 {
 		t.Fatalf("result %+v", res)
 	}
-	// n0 (down) is dialled alone first; n1..n3 then all at once, so which
-	// of n1 and n2 answered before n3 depends on the scheduler. Whoever
-	// did is listed with its reason.
-	want := map[string]string{"n0": "connection refused", "n1": disabled, "n2": "starting"}
-	if !strings.HasPrefix(res.Attempts[0], "n0: ") {
-		t.Fatalf("attempts %q: want n0 first", res.Attempts)
-	}
-	for _, a := range res.Attempts {
-		name, why, _ := strings.Cut(a, ": ")
-		if w, ok := want[name]; !ok || !strings.Contains(why, w) {
-			t.Fatalf("attempt %q, want %q for %s", a, w, name)
-		}
-	}
 
-	// With n3 disabled too, every node is skipped: nothing was applied,
-	// and every one is listed.
-	pc.nodes[3].Set(upgradeErr(-1, disabled, 3))
-	_, err = Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t))
+	pc.nodes[3].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
+	_, err = Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
 	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("nobody accepting: %v", err)
 	}
-	for _, w := range []string{"n0: ", "n1: " + disabled, "n2: starting", "n3: " + disabled} {
+	for _, w := range []string{"n0: ", "n1: " + notPrimary, "n2: starting", "n3: " + notPrimary} {
 		if !strings.Contains(err.Error(), w) {
 			t.Fatalf("nobody accepting: %v lacks %q", err, w)
 		}
+	}
+
+	disabled := "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)"
+	for _, i := range []int{1, 2, 3} {
+		pc.nodes[i].Set(upgradeErr(authz.StatusForbidden, disabled, -1))
+	}
+	_, err = Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
+	var re *PushRefusedError
+	if !errors.As(err, &re) || !errors.Is(err, authz.ErrForbidden) || !strings.Contains(err.Error(), disabled) {
+		t.Fatalf("disabled: %v", err)
 	}
 }
 
@@ -201,7 +187,7 @@ func TestPushUnknownOutcome(t *testing.T) {
 		return &schema.ClientReply{}
 	})
 	pc.nodes[1].Set(upgradeOK(1, 0))
-	_, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 300*time.Millisecond, mustEncode(t))
+	_, err := Push(context.Background(), pc.peers, pc.admin(t), 300*time.Millisecond, mustEncode(t))
 	if !errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("err %v, want ErrPushUnknown", err)
 	}
@@ -209,7 +195,7 @@ func TestPushUnknownOutcome(t *testing.T) {
 		t.Fatal("an upgrade of unknown outcome was sent to another node")
 	}
 	pc.nodes[0].Set(upgradeErr(sm.StatusOutcomeUnknown, "runner: node stopped; outcome unknown", -1))
-	if _, err := Push(context.Background(), pc.peerList(t), pc.admin(t), 3*time.Second, mustEncode(t)); !errors.Is(err, ErrPushUnknown) {
+	if _, err := Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t)); !errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("outcome-unknown status: %v", err)
 	}
 }
@@ -237,7 +223,7 @@ func TestPushBlobChecked(t *testing.T) {
 	if out, err := run(t, pc.flags("--blob", good)...); err != nil || !strings.HasPrefix(out, "upgraded: ") {
 		t.Fatalf("good blob: %q, %v", out, err)
 	}
-	if _, err := Push(context.Background(), pc.peerList(t), pc.admin(t), time.Second, make([]byte, sm.MaxConfigSize+1)); err == nil {
+	if _, err := Push(context.Background(), pc.peers, pc.admin(t), time.Second, make([]byte, sm.MaxConfigSize+1)); err == nil {
 		t.Fatal("oversized blob sent")
 	}
 }
@@ -274,7 +260,7 @@ func TestPushForeignCertificateSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Push(context.Background(), pc.peerList(t), mat, 3*time.Second, mustEncode(t))
+	_, err = Push(context.Background(), pc.peers, mat, 3*time.Second, mustEncode(t))
 	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("err %v, want ErrPushNoPrimary", err)
 	}
@@ -325,10 +311,7 @@ func TestPushPastHungPeer(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	pc.nodes[0].Set(upgradeOK(5, 1))
 	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 1))
-	peers, _, err := daemon.ParsePeers("hung=" + hungListener(t) + "," + pc.peers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	peers := "hung=" + hungListener(t) + "," + pc.peers
 	start := time.Now()
 	res, err := Push(context.Background(), peers, pc.admin(t), 0, mustEncode(t))
 	d := time.Since(start)

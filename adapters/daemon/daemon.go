@@ -20,6 +20,7 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
+	"xce/adapters/api"
 	"xce/adapters/authz"
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
@@ -27,6 +28,8 @@ import (
 	"xce/adapters/runner"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/adapters/wire"
+	"xce/client"
 	"xce/schema"
 	"xce/sm"
 )
@@ -163,35 +166,46 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	if err != nil {
 		return 1, err
 	}
-	// The listener may call Client before rn is built: it answers
+	// The listener may call the door before rn is built: it answers
 	// "starting" until then.
 	var rnp atomic.Pointer[runner.Runner]
 	var flight clientFlight
 	var mx *metrics.Metrics     // nil without --metrics-addr; set before Listen
 	var tr *transport.Transport // set before the listener starts
+	// The one door of client requests: authorised here, or refused with
+	// a definite error (nothing was applied).
+	door := func(cn string, req *schema.ClientRequest) *schema.ClientReply {
+		start := time.Now()
+		rep := func() *schema.ClientReply {
+			if d := policy.Decide(cn, req); !d.Allowed {
+				log.Warn(d.Reason, zap.String("key", "authz.refused"))
+				return &schema.ClientReply{Status: authz.StatusForbidden, Error: d.Reason}
+			}
+			flight.enter()
+			defer flight.leave(req.GetUpgradeConfig() != nil)
+			return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
+		}()
+		if mx != nil { // refusals count too: errors by operation and code
+			mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
+		}
+		return rep
+	}
+	cpeers := ClientPeers(peers)
+	// A standby forwards a primary-only call with its own certificate,
+	// waiting as long as the node itself does for an answer.
+	fwd, err := client.New(cpeers, mat, client.Options{Timeout: requestTimeout})
+	if err != nil {
+		return 1, err
+	}
+	defer fwd.Close()
+	_, apiHandler := api.Handler(api.Config{Door: door, Self: self, Peers: cpeers, Forward: fwd,
+		IsPeer: func(cn string) bool { return policy.RoleOf(cn) == authz.RolePeer }})
 	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
-		Client: func(cn string, req *schema.ClientRequest) *schema.ClientReply {
-			// The one door of client requests: authorised here, or
-			// refused with a definite error (nothing was applied).
-			start := time.Now()
-			rep := func() *schema.ClientReply {
-				if d := policy.Decide(cn, req); !d.Allowed {
-					log.Warn(d.Reason, zap.String("key", "authz.refused"))
-					return &schema.ClientReply{Id: req.GetId(), Status: authz.StatusForbidden, Error: d.Reason}
-				}
-				flight.enter()
-				defer flight.leave(req.GetUpgradeConfig() != nil)
-				return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
-			}()
-			if mx != nil { // refusals count too: errors by operation and code
-				mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
-			}
-			return rep
-		},
+		HTTP: apiHandler,
 	})
 	if err != nil {
 		return 1, err
@@ -305,7 +319,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 // status; caller is the client certificate's CN, sanitised, and own the
 // node's certificate in use.
 func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
-	rep := &schema.ClientReply{Id: req.GetId()}
+	rep := &schema.ClientReply{}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
 		return rep
@@ -348,7 +362,7 @@ func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x5
 	case *schema.ClientRequest_UpgradeConfig:
 		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
 	case *schema.ClientRequest_Job:
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		r, err := rn.Do(ctx, JobRequestFromProto(op.Job))
 		if err != nil { // sent to the node, never answered: maybe applied
@@ -363,16 +377,15 @@ func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x5
 	return rep
 }
 
-// statusEBUSY: a refused upgrade while one is in progress (sm has no
-// constant for it).
-const statusEBUSY int32 = -16
+// requestTimeout bounds the node's answer to one client request.
+const requestTimeout = 30 * time.Second
 
 // answerUpgrade runs OP_upgradeConfig (seed 002 §6) through the node. The
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
 func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *schema.ClientReply {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
 	if err != nil { // sent to the node, never answered: maybe saved
@@ -396,7 +409,7 @@ func upgradeStatus(msg string) int32 {
 	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
 		return authz.StatusForbidden
 	case strings.HasPrefix(msg, "an upgrade is already in progress"):
-		return statusEBUSY
+		return wire.StatusBusy
 	case strings.HasPrefix(msg, "Failed to save"):
 		return sm.StatusEIO
 	default:

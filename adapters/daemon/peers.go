@@ -9,6 +9,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"xce/adapters/tlsconf"
+	"xce/client"
 )
 
 // MaxCandidates bounds --peers (MAX_CANDIDATES, seed 002 §11.2).
@@ -89,4 +91,23 @@ func PeersHash(peers []Peer) uint64 {
 		return v
 	}
 	return 1 // 0 means "not checked"
+}
+
+// ClientPeers is peers as package client takes them.
+func ClientPeers(peers []Peer) []client.Peer {
+	out := make([]client.Peer, len(peers))
+	for i, p := range peers {
+		out[i] = client.Peer{Name: p.Name, Addr: p.Addr()}
+	}
+	return out
+}
+
+// NewClient is the API client of a --peers string (package client: the
+// primary followed, hedged dials, outcome unknown kept apart).
+func NewClient(peersFlag string, mat *tlsconf.Material, opt client.Options) (*client.Client, error) {
+	peers, _, err := ParsePeers(peersFlag)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(ClientPeers(peers), mat, opt)
 }

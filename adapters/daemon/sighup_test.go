@@ -15,7 +15,7 @@ import (
 	"xce/adapters/configtool"
 	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"xce/client"
 )
 
 type syncBuf struct {
@@ -101,12 +101,12 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	notAfter := func() int64 {
-		c, err := transport.DialClient(ctx, addr, admin, time.Second)
+		c, err := daemon.NewClient(cfg.Peers, admin, client.Options{Timeout: time.Second}) // a new connection each time
 		if err != nil {
 			return 0
 		}
 		defer c.Close()
-		st, err := c.Status(ctx)
+		st, err := c.ClusterStatus(ctx, 0)
 		if err != nil {
 			return 0
 		}

@@ -45,7 +45,7 @@ xce_config_info{generation="4",tag="` + sm.TagHex(0xabc) + `"} 1
 # HELP xce_config_stale 1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).
 # TYPE xce_config_stale gauge
 xce_config_stale 1
-# HELP xce_connections Accepted connections open, by kind: client (past its Hello) or peer (another controller's link to us).
+# HELP xce_connections Accepted connections open, by kind: client (the API's) or peer (another controller's link to us).
 # TYPE xce_connections gauge
 xce_connections{kind="client"} 3
 xce_connections{kind="peer"} 2

@@ -76,7 +76,7 @@ var (
 	descAlone = prometheus.NewDesc("xce_acked_without_standby_total",
 		"Writes this process acknowledged in seed mode while no standby held them (each can be lost by a failover; status shows degraded).", nil, nil)
 	descConns = prometheus.NewDesc("xce_connections",
-		"Accepted connections open, by kind: client (past its Hello) or peer (another controller's link to us).", []string{"kind"}, nil)
+		"Accepted connections open, by kind: client (the API's) or peer (another controller's link to us).", []string{"kind"}, nil)
 )
 
 // nodeCollector reads the node's state at each scrape: view takes one

@@ -34,12 +34,14 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,13 +112,10 @@ type Config struct {
 	// Logf receives diagnostics (refused connections, bad frames, dial
 	// failures — the latter once per change of error); nil discards them.
 	Logf func(format string, args ...any)
-	// Client answers client requests, one at a time per connection, from
-	// the connection's goroutine; cn is the verified certificate's common
-	// name (raw: sanitise it before logging), for the handler's
-	// authorisation (package authz). It may be nil: requests are then
-	// answered with wire.StatusUnsupported "no handler". The reply's id is
-	// set by the transport; a nil reply is answered wire.StatusInternal.
-	Client func(cn string, req *schema.ClientRequest) *schema.ClientReply
+	// HTTP serves the client API's connections (ALPN h2 or http/1.1); the
+	// request's TLS state holds the verified client certificate. nil
+	// refuses them.
+	HTTP http.Handler
 }
 
 // Inbound is one message received from a peer. From is the sender's index
@@ -148,6 +147,7 @@ type Transport struct {
 	conns    atomic.Int64        // accepted connections open
 	perCN    map[string]int      // client connections per certificate CN (mu)
 	buffered *semaphore.Weighted // bytes of frame bodies being read
+	http     *httpSide           // nil without Config.HTTP
 
 	closeOnce sync.Once
 }
@@ -213,6 +213,10 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t.mat.Store(cfg.TLS)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	if cfg.HTTP != nil {
+		t.http = newHTTPSide(t)
+		t.wg.Go(func() { _ = t.http.srv.Serve(t.http.ln) }) // until Close
+	}
 	for i, p := range cfg.Peers {
 		if i == cfg.Self {
 			continue
@@ -309,6 +313,9 @@ func (t *Transport) Close() error {
 		}
 		t.mu.Unlock()
 		t.cancel()
+		if t.http != nil {
+			_ = t.http.srv.Close() // its listener and every API connection
+		}
 		t.wg.Wait()
 		close(t.in)
 	})
@@ -578,7 +585,11 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 	if err := raw.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
 		return
 	}
-	tc := tls.Server(raw, t.TLS().ServerConfig())
+	cfg := t.TLS().ServerConfig()
+	if t.cfg.HTTP != nil {
+		cfg.NextProtos = httpProtos
+	}
+	tc := tls.Server(raw, cfg)
 	if err := tc.Handshake(); err != nil {
 		if ctx.Err() == nil {
 			claimed := ""
@@ -591,7 +602,25 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 		return
 	}
 	cn := tlsconf.PeerCN(tc.ConnectionState())
-	hello, err := wire.ReadHello(tc)
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "" {
+		t.serveHTTP(ctx, raw, tc, cn, remote)
+		return
+	}
+	// No ALPN: a peer, whose Hello starts with its length (a first byte of
+	// 0: at most MaxHelloSize), or an HTTP client that asked for no
+	// protocol (its request starts with a method name).
+	var first [1]byte
+	if _, err := io.ReadFull(tc, first[:]); err != nil {
+		if ctx.Err() == nil {
+			t.logf("from %s (cert %q): hello: %v; closing", remote, tlsconf.SanitizeCN(cn), err)
+		}
+		return
+	}
+	if first[0] != 0 {
+		t.serveHTTP(ctx, raw, &prefixConn{Conn: tc, prefix: first[:], state: tc.ConnectionState()}, cn, remote)
+		return
+	}
+	hello, err := wire.ReadHello(io.MultiReader(bytes.NewReader(first[:]), tc))
 	if err != nil {
 		if ctx.Err() == nil {
 			t.logf("from %s (cert %q): hello: %v; closing", remote, tlsconf.SanitizeCN(cn), err)
@@ -617,24 +646,8 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 			return
 		}
 		t.servePeer(ctx, raw, tc, idx, remote)
-	case schema.Hello_CLIENT:
-		t.mu.Lock()
-		n := t.perCN[cn]
-		if n >= t.cfg.MaxConnsPerClient {
-			t.mu.Unlock()
-			t.logf("from %s: refusing client %q: %d connections open (max %d per client)", remote, tlsconf.SanitizeCN(cn), n, t.cfg.MaxConnsPerClient)
-			return
-		}
-		t.perCN[cn] = n + 1
-		t.mu.Unlock()
-		defer func() {
-			t.mu.Lock()
-			if t.perCN[cn]--; t.perCN[cn] == 0 {
-				delete(t.perCN, cn)
-			}
-			t.mu.Unlock()
-		}()
-		t.serveClient(ctx, raw, tc, cn, remote)
+	default:
+		t.logf("from %s (cert %q): refusing a %s hello: clients use the API (TLS ALPN h2 or http/1.1)", remote, tlsconf.SanitizeCN(cn), hello.GetKind())
 	}
 }
 
@@ -697,54 +710,4 @@ func (t *Transport) servePeer(ctx context.Context, raw net.Conn, tc *tls.Conn, i
 			return
 		}
 	}
-}
-
-// serveClient answers the requests of a client connection in order.
-func (t *Transport) serveClient(ctx context.Context, raw net.Conn, tc *tls.Conn, cn, remote string) {
-	for {
-		if err := raw.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout)); err != nil {
-			return
-		}
-		req, err := wire.ReadClientRequestAdmit(tc, t.admit(ctx, raw))
-		if err != nil {
-			switch {
-			case ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
-			default:
-				t.logf("client %q from %s: %v; closing", tlsconf.SanitizeCN(cn), remote, err)
-			}
-			return
-		}
-		rep := t.answer(cn, req)
-		if err := raw.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout)); err != nil {
-			return
-		}
-		if err := wire.WriteClientReply(tc, rep); err != nil {
-			if errors.Is(err, wire.ErrBadMsg) || errors.Is(err, wire.ErrFrameTooBig) {
-				// The handler's reply cannot travel: say so instead.
-				t.logf("client %q: handler reply to request %d cannot be encoded: %v", tlsconf.SanitizeCN(cn), req.GetId(), err)
-				err = wire.WriteClientReply(tc, &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "reply cannot be encoded"})
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					t.logf("client %q from %s: %v; closing", tlsconf.SanitizeCN(cn), remote, err)
-				}
-				return
-			}
-		}
-	}
-}
-
-func (t *Transport) answer(cn string, req *schema.ClientRequest) *schema.ClientReply {
-	if req.GetOp() == nil {
-		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "unsupported operation"}
-	}
-	if t.cfg.Client == nil {
-		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusUnsupported, Error: "no handler"}
-	}
-	rep := t.cfg.Client(cn, req)
-	if rep == nil {
-		return &schema.ClientReply{Id: req.GetId(), Status: wire.StatusInternal, Error: "handler gave no reply"}
-	}
-	rep.Id = req.GetId()
-	return rep
 }

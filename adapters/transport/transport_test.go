@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"xce/adapters/tlsconf"
 	"xce/adapters/wire"
 	"xce/schema"
@@ -256,6 +254,12 @@ func expectNothing(t *testing.T, tr *Transport, d time.Duration) {
 // and sends hello (nil: none).
 func rawDial(t testing.TB, addr string, mat *tlsconf.Material, hello *schema.Hello) *tls.Conn {
 	t.Helper()
+	return rawDialALPN(t, addr, mat, "", hello)
+}
+
+// rawDialALPN is rawDial asking for the protocol alpn ("": none).
+func rawDialALPN(t testing.TB, addr string, mat *tlsconf.Material, alpn string, hello *schema.Hello) *tls.Conn {
+	t.Helper()
 	var tc *tls.Conn
 	ok := eventually(3*time.Second, func() bool {
 		raw, err := net.DialTimeout("tcp", addr, time.Second)
@@ -263,7 +267,11 @@ func rawDial(t testing.TB, addr string, mat *tlsconf.Material, hello *schema.Hel
 			return false
 		}
 		_ = raw.SetDeadline(time.Now().Add(3 * time.Second))
-		tc = tls.Client(raw, mat.ClientConfig())
+		cfg := mat.ClientConfig()
+		if alpn != "" {
+			cfg.NextProtos = []string{alpn}
+		}
+		tc = tls.Client(raw, cfg)
 		if err := tc.Handshake(); err != nil {
 			raw.Close()
 			return false
@@ -443,12 +451,9 @@ func TestPeerIdentityChecks(t *testing.T) {
 func TestBadFramesCloseTheConnection(t *testing.T) {
 	pk, _ := certs(t)
 	peers := peersOf(freeAddrs(t, 2))
-	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return &schema.ClientReply{} }
-	})
+	a := start(t, 0, peers, pk.mats["n0"], nil)
 	addr := peers[0].Addr
 	peerHello := &schema.Hello{Kind: schema.Hello_PEER, Name: "n1"}
-	clientHello := &schema.Hello{Kind: schema.Hello_CLIENT, Name: "op"}
 	hdr := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
 	tests := []struct {
 		name  string
@@ -461,12 +466,10 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 		{"peer frame cut short", peerHello, append(hdr(100), 1, 2), "unexpected EOF"},
 		{"oversized hello", nil, hdr(wire.MaxHelloSize + 1), "hello length"},
 		{"garbage hello", nil, append(hdr(2), 0xff, 0xff), "bad frame: hello"},
-		{"oversized client request", clientHello, hdr(wire.MaxFrameSize + 1), `client "operator"`},
-		{"undecodable client request", clientHello, append(hdr(1), 0x0a), "bad frame: client request"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := rawDial(t, addr, pk.mats[map[bool]string{true: "operator", false: "n1"}[tc.hello == clientHello]], tc.hello)
+			c := rawDial(t, addr, pk.mats["n1"], tc.hello)
 			if _, err := c.Write(tc.frame); err != nil {
 				t.Fatal(err)
 			}
@@ -484,129 +487,6 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 	if in := sendUntil(t, b.tr, 0, sm.Msg{Type: sm.MsgJoin}, a.tr); in.From != 1 {
 		t.Fatalf("from %d", in.From)
 	}
-}
-
-func TestClientStatus(t *testing.T) {
-	pk, evil := certs(t)
-	peers := peersOf(freeAddrs(t, 2))
-	want := &schema.StatusReply{Name: "n0", Role: "primary", Term: 4, Primary: 0, PrimaryName: "n0",
-		ConfigTag: 0xabc, ConfigGeneration: 2, ConfigStale: true, Serving: true}
-	var calls sync.Map
-	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(cn string, req *schema.ClientRequest) *schema.ClientReply {
-			calls.Store(req.GetId(), cn)
-			return &schema.ClientReply{Id: 12345, Body: &schema.ClientReply_StatusReply{StatusReply: want}}
-		}
-	})
-	b := start(t, 1, peers, pk.mats["n1"], nil) // no handler
-
-	ctx := context.Background()
-	var cl *Client
-	if !eventually(3*time.Second, func() bool {
-		var err error
-		cl, err = DialClient(ctx, peers[0].Addr, pk.mats["operator"], time.Second)
-		return err == nil
-	}) {
-		t.Fatal("cannot dial")
-	}
-	defer cl.Close()
-	for i := range 3 {
-		got, err := cl.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.GetName() != "n0" || got.GetTerm() != 4 || got.GetPrimaryName() != "n0" || !got.GetConfigStale() ||
-			!got.GetServing() || got.GetConfigTag() != 0xabc || got.GetConfigGeneration() != 2 || got.GetRole() != "primary" {
-			t.Fatalf("call %d: got %v", i, got)
-		}
-	}
-	for id := uint64(1); id <= 3; id++ {
-		if cn, ok := calls.Load(id); !ok || cn != "operator" {
-			t.Errorf("handler saw request %d: %v, from CN %q (want the client certificate's, operator)", id, ok, cn)
-		}
-	}
-	// An op this server does not know (a newer client): "unsupported".
-	rep := rawClientCall(t, peers[0].Addr, pk.mats["operator"],
-		protowire.AppendBytes(protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5), 99, protowire.BytesType), nil))
-	if rep.GetId() != 5 || rep.GetStatus() != wire.StatusUnsupported || rep.GetError() != "unsupported operation" {
-		t.Fatalf("unknown op: %v", rep)
-	}
-	// A controller's own certificate may be used as a client.
-	cl2, err := DialClient(ctx, peers[0].Addr, pk.mats["n1"], time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl2.Status(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl2.Close()
-	if _, err := cl2.Status(ctx); err == nil {
-		t.Fatal("call after Close succeeded")
-	}
-
-	// No handler.
-	var cb *Client
-	if !eventually(3*time.Second, func() bool {
-		cb, err = DialClient(ctx, peers[1].Addr, pk.mats["operator"], time.Second)
-		return err == nil
-	}) {
-		t.Fatal("cannot dial b")
-	}
-	defer cb.Close()
-	_, err = cb.Status(ctx)
-	var re *ReplyError
-	if !errors.As(err, &re) || re.Status != wire.StatusUnsupported || re.Msg != "no handler" {
-		t.Fatalf("no handler: %v", err)
-	}
-	_ = b
-
-	// A client with a certificate from another CA gets nothing.
-	cf, err := DialClient(ctx, peers[0].Addr, evil.mats["operator"], time.Second)
-	if err == nil {
-		_, err = cf.Status(ctx)
-		cf.Close()
-	}
-	if err == nil {
-		t.Fatal("foreign client got a status")
-	}
-	a.log.wait(t, "tls handshake")
-
-	// A cancelled context interrupts a call and poisons the client.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := cl.Status(cctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled call: %v", err)
-	}
-	if _, err := cl.Status(ctx); err == nil {
-		t.Fatal("client usable after an interrupted call")
-	}
-}
-
-func TestClientHandlerNilReply(t *testing.T) {
-	pk, _ := certs(t)
-	peers := peersOf(freeAddrs(t, 1))
-	start(t, 0, peers, pk.mats["n0"], func(c *Config) {
-		c.Client = func(string, *schema.ClientRequest) *schema.ClientReply { return nil }
-	})
-	rep := rawClientCall(t, peers[0].Addr, pk.mats["operator"],
-		protowire.AppendBytes(protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 8), 10, protowire.BytesType), nil))
-	if rep.GetId() != 8 || rep.GetStatus() != wire.StatusInternal {
-		t.Fatalf("nil reply: %v", rep)
-	}
-}
-
-// rawClientCall sends one raw ClientRequest body and reads the reply.
-func rawClientCall(t *testing.T, addr string, mat *tlsconf.Material, body []byte) *schema.ClientReply {
-	t.Helper()
-	c := rawDial(t, addr, mat, &schema.Hello{Kind: schema.Hello_CLIENT})
-	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := wire.ReadClientReply(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
 }
 
 func TestReconnectAfterListenerRestart(t *testing.T) {
@@ -720,10 +600,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	var trs []*Transport
 	var listens []chan error
 	for i := range 2 {
-		tr, err := New(Config{Self: i, Peers: peers, TLS: pk.mats[peers[i].Name],
-			Client: func(string, *schema.ClientRequest) *schema.ClientReply {
-				return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "x"}}}
-			}})
+		tr, err := New(Config{Self: i, Peers: peers, TLS: pk.mats[peers[i].Name], HTTP: cnHandler})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -734,17 +611,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	sendUntil(t, trs[0], 1, sm.Msg{Type: sm.MsgHeartbeat}, trs[1])
 	sendUntil(t, trs[1], 0, sm.Msg{Type: sm.MsgHeartbeat}, trs[0])
 	trs[0].Send(2, sm.Msg{Type: sm.MsgHeartbeat}) // a peer that is down
-	var cl *Client
-	if !eventually(3*time.Second, func() bool {
-		var err error
-		cl, err = DialClient(context.Background(), peers[0].Addr, pk.mats["operator"], time.Second)
-		return err == nil
-	}) {
-		t.Fatal("cannot dial")
-	}
-	if _, err := cl.Status(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	cl := apiConnected(t, peers[0].Addr, pk.mats["operator"])
 	// Leave the client connected: Close must cut it too.
 	for i, tr := range trs {
 		if err := tr.Close(); err != nil {
@@ -766,10 +633,10 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		tr.Send(1-i, sm.Msg{Type: sm.MsgHeartbeat}) // no panic, dropped
 		tr.Close()                                  // idempotent
 	}
-	if _, err := cl.Status(context.Background()); err == nil {
+	if _, err := apiGet(cl, peers[0].Addr); err == nil {
 		t.Fatal("client still served after Close")
 	}
-	cl.Close()
+	cl.CloseIdleConnections()
 
 	if !eventually(2*time.Second, func() bool { return len(ourGoroutines()) == 0 && runtime.NumGoroutine() <= before }) {
 		t.Fatalf("goroutines: %d before, %d after; ours:\n%s", before, runtime.NumGoroutine(), strings.Join(ourGoroutines(), "\n\n"))

@@ -1,6 +1,8 @@
 // Package fakenodes serves stand-in controllers for client tests: real TLS
-// transports on loopback whose client handlers answer from a function and
-// record the requests. Used by the xcecli and xce-config tests.
+// transports on loopback serving the real API handler (package api), whose
+// door answers from a function and records the requests. They do not
+// forward: a "not primary" answer is the client's to follow. Used by the
+// client, xcecli and xce-config tests.
 package fakenodes
 
 import (
@@ -13,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/api"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/client"
 	"xce/schema"
 	"xce/sm"
 )
@@ -28,7 +32,7 @@ type Node struct {
 	seen   []*schema.ClientRequest
 }
 
-// Handle is the transport's client callback.
+// Handle is the API handler's door.
 func (f *Node) Handle(_ string, req *schema.ClientRequest) *schema.ClientReply {
 	f.mu.Lock()
 	f.seen = append(f.seen, req)
@@ -70,6 +74,7 @@ func Start(t testing.TB, up ...bool) *Cluster {
 	}
 	writeCerts(t, c.CertDir, names)
 	tpeers := make([]transport.Peer, len(up))
+	cpeers := make([]client.Peer, len(up))
 	parts := make([]string, len(up))
 	var lns []net.Listener
 	for i, n := range names {
@@ -80,6 +85,7 @@ func Start(t testing.TB, up ...bool) *Cluster {
 		lns = append(lns, ln)
 		addr := ln.Addr().String()
 		tpeers[i] = transport.Peer{Name: n, Addr: addr}
+		cpeers[i] = client.Peer{Name: n, Addr: addr}
 		parts[i] = n + "=" + addr
 		c.Nodes = append(c.Nodes, &Node{Name: n, Addr: addr, answer: func(*schema.ClientRequest) *schema.ClientReply {
 			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
@@ -100,7 +106,8 @@ func Start(t testing.TB, up ...bool) *Cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, Client: n.Handle})
+		_, h := api.Handler(api.Config{Door: n.Handle, Self: i, Peers: cpeers})
+		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, HTTP: h})
 		if err != nil {
 			t.Fatal(err)
 		}

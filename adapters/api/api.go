@@ -1,0 +1,91 @@
+// Package api serves the client API (the Xce service of schema/api.proto)
+// with connectrpc.com/connect: one handler for gRPC, gRPC-Web and
+// Connect (binary and JSON). The transport hands it the HTTP connections
+// of its port (TLS ALPN h2 or http/1.1), already authenticated.
+//
+// Each RPC becomes the one internal request form the daemon serves
+// (schema.ClientRequest): checked by wire.CheckRequest (the one
+// validation of client input), then given to Config.Door with the
+// caller's verified certificate CN, which authorises it (package authz),
+// counts it and runs it. The reply's status becomes a Connect code (see
+// codeOf). A standby's "not primary" refusal of a primary-only call is
+// forwarded to the primary it names when it knows one (once: a forwarded
+// call is never forwarded again), else answered with code unavailable and
+// a schema.NotPrimary detail.
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"xce/client"
+	"xce/schema"
+	"xce/schema/schemaconnect"
+)
+
+// Door serves one internal request from the certificate named cn: the
+// daemon's authorisation, metrics and node.
+type Door func(cn string, req *schema.ClientRequest) *schema.ClientReply
+
+// Config configures the handler.
+type Config struct {
+	Door  Door
+	Self  int           // this node's index in Peers
+	Peers []client.Peer // --peers
+	// IsPeer tells a controller's certificate CN (only those may forward
+	// a call on behalf of another certificate).
+	IsPeer func(cn string) bool
+	// Forward reaches the primary with this node's own certificate; nil
+	// never forwards.
+	Forward *client.Client
+}
+
+// Handler is the API's path prefix and handler.
+func Handler(cfg Config) (string, http.Handler) {
+	s := &server{cfg: cfg}
+	path, h := schemaconnect.NewXceHandler(s, connect.WithReadMaxBytes(client.MaxMessageBytes), connect.WithSendMaxBytes(client.MaxMessageBytes),
+		// Connect gzips every reply a client accepts gzip for by default:
+		// that cost more than the rest of a small call (the benchmark in
+		// docs/performance.md); a list page or a config still is.
+		connect.WithCompressMinBytes(compressMinBytes))
+	return path, withCaller(cfg.IsPeer, h)
+}
+
+// compressMinBytes: replies below it are sent uncompressed.
+const compressMinBytes = 64 << 10
+
+type server struct {
+	cfg Config
+}
+
+// caller is who a call is from, set by withCaller.
+type caller struct {
+	cn        string // the certificate the call is authorised as
+	forwarded bool   // a controller forwarded it (OnBehalfHeader)
+}
+
+type callerKey struct{}
+
+// withCaller puts the verified client certificate's CN in the request's
+// context (or, from a controller's certificate with OnBehalfHeader, the
+// CN it forwards for). A request without a verified certificate cannot
+// arrive: the listener requires one.
+func withCaller(isPeer func(string) bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := caller{}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			c.cn = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		if on := r.Header.Get(client.OnBehalfHeader); on != "" && isPeer != nil && isPeer(c.cn) {
+			c.cn, c.forwarded = on, true
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+func callerOf(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
+}

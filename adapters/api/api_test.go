@@ -1,0 +1,270 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"xce/adapters/api"
+	"xce/adapters/tlsconf"
+	"xce/adapters/transport"
+	"xce/client"
+	"xce/schema"
+	"xce/schema/schemaconnect"
+	"xce/sm"
+)
+
+// node is one in-process controller: a real transport serving the API
+// handler, forwarding with its own certificate, in front of a door that
+// answers from a function and records who called.
+type node struct {
+	mu     sync.Mutex
+	answer func(*schema.ClientRequest) *schema.ClientReply
+	cns    []string
+}
+
+func (n *node) door(cn string, req *schema.ClientRequest) *schema.ClientReply {
+	n.mu.Lock()
+	n.cns = append(n.cns, cn)
+	a := n.answer
+	n.mu.Unlock()
+	return a(req)
+}
+
+func (n *node) set(a func(*schema.ClientRequest) *schema.ClientReply) {
+	n.mu.Lock()
+	n.answer, n.cns = a, nil
+	n.mu.Unlock()
+}
+
+func (n *node) callers() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.cns...)
+}
+
+type cluster struct {
+	peers []client.Peer
+	nodes []*node
+	mats  map[string]*tlsconf.Material
+}
+
+func material(t *testing.T, caCert, caKey []byte, cn string, server bool) *tlsconf.Material {
+	t.Helper()
+	c, k, err := tlsconf.GenerateCert(caCert, caKey, cn, []string{"127.0.0.1"}, time.Hour, true, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tlsconf.FromPEM(c, k, caCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// startCluster runs n0..n(k-1); the ones with up[i] false refuse
+// connections.
+func startCluster(t *testing.T, up ...bool) *cluster {
+	t.Helper()
+	caCert, caKey, err := tlsconf.GenerateCA("api test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{mats: map[string]*tlsconf.Material{}}
+	var tpeers []transport.Peer
+	for i := range up {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := []string{"n0", "n1", "n2"}[i]
+		c.peers = append(c.peers, client.Peer{Name: name, Addr: ln.Addr().String()})
+		tpeers = append(tpeers, transport.Peer{Name: name, Addr: ln.Addr().String()})
+		ln.Close()
+		c.mats[name] = material(t, caCert, caKey, name, true)
+	}
+	for _, cn := range []string{"admin", "other"} {
+		c.mats[cn] = material(t, caCert, caKey, cn, false)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, p := range c.peers {
+		n := &node{answer: func(*schema.ClientRequest) *schema.ClientReply {
+			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
+		}}
+		c.nodes = append(c.nodes, n)
+		if !up[i] {
+			continue
+		}
+		fwd, err := client.New(c.peers, c.mats[p.Name], client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, h := api.Handler(api.Config{Door: n.door, Self: i, Peers: c.peers, Forward: fwd,
+			IsPeer: func(cn string) bool { return cn == "n0" || cn == "n1" || cn == "n2" }})
+		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: c.mats[p.Name], HTTP: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = tr.Listen(ctx) })
+		t.Cleanup(func() { fwd.Close(); tr.Close() })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return c
+}
+
+func notPrimary(p int32) func(*schema.ClientRequest) *schema.ClientReply {
+	return func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
+			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}
+	}
+}
+
+func submitted(*schema.ClientRequest) *schema.ClientReply {
+	return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 7}}}}}
+}
+
+// submitVia sends a Submit to node i alone as cn, with extra headers.
+func (c *cluster) submitVia(t *testing.T, i int, cn string, hdr http.Header) (*schema.JobResponse, http.Header, error) {
+	t.Helper()
+	cl, err := client.New(c.peers, c.mats[cn], client.Options{Header: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out *schema.JobResponse
+	var h http.Header
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, h, err = client.Forward(context.Background(), cl, i, "", &schema.SubmitRequest{Queue: "q"}, schemaconnect.XceClient.Submit)
+		var ne *client.NodeError
+		if err == nil || errors.As(err, &ne) || time.Now().After(deadline) {
+			return out, h, err // an answer, or the listener never came up
+		}
+	}
+}
+
+// A standby forwards a job operation to the primary it names, on behalf
+// of the caller's certificate; the reply names the primary.
+func TestStandbyForwards(t *testing.T) {
+	c := startCluster(t, true, true)
+	c.nodes[0].set(notPrimary(1))
+	c.nodes[1].set(submitted)
+	rep, hdr, err := c.submitVia(t, 0, "admin", nil)
+	if err != nil || len(rep.GetJobs()) != 1 || rep.GetJobs()[0].GetId() != 7 {
+		t.Fatalf("through the standby: %v, %v", rep, err)
+	}
+	if got := hdr.Get(client.PrimaryHeader); got != "n1" {
+		t.Fatalf("%s = %q, want n1", client.PrimaryHeader, got)
+	}
+	if got := c.nodes[1].callers(); len(got) != 1 || got[0] != "admin" {
+		t.Fatalf("the primary saw callers %q, want the forwarded admin only", got)
+	}
+	if got := c.nodes[0].callers(); len(got) != 1 || got[0] != "admin" {
+		t.Fatalf("the standby saw callers %q", got)
+	}
+
+	// The package client learns the primary from the header.
+	cl, err := client.New(c.peers, c.mats["admin"], client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(context.Background(), &schema.SubmitRequest{Queue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := cl.Primary(); !ok || p != 1 {
+		t.Fatalf("known primary %d, %v; want n1", p, ok)
+	}
+}
+
+// Only a controller's certificate may speak for another: a client's
+// on-behalf header is ignored.
+func TestOnBehalfOnlyFromPeers(t *testing.T) {
+	c := startCluster(t, true, false) // n1's certificate, not its process
+	c.nodes[0].set(submitted)
+	if _, _, err := c.submitVia(t, 0, "other", http.Header{client.OnBehalfHeader: {"admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.nodes[0].callers(); len(got) != 1 || got[0] != "other" {
+		t.Fatalf("callers %q: a client's %s was believed", got, client.OnBehalfHeader)
+	}
+	c.nodes[0].set(submitted)
+	if _, _, err := c.submitVia(t, 0, "n1", http.Header{client.OnBehalfHeader: {"admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.nodes[0].callers(); len(got) != 1 || got[0] != "admin" {
+		t.Fatalf("callers %q: a controller's forwarding was not believed", got)
+	}
+}
+
+// A forwarded call is never forwarded again (no loops), and a primary
+// that cannot be reached turns into unavailable naming it: the caller
+// may try it itself. Either way nothing was applied.
+func TestForwardOnceAndUnreachable(t *testing.T) {
+	c := startCluster(t, true, true)
+	c.nodes[0].set(notPrimary(1))
+	c.nodes[1].set(notPrimary(0)) // views that disagree
+	_, _, err := c.submitVia(t, 0, "admin", nil)
+	np := detail(t, err)
+	if connect.CodeOf(err) != connect.CodeUnavailable || np.GetNode() != "n1" || np.GetPrimaryName() != "n0" {
+		t.Fatalf("disagreeing views: %v (detail %v)", err, np)
+	}
+	if len(c.nodes[0].callers()) != 1 || len(c.nodes[1].callers()) != 1 {
+		t.Fatalf("callers n0 %q, n1 %q: want one call each", c.nodes[0].callers(), c.nodes[1].callers())
+	}
+
+	d := startCluster(t, true, false)
+	d.nodes[0].set(notPrimary(1))
+	_, _, err = d.submitVia(t, 0, "admin", nil)
+	np = detail(t, err)
+	if connect.CodeOf(err) != connect.CodeUnavailable || np.GetNode() != "n0" || np.GetPrimaryName() != "n1" || np.GetPrimaryAddr() != d.peers[1].Addr {
+		t.Fatalf("primary down: %v (detail %v)", err, np)
+	}
+}
+
+func detail(t *testing.T, err error) *schema.NotPrimary {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if np, ok := v.(*schema.NotPrimary); ok {
+				return np
+			}
+		}
+	}
+	return nil
+}
+
+// The node's statuses map to the standard codes; only
+// sm.StatusOutcomeUnknown is unknown.
+func TestCodes(t *testing.T) {
+	c := startCluster(t, true)
+	for _, tc := range []struct {
+		status int32
+		want   connect.Code
+	}{
+		{-1, connect.CodePermissionDenied},
+		{sm.StatusEINVAL, connect.CodeInvalidArgument},
+		{sm.StatusEAGAIN, connect.CodeUnavailable},
+		{sm.StatusEIO, connect.CodeInternal},
+		{-16, connect.CodeAborted},
+		{sm.StatusOutcomeUnknown, connect.CodeUnknown},
+	} {
+		c.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
+			return &schema.ClientReply{Status: tc.status, Error: "why"}
+		})
+		_, _, err := c.submitVia(t, 0, "admin", nil)
+		if connect.CodeOf(err) != tc.want {
+			t.Errorf("status %d: %v, want %v", tc.status, err, tc.want)
+		}
+	}
+}

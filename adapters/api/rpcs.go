@@ -1,0 +1,162 @@
+package api
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	"xce/schema"
+	"xce/schema/schemaconnect"
+)
+
+// Each RPC is the internal request of its kind (schema.JobRequest), built
+// field for field from the typed request.
+
+type (
+	jobReply = connect.Response[schema.JobResponse]
+	xc       = schemaconnect.XceClient
+)
+
+func (s *server) Submit(ctx context.Context, r *connect.Request[schema.SubmitRequest]) (*jobReply, error) {
+	m := r.Msg
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: m.GetQueue(), Payload: m.GetPayload(),
+		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
+		Host: m.GetHost()}, xc.Submit)
+}
+
+func (s *server) SubmitBatch(ctx context.Context, r *connect.Request[schema.SubmitBatchRequest]) (*jobReply, error) {
+	m := r.Msg
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Queue: m.GetQueue(), Payloads: m.GetPayloads(),
+		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
+		Host: m.GetHost()}, xc.SubmitBatch)
+}
+
+func (s *server) Claim(ctx context.Context, r *connect.Request[schema.ClaimRequest]) (*jobReply, error) {
+	m := r.Msg
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax()}, xc.Claim)
+}
+
+func (s *server) Ack(ctx context.Context, r *connect.Request[schema.AckRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: r.Msg.GetHandle()}, xc.Ack)
+}
+
+func (s *server) AckBatch(ctx context.Context, r *connect.Request[schema.AckBatchRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: r.Msg.GetHandles()}, xc.AckBatch)
+}
+
+func (s *server) Heartbeat(ctx context.Context, r *connect.Request[schema.HeartbeatRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_HEARTBEAT, Handle: r.Msg.GetHandle()}, xc.Heartbeat)
+}
+
+func (s *server) Retry(ctx context.Context, r *connect.Request[schema.RetryRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_RETRY, Handle: r.Msg.GetHandle(), Error: r.Msg.GetError()}, xc.Retry)
+}
+
+func (s *server) Fail(ctx context.Context, r *connect.Request[schema.FailRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_FAIL, Handle: r.Msg.GetHandle(), Error: r.Msg.GetError()}, xc.Fail)
+}
+
+func (s *server) Cancel(ctx context.Context, r *connect.Request[schema.CancelRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CANCEL, Id: r.Msg.GetId()}, xc.Cancel)
+}
+
+func (s *server) Get(ctx context.Context, r *connect.Request[schema.GetRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_GET, Id: r.Msg.GetId()}, xc.Get)
+}
+
+func (s *server) List(ctx context.Context, r *connect.Request[schema.ListRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: r.Msg.GetQueue(), AfterId: r.Msg.GetAfterId()}, xc.List)
+}
+
+func (s *server) Redrive(ctx context.Context, r *connect.Request[schema.RedriveRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: r.Msg.GetId()}, xc.Redrive)
+}
+
+func (s *server) Sweep(ctx context.Context, r *connect.Request[schema.SweepRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_SWEEP}, xc.Sweep)
+}
+
+func (s *server) Tick(ctx context.Context, r *connect.Request[schema.TickRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_TICK}, xc.Tick)
+}
+
+func (s *server) DrainLostAndFound(ctx context.Context, r *connect.Request[schema.DrainLostAndFoundRequest]) (*jobReply, error) {
+	m := r.Msg
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN, Queue: m.GetQueue(), Host: m.GetHost(), Cancel: m.GetCancel()}, xc.DrainLostAndFound)
+}
+
+func (s *server) RegisterSchedule(ctx context.Context, r *connect.Request[schema.RegisterScheduleRequest]) (*jobReply, error) {
+	m := r.Msg
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: m.GetName(), Spec: m.GetSpec(), Queue: m.GetQueue(),
+		Payload: m.GetPayload(), Fire: m.GetFire()}, xc.RegisterSchedule)
+}
+
+func (s *server) UnregisterSchedule(ctx context.Context, r *connect.Request[schema.UnregisterScheduleRequest]) (*jobReply, error) {
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_UNREGISTER, Name: r.Msg.GetName()}, xc.UnregisterSchedule)
+}
+
+func (s *server) ClusterStatus(ctx context.Context, _ *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
+	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}})
+	if err != nil {
+		return nil, s.local(err)
+	}
+	if rep.GetStatusReply() == nil {
+		return nil, connect.NewError(connect.CodeInternal, errNoBody)
+	}
+	return connect.NewResponse(rep.GetStatusReply()), nil
+}
+
+func (s *server) GetConfig(ctx context.Context, _ *connect.Request[schema.GetConfigRequest]) (*connect.Response[schema.GetConfigResponse], error) {
+	cr, _, err := s.config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&schema.GetConfigResponse{Blob: cr.GetBlob(), VersionTag: cr.GetVersionTag()}), nil
+}
+
+func (s *server) ListQueues(ctx context.Context, _ *connect.Request[schema.ListQueuesRequest]) (*connect.Response[schema.ListQueuesResponse], error) {
+	cr, cfg, err := s.config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&schema.ListQueuesResponse{Queues: cfg.GetQueues(), VersionTag: cr.GetVersionTag()}), nil
+}
+
+func (s *server) ListHosts(ctx context.Context, _ *connect.Request[schema.ListHostsRequest]) (*connect.Response[schema.ListHostsResponse], error) {
+	cr, cfg, err := s.config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&schema.ListHostsResponse{Hosts: cfg.GetHosts(), Resources: cfg.GetResources(), VersionTag: cr.GetVersionTag()}), nil
+}
+
+// config is the node's running config, raw and decoded.
+func (s *server) config(ctx context.Context) (*schema.ConfigReply, *schema.ClusterConfig, error) {
+	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}})
+	if err != nil {
+		return nil, nil, s.local(err)
+	}
+	cr := rep.GetConfigReply()
+	if cr == nil {
+		return nil, nil, connect.NewError(connect.CodeInternal, errNoBody)
+	}
+	cfg, err := schema.DecodeClusterConfig(cr.GetBlob())
+	if err != nil {
+		return nil, nil, connect.NewError(connect.CodeInternal, err)
+	}
+	return cr, cfg, nil
+}
+
+func (s *server) UpgradeConfig(ctx context.Context, r *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error) {
+	// Never forwarded: the admin's tool follows the redirect itself, so
+	// that the restart it causes is never a standby's doing.
+	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: r.Msg}})
+	if err != nil {
+		return nil, s.local(err)
+	}
+	u := rep.GetUpgradeConfigReply()
+	if u == nil || u.GetVersionTag() == 0 {
+		return nil, connect.NewError(connect.CodeInternal, errNoBody)
+	}
+	return connect.NewResponse(&schema.UpgradeConfigResponse{VersionTag: u.GetVersionTag(), AckedCount: u.GetAckedCount()}), nil
+}

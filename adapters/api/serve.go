@@ -1,0 +1,176 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"xce/adapters/authz"
+	"xce/adapters/wire"
+	"xce/client"
+	"xce/schema"
+	"xce/sm"
+)
+
+// NotPrimaryPrefix begins the error text of a standby's refusal of a
+// primary-only request (seed 002 §10.12: "Not primary — redirect to
+// primary"); a node may add detail after it.
+const NotPrimaryPrefix = "Not primary"
+
+var errNoBody = errors.New("the node's reply has no body")
+
+// redirectError is a standby's "not primary" refusal: nothing was
+// applied; primary is the index of the primary it follows, -1 if none.
+type redirectError struct {
+	primary int
+	why     string
+}
+
+func (e *redirectError) Error() string { return e.why }
+
+// serve checks req (the one validation of client input) and hands it to
+// the door. A reply with a non-zero status is an error: a *redirectError
+// for "not primary", else a *connect.Error with the status's code.
+func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.ClientReply, error) {
+	if err := wire.CheckRequest(req); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	rep := s.cfg.Door(callerOf(ctx).cn, req)
+	if rep == nil {
+		return nil, connect.NewError(connect.CodeInternal, errors.New("the node gave no reply"))
+	}
+	if rep.GetStatus() == sm.StatusOK {
+		return rep, nil
+	}
+	if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), NotPrimaryPrefix) {
+		prim := -1
+		switch {
+		case rep.GetJobReply() != nil:
+			prim = int(rep.GetJobReply().GetPrimary())
+		case rep.GetUpgradeConfigReply() != nil:
+			prim = int(rep.GetUpgradeConfigReply().GetPrimary())
+		}
+		return rep, &redirectError{primary: prim, why: rep.GetError()}
+	}
+	return rep, connect.NewError(codeOf(rep.GetStatus()), errors.New(rep.GetError()))
+}
+
+// codeOf maps a reply status (negative errno, as sm and the daemon answer)
+// to the Connect code. Every code but unknown means nothing was applied.
+func codeOf(status int32) connect.Code {
+	switch status {
+	case authz.StatusForbidden:
+		return connect.CodePermissionDenied
+	case sm.StatusEAGAIN, sm.StatusNoConfig:
+		return connect.CodeUnavailable
+	case sm.StatusEINVAL:
+		return connect.CodeInvalidArgument
+	case wire.StatusBusy:
+		return connect.CodeAborted
+	case wire.StatusUnsupported:
+		return connect.CodeUnimplemented
+	case sm.StatusOutcomeUnknown:
+		return connect.CodeUnknown
+	default: // EIO and what this build does not know
+		return connect.CodeInternal
+	}
+}
+
+// notPrimary is the unavailable answer naming the primary (if known).
+func (s *server) notPrimary(rd *redirectError) error {
+	np := &schema.NotPrimary{Node: s.cfg.Peers[s.cfg.Self].Name}
+	msg := rd.why
+	if p := rd.primary; p >= 0 && p < len(s.cfg.Peers) && p != s.cfg.Self {
+		np.PrimaryName, np.PrimaryAddr = s.cfg.Peers[p].Name, s.cfg.Peers[p].Addr
+		msg = fmt.Sprintf("%s %s (%s)", strings.TrimSuffix(msg, " primary"), np.PrimaryName, np.PrimaryAddr)
+	}
+	ce := connect.NewError(connect.CodeUnavailable, errors.New(msg))
+	if d, err := connect.NewErrorDetail(np); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// local is err for a call this node answers itself: a redirect there is
+// answered as unavailable, never forwarded.
+func (s *server) local(err error) error {
+	if rd := new(redirectError); errors.As(err, &rd) {
+		return s.notPrimary(rd)
+	}
+	return err
+}
+
+// forward sends a call a standby refused to the primary it named, once.
+func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[Req], rd *redirectError, m client.Method[Req, Resp]) (*connect.Response[Resp], error) {
+	c := callerOf(ctx)
+	p := rd.primary
+	if c.forwarded || s.cfg.Forward == nil || p < 0 || p >= len(s.cfg.Peers) || p == s.cfg.Self {
+		return nil, s.notPrimary(rd)
+	}
+	out, _, err := client.Forward(ctx, s.cfg.Forward, p, c.cn, r.Msg, m)
+	if err != nil {
+		var ne *client.NodeError
+		var ue *client.OutcomeUnknownError
+		switch {
+		case errors.As(err, &ne):
+			return nil, ne.Err // the primary's answer, code and details
+		case errors.As(err, &ue):
+			return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("outcome unknown: forwarded to the primary %s, no answer: %w", s.cfg.Peers[p].Name, ue.Err))
+		default: // nothing was sent: the caller may try the primary itself
+			return nil, s.notPrimary(&redirectError{primary: p, why: rd.why + "; forwarding failed: " + err.Error()})
+		}
+	}
+	rep := connect.NewResponse(out)
+	rep.Header().Set(client.PrimaryHeader, s.cfg.Peers[p].Name)
+	return rep, nil
+}
+
+// serveJob serves one job operation: its answer, forwarded to the primary
+// from a standby.
+func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *schema.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
+	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}})
+	if rd := new(redirectError); errors.As(err, &rd) {
+		return forward(ctx, s, r, rd, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	body := rep.GetJobReply()
+	if body == nil {
+		return nil, connect.NewError(connect.CodeInternal, errNoBody)
+	}
+	if err := refusal(jr, body); err != nil {
+		return nil, err
+	}
+	out := &schema.JobResponse{Jobs: body.GetJobs(), Oks: body.GetOks(), Moved: body.GetMoved(), Deleted: body.GetDeleted(),
+		Lsn: body.GetLsn(), At: body.GetAt(), More: body.GetMore()}
+	return connect.NewResponse(out), nil
+}
+
+// refusal is the error of an operation the queue refused without a
+// status (ok = false): nothing changed.
+func refusal(jr *schema.JobRequest, body *schema.JobReply) error {
+	if body.GetOk() {
+		return nil
+	}
+	var code connect.Code
+	var msg string
+	switch jr.GetKind() {
+	case schema.JobRequest_ACK, schema.JobRequest_HEARTBEAT, schema.JobRequest_RETRY, schema.JobRequest_FAIL:
+		code, msg = connect.CodeFailedPrecondition, "handle refused: the claim is not current (acked, expired, retried or never made)"
+	case schema.JobRequest_CANCEL:
+		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("cancel refused: job %d is not pending", jr.GetId())
+	case schema.JobRequest_REDRIVE:
+		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("redrive refused: job %d is not dead", jr.GetId())
+	case schema.JobRequest_GET:
+		code, msg = connect.CodeNotFound, fmt.Sprintf("job %d not found", jr.GetId())
+	case schema.JobRequest_UNREGISTER:
+		code, msg = connect.CodeNotFound, fmt.Sprintf("no schedule named %q", jr.GetName())
+	default: // claim (nothing ready), batches, sweeps: ok says nothing
+		return nil
+	}
+	return connect.NewError(code, errors.New(msg))
+}

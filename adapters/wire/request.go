@@ -1,0 +1,91 @@
+package wire
+
+// CheckRequest is the one validation of a client request: the internal
+// form (schema.ClientRequest) the API handler builds from each RPC
+// (package api) before the daemon sees it.
+
+import (
+	"errors"
+	"fmt"
+
+	"xce/schema"
+	"xce/sm"
+)
+
+// Client reply status codes beyond sm's (negative errno, as
+// sm.Msg.Status).
+const (
+	StatusBusy        int32 = -16 // -EBUSY: a config upgrade is already in progress
+	StatusUnsupported int32 = -38 // -ENOSYS: an op this server does not know
+)
+
+// CheckRequest bounds what a client request may carry: an op, a job
+// request within the limits below, an upgrade blob within
+// sm.MaxConfigSize. The error names the field at fault.
+func CheckRequest(r *schema.ClientRequest) error {
+	if r == nil {
+		return errors.New("nil request")
+	}
+	switch op := r.GetOp().(type) {
+	case *schema.ClientRequest_Status:
+		if op.Status == nil {
+			return errors.New("status op with nil body")
+		}
+	case *schema.ClientRequest_Job:
+		return checkJobRequest(op.Job)
+	case *schema.ClientRequest_Config:
+		if op.Config == nil {
+			return errors.New("config op with nil body")
+		}
+	case *schema.ClientRequest_UpgradeConfig:
+		return checkUpgradeRequest(op.UpgradeConfig)
+	case nil:
+		return errors.New("no op")
+	default:
+		return fmt.Errorf("unknown op %T", op)
+	}
+	return nil
+}
+
+// checkUpgradeRequest bounds an OP_upgradeConfig request: a blob of at
+// most sm.MaxConfigSize and a SHA-256 of 0 or SHA256Size bytes. Empty
+// fields travel: the primary answers them with the seed's "Invalid
+// request: bytes or sha256 field missing" (§6.4 step 0b).
+func checkUpgradeRequest(u *schema.UpgradeConfigRequest) error {
+	switch {
+	case u == nil:
+		return errors.New("upgrade-config op with nil body")
+	case len(u.GetBytes()) > sm.MaxConfigSize:
+		return fmt.Errorf("config blob of %d bytes exceeds %d", len(u.GetBytes()), sm.MaxConfigSize)
+	case len(u.GetSha256()) != 0 && len(u.GetSha256()) != SHA256Size:
+		return fmt.Errorf("sha256 of %d bytes, want %d", len(u.GetSha256()), SHA256Size)
+	}
+	return nil
+}
+
+// MaxJobHandles bounds an ack batch.
+const MaxJobHandles = 1000
+
+// checkJobRequest bounds what a job request may carry.
+func checkJobRequest(j *schema.JobRequest) error {
+	switch {
+	case j == nil:
+		return errors.New("job op with nil body")
+	case j.GetKind() == schema.JobRequest_KIND_UNSPECIFIED || j.GetKind() > schema.JobRequest_LOST_AND_FOUND_DRAIN:
+		return fmt.Errorf("job op kind %d unknown", j.GetKind())
+	case len(j.GetPayload()) > sm.MaxJobPayload:
+		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.GetPayload()), sm.MaxJobPayload)
+	case len(j.GetPayloads()) > MaxJobHandles:
+		return fmt.Errorf("%d payloads exceed %d", len(j.GetPayloads()), MaxJobHandles)
+	case len(j.GetHandles()) > MaxJobHandles:
+		return fmt.Errorf("%d handles exceed %d", len(j.GetHandles()), MaxJobHandles)
+	case len(j.GetError()) > MaxErrorLen:
+		return fmt.Errorf("error text of %d bytes exceeds %d", len(j.GetError()), MaxErrorLen)
+	}
+	for _, n := range []string{j.GetQueue(), j.GetHost(), j.GetName(), j.GetSpec()} {
+		if len(n) > MaxNameLen {
+			return fmt.Errorf("name of %d bytes exceeds %d", len(n), MaxNameLen)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package wire
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"xce/schema"
+	"xce/sm"
+)
+
+func jobReq(j *schema.JobRequest) *schema.ClientRequest {
+	return &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: j}}
+}
+
+func upgradeReq(blob, sum []byte) *schema.ClientRequest {
+	return &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum}}}
+}
+
+// CheckRequest passes what is within the limits, the limits themselves
+// included, and refuses, naming the field, anything past them.
+func TestCheckRequest(t *testing.T) {
+	sum := bytes.Repeat([]byte{0xab}, SHA256Size)
+	long := strings.Repeat("q", MaxNameLen+1)
+	good := []struct {
+		name string
+		r    *schema.ClientRequest
+	}{
+		{"status", &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}},
+		{"config", &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}},
+		{"submit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: []byte("x")})},
+		{"max payload", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: make([]byte, sm.MaxJobPayload)})},
+		{"max handles", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: make([]*schema.WalHandle, MaxJobHandles)})},
+		{"max name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: long[:MaxNameLen]})},
+		{"upgrade blob and sha256", upgradeReq([]byte("blob"), sum)},
+		{"upgrade both empty (the primary refuses them)", upgradeReq(nil, nil)},
+		{"upgrade max blob", upgradeReq(make([]byte, sm.MaxConfigSize), sum)},
+	}
+	for _, tc := range good {
+		if err := CheckRequest(tc.r); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	bad := []struct {
+		name string
+		r    *schema.ClientRequest
+		want string
+	}{
+		{"nil", nil, "nil request"},
+		{"no op", &schema.ClientRequest{}, "no op"},
+		{"nil status body", &schema.ClientRequest{Op: &schema.ClientRequest_Status{}}, "status op"},
+		{"nil config body", &schema.ClientRequest{Op: &schema.ClientRequest_Config{}}, "config op"},
+		{"nil job body", &schema.ClientRequest{Op: &schema.ClientRequest_Job{}}, "job op with nil body"},
+		{"kind unspecified", jobReq(&schema.JobRequest{}), "kind 0 unknown"},
+		{"kind past the last", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN + 1}), "unknown"},
+		{"payload over the limit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Payload: make([]byte, sm.MaxJobPayload+1)}), "payload"},
+		{"too many payloads", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Payloads: make([][]byte, MaxJobHandles+1)}), "payloads"},
+		{"too many handles", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: make([]*schema.WalHandle, MaxJobHandles+1)}), "handles"},
+		{"error text too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_FAIL, Error: strings.Repeat("e", MaxErrorLen+1)}), "error text"},
+		{"queue name too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: long}), "name of"},
+		{"host name too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Host: long}), "name of"},
+		{"nil upgrade body", &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{}}, "nil body"},
+		{"upgrade blob over MaxConfigSize", upgradeReq(make([]byte, sm.MaxConfigSize+1), sum), "config blob"},
+		{"sha256 of 31 bytes", upgradeReq([]byte("blob"), sum[:31]), "sha256 of 31"},
+		{"sha256 of 33 bytes", upgradeReq([]byte("blob"), append(sum, 0)), "sha256 of 33"},
+	}
+	for _, tc := range bad {
+		err := CheckRequest(tc.r)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}

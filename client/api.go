@@ -1,0 +1,124 @@
+package client
+
+import (
+	"context"
+
+	"xce/schema"
+	"xce/schema/schemaconnect"
+)
+
+// The API's calls, one per RPC of the Xce service (schema/api.proto). A
+// mutation's lost answer is ErrOutcomeUnknown, never retried; a read is
+// retried on the next node.
+
+// Submit enqueues one job.
+func (c *Client) Submit(ctx context.Context, r *schema.SubmitRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
+}
+
+// SubmitBatch enqueues one job per payload in one durable write.
+func (c *Client) SubmitBatch(ctx context.Context, r *schema.SubmitBatchRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.SubmitBatch)
+}
+
+// Claim claims up to max ready jobs for a worker host.
+func (c *Client) Claim(ctx context.Context, r *schema.ClaimRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Claim)
+}
+
+// Ack completes a claimed job; a stale handle is code failed_precondition.
+func (c *Client) Ack(ctx context.Context, r *schema.AckRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Ack)
+}
+
+// AckBatch completes several claimed jobs; Oks says which handles were taken.
+func (c *Client) AckBatch(ctx context.Context, r *schema.AckBatchRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.AckBatch)
+}
+
+// Heartbeat extends a claim; a stale handle is code failed_precondition.
+func (c *Client) Heartbeat(ctx context.Context, r *schema.HeartbeatRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Heartbeat)
+}
+
+// Retry gives a claimed job back for a later attempt.
+func (c *Client) Retry(ctx context.Context, r *schema.RetryRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Retry)
+}
+
+// Fail dead-letters a claimed job.
+func (c *Client) Fail(ctx context.Context, r *schema.FailRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Fail)
+}
+
+// Cancel deletes a pending job.
+func (c *Client) Cancel(ctx context.Context, r *schema.CancelRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Cancel)
+}
+
+// Get reads one job; an unknown id is code not_found.
+func (c *Client) Get(ctx context.Context, r *schema.GetRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, read, r, schemaconnect.XceClient.Get)
+}
+
+// List reads one page of a queue's jobs.
+func (c *Client) List(ctx context.Context, r *schema.ListRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, read, r, schemaconnect.XceClient.List)
+}
+
+// Redrive moves a dead job back to pending (admin).
+func (c *Client) Redrive(ctx context.Context, r *schema.RedriveRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Redrive)
+}
+
+// Sweep dead-letters expired jobs and deletes dead ones past retention (admin).
+func (c *Client) Sweep(ctx context.Context, r *schema.SweepRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Sweep)
+}
+
+// Tick fires the schedules that are due (admin).
+func (c *Client) Tick(ctx context.Context, r *schema.TickRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.Tick)
+}
+
+// DrainLostAndFound moves or deletes the jobs in lost_and_found (admin).
+func (c *Client) DrainLostAndFound(ctx context.Context, r *schema.DrainLostAndFoundRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.DrainLostAndFound)
+}
+
+// RegisterSchedule creates or replaces a schedule.
+func (c *Client) RegisterSchedule(ctx context.Context, r *schema.RegisterScheduleRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.RegisterSchedule)
+}
+
+// UnregisterSchedule deletes a schedule.
+func (c *Client) UnregisterSchedule(ctx context.Context, r *schema.UnregisterScheduleRequest) (*schema.JobResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.UnregisterSchedule)
+}
+
+// GetConfig is the running config of the first node that has one.
+func (c *Client) GetConfig(ctx context.Context, r *schema.GetConfigRequest) (*schema.GetConfigResponse, error) {
+	return call(ctx, c, local, r, schemaconnect.XceClient.GetConfig)
+}
+
+// ListQueues lists the running config's queues.
+func (c *Client) ListQueues(ctx context.Context, r *schema.ListQueuesRequest) (*schema.ListQueuesResponse, error) {
+	return call(ctx, c, local, r, schemaconnect.XceClient.ListQueues)
+}
+
+// ListHosts lists the running config's hosts and resources.
+func (c *Client) ListHosts(ctx context.Context, r *schema.ListHostsRequest) (*schema.ListHostsResponse, error) {
+	return call(ctx, c, local, r, schemaconnect.XceClient.ListHosts)
+}
+
+// UpgradeConfig is OP_upgradeConfig (admin): the primary saves the config, pushes it to its standbys and restarts with it.
+func (c *Client) UpgradeConfig(ctx context.Context, r *schema.UpgradeConfigRequest) (*schema.UpgradeConfigResponse, error) {
+	return call(ctx, c, mutation, r, schemaconnect.XceClient.UpgradeConfig)
+}
+
+// ClusterStatus asks node i (an index into Peers) for its view of the
+// cluster; that node only, no search.
+func (c *Client) ClusterStatus(ctx context.Context, i int) (*schema.StatusReply, error) {
+	st, _, err := once(ctx, c, i, "", &schema.ClusterStatusRequest{}, schemaconnect.XceClient.ClusterStatus)
+	return st, err
+}
