@@ -1,10 +1,9 @@
 package main
 
 // Every xce client call of the harness, behind xceConn: swap this file to
-// move the benchmark to another client API. This one keeps one TLS
-// connection per xceConn to the primary (transport.DialClient), as a
-// worker would; clitool's JobClient dials afresh for every request, which
-// would measure handshakes rather than the queue.
+// move the benchmark to another client API. Each xceConn is a client of
+// package client (the Connect API) held to the primary alone, so it keeps
+// one connection, as a worker would.
 
 import (
 	"context"
@@ -14,8 +13,8 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/client"
 	"xce/schema"
-	"xce/sm"
 )
 
 // xceMaxConns is how many connections one client certificate may hold
@@ -49,20 +48,16 @@ type claimed []*schema.WalHandle
 
 func (c claimed) Len() int { return len(c) }
 
-type wireConn struct{ cl *transport.Client }
+type apiConn struct{ cl *client.Client }
 
 // xcePrimary waits until one of t's nodes is a serving primary that
-// answers a LIST of queue, and returns its address.
+// answers a List of queue, and returns its address.
 func xcePrimary(ctx context.Context, t xceTarget, queue string) (string, error) {
-	mat, err := tlsconf.Load(t.Cert, t.Key, t.CA)
-	if err != nil {
-		return "", err
-	}
 	deadline := time.Now().Add(t.WaitServingLimit)
 	var last error = errors.New("no node asked yet")
 	for {
 		for _, addr := range t.Addrs {
-			if err := servesJobs(ctx, addr, mat, t.Timeout, queue); err != nil {
+			if err := servesJobs(ctx, t, addr, queue); err != nil {
 				last = fmt.Errorf("%s: %w", addr, err)
 				continue
 			}
@@ -79,69 +74,55 @@ func xcePrimary(ctx context.Context, t xceTarget, queue string) (string, error) 
 	}
 }
 
-func servesJobs(ctx context.Context, addr string, mat *tlsconf.Material, timeout time.Duration, queue string) error {
-	cl, err := transport.DialClient(ctx, addr, mat, timeout)
+func servesJobs(ctx context.Context, t xceTarget, addr, queue string) error {
+	c, err := dialXce(ctx, t, addr)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	st, err := cl.Status(ctx)
+	defer c.Close()
+	cl := c.(*apiConn).cl
+	st, err := cl.ClusterStatus(ctx, 0)
 	if err != nil {
 		return err
 	}
 	if st.GetRole() != "primary" || !st.GetServing() {
 		return fmt.Errorf("role %s, serving %v", st.GetRole(), st.GetServing())
 	}
-	_, err = (&wireConn{cl}).job(ctx, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue})
+	_, err = cl.List(ctx, &schema.ListRequest{Queue: queue})
 	return err
 }
 
-// dialXce opens a connection to the node at addr.
-func dialXce(ctx context.Context, t xceTarget, addr string) (xceConn, error) {
+// dialXce makes a client of the node at addr alone.
+func dialXce(_ context.Context, t xceTarget, addr string) (xceConn, error) {
 	mat, err := tlsconf.Load(t.Cert, t.Key, t.CA)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := transport.DialClient(ctx, addr, mat, t.Timeout)
+	cl, err := client.New([]client.Peer{{Name: addr, Addr: addr}}, mat, client.Options{Timeout: t.Timeout})
 	if err != nil {
 		return nil, err
 	}
-	return &wireConn{cl}, nil
+	return &apiConn{cl}, nil
 }
 
-// job sends one job request; a non-OK status is an error.
-func (w *wireConn) job(ctx context.Context, jr *schema.JobRequest) (*schema.JobReply, error) {
-	rep, err := w.cl.Call(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}})
-	if err != nil {
-		return nil, err
-	}
-	if st := rep.GetStatus(); st != sm.StatusOK {
-		return nil, fmt.Errorf("%s: status %d: %s", jr.GetKind(), st, rep.GetError())
-	}
-	if rep.GetJobReply() == nil {
-		return nil, fmt.Errorf("%s: reply without a job body", jr.GetKind())
-	}
-	return rep.GetJobReply(), nil
-}
-
-func (w *wireConn) Submit(ctx context.Context, queue string, payload []byte) error {
-	r, err := w.job(ctx, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: queue, Payload: payload})
+func (w *apiConn) Submit(ctx context.Context, queue string, payload []byte) error {
+	r, err := w.cl.Submit(ctx, &schema.SubmitRequest{Queue: queue, Payload: payload})
 	if err == nil && len(r.GetJobs()) != 1 {
-		err = fmt.Errorf("ENQUEUE: %d jobs in the reply", len(r.GetJobs()))
+		err = fmt.Errorf("Submit: %d jobs in the reply", len(r.GetJobs()))
 	}
 	return err
 }
 
-func (w *wireConn) SubmitBatch(ctx context.Context, queue string, payloads [][]byte) error {
-	r, err := w.job(ctx, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Queue: queue, Payloads: payloads})
+func (w *apiConn) SubmitBatch(ctx context.Context, queue string, payloads [][]byte) error {
+	r, err := w.cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: queue, Payloads: payloads})
 	if err == nil && len(r.GetJobs()) != len(payloads) {
-		err = fmt.Errorf("ENQUEUE_BATCH: %d jobs acknowledged for %d payloads", len(r.GetJobs()), len(payloads))
+		err = fmt.Errorf("SubmitBatch: %d jobs acknowledged for %d payloads", len(r.GetJobs()), len(payloads))
 	}
 	return err
 }
 
-func (w *wireConn) ClaimBatch(ctx context.Context, queue, host string, max int) (xceClaim, error) {
-	r, err := w.job(ctx, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: host, Max: uint32(max)})
+func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int) (xceClaim, error) {
+	r, err := w.cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max)})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +133,7 @@ func (w *wireConn) ClaimBatch(ctx context.Context, queue, host string, max int) 
 	return hs, nil
 }
 
-func (w *wireConn) AckBatch(ctx context.Context, c xceClaim) error {
+func (w *apiConn) AckBatch(ctx context.Context, c xceClaim) error {
 	hs, ok := c.(claimed)
 	if !ok {
 		return fmt.Errorf("AckBatch of a %T, not a claim of this client", c)
@@ -160,19 +141,19 @@ func (w *wireConn) AckBatch(ctx context.Context, c xceClaim) error {
 	if len(hs) == 0 {
 		return nil
 	}
-	r, err := w.job(ctx, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs})
+	r, err := w.cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs})
 	if err != nil {
 		return err
 	}
 	if oks := r.GetOks(); len(oks) != len(hs) {
-		return fmt.Errorf("ACK_BATCH: %d results for %d handles", len(oks), len(hs))
+		return fmt.Errorf("AckBatch: %d results for %d handles", len(oks), len(hs))
 	}
 	for i, ok := range r.GetOks() {
 		if !ok {
-			return fmt.Errorf("ACK_BATCH: job %d refused", hs[i].GetId())
+			return fmt.Errorf("AckBatch: job %d refused", hs[i].GetId())
 		}
 	}
 	return nil
 }
 
-func (w *wireConn) Close() error { return w.cl.Close() }
+func (w *apiConn) Close() error { return w.cl.Close() }
