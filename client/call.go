@@ -52,7 +52,7 @@ func call[Req, Resp any](ctx context.Context, c *Client, k kind, msg *Req, m Met
 		return nil, &NoPrimaryError{}
 	}
 	s := &search{c: c, ctx: ctx, k: k, state: make([]peerState, len(c.peers)), conns: make([]*conn, len(c.peers)),
-		results: make(chan dialResult, len(c.peers))}
+		results: make(chan dialResult, len(c.peers)), wait: waitOf(msg)}
 	if err := s.run(send); err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf string,
 	}
 	var wrote atomic.Bool
 	cctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
-	cctx, cancel = context.WithTimeout(cctx, c.opt.Timeout)
+	cctx, cancel = context.WithTimeout(cctx, c.opt.Timeout+waitOf(msg))
 	defer cancel()
 	req := connect.NewRequest(msg)
 	if onBehalf != "" {
@@ -147,6 +147,16 @@ type search struct {
 	pending int
 	fanned  bool
 	tried   []Attempt
+	wait    time.Duration // a long-poll claim's wait: the answer may take that much longer
+}
+
+// waitOf is how long the node may hold msg before answering: a claim's
+// long-poll wait.
+func waitOf(msg any) time.Duration {
+	if c, ok := msg.(*schema.ClaimRequest); ok {
+		return time.Duration(c.GetWaitMs()) * time.Millisecond
+	}
+	return 0
 }
 
 func (s *search) note(i int, why string) {
@@ -273,7 +283,7 @@ func (s *search) send(i int, send sendFunc) (next int, end bool, err error) {
 	n := s.c.nodes[i]
 	var wrote atomic.Bool
 	ctx := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
-	ctx, cancel := context.WithTimeout(ctx, s.c.opt.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.c.opt.Timeout+s.wait)
 	defer cancel()
 	hdr, err := send(ctx, cn.api)
 	if err == nil {

@@ -255,10 +255,14 @@ func (x *SubmitBatchRequest) GetHost() string {
 }
 
 type ClaimRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"` // the claimant
-	Max           uint32                 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`  // batch size, at least 1
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Host  string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"` // the claimant
+	Max   uint32                 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`  // batch size, at least 1
+	// wait_ms: with nothing ready, wait up to this long (at most 20000) for
+	// a job instead of answering empty (a long poll). Released with
+	// unavailable if the primary steps down meanwhile.
+	WaitMs        uint32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +314,13 @@ func (x *ClaimRequest) GetHost() string {
 func (x *ClaimRequest) GetMax() uint32 {
 	if x != nil {
 		return x.Max
+	}
+	return 0
+}
+
+func (x *ClaimRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
 	}
 	return 0
 }
@@ -1530,11 +1541,12 @@ const file_api_proto_rawDesc = "" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\x12\x18\n" +
 	"\aexpires\x18\x06 \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\a \x01(\rR\bresource\x12\x12\n" +
-	"\x04host\x18\b \x01(\tR\x04host\"J\n" +
+	"\x04host\x18\b \x01(\tR\x04host\"c\n" +
 	"\fClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
-	"\x03max\x18\x03 \x01(\rR\x03max\";\n" +
+	"\x03max\x18\x03 \x01(\rR\x03max\x12\x17\n" +
+	"\await_ms\x18\x04 \x01(\rR\x06waitMs\";\n" +
 	"\n" +
 	"AckRequest\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"B\n" +

@@ -27,7 +27,7 @@ import (
 
 // Door serves one internal request from the certificate named cn: the
 // daemon's authorisation, metrics and node.
-type Door func(cn string, req *schema.ClientRequest) *schema.ClientReply
+type Door func(ctx context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply
 
 // Config configures the handler.
 type Config struct {

@@ -29,7 +29,7 @@ type node struct {
 	cns    []string
 }
 
-func (n *node) door(cn string, req *schema.ClientRequest) *schema.ClientReply {
+func (n *node) door(_ context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
 	n.mu.Lock()
 	n.cns = append(n.cns, cn)
 	a := n.answer

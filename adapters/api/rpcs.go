@@ -33,7 +33,7 @@ func (s *server) SubmitBatch(ctx context.Context, r *connect.Request[schema.Subm
 
 func (s *server) Claim(ctx context.Context, r *connect.Request[schema.ClaimRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax()}, xc.Claim)
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax(), WaitMs: m.GetWaitMs()}, xc.Claim)
 }
 
 func (s *server) Ack(ctx context.Context, r *connect.Request[schema.AckRequest]) (*jobReply, error) {

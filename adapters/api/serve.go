@@ -38,7 +38,7 @@ func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.
 	if err := wire.CheckRequest(req); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	rep := s.cfg.Door(callerOf(ctx).cn, req)
+	rep := s.cfg.Door(ctx, callerOf(ctx).cn, req)
 	if rep == nil {
 		return nil, connect.NewError(connect.CodeInternal, errors.New("the node gave no reply"))
 	}

@@ -174,7 +174,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	var tr *transport.Transport // set before the listener starts
 	// The one door of client requests: authorised here, or refused with
 	// a definite error (nothing was applied).
-	door := func(cn string, req *schema.ClientRequest) *schema.ClientReply {
+	door := func(ctx context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
 		start := time.Now()
 		rep := func() *schema.ClientReply {
 			if d := policy.Decide(cn, req); !d.Allowed {
@@ -183,7 +183,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 			flight.enter()
 			defer flight.leave(req.GetUpgradeConfig() != nil)
-			return answer(req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
+			return answer(ctx, req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
 		}()
 		if mx != nil { // refusals count too: errors by operation and code
 			mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
@@ -318,7 +318,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 // answer serves an authorised client request from the runner's published
 // status; caller is the client certificate's CN, sanitised, and own the
 // node's certificate in use.
-func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
+func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
 	rep := &schema.ClientReply{}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
@@ -362,9 +362,12 @@ func answer(req *schema.ClientRequest, caller string, rn *runner.Runner, own *x5
 	case *schema.ClientRequest_UpgradeConfig:
 		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
 	case *schema.ClientRequest_Job:
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		// The caller's context: a client that goes away takes its long
+		// poll with it (sm.ClientGone); a claim's wait extends the bound.
+		jr := JobRequestFromProto(op.Job)
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout+jr.Wait)
 		defer cancel()
-		r, err := rn.Do(ctx, JobRequestFromProto(op.Job))
+		r, err := rn.Do(ctx, jr)
 		if err != nil { // sent to the node, never answered: maybe applied
 			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"time"
 	"xce/schema"
 	"xce/sm"
 	"xce/sm/queue"
@@ -10,7 +11,7 @@ import (
 func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 	req := sm.JobRequest{Kind: sm.JobKind(j.GetKind()), Queue: j.GetQueue(), Payload: j.GetPayload(), Priority: j.GetPriority(),
 		Delay: j.GetDelay(), RunAt: j.GetRunAt(), Expires: j.GetExpires(), Resource: j.GetResource(), Host: j.GetHost(),
-		Max: int(j.GetMax()), ID: j.GetId(), AfterID: j.GetAfterId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
+		Max: int(j.GetMax()), Wait: time.Duration(j.GetWaitMs()) * time.Millisecond, ID: j.GetId(), AfterID: j.GetAfterId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
 		Handle: sm.HandleOf(j.GetHandle()), Cancel: j.GetCancel(),
 		Fire: queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
 	req.Payloads = j.GetPayloads()

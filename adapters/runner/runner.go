@@ -185,6 +185,9 @@ type clientCall struct {
 	up      *sm.UpgradeConfig
 	upReply chan sm.UpgradeReply
 	inspect *inspectCall // set: not a client operation (inspect.go)
+	// gone, set alone: the caller of the operation answering on this
+	// channel went away (sm.ClientGone).
+	gone chan sm.Reply
 }
 
 // ErrStopped is returned by Do and Upgrade when the node stops before
@@ -198,7 +201,13 @@ func (r *Runner) Do(ctx context.Context, req sm.JobRequest) (sm.Reply, error) {
 	if err := r.post(ctx, c); err != nil {
 		return sm.Reply{}, err
 	}
-	return await(ctx, c.reply, r.stop)
+	rep, err := await(ctx, c.reply, r.stop)
+	if err != nil && ctx.Err() != nil {
+		// Gone before the answer: the node drops what it holds for us (a
+		// long-poll claim must not take a job for nobody).
+		_ = r.post(context.Background(), clientCall{gone: c.reply})
+	}
+	return rep, err
 }
 
 // Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: blob
@@ -324,6 +333,17 @@ func (r *Runner) Run(ctx context.Context) error {
 		case c := <-r.ops:
 			if c.inspect != nil {
 				c.inspect.run(r.cfg.Node)
+				continue
+			}
+			if c.gone != nil {
+				id, ok := r.waiterOf(c.gone)
+				if !ok {
+					continue // answered meanwhile
+				}
+				delete(r.waiters, id)
+				if err := r.step(sm.ClientGone{ID: id}); err != nil {
+					return err
+				}
 				continue
 			}
 			r.nextOp++
@@ -509,4 +529,14 @@ func (w *ioWorker) run() {
 			return
 		}
 	}
+}
+
+// waiterOf finds the operation whose answer goes to ch.
+func (r *Runner) waiterOf(ch chan sm.Reply) (uint64, bool) {
+	for id, w := range r.waiters {
+		if w == ch {
+			return id, true
+		}
+	}
+	return 0, false
 }

@@ -7,6 +7,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"xce/schema"
 	"xce/sm"
@@ -81,6 +82,10 @@ func checkJobRequest(j *schema.JobRequest) error {
 		return fmt.Errorf("%d handles exceed %d", len(j.GetHandles()), MaxJobHandles)
 	case len(j.GetError()) > MaxErrorLen:
 		return fmt.Errorf("error text of %d bytes exceeds %d", len(j.GetError()), MaxErrorLen)
+	case time.Duration(j.GetWaitMs())*time.Millisecond > sm.MaxClaimWait:
+		return fmt.Errorf("claim wait of %d ms exceeds %d", j.GetWaitMs(), sm.MaxClaimWait.Milliseconds())
+	case j.GetWaitMs() > 0 && j.GetKind() != schema.JobRequest_CLAIM:
+		return fmt.Errorf("a wait on a %s: only a claim waits", j.GetKind())
 	}
 	for _, n := range []string{j.GetQueue(), j.GetHost(), j.GetName(), j.GetSpec()} {
 		if len(n) > MaxNameLen {

@@ -25,6 +25,7 @@ const xceMaxConns = transport.DefaultMaxConnsPerClient
 // certificate files.
 type xceTarget struct {
 	Addrs            []string
+	Names            []string // the nodes' names (their certificates'), by index
 	Cert, Key, CA    string
 	Timeout          time.Duration // per call
 	WaitServingLimit time.Duration
@@ -56,8 +57,8 @@ func xcePrimary(ctx context.Context, t xceTarget, queue string) (string, error) 
 	deadline := time.Now().Add(t.WaitServingLimit)
 	var last error = errors.New("no node asked yet")
 	for {
-		for _, addr := range t.Addrs {
-			if err := servesJobs(ctx, t, addr, queue); err != nil {
+		for i, addr := range t.Addrs {
+			if err := servesJobs(ctx, t, i, queue); err != nil {
 				last = fmt.Errorf("%s: %w", addr, err)
 				continue
 			}
@@ -74,8 +75,8 @@ func xcePrimary(ctx context.Context, t xceTarget, queue string) (string, error) 
 	}
 }
 
-func servesJobs(ctx context.Context, t xceTarget, addr, queue string) error {
-	c, err := dialXce(ctx, t, addr)
+func servesJobs(ctx context.Context, t xceTarget, i int, queue string) error {
+	c, err := dialXce(ctx, t, t.Addrs[i])
 	if err != nil {
 		return err
 	}
@@ -98,7 +99,13 @@ func dialXce(_ context.Context, t xceTarget, addr string) (xceConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.New([]client.Peer{{Name: addr, Addr: addr}}, mat, client.Options{Timeout: t.Timeout})
+	name := addr
+	for i, a := range t.Addrs {
+		if a == addr {
+			name = t.Names[i]
+		}
+	}
+	cl, err := client.New([]client.Peer{{Name: name, Addr: addr}}, mat, client.Options{Timeout: t.Timeout})
 	if err != nil {
 		return nil, err
 	}

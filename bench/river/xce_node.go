@@ -129,6 +129,7 @@ func (x *xceCluster) target() xceTarget {
 	t := xceTarget{Timeout: 30 * time.Second, WaitServingLimit: 60 * time.Second}
 	for i := range x.c.Names {
 		t.Addrs = append(t.Addrs, fmt.Sprintf("127.0.0.1:%d", x.c.Port(i)))
+		t.Names = append(t.Names, x.c.Names[i])
 	}
 	certs := filepath.Join(x.c.Dir, "certs")
 	t.Cert = filepath.Join(certs, configtool.WorkerCN+".crt")
