@@ -70,7 +70,7 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 		Head: func(h wal.SnapshotHead) error {
 			head = h
 			var err error
-			im, err = queue.NewImporter(h.NextID, h.NextSeq)
+			im, err = queue.NewImporter(h.NextID, h.NextSeq, min(h.Jobs, maxImportHint))
 			return err
 		},
 		Job: func(jb *schema.SnapshotJob) error {
@@ -90,6 +90,11 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 	}
 	return im.Done(), head.LSN, head.Term, nil
 }
+
+// maxImportHint bounds the size an import reserves from a snapshot's
+// count of job fields before any is checked (a corrupt file's count
+// allocates no more than this; a larger valid one grows past it).
+const maxImportHint = 1 << 22
 
 // importJob is one snapshot job as the queue holds it, its names routed.
 func importJob(jb *schema.SnapshotJob, r *router) queue.Job {
