@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"maps"
 
 	"xce/schema"
 	"xce/sm/queue"
@@ -17,13 +18,15 @@ import (
 // out, and client operations are told it is recovering.
 
 // SnapshotLoad is what the executor needs to import a snapshot: a router
-// of its own, built by the node for this promotion from its config. No
-// part of it is shared with the node while the executor runs.
+// of its own, a copy of the promotion's. No part of it is shared with the
+// node while the executor runs.
 type SnapshotLoad struct{ r *router }
 
-// newSnapshotLoad builds the load's router from the config that routes
-// this promotion's recovery.
-func newSnapshotLoad(c *schema.ClusterConfig) *SnapshotLoad { return &SnapshotLoad{r: newRouter(c)} }
+// newSnapshotLoad copies r, the router of this promotion's recovery, for
+// an import (its names only: the counter and warnings are the import's).
+func newSnapshotLoad(r *router) *SnapshotLoad {
+	return &SnapshotLoad{r: &router{queues: maps.Clone(r.queues), hosts: maps.Clone(r.hosts), resources: maps.Clone(r.resources)}}
+}
 
 // routeWarning is one §6.5 WARN line a load's router raised (the node logs
 // them when it takes the state over).
@@ -46,8 +49,7 @@ type LoadedSnapshot struct {
 // its own router copy).
 func (l *SnapshotLoad) Import(data []byte) *LoadedSnapshot {
 	out := &LoadedSnapshot{}
-	r := *l.r // the maps are only read; the counter and warnings are this import's
-	r.routed = 0
+	r := *l.r // the maps are only read: the counter and warnings are this call's
 	r.warn = func(what, id string) { out.warnings = append(out.warnings, routeWarning{what, id}) }
 	out.q, out.lsn, out.term, out.err = importSnapshot(data, &r)
 	out.routed = r.routed

@@ -94,7 +94,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 		// The executor builds the state (jobload.go): the node goes on
 		// answering meanwhile.
-		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(n.cfgDecoded())}, func(d IODone) {
+		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r)}, func(d IODone) {
 			if d.Err != IOOK || d.Loaded == nil {
 				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
 				return

@@ -13,8 +13,12 @@ type Set struct {
 	n     int
 }
 
-// New is an empty set sized for about n dense numbers.
-func New(n int) *Set { return &Set{words: make(map[uint64]uint64, n/64+1)} }
+// New is an empty set sized for about n dense numbers (up to a bound:
+// n may come from a file not yet checked).
+func New(n int) *Set { return &Set{words: make(map[uint64]uint64, min(max(n, 0)/64+1, maxHint))} }
+
+// maxHint bounds the entries New reserves: 64M dense numbers.
+const maxHint = 1 << 20
 
 // Add adds x and reports whether it was new.
 func (s *Set) Add(x uint64) bool {
