@@ -41,12 +41,13 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		w.kill(nd.id, "in a WAL fsync window", true)
 		return
 	}
-	if op.Snapshot != nil {
-		// A checkpoint is encoded and written on a lane of its own, as the
-		// runner does: it takes time with the number of jobs, and in one
-		// of four checkpoints much longer, so the node goes on changing
-		// its state meanwhile (the copy-on-write view must not see it).
-		lat := w.ioLatency(op.Op) + time.Duration(op.Snapshot.Jobs())*5*time.Microsecond
+	if op.Snapshot != nil || op.Load != nil {
+		// A checkpoint is encoded and written, and a snapshot imported at
+		// recovery, on a lane of its own, as the runner does: it takes
+		// time with the number of jobs, and in one of four much longer,
+		// so the node goes on changing its state (or, recovering, sending
+		// heartbeats) meanwhile (the copy-on-write view must not see it).
+		lat := w.ioLatency(op.Op) + time.Duration(snapJobs(op))*5*time.Microsecond
 		if w.rng.IntN(4) == 0 {
 			lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
 		}
@@ -95,6 +96,16 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.tr.ioDone(w.now, nd.id, op, res)
 	w.deliver(nd.id, res)
 	w.checkRotTerm(nd, op, res)
+}
+
+// snapJobs is how many jobs a snapshot-lane op handles: a checkpoint's
+// count, or for an import an estimate from the bytes (as SnapshotData.Jobs
+// makes for a standby's checkpoint).
+func snapJobs(op sm.FileOp) int {
+	if op.Snapshot != nil {
+		return op.Snapshot.Jobs()
+	}
+	return len(op.Data) / 256
 }
 
 func (w *World) ioLatency(op sm.OpKind) time.Duration {

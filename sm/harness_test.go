@@ -84,6 +84,16 @@ type harness struct {
 	// killBefore, if set, is asked before each FileOp is executed; true
 	// kills the node there (kill -9: the op and later effects never run).
 	killBefore func(i int, op sm.FileOp) bool
+	// hold, if set, is asked before each FileOp is executed; true parks
+	// it unexecuted (an executor still busy with it) until releaseHeld.
+	hold func(i int, op sm.FileOp) bool
+	held []heldOp
+}
+
+// heldOp is a FileOp parked by harness.hold.
+type heldOp struct {
+	node int
+	op   sm.FileOp
 }
 
 func newHarness(t testing.TB, peers int) *harness {
@@ -238,6 +248,10 @@ func (x harnessHost) Proceed(e sm.Effect) bool {
 func (x harnessHost) File(op sm.FileOp) {
 	h, hn := x.h, x.hn
 	hn.ops = append(hn.ops, op)
+	if h.hold != nil && h.hold(hn.id, op) {
+		h.held = append(h.held, heldOp{hn.id, op})
+		return
+	}
 	r := hn.disk.Exec(op, h.wall())
 	r.ID = op.ID
 	h.enqueue(hn.id, r)
@@ -286,6 +300,22 @@ func (x harnessHost) Exit(e sm.Exit) {
 }
 
 func (x harnessHost) Unknown(e sm.Effect) { x.h.t.Errorf("n%d emitted unknown effect %T", x.hn.id, e) }
+
+// releaseHeld executes the parked FileOps (outside any Step) and queues
+// their completions; it does not drain the queue.
+func (h *harness) releaseHeld() {
+	held := h.held
+	h.held = nil
+	for _, q := range held {
+		hn, op := h.nodes[q.node], q.op
+		if !hn.up {
+			continue
+		}
+		r := hn.disk.Exec(op, h.wall())
+		r.ID = op.ID
+		h.enqueue(hn.id, r)
+	}
+}
 
 // nextTimer is the earliest armed timer due at or before limit.
 func (h *harness) nextTimer(limit time.Duration) (node int, kind sm.TimerKind, at time.Duration, ok bool) {

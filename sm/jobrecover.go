@@ -92,23 +92,33 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
 			return
 		}
-		n.routeWarnings(j, 0, path)
-		before := j.r.routed
-		q, lsn, snapTerm, err := importSnapshot(d.Data, j.r)
-		j.lostFound += j.r.routed - before
-		j.r.warn = nil
-		if err != nil {
-			// The newest valid snapshot wins: drop this one and plan again;
-			// the log must still reach its LSN (finishRecovery checks).
-			n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, err))
-			j.mustReach = max(j.mustReach, plan.SnapshotLSN)
-			n.recoverFrom(j, slices.DeleteFunc(slices.Clone(snaps), func(s string) bool { return s == plan.Snapshot }), segs)
-			return
-		}
-		j.lastTerm = snapTerm
-		j.q = q
-		n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, lsn))
-		replay(lsn, j.lastTerm)
+		// The executor builds the state (jobload.go): the node goes on
+		// answering meanwhile.
+		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r)}, func(d IODone) {
+			if d.Err != IOOK || d.Loaded == nil {
+				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
+				return
+			}
+			ld := d.Loaded
+			for _, w := range ld.warnings {
+				n.logRouteWarning(w, 0, path)
+			}
+			j.r.routed += ld.routed
+			j.lostFound += ld.routed
+			if ld.err != nil {
+				// The newest valid snapshot wins: drop this one and plan
+				// again; the log must still reach its LSN (finishRecovery
+				// checks).
+				n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
+				j.mustReach = max(j.mustReach, plan.SnapshotLSN)
+				n.recoverFrom(j, slices.DeleteFunc(slices.Clone(snaps), func(s string) bool { return s == plan.Snapshot }), segs)
+				return
+			}
+			j.lastTerm = ld.term
+			j.q = ld.q
+			n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
+			replay(ld.lsn, j.lastTerm)
+		})
 	})
 }
 
@@ -223,15 +233,19 @@ func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path st
 // routeWarnings makes the router log the §6.5 WARN lines for a record at
 // offset off of path.
 func (n *Node) routeWarnings(j *jobState, off int, path string) {
-	j.r.warn = func(what, id string) {
-		switch what {
-		case "queue":
-			n.log(Warn, "wal.unknown-queue", fmt.Sprintf("WAL record references unknown queue '%s' at offset %d in %s — routing job to lost_and_found queue", id, off, path))
-		case "resource":
-			n.log(Warn, "wal.unknown-resource", fmt.Sprintf("WAL record references unknown resource id=%s at offset %d in %s — clearing resource assignment, job set to PEND", id, off, path))
-		case "host":
-			n.log(Warn, "wal.unknown-host", fmt.Sprintf("WAL record references unknown host '%s' at offset %d in %s — routing to lost_and_found host", id, off, path))
-		}
+	j.r.warn = func(what, id string) { n.logRouteWarning(routeWarning{what, id}, off, path) }
+}
+
+// logRouteWarning logs one §6.5 WARN line for a record (or snapshot) at
+// offset off of path.
+func (n *Node) logRouteWarning(w routeWarning, off int, path string) {
+	switch w.what {
+	case "queue":
+		n.log(Warn, "wal.unknown-queue", fmt.Sprintf("WAL record references unknown queue '%s' at offset %d in %s — routing job to lost_and_found queue", w.id, off, path))
+	case "resource":
+		n.log(Warn, "wal.unknown-resource", fmt.Sprintf("WAL record references unknown resource id=%s at offset %d in %s — clearing resource assignment, job set to PEND", w.id, off, path))
+	case "host":
+		n.log(Warn, "wal.unknown-host", fmt.Sprintf("WAL record references unknown host '%s' at offset %d in %s — routing to lost_and_found host", w.id, off, path))
 	}
 }
 

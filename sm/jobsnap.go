@@ -202,64 +202,6 @@ func snapshotOf(s queue.Snapshot, lsn uint64) *schema.Snapshot {
 	return out
 }
 
-// importSnapshot decodes and rebuilds the queue state of a snapshot file,
-// routing names the running config no longer has exactly as replay does
-// (seed 002 §6.5). The file is decoded as a stream (wal.ReadSnapshot) into
-// the state (queue.Importer): one job message at a time, never the whole
-// snapshot, as one message or as a list of jobs, beside the state built
-// from it; each job's payload, decoded into a buffer of its own, is the
-// one the state keeps.
-func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, error) {
-	var (
-		head wal.SnapshotHead
-		im   *queue.Importer
-	)
-	err := wal.ReadSnapshot(data, wal.SnapshotVisitor{
-		Head: func(h wal.SnapshotHead) error {
-			head = h
-			var err error
-			im, err = queue.NewImporter(h.NextID, h.NextSeq)
-			return err
-		},
-		Job: func(jb *schema.SnapshotJob) error {
-			// A claim was made by a record the snapshot covers.
-			if jb.GetClaimLsn() > head.LSN || jb.GetClaimTerm() > head.Term {
-				return fmt.Errorf("%w: job %d: claim stamp (term %d, lsn %d) is beyond the snapshot (term %d, lsn %d)",
-					queue.ErrBadSnapshot, jb.GetId(), jb.GetClaimTerm(), jb.GetClaimLsn(), head.Term, head.LSN)
-			}
-			return im.Job(importJob(jb, r))
-		},
-		Schedule: func(sc *schema.SnapshotSchedule) error {
-			return im.Schedule(importSchedule(sc, r))
-		},
-	})
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	return im.Done(), head.LSN, head.Term, nil
-}
-
-// importJob is one snapshot job as the queue holds it, its names routed.
-func importJob(jb *schema.SnapshotJob, r *router) queue.Job {
-	return queue.Job{ID: jb.GetId(), Queue: r.queue(jb.GetQueue(), true), Payload: jb.GetPayload(), Priority: jb.GetPriority(),
-		State: queueState(jb.GetState()), RunAt: jb.GetRunAt(), Seq: jb.GetSeq(), EnqueuedAt: jb.GetEnqueuedAt(), ExpiresAt: jb.GetExpiresAt(),
-		Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: r.resource(jb.GetResource()), ClaimedAt: jb.GetClaimedAt(),
-		ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: r.host(jb.GetPin()),
-		Claim: queue.ClaimStamp{Term: jb.GetClaimTerm(), LSN: jb.GetClaimLsn()}}
-}
-
-// importSchedule is one snapshot schedule as the queue holds it; one of a
-// removed queue fires into lost_and_found with its stamps.
-func importSchedule(sc *schema.SnapshotSchedule, r *router) queue.Schedule {
-	st := stampsOf(sc.GetStamps())
-	name := r.queue(sc.GetQueue(), false)
-	if name == LostAndFound && sc.GetQueue() != LostAndFound {
-		st = lostAndFoundStamps
-	}
-	return queue.Schedule{Name: sc.GetName(), Spec: sc.GetSpec(), Queue: name, Payload: sc.GetPayload(),
-		Stamps: st, Fire: queue.FireOpts{Priority: sc.GetFire().GetPriority(), ExpiresS: sc.GetFire().GetExpiresS()}, Next: sc.GetNextFire()}
-}
-
 // SnapshotOf encodes q as the snapshot a primary would send at lsn, whose
 // record at lsn has term (tests and tools build logs with it).
 func SnapshotOf(q *queue.Queues, lsn, term uint64) *schema.Snapshot {

@@ -49,6 +49,9 @@ type IODone struct {
 	Data    []byte     // OpRead: file contents
 	ModTime int64      // OpRead: file mtime, Unix nanoseconds
 	Entries []DirEntry // OpList: sorted by name
+	// Loaded is an OpImport's result: the job state built from the
+	// snapshot (or why it is not one), for the node to take over.
+	Loaded *LoadedSnapshot
 }
 
 func (Boot) isInput()       {}
@@ -129,6 +132,11 @@ type FileOp struct {
 	// proportional to the number of jobs, runs off the node's Step; a file
 	// that fails it completes with IOCorrupt and the reason.
 	Check *SnapshotCheck
+	// Load, on an OpImport, asks the executor to build the job state from
+	// Data, a snapshot file's bytes (SnapshotLoad.Import): the decoding and
+	// the building, proportional to the number of jobs, run off the node's
+	// Step; the completion carries the state in Loaded.
+	Load *SnapshotLoad
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64
@@ -174,6 +182,10 @@ const (
 	// returns the bytes as the completion's Data (work proportional to the
 	// jobs, done off the node's Step).
 	OpEncode
+	// OpImport touches no file: the executor builds the job state from
+	// Data with the op's Load and returns it as the completion's Loaded.
+	// Path names the file the bytes came from (for messages).
+	OpImport
 )
 
 func (k OpKind) String() string {
@@ -198,6 +210,8 @@ func (k OpKind) String() string {
 		return "append"
 	case OpEncode:
 		return "encode"
+	case OpImport:
+		return "import"
 	default:
 		return "op?"
 	}

@@ -74,7 +74,8 @@ var ErrPathRefused = errors.New("path refused")
 
 // Exec executes op on fsys and returns its completion (ID = op.ID). It
 // never panics on a malformed op. A failed operation returns no data,
-// entries or mtime.
+// entries or mtime. OpEncode and OpImport touch no file: they run sm's
+// pure code on the op's data, off the node's Step.
 func Exec(fsys FS, op sm.FileOp) sm.IODone {
 	r := sm.IODone{ID: op.ID}
 	if op.Op == sm.OpEncode { // no file: the bytes of a snapshot
@@ -86,6 +87,12 @@ func Exec(fsys FS, op sm.FileOp) sm.IODone {
 			return sm.IODone{ID: op.ID, Err: sm.IOFailed, Detail: fmt.Sprintf("cannot encode the snapshot: %v", err)}
 		}
 		return sm.IODone{ID: op.ID, Data: data}
+	}
+	if op.Op == sm.OpImport { // no file: the job state of a snapshot's bytes
+		if op.Load == nil {
+			return sm.IODone{ID: op.ID, Err: sm.IOFailed, Detail: "import without a snapshot load"}
+		}
+		return sm.IODone{ID: op.ID, Loaded: op.Load.Import(op.Data)}
 	}
 	err := checkPath(op.Path, op.Op == sm.OpRead || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir || op.Op == sm.OpList)
 	if err == nil {

@@ -109,8 +109,9 @@ type Runner struct {
 	fired  chan sm.TimerFired
 	stop   chan struct{}
 	worker *ioWorker
-	// snaps writes checkpoints (FileOps with a Snapshot to encode) on a
-	// lane of their own: encoding a large state takes long, and WAL
+	// snaps writes checkpoints (FileOps with a Snapshot to encode) and
+	// imports snapshots at recovery (a Load: no file) on a lane of their
+	// own: encoding or importing a large state takes long, and WAL
 	// appends and fsyncs must not queue behind it. sm issues nothing on a
 	// checkpoint's file until its write completes, so the lanes never
 	// touch the same file at once.
@@ -409,7 +410,7 @@ func (h host) CancelTimer(x sm.CancelTimer) {
 }
 
 func (h host) File(x sm.FileOp) {
-	if x.Snapshot != nil {
+	if x.Snapshot != nil || x.Load != nil {
 		h.r.snaps.submit(x)
 		return
 	}

@@ -5,9 +5,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
+
+	"xce/sm/idset"
 )
 
 // Snapshot is the whole state as plain data: what a checkpoint stores.
@@ -85,7 +86,7 @@ func (v View) Export() Snapshot {
 // own, so a copy would only double it for a moment); it shares no other
 // memory with s.
 func Import(s Snapshot) (*Queues, error) {
-	im, err := NewImporter(s.NextID, s.NextSeq)
+	im, err := NewImporter(s.NextID, s.NextSeq, len(s.Jobs))
 	if err != nil {
 		return nil, err
 	}
@@ -106,22 +107,24 @@ func Import(s Snapshot) (*Queues, error) {
 // snapshot decoded as a stream is never held whole beside the state built
 // from it (sm's importSnapshot).
 type Importer struct {
-	q    *Queues
-	seqs map[uint64]bool
+	q         *Queues
+	ids, seqs *idset.Set
 }
 
 func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 }
 
-// NewImporter starts an Import of a snapshot with these counters.
-func NewImporter(nextID, nextSeq uint64) (*Importer, error) {
+// NewImporter starts an Import of a snapshot with these counters, sized
+// for about jobs jobs.
+func NewImporter(nextID, nextSeq uint64, jobs int) (*Importer, error) {
 	if nextID == 0 || nextSeq == 0 {
 		return nil, bad("next id %d / next seq %d must be >= 1", nextID, nextSeq)
 	}
 	q := New()
 	q.nextID, q.nextSeq = nextID, nextSeq
-	return &Importer{q: q, seqs: make(map[uint64]bool)}, nil
+	q.jobs = make(map[uint64]*entry, max(jobs, 0))
+	return &Importer{q: q, ids: idset.New(jobs), seqs: idset.New(jobs)}, nil
 }
 
 // Job adds j, checked as Import does; the state holds j's payload.
@@ -130,19 +133,25 @@ func (im *Importer) Job(j Job) error {
 	if err := checkJob(j, q.nextID, q.nextSeq); err != nil {
 		return bad("job %d: %v", j.ID, err)
 	}
-	if q.jobs[j.ID] != nil {
+	if im.ids.Has(j.ID) {
 		return bad("duplicate job id %d", j.ID)
 	}
-	if im.seqs[j.Seq] {
+	if !im.seqs.Add(j.Seq) {
 		return bad("job %d: duplicate seq %d", j.ID, j.Seq)
 	}
-	im.seqs[j.Seq] = true
+	im.ids.Add(j.ID)
 	if len(j.Payload) == 0 {
 		j.Payload = nil
 	}
-	q.insert(q.fromJob(j), j.Queue, math.MinInt64) // no time: pending jobs wait for the next claim to promote them
+	q.insert(q.fromJob(j), j.Queue, knownPast(j))
 	return nil
 }
+
+// knownPast is a time the job's own history shows has passed: where an
+// imported job waits never changes a result (place), but a job that was
+// ready then goes straight into its ready heap, so that the first claim
+// after a recovery does not promote every job of a large snapshot.
+func knownPast(j Job) int64 { return max(j.EnqueuedAt, j.ClaimedAt, j.DiedAt) }
 
 // Schedule adds sc, checked as Import does; the state holds a copy of its
 // payload.
@@ -179,7 +188,7 @@ func (im *Importer) Schedule(sc Schedule) error {
 // Done is the state imported; the Importer must not be used after it.
 func (im *Importer) Done() *Queues {
 	q := im.q
-	im.q, im.seqs = nil, nil
+	im.q, im.ids, im.seqs = nil, nil, nil
 	return q
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
+	"xce/sm/idset"
 )
 
 // Snapshot file format:
@@ -94,16 +95,16 @@ func ValidateSnapshot(s *schema.Snapshot) error {
 // (ReadSnapshot checks a stream with it).
 type snapCheck struct {
 	nextID, nextSeq uint64
-	ids             map[uint64]struct{}
+	ids             *idset.Set
 	names           map[string]struct{}
 }
 
 func newSnapCheck(nextID, nextSeq uint64, jobs, schedules int) *snapCheck {
-	return &snapCheck{nextID: nextID, nextSeq: nextSeq, ids: make(map[uint64]struct{}, jobs), names: make(map[string]struct{}, schedules)}
+	return &snapCheck{nextID: nextID, nextSeq: nextSeq, ids: idset.New(jobs), names: make(map[string]struct{}, schedules)}
 }
 
 func (c *snapCheck) job(j *schema.SnapshotJob) error {
-	i, id := len(c.ids), j.GetId()
+	i, id := c.ids.Len(), j.GetId()
 	switch {
 	case id == 0:
 		return badSnap("job %d has id 0", i)
@@ -112,10 +113,9 @@ func (c *snapCheck) job(j *schema.SnapshotJob) error {
 	case j.GetSeq() >= c.nextSeq:
 		return badSnap("job %d (id %d) has seq %d, not below next_seq %d", i, id, j.GetSeq(), c.nextSeq)
 	}
-	if _, dup := c.ids[id]; dup {
+	if !c.ids.Add(id) {
 		return badSnap("job id %d appears twice", id)
 	}
-	c.ids[id] = struct{}{}
 	if _, known := schema.JobState_name[int32(j.GetState())]; !known {
 		return badSnap("job %d (id %d) has unknown state %d", i, id, j.GetState())
 	}
@@ -141,9 +141,10 @@ type SnapshotHead struct {
 
 // SnapshotVisitor receives a snapshot streamed by ReadSnapshot: Head
 // first, then each job and schedule in file order. The message handed to
-// Job or Schedule is reused for the next one: keep what its getters
-// return (each decode allocates its own strings and bytes), never the
-// message. An error from a visitor stops the read and is returned as is.
+// Job or Schedule, and a job's stamps, are reused for the next one: keep
+// the scalars, strings and bytes its getters return (strings are never
+// changed, and each payload is a buffer of its own), never a message. An
+// error from a visitor stops the read and is returned as is.
 type SnapshotVisitor struct {
 	Head     func(SnapshotHead) error
 	Job      func(*schema.SnapshotJob) error
@@ -153,7 +154,7 @@ type SnapshotVisitor struct {
 // ReadSnapshot is DecodeSnapshot as a stream: the same checks (header,
 // CRC32C, each message's decoding, ValidateSnapshot's invariants), each
 // error wrapping ErrBadSnapshot, without building the whole message — one
-// job is decoded at a time. A pass over the top level first finds the
+// job is decoded at a time (by hand: jobDecoder). A pass over the top level first finds the
 // scalars (snapshotHead), so that jobs are checked as they come.
 // The visitors may have run for a prefix before an error.
 func ReadSnapshot(data []byte, v SnapshotVisitor) error {
@@ -169,15 +170,16 @@ func ReadSnapshot(data []byte, v SnapshotVisitor) error {
 		return err
 	}
 	c := newSnapCheck(h.NextID, h.NextSeq, h.Jobs, h.Schedules)
-	job, sched := new(schema.SnapshotJob), new(schema.SnapshotSchedule)
+	jobs, sched := new(jobDecoder), new(schema.SnapshotSchedule)
 	return eachField(p, func(num protowire.Number, typ protowire.Type, b []byte) error {
 		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField {
 			return nil
 		}
 		m, _ := protowire.ConsumeBytes(b)
 		if num == snapJobsField {
-			if err := proto.Unmarshal(m, job); err != nil {
-				return badSnap("job %d does not decode: %v", len(c.ids), err)
+			job, err := jobs.decode(m)
+			if err != nil {
+				return badSnap("job %d does not decode: %v", c.ids.Len(), err)
 			}
 			if err := c.job(job); err != nil {
 				return err

@@ -1,0 +1,143 @@
+package sm_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"xce/schema"
+	"xce/sim/simdisk"
+	"xce/sm"
+	"xce/sm/queue"
+	"xce/sm/wal"
+)
+
+// loadConfig has queue q0, host h0 and resource 1: a snapshot's queue
+// "old", host "gone" and resource 77 are names it no longer has.
+func loadConfig(t *testing.T) []byte {
+	t.Helper()
+	c := &schema.ClusterConfig{ConfigGeneration: 1, ClusterName: "load", Port: 7000,
+		Queues: []*schema.Queue{{Id: 1, Name: "q0", VisibilityTimeoutS: 30, MaxAttempts: 5}},
+		Hosts:  []*schema.Host{{Name: "h0"}}, Resources: []*schema.Resource{{Id: 1, Name: "gpu", Count: 1}}}
+	b, err := schema.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// snapshotFile encodes a snapshot at lsn (term 1) of q.
+func snapshotFile(t *testing.T, q *queue.Queues, lsn uint64) []byte {
+	t.Helper()
+	b, err := wal.EncodeSnapshot(sm.SnapshotOf(q, lsn, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func enqueueTo(t *testing.T, q *queue.Queues, name, payload string, o queue.EnqueueOpts) {
+	t.Helper()
+	if _, err := q.Enqueue(100, name, []byte(payload), queue.Stamps{VisibilityTimeoutS: 30, MaxAttempts: 5}, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recoverDisk boots one node on d and waits for its recovery (or exit).
+func recoverDisk(t *testing.T, d *simdisk.Disk) *hnode {
+	t.Helper()
+	h := newHarness(t, 1)
+	hn := h.add(0, d, nil)
+	h.boot(0)
+	h.advanceUntil(10*time.Second, func() bool { _, _, ok := hn.n.JobState(); return ok || len(hn.exits) > 0 })
+	return hn
+}
+
+// The executor's import routes a snapshot's names the config no longer
+// has as replay does (seed 002 §6.5): the node logs each WARN, naming
+// the snapshot, and counts the jobs routed to lost_and_found.
+func TestSnapshotImportRoutesUnknownNames(t *testing.T) {
+	q := queue.New()
+	enqueueTo(t, q, "old", "a", queue.EnqueueOpts{})
+	enqueueTo(t, q, "old", "a2", queue.EnqueueOpts{})
+	enqueueTo(t, q, "q0", "b", queue.EnqueueOpts{Resource: 77})
+	enqueueTo(t, q, "q0", "c", queue.EnqueueOpts{Host: "gone"})
+	d := simdisk.New()
+	install(t, d, loadConfig(t), epoch)
+	snapPath := wal.SnapshotPath(4)
+	if err := d.PutDurable(snapPath, snapshotFile(t, q, 4), epoch); err != nil {
+		t.Fatal(err)
+	}
+	hn := recoverDisk(t, d)
+	got, _, ok := hn.n.JobState()
+	if !ok {
+		t.Fatalf("not recovered:\n%s", hn.logDump())
+	}
+	by := map[string]queue.Job{}
+	for _, j := range got.List("") {
+		by[string(j.Payload)] = j
+	}
+	if by["a"].Queue != sm.LostAndFound || by["a2"].Queue != sm.LostAndFound || by["b"].Resource != 0 || by["b"].Queue != "q0" || by["c"].Pin != sm.LostAndFound {
+		t.Fatalf("routed jobs: %+v", by)
+	}
+	if n := hn.n.LostAndFoundCount(); n != 2 {
+		t.Errorf("lost_and_found_job_count %d, want 2", n)
+	}
+	for key, want := range map[string]string{"wal.unknown-queue": "unknown queue 'old' at offset 0 in " + snapPath,
+		"wal.unknown-resource": "unknown resource id=77 at offset 0 in " + snapPath, "wal.unknown-host": "unknown host 'gone' at offset 0 in " + snapPath} {
+		ls := hn.logsWithKey(key)
+		if len(ls) == 0 || ls[0].Level != sm.Warn || !strings.Contains(ls[0].Text, want) {
+			t.Errorf("%s: %v, want a WARN containing %q", key, ls, want)
+		}
+	}
+	if ls := hn.logsWithKey("wal.lost-and-found"); len(ls) != 1 || !strings.Contains(ls[0].Text, "lost_and_found_job_count=2") {
+		t.Errorf("summary %v, want lost_and_found_job_count=2", ls)
+	}
+}
+
+// A newest snapshot that does not import is dropped for the next older
+// one, and the log after that must reach the dropped one's LSN: with the
+// segment that does, recovery rebuilds everything; without it, it stops.
+func TestSnapshotImportFallsBack(t *testing.T) {
+	older := queue.New()
+	enqueueTo(t, older, "q0", "j1", queue.EnqueueOpts{})
+	enqueueTo(t, older, "q0", "j2", queue.EnqueueOpts{})
+	newest := snapshotFile(t, older, 3)
+	newest[len(newest)-1] ^= 0xff // its CRC no longer matches
+	var seg []byte
+	for lsn := uint64(3); lsn <= 4; lsn++ {
+		rec := &schema.WalRecord{Lsn: lsn, Term: 1, Now: 100, Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", QueueId: 1, Payload: []byte("r"),
+			Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}}}}
+		var err error
+		if seg, err = wal.AppendFrame(seg, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, reach := range []bool{true, false} {
+		d := simdisk.New()
+		install(t, d, loadConfig(t), epoch)
+		files := map[string][]byte{wal.SnapshotPath(2): snapshotFile(t, older, 2), wal.SnapshotPath(3): newest}
+		if reach {
+			files[wal.SegmentPath(3)] = seg
+		}
+		for p, data := range files {
+			if err := d.PutDurable(p, data, epoch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hn := recoverDisk(t, d)
+		if !reach {
+			if len(hn.exits) == 0 || hn.exits[0].Code == 0 {
+				t.Fatalf("recovered from a log that does not reach the corrupt snapshot's lsn:\n%s", hn.logDump())
+			}
+			continue
+		}
+		got, _, ok := hn.n.JobState()
+		if !ok || hn.n.RecoveredLSN() != 4 || len(got.List("")) != 4 {
+			t.Fatalf("recovered %v to lsn %d:\n%s", ok, hn.n.RecoveredLSN(), hn.logDump())
+		}
+		if ls := hn.logsWithKey("wal.snapshot-invalid"); len(ls) != 1 || !strings.Contains(ls[0].Text, wal.SnapshotPath(3)) {
+			t.Fatalf("no wal.snapshot-invalid for %s:\n%s", wal.SnapshotPath(3), hn.logDump())
+		}
+	}
+}
