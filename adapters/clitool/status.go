@@ -197,24 +197,68 @@ func askStatus(ctx context.Context, cl *client.Client, i int, row *PeerStatus) {
 func statusCmd(ctx context.Context) *cobra.Command {
 	var c conn
 	var output string
+	var watch time.Duration
+	var count int
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "every peer: up/down, role, term, priority, config tag, stale flag",
+		Long: "every peer: up/down, role, term, priority, config tag, stale flag.\n" +
+			"With --watch, the view refreshes every interval until interrupted (a table\n" +
+			"redrawn in place; with -o json, one JSON array per line per refresh).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
 			if err != nil {
 				return err
 			}
-			rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
-			if err != nil {
-				return err
+			if watch < 0 || count < 0 {
+				return fmt.Errorf("--watch %v and --count %d: neither may be negative", watch, count)
 			}
-			return printStatus(cmd.OutOrStdout(), rows, output)
+			w := cmd.OutOrStdout()
+			for n := 1; ; n++ {
+				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
+				if err != nil {
+					return err
+				}
+				if watch == 0 {
+					return printStatus(w, rows, output)
+				}
+				if err := printWatched(w, rows, output, time.Now()); err != nil {
+					return err
+				}
+				if count > 0 && n >= count {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil // interrupted: the view stays on the screen
+				case <-time.After(watch):
+				}
+			}
 		},
 	}
 	c.flags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table|json")
+	cmd.Flags().DurationVarP(&watch, "watch", "w", 0, "refresh every interval (e.g. 1s) until interrupted; 0: once")
+	cmd.Flags().IntVar(&count, "count", 0, "with --watch: stop after this many refreshes (0: never)")
 	return cmd
+}
+
+// clearScreen moves the cursor home and clears the terminal (ANSI), so a
+// watched table is redrawn in place.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// printWatched prints one refresh of a watched status: the table under a
+// clear and a timestamp, or the rows as one JSON line.
+func printWatched(w io.Writer, rows []PeerStatus, output string, at time.Time) error {
+	switch output {
+	case "json":
+		return json.NewEncoder(w).Encode(rows) // one line per refresh
+	case "table":
+		if _, err := fmt.Fprintf(w, "%sxcecli status at %s\n\n", clearScreen, at.Format(time.RFC3339)); err != nil {
+			return err
+		}
+	}
+	return printStatus(w, rows, output)
 }
 
 func printStatus(w io.Writer, rows []PeerStatus, output string) error {

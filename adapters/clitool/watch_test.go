@@ -1,0 +1,55 @@
+package clitool
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"xce/schema"
+)
+
+// status --watch refreshes: the table redrawn in place each time (a
+// term that changes between refreshes shows), or one JSON line each.
+func TestStatusWatchRefreshes(t *testing.T) {
+	fc := startFakeCluster(t, true)
+	term := uint64(0)
+	fc.nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
+		term++
+		return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
+			Name: "n0", Role: "primary", Term: term, Primary: 0, PrimaryName: "n0", Serving: true}}}
+	})
+	out, err := fc.run(t, "status", "--watch", "50ms", "--count", "3")
+	if err != nil {
+		t.Fatalf("status --watch: %v\n%s", err, out)
+	}
+	frames := strings.Split(out, clearScreen)[1:]
+	if len(frames) != 3 {
+		t.Fatalf("%d refreshes, want 3:\n%q", len(frames), out)
+	}
+	for k, f := range frames {
+		if !strings.HasPrefix(f, "xcecli status at ") || !strings.Contains(f, "NAME") {
+			t.Errorf("refresh %d is not a timestamped table:\n%s", k, f)
+		}
+	}
+	if !strings.Contains(frames[0], " 1 ") || !strings.Contains(frames[2], " 3 ") {
+		t.Errorf("the term did not advance across refreshes:\n%s", out)
+	}
+
+	out, err = fc.run(t, "status", "--watch", "50ms", "--count", "2", "-o", "json")
+	if err != nil {
+		t.Fatalf("status --watch -o json: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d JSON lines, want 2:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		var rows []PeerStatus
+		if err := json.Unmarshal([]byte(l), &rows); err != nil || len(rows) != 1 || rows[0].Role != "primary" {
+			t.Errorf("line %q: %v %+v", l, err, rows)
+		}
+	}
+	if _, err := fc.run(t, "status", "--watch", "-1s"); err == nil {
+		t.Error("a negative --watch was accepted")
+	}
+}
