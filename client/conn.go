@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"xce/adapters/tlsconf"
+	"xce/schema"
 	"xce/schema/schemaconnect"
 	"xce/sm"
 )
@@ -71,6 +72,15 @@ func (n *node) dial(ctx context.Context) (*conn, error) {
 	}
 	c := &conn{cc: cc}
 	c.api = schemaconnect.NewXceClient(doer{cc: cc, hdr: n.hdr}, "https://"+n.peer.Addr, connect.WithReadMaxBytes(MaxMessageBytes))
+	// In TLS 1.3 a node that refuses our certificate says so only after our
+	// side of the handshake, so a request written first would have an
+	// unknown outcome although it was never read. One node-local call
+	// confirms the connection before any request goes on it: any answer
+	// of the node's (even a refusal) means it accepted us.
+	if _, err := c.api.ClusterStatus(ctx, connect.NewRequest(&schema.ClusterStatusRequest{})); err != nil && !connect.IsWireError(err) {
+		cc.Close()
+		return nil, fmt.Errorf("dial %s: the node did not accept the connection: %w", n.peer.Addr, err)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {

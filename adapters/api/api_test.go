@@ -31,7 +31,9 @@ type node struct {
 
 func (n *node) door(_ context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
 	n.mu.Lock()
-	n.cns = append(n.cns, cn)
+	if req.GetStatus() == nil { // not package client's check of a new connection
+		n.cns = append(n.cns, cn)
+	}
 	a := n.answer
 	n.mu.Unlock()
 	return a(req)

@@ -182,7 +182,10 @@ func TestPushUnknownOutcome(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	release := make(chan struct{})
 	defer close(release)
-	pc.nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
+	pc.nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
+		if req.GetUpgradeConfig() == nil { // the client's check of a new connection
+			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "n0", Primary: -1}}}
+		}
 		<-release
 		return &schema.ClientReply{}
 	})

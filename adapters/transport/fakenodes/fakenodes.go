@@ -48,11 +48,18 @@ func (f *Node) Set(answer func(*schema.ClientRequest) *schema.ClientReply) {
 	f.answer, f.seen = answer, nil
 }
 
-// Requests returns the requests seen since the last Set.
+// Requests returns the requests seen since the last Set but status
+// requests: package client checks each new connection with one.
 func (f *Node) Requests() []*schema.ClientRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]*schema.ClientRequest(nil), f.seen...)
+	var out []*schema.ClientRequest
+	for _, r := range f.seen {
+		if r.GetStatus() == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Cluster is n0..n(k-1); CertDir holds ca.crt, nN.crt/key and
