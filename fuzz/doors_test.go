@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/adapters/api"
-	"xce/adapters/confyaml"
 	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
+	"xce/schema/confyaml"
 	"xce/sm"
 )
 

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/configtool"
 	"xce/client"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 )
 
 // apiJob is the JSON of a job in an answer (the fields checked here).

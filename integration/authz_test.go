@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
+	"xce/cmd/xcecli/clitool"
 )
 
 // toolAs runs an xce binary (xcecli, xce-config) against the cluster with

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xcecli/clitool"
 	"xce/sm"
 )
 

@@ -9,10 +9,10 @@ import (
 	"context"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecli/clitool"
+	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 

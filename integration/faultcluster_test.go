@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 	"xce/schema"
 )
 

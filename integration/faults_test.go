@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
+	"xce/cmd/xcecli/clitool"
 )
 
 // since is how long ago (history time) at was, for logs.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 )
 
 // Three processes started together end with exactly one primary, n0, and

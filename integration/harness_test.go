@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 	"xce/sm"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/configtool"
-	"xce/adapters/daemon"
 	"xce/client"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecli/clitool"
 	"xce/schema"
 )
 

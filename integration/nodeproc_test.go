@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/adapters/clitool"
+	"xce/cmd/xcecli/clitool"
 	"xce/sm/wal"
 )
 

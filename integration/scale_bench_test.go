@@ -23,9 +23,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecli/clitool"
 )
 
 var (

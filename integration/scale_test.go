@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xcecli/clitool"
 	"xce/schema"
 )
 

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/daemon"
 	"xce/client"
+	"xce/cmd/xcecli/clitool"
+	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/schema/schemaconnect"
 	"xce/sm"

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/adapters/clitool"
-	"xce/adapters/configtool"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 )
 
 const (

@@ -1,11 +1,11 @@
-// Command xce-config is the admin config tool (see adapters/configtool).
+// Command xce-config is the admin config tool (see cmd/xce-config/configtool).
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"xce/adapters/configtool"
+	"xce/cmd/xce-config/configtool"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-// Command xcecli is the xce operator and worker client (see adapters/clitool).
+// Command xcecli is the xce operator and worker client (see cmd/xcecli/clitool).
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"xce/adapters/clitool"
+	"xce/cmd/xcecli/clitool"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"xce/adapters/daemon"
+	"xce/cmd/xcecontroller/daemon"
 )
 
 func main() {

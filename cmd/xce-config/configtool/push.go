@@ -16,9 +16,9 @@ import (
 	"connectrpc.com/connect"
 
 	"xce/adapters/authz"
-	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/sm"
 )

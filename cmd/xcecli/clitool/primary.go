@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/sm"
 )

@@ -17,13 +17,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/adapters/authz"
-	"xce/adapters/confyaml"
 	"xce/adapters/tlsconf"
 	"xce/schema"
+	"xce/schema/confyaml"
 	"xce/sm"
 )
 
-const sample = "../../examples/cluster.yaml"
+const sample = "../../../examples/cluster.yaml"
 
 // run executes xce-config with args and returns its stdout.
 func run(t *testing.T, args ...string) (string, error) {

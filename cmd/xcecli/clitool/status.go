@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xcecontroller/daemon"
 )
 
 // NewCommand builds the xcecli command tree.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
 	"xce/client"
+	"xce/cmd/xce-config/configtool"
 	"xce/schema"
 	"xce/sm"
 )
@@ -183,7 +183,7 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	}
 
 	// queue list / host list: the config from the first peer that has one.
-	blob, err := configtool.EncodeFile("../../examples/cluster.yaml")
+	blob, err := configtool.EncodeFile("../../../examples/cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/configtool"
-	"xce/adapters/daemon"
 	"xce/adapters/tlsconf"
 	"xce/client"
+	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecontroller/daemon"
 )
 
 type syncBuf struct {
@@ -63,7 +63,7 @@ func TestSIGHUPReloads(t *testing.T) {
 		}
 	}
 	writeNode(20 * 24 * time.Hour) // expires soon: the node starts with a WARN
-	blob, err := configtool.EncodeFile("../../examples/cluster.yaml")
+	blob, err := configtool.EncodeFile("../../../examples/cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

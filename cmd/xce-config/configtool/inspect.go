@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"xce/adapters/confyaml"
 	"xce/adapters/fileio"
 	"xce/schema"
+	"xce/schema/confyaml"
 	"xce/sm"
 )
 

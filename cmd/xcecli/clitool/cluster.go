@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
+	"xce/cmd/xce-config/configtool"
 )
 
 // Cluster is a local cluster of xcecontroller processes on loopback: the

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/confyaml"
 	"xce/schema"
+	"xce/schema/confyaml"
 	"xce/sm"
 )
 

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"xce/adapters/api"
-	"xce/adapters/configtool"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
 	"xce/client"
+	"xce/cmd/xce-config/configtool"
 	"xce/schema"
 )
 
