@@ -42,21 +42,9 @@ func newNode(p Peer, mat *tlsconf.Material, opt Options) *node {
 		TLSClientConfig:   tc,
 		Protocols:         &protos,
 		ForceAttemptHTTP2: true,
-		DialContext:       dialCoalescing, // bounded by the dial's context
+		DialContext:       (&net.Dialer{}).DialContext, // bounded by the dial's context
 		HTTP2:             &http.HTTP2Config{SendPingTimeout: pingAfter, PingTimeout: opt.ConnectTimeout},
 	}}
-}
-
-// dialCoalescing dials a connection that coalesces HTTP/2's writes
-// (CoalescingConn).
-func dialCoalescing(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	cc := NewCoalescingConn(c)
-	cc.Coalesce() // only the API's HTTP/2 is spoken on it, TLS handshake included
-	return cc, nil
 }
 
 // up is the kept connection if it is still usable.

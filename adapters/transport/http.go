@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"xce/adapters/tlsconf"
-	"xce/client"
 )
 
 // httpProtos are the ALPN protocols of the client API. The peer protocol
@@ -96,11 +95,6 @@ func (t *Transport) serveHTTP(ctx context.Context, raw net.Conn, tc net.Conn, cn
 	}()
 	if err := raw.SetDeadline(time.Time{}); err != nil {
 		return
-	}
-	// HTTP/2 writes a message's headers and body separately: coalesced
-	// into one write each (a TLS connection made by serve).
-	if cc := coalescing(tc); cc != nil {
-		cc.Coalesce()
 	}
 	h := t.http
 	done := make(chan struct{})
@@ -212,15 +206,3 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 }
 
 type tlsStateKey struct{}
-
-// coalescing is the CoalescingConn under an API connection, if any.
-func coalescing(c net.Conn) *client.CoalescingConn {
-	if pc, ok := c.(*prefixConn); ok {
-		c = pc.Conn
-	}
-	if tc, ok := c.(*tls.Conn); ok {
-		cc, _ := tc.NetConn().(*client.CoalescingConn)
-		return cc
-	}
-	return nil
-}

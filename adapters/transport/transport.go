@@ -50,7 +50,6 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/wire"
-	"xce/client"
 	"xce/schema"
 	"xce/sm"
 )
@@ -590,7 +589,7 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 	if t.cfg.HTTP != nil {
 		cfg.NextProtos = httpProtos
 	}
-	tc := tls.Server(client.NewCoalescingConn(raw), cfg) // coalescing only once serveHTTP has it
+	tc := tls.Server(raw, cfg)
 	if err := tc.Handshake(); err != nil {
 		if ctx.Err() == nil {
 			claimed := ""
