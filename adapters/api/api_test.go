@@ -57,7 +57,7 @@ type cluster struct {
 	mats  map[string]*tlsconf.Material
 }
 
-func material(t *testing.T, caCert, caKey []byte, cn string, server bool) *tlsconf.Material {
+func material(t testing.TB, caCert, caKey []byte, cn string, server bool) *tlsconf.Material {
 	t.Helper()
 	c, k, err := tlsconf.GenerateCert(caCert, caKey, cn, []string{"127.0.0.1"}, time.Hour, true, server)
 	if err != nil {
@@ -72,7 +72,7 @@ func material(t *testing.T, caCert, caKey []byte, cn string, server bool) *tlsco
 
 // startCluster runs n0..n(k-1); the ones with up[i] false refuse
 // connections.
-func startCluster(t *testing.T, up ...bool) *cluster {
+func startCluster(t testing.TB, up ...bool) *cluster {
 	t.Helper()
 	caCert, caKey, err := tlsconf.GenerateCA("api test CA", time.Hour)
 	if err != nil {

@@ -1,0 +1,83 @@
+package api_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"xce/client"
+	"xce/schema"
+)
+
+// BenchmarkClaimAck is the node side of the integration benchmark's work
+// phase without the node: the real transport (TLS, ALPN split, limits)
+// and handler in front of a door that answers at once, 64 clients (one
+// connection each) doing Claim (16 jobs back) then AckBatch (16 handles).
+// One op is one Claim+AckBatch pair; profile it with -cpuprofile to see
+// what the API costs per call.
+//
+//	go test ./adapters/api -run '^$' -bench ClaimAck -cpuprofile cpu.out
+func BenchmarkClaimAck(b *testing.B) {
+	const conns, batch = 64, 16
+	c := startCluster(b, true)
+	jobs := make([]*schema.SnapshotJob, batch)
+	for i := range jobs {
+		jobs[i] = &schema.SnapshotJob{Id: uint64(i + 1), Queue: "q000001-", Payload: []byte("job-payload-0123456789"),
+			State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Host: "node001", ClaimedAt: 1e18, ClaimExpiresAt: 1e18}
+	}
+	c.nodes[0].set(func(req *schema.ClientRequest) *schema.ClientReply {
+		if req.GetJob().GetKind() == schema.JobRequest_CLAIM {
+			return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: jobs}}}
+		}
+		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Oks: make([]bool, batch)}}}
+	})
+	ctx := context.Background()
+	clients := make([]*client.Client, conns)
+	for i := range clients {
+		cl, err := client.New(c.peers[:1], c.mats["admin"], client.Options{ConnectTimeout: 5 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cl.Close() })
+		// The first call also waits for the listener to come up.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			_, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal(err)
+			}
+		}
+		clients[i] = cl
+	}
+	work := make(chan struct{})
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, cl := range clients {
+		wg.Go(func() {
+			for range work {
+				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				hs := make([]*schema.WalHandle, len(rep.GetJobs()))
+				for i, j := range rep.GetJobs() {
+					hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
+				}
+				if _, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+}

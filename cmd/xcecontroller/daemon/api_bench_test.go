@@ -1,0 +1,159 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"xce/client"
+	"xce/cmd/xcecli/clitool"
+	"xce/cmd/xcecontroller/daemon"
+	"xce/schema"
+)
+
+// BenchmarkDaemonClaimAck is the work phase of
+// integration.BenchmarkQueueThroughput with the node in this process, so
+// that -cpuprofile sees the node's side: one durable seed-mode node
+// (daemon.Run: transport, API, door, runner, WAL), 64 clients (one
+// connection each) claiming batches of 16 and acking them. One op is one
+// job worked; the jobs are submitted before the timer starts. cpu-µs/job
+// is this process's CPU time (node and clients) per job worked, steadier
+// than the rate on a shared machine.
+//
+//	go test ./adapters/daemon -run '^$' -bench DaemonClaimAck -benchtime 20000x -cpuprofile cpu.out
+func BenchmarkDaemonClaimAck(b *testing.B) {
+	const conns, batch, insertBatch = 64, 16, 50
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := b.TempDir()
+	c := clitool.NewClusterPorts(dir, "", []int{port})
+	yaml := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(yaml, []byte("cluster_name: bench\nport: 7600\nqueues:\n  - id: 1\n    name: q000001-\n    visibility_timeout_s: 300\n"+
+		"    max_attempts: 3\n    backoff_base_s: 10\n    dead_letter_retention_s: 604800\n"+
+		"hosts:\n  - name: node001\n    address: 10.0.0.1\n    resource_ids: [1]\nresources:\n  - id: 1\n    name: a100\n    count: 4\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Prepare(yaml, 0); err != nil {
+		b.Fatal(err)
+	}
+	cfg := daemon.DefaultConfig()
+	cfg.Peers, cfg.Name, cfg.Workdir = c.PeersFlag(), c.Names[0], filepath.Dir(c.NodeDir(0))
+	certs := filepath.Join(dir, "certs")
+	cfg.Cert, cfg.Key, cfg.CA = filepath.Join(certs, c.Names[0]+".crt"), filepath.Join(certs, c.Names[0]+".key"), filepath.Join(certs, "ca.crt")
+	cfg.LogLevel = "warn"
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() { exited <- daemon.Run(ctx, cfg, io.Discard) }()
+	b.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			b.Errorf("the node exited with code %d", code)
+		}
+	})
+	mat, err := c.Admin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	peers := []client.Peer{{Name: c.Names[0], Addr: fmt.Sprintf("127.0.0.1:%d", port)}}
+	clients := make([]*client.Client, conns)
+	for i := range clients {
+		// A loaded machine may take longer than the default for 64 TLS
+		// handshakes; each connection is made before the load starts.
+		cl, err := client.New(peers, mat, client.Options{ConnectTimeout: 5 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	queue := "q000001-"
+	for _, cl := range clients {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := cl.List(ctx, &schema.ListRequest{Queue: queue}); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				b.Fatalf("the node never served jobs: %v", err)
+			}
+		}
+	}
+	want := int64(b.N)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for _, cl := range clients {
+		wg.Go(func() {
+			for {
+				k := next.Add(insertBatch) - insertBatch
+				if k >= want {
+					return
+				}
+				payloads := make([][]byte, min(insertBatch, want-k))
+				for i := range payloads {
+					payloads[i] = []byte("job-payload-0123456789")
+				}
+				if _, err := cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: queue, Payloads: payloads}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	cpu0 := cpuTime(b)
+	t0 := time.Now()
+	b.ResetTimer()
+	var worked atomic.Int64
+	var failed atomic.Bool
+	for _, cl := range clients {
+		wg.Go(func() {
+			for worked.Load() < want && !failed.Load() {
+				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch})
+				if err != nil {
+					b.Error(err)
+					failed.Store(true)
+					return
+				}
+				if len(rep.GetJobs()) == 0 {
+					continue
+				}
+				hs := make([]*schema.WalHandle, len(rep.GetJobs()))
+				for i, j := range rep.GetJobs() {
+					hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
+				}
+				if _, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs}); err != nil {
+					b.Error(err)
+					failed.Store(true)
+					return
+				}
+				worked.Add(int64(len(hs)))
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(worked.Load())/time.Since(t0).Seconds(), "worked/s")
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(worked.Load()), "cpu-µs/job")
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
