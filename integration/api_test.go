@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"xce/client"
-	"xce/cmd/xce-config/configtool"
 	"xce/cmd/xcecli/clitool"
 )
 
@@ -36,14 +35,7 @@ type apiAnswer struct {
 }
 
 func TestAPIOverHTTPJSON(t *testing.T) {
-	c := newCluster(t, 3)
-	blob, err := configtool.EncodeFile("../examples/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	install(t, c, 0, blob)
-	start(t, c, 0, 1, 2)
-	rows, p := converge(t, c, -1, 20*time.Second)
+	c, rows, p := exampleCluster(t)
 	s := (p + 1) % 3
 	mat := admin(t, c)
 	tc := mat.ClientConfig() // verifies the node's certificate against the cluster CA

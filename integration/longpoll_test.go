@@ -12,19 +12,13 @@ import (
 
 	"xce/client"
 	"xce/cmd/xce-config/configtool"
+	"xce/cmd/xcecli/clitool"
 	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 
 func TestLongPollClaimOverTheAPI(t *testing.T) {
-	c := newCluster(t, 3)
-	blob, err := configtool.EncodeFile("../examples/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	install(t, c, 0, blob)
-	start(t, c, 0, 1, 2)
-	_, p := converge(t, c, -1, 20*time.Second)
+	c, _, p := exampleCluster(t)
 	s := (p + 1) % 3
 	mat := admin(t, c)
 	// The standby alone: its answers are forwarded from the primary.
@@ -85,6 +79,21 @@ func TestLongPollClaimOverTheAPI(t *testing.T) {
 	if err != nil || len(r.GetJobs()) != 1 || r.GetJobs()[0].GetId() != sub.GetJobs()[0].GetId() {
 		t.Fatalf("the next claim got %v, %v; want job %d, which the gone client's claim must not have taken", r.GetJobs(), err, sub.GetJobs()[0].GetId())
 	}
+}
+
+// exampleCluster starts three nodes with examples/cluster.yaml (installed
+// on n0) and waits for them to converge: the rows and the primary.
+func exampleCluster(t *testing.T) (*clitool.Cluster, []clitool.PeerStatus, int) {
+	t.Helper()
+	c := newCluster(t, 3)
+	blob, err := configtool.EncodeFile("../examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, c, 0, blob)
+	start(t, c, 0, 1, 2)
+	rows, p := converge(t, c, -1, 20*time.Second)
+	return c, rows, p
 }
 
 // waitListing waits until the primary answers a list of queue (it may be

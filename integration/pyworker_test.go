@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"xce/client"
-	"xce/cmd/xce-config/configtool"
 	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
@@ -24,14 +23,7 @@ func TestPythonWorker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("python3 is needed for the Python worker test (.ci/run installs it): %v", err)
 	}
-	c := newCluster(t, 3)
-	blob, err := configtool.EncodeFile("../examples/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	install(t, c, 0, blob)
-	start(t, c, 0, 1, 2)
-	_, p := converge(t, c, -1, 20*time.Second)
+	c, _, p := exampleCluster(t)
 	s := (p + 1) % 3
 	mat := admin(t, c)
 	cl, err := daemon.NewClient(c.PeersFlag(), mat, client.Options{Timeout: 5 * time.Second})
