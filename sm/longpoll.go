@@ -63,18 +63,28 @@ func (n *Node) wakePolls() {
 
 // sweepPolls, at a maintenance tick: every parked claim is tried again,
 // and those past their deadline are answered empty.
-func (n *Node) sweepPolls() {
+func (n *Node) sweepPolls() { n.passPolls(true) }
+
+// expirePolls answers empty the parked claims whose wait is over.
+func (n *Node) expirePolls() {
+	if n.role == RolePrimary && n.jobs != nil {
+		n.passPolls(false)
+	}
+}
+
+// passPolls goes over the parked claims once, in arrival order: each is
+// tried again if retry, then answered empty if its deadline passed.
+func (n *Node) passPolls(retry bool) {
 	j := n.jobs
 	if len(j.polls) == 0 {
 		return
 	}
-	n.waking = true
-	polls := j.polls
+	n.waking = true // a claim logged here wakes nothing more
+	polls, now := j.polls, int64(n.now.Mono)
 	j.polls = nil
-	now := int64(n.now.Mono)
 	for _, p := range polls {
 		switch {
-		case n.retryClaim(p):
+		case retry && n.retryClaim(p):
 		case now >= p.deadline:
 			n.answerRead(Reply{ID: p.id, OK: true})
 		default:
@@ -82,25 +92,6 @@ func (n *Node) sweepPolls() {
 		}
 	}
 	n.waking = false
-	n.armPolls()
-}
-
-// expirePolls answers empty the parked claims whose wait is over.
-func (n *Node) expirePolls() {
-	j := n.jobs
-	if n.role != RolePrimary || j == nil {
-		return
-	}
-	now, k := int64(n.now.Mono), 0
-	for _, p := range j.polls {
-		if now >= p.deadline {
-			n.answerRead(Reply{ID: p.id, OK: true})
-			continue
-		}
-		j.polls[k] = p
-		k++
-	}
-	j.polls = j.polls[:k]
 	n.armPolls()
 }
 

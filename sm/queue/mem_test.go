@@ -10,7 +10,7 @@ import (
 // ENQUEUE_BATCH record: batches of 100 jobs sharing one queue name and
 // options, each payload in a buffer of its own that the caller drops (the
 // decoded request), every reply (the returned Job) dropped too.
-func heapPerJob(n, payload int) float64 {
+func heapPerJob(tb testing.TB, n, payload int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -20,7 +20,7 @@ func heapPerJob(n, payload int) float64 {
 		for range min(100, n-i) {
 			p := make([]byte, payload)
 			if _, err := q.Enqueue(now, name, p, benchStamps, EnqueueOpts{Priority: int32(i & 3)}); err != nil {
-				panic(err)
+				tb.Fatalf("enqueue %d: %v", i, err)
 			}
 		}
 	}
@@ -36,7 +36,7 @@ func heapPerJob(n, payload int) float64 {
 func BenchmarkHeapPerJob(b *testing.B) {
 	var per float64
 	for b.Loop() {
-		per = heapPerJob(100_000, 200)
+		per = heapPerJob(b, 100_000, 200)
 	}
 	b.ReportMetric(per, "B/job")
 }
