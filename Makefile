@@ -13,6 +13,7 @@ CHAOS_TIMEOUT ?= 2h
 SCALE_JOBS ?= 100000
 SCALE_WAIT ?= 2m
 SCALE_NODES ?= 1,3
+SCALE_LOGS ?=
 RIVER_JOBS ?= 200000
 RIVER_ROUNDS ?= 3
 RIVER_WORKERS ?=
@@ -105,7 +106,7 @@ bench:
 # SCALE_WAIT=60s, at most ~15 min with the default wait.
 bench-scale:
 	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
-	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES)
+	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES) $(if $(SCALE_LOGS),-scale-logs $(SCALE_LOGS))
 
 # River beside xce (issue 9 item 7): River v0.51 on a throwaway
 # PostgreSQL (Debian's postgresql, installed when missing and run as

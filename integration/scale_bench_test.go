@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ var (
 	scaleWait    = flag.Duration("scale-wait", 2*time.Minute, "BenchmarkScale: bound on each wait (a sync, a checkpoint, a recovery, a failover)")
 	scaleListMax = flag.Int("scale-list-max", 200_000, "BenchmarkScale: above this many jobs, read back by count (xce_queue_depth) instead of listing every id (LIST costs the whole queue per page)")
 	scaleNodes   = flag.String("scale-nodes", "1,3", "BenchmarkScale: cluster sizes to run, comma-separated (1 and/or 3)")
+	scaleLogs    = flag.String("scale-logs", "", "BenchmarkScale: copy every node's log into this directory (<nodes>-<name>.log) at the end of each cluster's run")
 )
 
 const scalePayload = 200
@@ -130,6 +132,7 @@ func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 	wait := *scaleWait
 	c := newCluster(b, nodes)
 	defer c.Stop()
+	defer keepLogs(b, c, nodes)
 	c.MetricsPorts = freePorts(b, nodes)
 	install(b, c, 0, configBlob(b, "scale", 2, 0))
 	for i := range c.Names {
@@ -513,4 +516,25 @@ func must[T any](b *testing.B, f func() (T, error)) T {
 		b.Fatal(err)
 	}
 	return v
+}
+
+// keepLogs copies the node logs of c into -scale-logs, if set: the
+// benchmark's figures say what happened, the logs say why.
+func keepLogs(b *testing.B, c *clitool.Cluster, nodes int) {
+	if *scaleLogs == "" {
+		return
+	}
+	if err := os.MkdirAll(*scaleLogs, 0o755); err != nil {
+		b.Errorf("-scale-logs: %v", err)
+		return
+	}
+	for i, name := range c.Names {
+		data, err := os.ReadFile(logPath(c, i))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*scaleLogs, fmt.Sprintf("%d-%s.log", nodes, name)), data, 0o644)
+		}
+		if err != nil {
+			b.Errorf("-scale-logs: %s: %v", name, err)
+		}
+	}
 }

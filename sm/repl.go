@@ -82,13 +82,22 @@ func (n *Node) streamBatch(b walBatch) {
 		if b.firstLSN <= rp.StartLSN {
 			data = framesAfter(data, rp.StartLSN) // the batch straddles its snapshot
 		}
-		if rp.catchUp != nil {
+		switch {
+		case rp.catchUp != nil:
 			rp.catchUp.buf = append(rp.catchUp.buf, data) // sent after the records being read
-			continue
+		case rp.snap != nil && rp.snap.data == nil:
+			rp.snap.early = append(rp.snap.early, data) // sent after the snapshot's first chunk
+		default:
+			n.sendRecords(p, rp, data)
 		}
-		for _, chunk := range splitFrames(data, MaxConfigSize) {
-			n.send(p, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: chunk})
-		}
+	}
+}
+
+// sendRecords streams written records to standby s, split so that no
+// message exceeds the frame limit.
+func (n *Node) sendRecords(s int, rp *replPeer, data []byte) {
+	for _, chunk := range splitFrames(data, MaxConfigSize) {
+		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: chunk})
 	}
 }
 

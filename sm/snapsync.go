@@ -24,6 +24,9 @@ import (
 type snapSend struct {
 	data []byte
 	term uint64 // of the record at the snapshot's LSN
+	// early: batches written while the snapshot is encoded, sent after its
+	// first chunk (the standby drops records of a sync it has not seen).
+	early [][]byte
 }
 
 // snapRecv is the standby's side: the file being written.
@@ -59,6 +62,11 @@ func (n *Node) sendSnapshot(s int) {
 			rp.snap.data = d.Data
 			n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
 			n.sendChunk(s, rp, 0)
+			early := rp.snap.early
+			rp.snap.early = nil
+			for _, data := range early {
+				n.sendRecords(s, rp, data)
+			}
 		})
 	})
 }
