@@ -55,6 +55,7 @@ var scaleRows = []struct{ key, target string }{
 	{"checkpoint: jobs in it", ""},
 	{"checkpoint duration (log line to durable)", ""},
 	{"longest probe request during the checkpoint", "<= 50 ms"},
+	{"primary's steps over 50 ms, filler phase", ""},
 	{"longest probe request, whole filler phase", ""},
 	{"filler enqueue jobs/s (1 job per request)", ""},
 	{"primary before / after the checkpoint", "no election"},
@@ -64,6 +65,7 @@ var scaleRows = []struct{ key, target string }{
 	{"fresh standby synced by", ""},
 	{"enqueue jobs/s, 4 clients, while it syncs", ""},
 	{"longest probe request while it syncs", "<= 50 ms"},
+	{"primary's steps over 50 ms while it syncs", ""},
 	{"failover: kill -9 to a standby reporting primary", "<= 2 s"},
 	{"failover: kill -9 to serving jobs", ""},
 	{"dual primary in the 3 s after", "none"},
@@ -330,6 +332,7 @@ func scaleCheckpoint(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p 
 		return fr
 	}
 	log := logSince(c, p, off)
+	f["primary's steps over 50 ms, filler phase"] = slowSteps(log)
 	f["checkpoint: jobs in it"] = checkpointJobs(findLine(log, "checkpoint: writing"))
 	dur := time.Duration((sum - sum0) / (count - count0) * float64(time.Second))
 	from := logTime(b, log, "checkpoint: writing")
@@ -451,6 +454,7 @@ func scaleFreshStandby(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, 
 		how, _, _ = strings.Cut(how, "\t")
 	}
 	f["fresh standby synced by"] = how
+	f["primary's steps over 50 ms while it syncs"] = slowSteps(logSince(c, p, poff))
 	f["enqueue jobs/s, 4 clients, while it syncs"] = fmt.Sprintf("%.0f", lr.rate())
 	in := pr.window(t0, at)
 	f["longest probe request while it syncs"] = fmt.Sprintf("%v (%d requests, %d errors)", in.max.Round(100*time.Microsecond), in.n, in.errors)
@@ -537,4 +541,32 @@ func keepLogs(b *testing.B, c *clitool.Cluster, nodes int) {
 			b.Errorf("-scale-logs: %s: %v", name, err)
 		}
 	}
+}
+
+// slowSteps summarises the loop.slow-step lines of a node's log: how many
+// steps took over runner.SlowStep, the longest and its input.
+func slowSteps(log string) string {
+	var n int
+	var longest time.Duration
+	var what string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "loop.slow-step") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "slow step: ")
+		in, took, _ := strings.Cut(rest, " took ")
+		took, _, _ = strings.Cut(took, "\t")
+		d, err := time.ParseDuration(took)
+		if err != nil {
+			continue
+		}
+		n++
+		if d > longest {
+			longest, what = d, in
+		}
+	}
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d, longest %v (%s)", n, longest, what)
 }

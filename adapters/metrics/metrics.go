@@ -56,6 +56,7 @@ type Metrics struct {
 	claim      prometheus.Histogram
 	fsync      *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
+	step       prometheus.Histogram
 
 	// Owned by the event loop goroutine (AfterStep).
 	ckptRunning bool
@@ -96,10 +97,15 @@ func New(cfg Config) (*Metrics, error) {
 			Help:    "Time of each completed checkpoint of the job log (seed 002 §13): snapshot written and synced, older segments released.",
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14), // 1 ms .. 8 s
 		}),
+		step: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "xce_step_duration_seconds",
+			Help:    "Time of each step of the node's event loop (one input and its effects): every request and heartbeat waits for the step ahead of it.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 11), // 10 µs .. 10.5 s
+		}),
 	}
 	m.reg.MustRegister(
 		&nodeCollector{view: m.view, conns: cfg.Conns},
-		m.requests, m.claim, m.fsync, m.checkpoint,
+		m.requests, m.claim, m.fsync, m.checkpoint, m.step,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -147,14 +153,16 @@ func (m *Metrics) ObserveSync(dir bool, took time.Duration) {
 	m.fsync.WithLabelValues(target).Observe(took.Seconds())
 }
 
-// AfterStep times checkpoints (runner.Config.AfterStep): one starts when
-// the node's CheckpointInProgress turns true and is observed when it turns
-// false while the node is still primary (a primary that stepped down
-// abandoned its checkpoint). Called on the event loop goroutine only.
-func (m *Metrics) AfterStep(n *sm.Node) {
+// AfterStep times steps and checkpoints (runner.Config.AfterStep): a
+// checkpoint starts when the node's CheckpointInProgress turns true and is
+// observed when it turns false while the node is still primary (a primary
+// that stepped down abandoned its checkpoint). Called on the event loop
+// goroutine only.
+func (m *Metrics) AfterStep(n *sm.Node, _ sm.Input, took time.Duration) {
 	if m == nil {
 		return
 	}
+	m.step.Observe(took.Seconds())
 	running := n.CheckpointInProgress()
 	if running == m.ckptRunning {
 		return

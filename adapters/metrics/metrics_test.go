@@ -150,7 +150,7 @@ func TestObserveRequest(t *testing.T) {
 	var nilM *Metrics
 	nilM.ObserveRequest("job_claim", 0, time.Millisecond)
 	nilM.ObserveSync(true, time.Millisecond)
-	nilM.AfterStep(nil)
+	nilM.AfterStep(nil, nil, 0)
 }
 
 // histCount is the sample count of histogram name (summed over labels).
@@ -206,7 +206,7 @@ func TestNodeEndToEnd(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	for _, name := range []string{"xce_fsync_duration_seconds", "xce_checkpoint_duration_seconds"} {
+	for _, name := range []string{"xce_fsync_duration_seconds", "xce_checkpoint_duration_seconds", "xce_step_duration_seconds"} {
 		deadline := time.Now().Add(waitBound)
 		for histCount(t, m.reg, name) == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond) // the checkpoint ends after its reply

@@ -53,9 +53,16 @@ type Config struct {
 	Log     *zap.Logger // nil: no logs
 	Seed    uint64      // Boot.Seed: election jitter (use crypto/rand in the daemon)
 	// AfterStep, if set, is called on the loop goroutine after every step
-	// (the metrics' checkpoint timing); it must be quick and not keep n.
-	AfterStep func(n *sm.Node)
+	// with the input and the step's duration, effects included (the
+	// metrics' step and checkpoint timing); it must be quick and not keep
+	// n.
+	AfterStep func(n *sm.Node, in sm.Input, took time.Duration)
 }
+
+// SlowStep: a step that takes longer is logged (loop.slow-step). Every
+// request and heartbeat waits for the step ahead of it, so this is the
+// longest delay the loop adds by itself (issue 9's stall bound).
+const SlowStep = 50 * time.Millisecond
 
 // Status is a snapshot of the node, published after every step.
 type Status struct {
@@ -371,10 +378,15 @@ func (r *Runner) step(in sm.Input) error {
 	now := time.Now()
 	clk := sm.Clock{Mono: now.Sub(r.start), Wall: now.UnixNano()}
 	defer r.publish()
-	if r.cfg.AfterStep != nil {
-		defer r.cfg.AfterStep(r.cfg.Node)
+	_, x := loop.Step(r.cfg.Node, clk, in, host{r})
+	took := time.Since(now)
+	if took > SlowStep {
+		r.log.Warn(fmt.Sprintf("slow step: %T took %v", in, took.Round(time.Millisecond)), zap.String("key", "loop.slow-step"))
 	}
-	if _, x := loop.Step(r.cfg.Node, clk, in, host{r}); x != nil {
+	if r.cfg.AfterStep != nil {
+		r.cfg.AfterStep(r.cfg.Node, in, took)
+	}
+	if x != nil {
 		return &ExitError{Code: x.Code, Reason: x.Reason}
 	}
 	return nil

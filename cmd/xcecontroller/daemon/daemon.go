@@ -268,7 +268,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}
 	}()
 	files := &fileio.Executor{Base: base}
-	var afterStep func(*sm.Node)
+	var afterStep func(*sm.Node, sm.Input, time.Duration)
 	if mx != nil {
 		files.ObserveSync, afterStep = mx.ObserveSync, mx.AfterStep
 	}
