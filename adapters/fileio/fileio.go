@@ -178,13 +178,31 @@ var errTooBig = fileop.ErrTooBig
 // ErrNotRegular: a file the daemon reads is a FIFO, device or socket.
 var ErrNotRegular = errors.New("not a regular file")
 
+// Writes of writeBackMin bytes or more (a snapshot, a received snapshot's
+// chunk) are written back as they go (writeBack), in pieces of
+// writeBackPiece bytes, at most writeBackLag pieces ahead of the disk.
+const (
+	writeBackMin   = 256 << 10
+	writeBackPiece = 1 << 20
+	writeBackLag   = 4
+)
+
 // writeFile is open(O_WRONLY|O_CREAT|mode, 0600) + write all + close.
 func writeFile(path string, data []byte, mode int) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|mode, 0o600)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(data) // os.File.Write loops until all is written or fails
+	var off int64
+	if mode&os.O_APPEND != 0 && len(data) >= writeBackMin {
+		off, err = f.Seek(0, io.SeekEnd)
+	}
+	var werr error
+	if err == nil {
+		_, werr = writeBack(f, off, data) // os.File.Write loops until all is written or fails
+	} else {
+		werr = err
+	}
 	cerr := f.Close()
 	if werr != nil {
 		return werr

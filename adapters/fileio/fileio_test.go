@@ -1,6 +1,7 @@
 package fileio
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -256,5 +257,39 @@ func TestReadRefusesFIFO(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO hung")
+	}
+}
+
+// Large writes go through writeBack in pieces: every size around the piece
+// and threshold boundaries lands whole, at the right offset, in both modes.
+func TestLargeWritesLandWhole(t *testing.T) {
+	dir := t.TempDir()
+	o := osFS{base: dir}
+	prefix := []byte("head-of-file")
+	for _, size := range []int{writeBackMin - 1, writeBackMin, writeBackPiece, writeBackPiece + 1, (writeBackLag+2)*writeBackPiece + 12345} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i>>16 ^ i>>8 ^ i) // no period that a misplaced piece could match
+		}
+		for _, appendTo := range []bool{false, true} {
+			name := fmt.Sprintf("f-%d-%v", size, appendTo)
+			want := data
+			if appendTo {
+				if err := o.Write(name, prefix, false); err != nil {
+					t.Fatal(err)
+				}
+				want = append(append([]byte{}, prefix...), data...)
+			}
+			if err := o.Write(name, data, appendTo); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: file of %d bytes differs from the %d written", name, len(got), len(want))
+			}
+		}
 	}
 }
