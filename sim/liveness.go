@@ -75,6 +75,10 @@ func (w *World) livenessPhase() {
 	killAt := w.now
 	w.nodes[p].restart = true // keep it down while the others fail over
 	w.kill(p, "L2: primary killed", true)
+	// From here every sync is the new primary's, begun with the faults
+	// off (the old primary's messages are dropped by standbys that follow
+	// the new one).
+	w.cleanSyncs = true
 	at, ok = w.converge(p, failoverBound)
 	if !ok {
 		w.violate("L2", "no failover within %v after killing primary n%d: %s", failoverBound, p, w.describe())
@@ -100,7 +104,14 @@ func (w *World) livenessPhase() {
 		return
 	}
 	w.rep.RejoinTime = at - restartAt
+	// L4: the writes go on while the rejoined node syncs; no standby may
+	// see a gap in the records it is sent.
+	w.runUntil(w.now+syncWindow, nil)
 }
+
+// syncWindow: how long the liveness phase lets the workload run after the
+// old primary's rejoin, for its sync to be checked (L4).
+const syncWindow = 3 * time.Second
 
 // canFailover reports whether the cluster minus one node may elect a new
 // primary: always in seed mode, only with a majority left in quorum mode

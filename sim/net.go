@@ -14,10 +14,12 @@ type link struct {
 	faulty             bool          // loss or dup configured (not "clean")
 	rate               float64       // bytes per second, 0 = unlimited (link.go)
 	tx                 txQueue       // the sender's queue (link.go)
+	lastAt             time.Duration // latest delivery scheduled with the faults off
 }
 
 // network is the simulated network: per-link delay (so messages reorder
-// across links and within one), loss, duplication, partitions, clogging.
+// across links and, while faults are on, within one), loss, duplication,
+// partitions, clogging.
 type network struct {
 	n     int
 	links []link // n*n, index from*n+to
@@ -57,6 +59,11 @@ func (nw *network) deliveries(now time.Duration, from, to int) []time.Duration {
 	}
 	if nw.faultsOn && l.dup > 0 && nw.rng.Float64() < l.dup {
 		return []time.Duration{at, at + l.maxDelay + time.Millisecond}
+	}
+	if !nw.faultsOn {
+		// Healed, a link is what TCP gives: in order (L4 relies on it).
+		at = max(at, l.lastAt)
+		l.lastAt = at
 	}
 	return []time.Duration{at}
 }

@@ -196,30 +196,33 @@ func (f *Failure) Error() string {
 
 // World runs one scenario.
 type World struct {
-	sc        Scenario
-	rng       *rand.Rand
-	now       time.Duration
-	seq       uint64
-	q         evHeap
-	net       *network
-	nodes     []*simNode
-	tr        *tracer
-	fail      *Failure
-	rep       Report
-	liveness  bool
-	config    []byte // the current cluster config blob
-	old       []byte // an older config some nodes hold
-	maxDrift  float64
-	wallOff   []time.Duration // per-node wall offset, moved by wall steps
-	s4        s4State
-	faultsOff bool // no crashes at effect boundaries (tests that want a clean run)
-	wl        *workload
-	final     []queue.Job   // the jobs recovered after the final restart of every node
-	ec        electionCheck // election safety, leader completeness
-	hc        handleCheck   // handles and ids name one history (S8)
-	cc        chainCheck    // the canonical chain (chain.go)
-	ans       answerCheck   // S4 judged on answers (answers.go)
-	js        jobStateCheck // recovery replay, S6 on live state (jobstate.go)
+	sc       Scenario
+	rng      *rand.Rand
+	now      time.Duration
+	seq      uint64
+	q        evHeap
+	net      *network
+	nodes    []*simNode
+	tr       *tracer
+	fail     *Failure
+	rep      Report
+	liveness bool
+	// cleanSyncs: every sync running began with every fault off (after the
+	// liveness phase's failover), so a standby may never see a gap (L4).
+	cleanSyncs bool
+	config     []byte // the current cluster config blob
+	old        []byte // an older config some nodes hold
+	maxDrift   float64
+	wallOff    []time.Duration // per-node wall offset, moved by wall steps
+	s4         s4State
+	faultsOff  bool // no crashes at effect boundaries (tests that want a clean run)
+	wl         *workload
+	final      []queue.Job   // the jobs recovered after the final restart of every node
+	ec         electionCheck // election safety, leader completeness
+	hc         handleCheck   // handles and ids name one history (S8)
+	cc         chainCheck    // the canonical chain (chain.go)
+	ans        answerCheck   // S4 judged on answers (answers.go)
+	js         jobStateCheck // recovery replay, S6 on live state (jobstate.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines

@@ -224,8 +224,9 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 	rp.catchUp = nil
 	n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): %d records, no snapshot", n.peerName(s), from.lsn, from.term, end-from.lsn))
 	start := Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: from.lsn, PrevTerm: from.term}
-	chunks := splitFrames(frames, MaxConfigSize)
+	var chunks [][]byte // none when it has every record: an empty one is "unusable" to it
 	if len(frames) > 0 {
+		chunks = splitFrames(frames, MaxConfigSize)
 		start.Bytes, chunks = chunks[0], chunks[1:]
 	}
 	n.send(s, start)

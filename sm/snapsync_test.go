@@ -164,3 +164,27 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}
 }
+
+// A standby that rejoins holding every record gets a catch-up of none,
+// not an empty batch it would find unusable and resync over, forever.
+func TestRejoinWithEveryRecordIsCaughtUpClean(t *testing.T) {
+	h, p := threeNodesWith(t, nil)
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 10, 1000)
+	h.advance(time.Second)
+	h.kill(s)
+	sn := h.node(s)
+	h.newProcess(sn)
+	h.boot(s)
+	h.advance(3 * time.Second)
+	if got := sn.logsWithKey("repl.bad-records"); len(got) != 0 {
+		t.Errorf("standby found the catch-up unusable: %v", got)
+	}
+	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
+		t.Errorf("standby caught up %d times, want 1", got)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
+	}
+}
