@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -381,7 +382,7 @@ func (r *Runner) step(in sm.Input) error {
 	_, x := loop.Step(r.cfg.Node, clk, in, host{r})
 	took := time.Since(now)
 	if took > SlowStep {
-		r.log.Warn(fmt.Sprintf("slow step: %T took %v", in, took.Round(time.Millisecond)), zap.String("key", "loop.slow-step"))
+		r.log.Warn(fmt.Sprintf("slow step: %s took %v", inputName(in), took.Round(time.Millisecond)), zap.String("key", "loop.slow-step"))
 	}
 	if r.cfg.AfterStep != nil {
 		r.cfg.AfterStep(r.cfg.Node, in, took)
@@ -390,6 +391,21 @@ func (r *Runner) step(in sm.Input) error {
 		return &ExitError{Code: x.Code, Reason: x.Reason}
 	}
 	return nil
+}
+
+// inputName names an input for the slow-step log: its type, and the
+// message, request or timer kind.
+func inputName(in sm.Input) string {
+	switch x := in.(type) {
+	case sm.Recv:
+		return fmt.Sprintf("Recv %s from %d", x.Msg.Type, x.From)
+	case sm.ClientOp:
+		return "ClientOp " + x.Req.Kind.String()
+	case sm.TimerFired:
+		return "TimerFired " + x.Kind.String()
+	default:
+		return strings.TrimPrefix(fmt.Sprintf("%T", in), "sm.")
+	}
 }
 
 // host is the runner's loop.Host: real sockets, real timers, the one I/O

@@ -333,3 +333,19 @@ func TestClosedInboundKeepsRunning(t *testing.T) {
 	waitFor(t, "primary", errc, func() bool { return r.Status().Role == sm.RolePrimary })
 	stopRun(t, cancel, errc)
 }
+
+func TestInputName(t *testing.T) {
+	for _, tc := range []struct {
+		in   sm.Input
+		want string
+	}{
+		{sm.Recv{From: 2, Msg: sm.Msg{Type: sm.MsgReplAck}}, "Recv " + sm.MsgReplAck.String() + " from 2"},
+		{sm.ClientOp{Req: sm.JobRequest{Kind: sm.JobClaim}}, "ClientOp " + sm.JobClaim.String()},
+		{sm.TimerFired{Kind: sm.TimerHeartbeat}, "TimerFired " + sm.TimerHeartbeat.String()},
+		{sm.IODone{}, "IODone"},
+	} {
+		if got := inputName(tc.in); got != tc.want {
+			t.Errorf("inputName(%#v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
