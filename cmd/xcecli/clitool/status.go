@@ -19,7 +19,6 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/client"
-	"xce/cmd/xcecontroller/daemon"
 )
 
 // NewCommand builds the xcecli command tree.
@@ -43,7 +42,7 @@ func (c *conn) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.NewClient(c.peers, mat, client.Options{Timeout: c.timeout, ConnectTimeout: c.connectTimeout})
+	return client.NewFromFlag(c.peers, mat, client.Options{Timeout: c.timeout, ConnectTimeout: c.connectTimeout})
 }
 
 func (c *conn) flags(cmd *cobra.Command) {
@@ -150,7 +149,7 @@ func statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, time
 	if connectTimeout <= 0 || connectTimeout > timeout && timeout > 0 {
 		connectTimeout = timeout
 	}
-	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
+	cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
 	if err != nil {
 		return nil, err
 	}
