@@ -352,6 +352,9 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
 			}
 		}
+		if st.Role == sm.RolePrimary {
+			sr.Queues, sr.QueuesError = queueDepths(ctx, rn)
+		}
 		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
 	case *schema.ClientRequest_Config:
 		st := rn.Status()
@@ -380,6 +383,28 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 	}
 	return rep
 }
+
+// queueDepths reads a primary's queue depths on its event loop (the
+// published status does not carry them: they would be copied at every
+// step for the rare status call); the text says why when the loop did not
+// take the look within queueLookTimeout.
+func queueDepths(ctx context.Context, rn *runner.Runner) ([]*schema.QueueDepth, string) {
+	ctx, cancel := context.WithTimeout(ctx, queueLookTimeout)
+	defer cancel()
+	var ds []sm.QueueDepth
+	if err := rn.Inspect(ctx, func(n *sm.Node) { ds = n.QueueDepths() }); err != nil {
+		return nil, "queue depths not read: " + err.Error()
+	}
+	out := make([]*schema.QueueDepth, len(ds))
+	for i, d := range ds {
+		out[i] = &schema.QueueDepth{Queue: d.Queue, Pending: uint64(d.Pending), Processing: uint64(d.Processing), Dead: uint64(d.Dead)}
+	}
+	return out, ""
+}
+
+// queueLookTimeout bounds status's wait for the event loop: a node whose
+// loop is stuck still answers status, without its queues.
+const queueLookTimeout = time.Second
 
 // requestTimeout bounds the node's answer to one client request.
 const requestTimeout = 30 * time.Second
