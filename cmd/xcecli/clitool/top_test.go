@@ -225,4 +225,3 @@ func TestTopWithoutPrimary(t *testing.T) {
 		}
 	}
 }
-
