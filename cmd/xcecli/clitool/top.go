@@ -67,7 +67,7 @@ func topView(rows []PeerStatus, prev *TopView, at time.Time) TopView {
 		for _, r := range rows {
 			switch {
 			case !r.Up:
-				why = append(why, r.Name+": "+r.Error)
+				why = append(why, r.Name+": "+strings.TrimPrefix(r.Error, r.Name+": ")) // the client's errors name the node already
 			default:
 				why = append(why, r.Name+": "+r.Role)
 			}

@@ -216,7 +216,7 @@ func TestTopWithoutPrimary(t *testing.T) {
 		t.Fatalf("%d lines, want 2:\n%s", len(lines), out)
 	}
 	var v TopView
-	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil || v.Primary != "" || !strings.Contains(v.Error, "no primary answered (n0: candidate; n1: ") {
+	if err := json.Unmarshal([]byte(lines[1]), &v); err != nil || v.Primary != "" || !strings.Contains(v.Error, "no primary answered (n0: candidate; n1: ") || strings.Contains(v.Error, "n1: n1:") {
 		t.Fatalf("%v %+v", err, v)
 	}
 	for _, bad := range [][]string{{"--interval", "0s"}, {"--count", "-1"}, {"-o", "yaml"}} {
