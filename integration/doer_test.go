@@ -12,7 +12,6 @@ import (
 	"xce/adapters/tlsconf"
 	"xce/client"
 	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 
@@ -29,7 +28,7 @@ type jobResult struct {
 // newDoer is a client of peersFlag; timeout bounds each answer once the
 // request is written.
 func newDoer(peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*jobDoer, error) {
-	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout})
+	cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}

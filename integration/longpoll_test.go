@@ -13,7 +13,6 @@ import (
 	"xce/client"
 	"xce/cmd/xce-config/configtool"
 	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 
@@ -22,12 +21,12 @@ func TestLongPollClaimOverTheAPI(t *testing.T) {
 	s := (p + 1) % 3
 	mat := admin(t, c)
 	// The standby alone: its answers are forwarded from the primary.
-	viaStandby, err := daemon.NewClient(peersOf(c, s), mat, client.Options{Timeout: 5 * time.Second})
+	viaStandby, err := client.NewFromFlag(peersOf(c, s), mat, client.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer viaStandby.Close()
-	cl, err := daemon.NewClient(c.PeersFlag(), mat, client.Options{Timeout: 5 * time.Second})
+	cl, err := client.NewFromFlag(c.PeersFlag(), mat, client.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

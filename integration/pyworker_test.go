@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"xce/client"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 
@@ -26,7 +25,7 @@ func TestPythonWorker(t *testing.T) {
 	c, _, p := exampleCluster(t)
 	s := (p + 1) % 3
 	mat := admin(t, c)
-	cl, err := daemon.NewClient(c.PeersFlag(), mat, client.Options{Timeout: 5 * time.Second})
+	cl, err := client.NewFromFlag(c.PeersFlag(), mat, client.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

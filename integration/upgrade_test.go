@@ -21,7 +21,6 @@ import (
 
 	"xce/client"
 	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/schema/schemaconnect"
 	"xce/sm"
@@ -281,7 +280,7 @@ func TestUpgradeConfigStandbyRedirects(t *testing.T) {
 	// upgrade is never forwarded).
 	next := configBlob(t, "redirect-after", 4, 8)
 	sum := sumOf(next)
-	cl, err := daemon.NewClient(c.PeersFlag(), admin(t, c), client.Options{})
+	cl, err := client.NewFromFlag(c.PeersFlag(), admin(t, c), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (x JobRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobRequest_Kind.Descriptor instead.
 func (JobRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{6, 0}
+	return file_client_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type Hello struct {
@@ -290,8 +290,13 @@ type StatusReply struct {
 	Standbys            []*StandbyState `protobuf:"bytes,16,rep,name=standbys,proto3" json:"standbys,omitempty"`                                // primary: each other peer's copy of the log
 	PeersMismatch       []string        `protobuf:"bytes,17,rep,name=peers_mismatch,json=peersMismatch,proto3" json:"peers_mismatch,omitempty"` // peers running with another --peers list (ignored)
 	CertNotAfter        int64           `protobuf:"varint,18,opt,name=cert_not_after,json=certNotAfter,proto3" json:"cert_not_after,omitempty"` // Unix seconds: when this controller's own certificate expires
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// A recovered primary only: the jobs of each queue by state, sorted by
+	// queue name (the figures of the xce_queue_depth metric); empty on a
+	// standby, which holds the log, not the queues.
+	Queues        []*QueueDepth `protobuf:"bytes,19,rep,name=queues,proto3" json:"queues,omitempty"`
+	QueuesError   string        `protobuf:"bytes,20,opt,name=queues_error,json=queuesError,proto3" json:"queues_error,omitempty"` // a primary that could not read them: why
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -450,6 +455,89 @@ func (x *StatusReply) GetCertNotAfter() int64 {
 	return 0
 }
 
+func (x *StatusReply) GetQueues() []*QueueDepth {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *StatusReply) GetQueuesError() string {
+	if x != nil {
+		return x.QueuesError
+	}
+	return ""
+}
+
+// How many jobs one queue holds in each state.
+type QueueDepth struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`       // waiting to be claimed (ready or not yet due)
+	Processing    uint64                 `protobuf:"varint,3,opt,name=processing,proto3" json:"processing,omitempty"` // claimed, not yet acked
+	Dead          uint64                 `protobuf:"varint,4,opt,name=dead,proto3" json:"dead,omitempty"`             // out of attempts or failed, kept until redriven or swept
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDepth) Reset() {
+	*x = QueueDepth{}
+	mi := &file_client_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDepth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDepth) ProtoMessage() {}
+
+func (x *QueueDepth) ProtoReflect() protoreflect.Message {
+	mi := &file_client_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDepth.ProtoReflect.Descriptor instead.
+func (*QueueDepth) Descriptor() ([]byte, []int) {
+	return file_client_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QueueDepth) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueDepth) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *QueueDepth) GetProcessing() uint64 {
+	if x != nil {
+		return x.Processing
+	}
+	return 0
+}
+
+func (x *QueueDepth) GetDead() uint64 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
 // A primary's view of one peer's replication.
 type StandbyState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -463,7 +551,7 @@ type StandbyState struct {
 
 func (x *StandbyState) Reset() {
 	*x = StandbyState{}
-	mi := &file_client_proto_msgTypes[3]
+	mi := &file_client_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +563,7 @@ func (x *StandbyState) String() string {
 func (*StandbyState) ProtoMessage() {}
 
 func (x *StandbyState) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[3]
+	mi := &file_client_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +576,7 @@ func (x *StandbyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandbyState.ProtoReflect.Descriptor instead.
 func (*StandbyState) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{3}
+	return file_client_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StandbyState) GetName() string {
@@ -535,7 +623,7 @@ type ClientRequest struct {
 
 func (x *ClientRequest) Reset() {
 	*x = ClientRequest{}
-	mi := &file_client_proto_msgTypes[4]
+	mi := &file_client_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +635,7 @@ func (x *ClientRequest) String() string {
 func (*ClientRequest) ProtoMessage() {}
 
 func (x *ClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[4]
+	mi := &file_client_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +648,7 @@ func (x *ClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientRequest.ProtoReflect.Descriptor instead.
 func (*ClientRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{4}
+	return file_client_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClientRequest) GetId() uint64 {
@@ -661,7 +749,7 @@ type ClientReply struct {
 
 func (x *ClientReply) Reset() {
 	*x = ClientReply{}
-	mi := &file_client_proto_msgTypes[5]
+	mi := &file_client_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +761,7 @@ func (x *ClientReply) String() string {
 func (*ClientReply) ProtoMessage() {}
 
 func (x *ClientReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[5]
+	mi := &file_client_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +774,7 @@ func (x *ClientReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientReply.ProtoReflect.Descriptor instead.
 func (*ClientReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{5}
+	return file_client_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClientReply) GetId() uint64 {
@@ -813,7 +901,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_client_proto_msgTypes[6]
+	mi := &file_client_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +913,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[6]
+	mi := &file_client_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +926,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{6}
+	return file_client_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobRequest) GetKind() JobRequest_Kind {
@@ -1005,7 +1093,7 @@ type JobReply struct {
 
 func (x *JobReply) Reset() {
 	*x = JobReply{}
-	mi := &file_client_proto_msgTypes[7]
+	mi := &file_client_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1105,7 @@ func (x *JobReply) String() string {
 func (*JobReply) ProtoMessage() {}
 
 func (x *JobReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[7]
+	mi := &file_client_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1118,7 @@ func (x *JobReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobReply.ProtoReflect.Descriptor instead.
 func (*JobReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{7}
+	return file_client_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JobReply) GetOk() bool {
@@ -1105,7 +1193,7 @@ type ConfigRequest struct {
 
 func (x *ConfigRequest) Reset() {
 	*x = ConfigRequest{}
-	mi := &file_client_proto_msgTypes[8]
+	mi := &file_client_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1205,7 @@ func (x *ConfigRequest) String() string {
 func (*ConfigRequest) ProtoMessage() {}
 
 func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[8]
+	mi := &file_client_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1218,7 @@ func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRequest.ProtoReflect.Descriptor instead.
 func (*ConfigRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{8}
+	return file_client_proto_rawDescGZIP(), []int{9}
 }
 
 type ConfigReply struct {
@@ -1143,7 +1231,7 @@ type ConfigReply struct {
 
 func (x *ConfigReply) Reset() {
 	*x = ConfigReply{}
-	mi := &file_client_proto_msgTypes[9]
+	mi := &file_client_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1243,7 @@ func (x *ConfigReply) String() string {
 func (*ConfigReply) ProtoMessage() {}
 
 func (x *ConfigReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[9]
+	mi := &file_client_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1256,7 @@ func (x *ConfigReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigReply.ProtoReflect.Descriptor instead.
 func (*ConfigReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{9}
+	return file_client_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigReply) GetBlob() []byte {
@@ -1199,7 +1287,7 @@ type UpgradeConfigRequest struct {
 
 func (x *UpgradeConfigRequest) Reset() {
 	*x = UpgradeConfigRequest{}
-	mi := &file_client_proto_msgTypes[10]
+	mi := &file_client_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1299,7 @@ func (x *UpgradeConfigRequest) String() string {
 func (*UpgradeConfigRequest) ProtoMessage() {}
 
 func (x *UpgradeConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[10]
+	mi := &file_client_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1312,7 @@ func (x *UpgradeConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigRequest) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{10}
+	return file_client_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpgradeConfigRequest) GetBytes() []byte {
@@ -1256,7 +1344,7 @@ type UpgradeConfigReply struct {
 
 func (x *UpgradeConfigReply) Reset() {
 	*x = UpgradeConfigReply{}
-	mi := &file_client_proto_msgTypes[11]
+	mi := &file_client_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1356,7 @@ func (x *UpgradeConfigReply) String() string {
 func (*UpgradeConfigReply) ProtoMessage() {}
 
 func (x *UpgradeConfigReply) ProtoReflect() protoreflect.Message {
-	mi := &file_client_proto_msgTypes[11]
+	mi := &file_client_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1369,7 @@ func (x *UpgradeConfigReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigReply.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigReply) Descriptor() ([]byte, []int) {
-	return file_client_proto_rawDescGZIP(), []int{11}
+	return file_client_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpgradeConfigReply) GetVersionTag() uint64 {
@@ -1325,7 +1413,7 @@ const file_client_proto_rawDesc = "" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
 	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\xd2\x04\n" +
+	"\rStatusRequest\"\xa5\x05\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +
@@ -1348,7 +1436,17 @@ const file_client_proto_rawDesc = "" +
 	"commit_lsn\x18\x0f \x01(\x04R\tcommitLsn\x124\n" +
 	"\bstandbys\x18\x10 \x03(\v2\x18.xce.schema.StandbyStateR\bstandbys\x12%\n" +
 	"\x0epeers_mismatch\x18\x11 \x03(\tR\rpeersMismatch\x12$\n" +
-	"\x0ecert_not_after\x18\x12 \x01(\x03R\fcertNotAfter\"m\n" +
+	"\x0ecert_not_after\x18\x12 \x01(\x03R\fcertNotAfter\x12.\n" +
+	"\x06queues\x18\x13 \x03(\v2\x16.xce.schema.QueueDepthR\x06queues\x12!\n" +
+	"\fqueues_error\x18\x14 \x01(\tR\vqueuesError\"p\n" +
+	"\n" +
+	"QueueDepth\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\x12\x1e\n" +
+	"\n" +
+	"processing\x18\x03 \x01(\x04R\n" +
+	"processing\x12\x12\n" +
+	"\x04dead\x18\x04 \x01(\x04R\x04dead\"m\n" +
 	"\fStandbyState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1458,47 +1556,49 @@ func file_client_proto_rawDescGZIP() []byte {
 }
 
 var file_client_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_client_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_client_proto_goTypes = []any{
 	(Hello_Kind)(0),              // 0: xce.schema.Hello.Kind
 	(JobRequest_Kind)(0),         // 1: xce.schema.JobRequest.Kind
 	(*Hello)(nil),                // 2: xce.schema.Hello
 	(*StatusRequest)(nil),        // 3: xce.schema.StatusRequest
 	(*StatusReply)(nil),          // 4: xce.schema.StatusReply
-	(*StandbyState)(nil),         // 5: xce.schema.StandbyState
-	(*ClientRequest)(nil),        // 6: xce.schema.ClientRequest
-	(*ClientReply)(nil),          // 7: xce.schema.ClientReply
-	(*JobRequest)(nil),           // 8: xce.schema.JobRequest
-	(*JobReply)(nil),             // 9: xce.schema.JobReply
-	(*ConfigRequest)(nil),        // 10: xce.schema.ConfigRequest
-	(*ConfigReply)(nil),          // 11: xce.schema.ConfigReply
-	(*UpgradeConfigRequest)(nil), // 12: xce.schema.UpgradeConfigRequest
-	(*UpgradeConfigReply)(nil),   // 13: xce.schema.UpgradeConfigReply
-	(*WalHandle)(nil),            // 14: xce.schema.WalHandle
-	(*WalFireOpts)(nil),          // 15: xce.schema.WalFireOpts
-	(*SnapshotJob)(nil),          // 16: xce.schema.SnapshotJob
+	(*QueueDepth)(nil),           // 5: xce.schema.QueueDepth
+	(*StandbyState)(nil),         // 6: xce.schema.StandbyState
+	(*ClientRequest)(nil),        // 7: xce.schema.ClientRequest
+	(*ClientReply)(nil),          // 8: xce.schema.ClientReply
+	(*JobRequest)(nil),           // 9: xce.schema.JobRequest
+	(*JobReply)(nil),             // 10: xce.schema.JobReply
+	(*ConfigRequest)(nil),        // 11: xce.schema.ConfigRequest
+	(*ConfigReply)(nil),          // 12: xce.schema.ConfigReply
+	(*UpgradeConfigRequest)(nil), // 13: xce.schema.UpgradeConfigRequest
+	(*UpgradeConfigReply)(nil),   // 14: xce.schema.UpgradeConfigReply
+	(*WalHandle)(nil),            // 15: xce.schema.WalHandle
+	(*WalFireOpts)(nil),          // 16: xce.schema.WalFireOpts
+	(*SnapshotJob)(nil),          // 17: xce.schema.SnapshotJob
 }
 var file_client_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.Hello.kind:type_name -> xce.schema.Hello.Kind
-	5,  // 1: xce.schema.StatusReply.standbys:type_name -> xce.schema.StandbyState
-	3,  // 2: xce.schema.ClientRequest.status:type_name -> xce.schema.StatusRequest
-	8,  // 3: xce.schema.ClientRequest.job:type_name -> xce.schema.JobRequest
-	10, // 4: xce.schema.ClientRequest.config:type_name -> xce.schema.ConfigRequest
-	12, // 5: xce.schema.ClientRequest.upgrade_config:type_name -> xce.schema.UpgradeConfigRequest
-	4,  // 6: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
-	9,  // 7: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
-	11, // 8: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
-	13, // 9: xce.schema.ClientReply.upgrade_config_reply:type_name -> xce.schema.UpgradeConfigReply
-	1,  // 10: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
-	14, // 11: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
-	14, // 12: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
-	15, // 13: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
-	16, // 14: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	6,  // 1: xce.schema.StatusReply.standbys:type_name -> xce.schema.StandbyState
+	5,  // 2: xce.schema.StatusReply.queues:type_name -> xce.schema.QueueDepth
+	3,  // 3: xce.schema.ClientRequest.status:type_name -> xce.schema.StatusRequest
+	9,  // 4: xce.schema.ClientRequest.job:type_name -> xce.schema.JobRequest
+	11, // 5: xce.schema.ClientRequest.config:type_name -> xce.schema.ConfigRequest
+	13, // 6: xce.schema.ClientRequest.upgrade_config:type_name -> xce.schema.UpgradeConfigRequest
+	4,  // 7: xce.schema.ClientReply.status_reply:type_name -> xce.schema.StatusReply
+	10, // 8: xce.schema.ClientReply.job_reply:type_name -> xce.schema.JobReply
+	12, // 9: xce.schema.ClientReply.config_reply:type_name -> xce.schema.ConfigReply
+	14, // 10: xce.schema.ClientReply.upgrade_config_reply:type_name -> xce.schema.UpgradeConfigReply
+	1,  // 11: xce.schema.JobRequest.kind:type_name -> xce.schema.JobRequest.Kind
+	15, // 12: xce.schema.JobRequest.handle:type_name -> xce.schema.WalHandle
+	15, // 13: xce.schema.JobRequest.handles:type_name -> xce.schema.WalHandle
+	16, // 14: xce.schema.JobRequest.fire:type_name -> xce.schema.WalFireOpts
+	17, // 15: xce.schema.JobReply.jobs:type_name -> xce.schema.SnapshotJob
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_client_proto_init() }
@@ -1507,13 +1607,13 @@ func file_client_proto_init() {
 		return
 	}
 	file_wal_proto_init()
-	file_client_proto_msgTypes[4].OneofWrappers = []any{
+	file_client_proto_msgTypes[5].OneofWrappers = []any{
 		(*ClientRequest_Status)(nil),
 		(*ClientRequest_Job)(nil),
 		(*ClientRequest_Config)(nil),
 		(*ClientRequest_UpgradeConfig)(nil),
 	}
-	file_client_proto_msgTypes[5].OneofWrappers = []any{
+	file_client_proto_msgTypes[6].OneofWrappers = []any{
 		(*ClientReply_StatusReply)(nil),
 		(*ClientReply_JobReply)(nil),
 		(*ClientReply_ConfigReply)(nil),
@@ -1525,7 +1625,7 @@ func file_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_client_proto_rawDesc), len(file_client_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

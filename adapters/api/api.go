@@ -42,7 +42,8 @@ type Config struct {
 	Forward *client.Client
 }
 
-// Handler is the API's path prefix and handler.
+// Handler is the API's path prefix and handler (the Xce service and its
+// gRPC server reflection).
 func Handler(cfg Config) (string, http.Handler) {
 	s := &server{cfg: cfg}
 	path, h := schemaconnect.NewXceHandler(s, connect.WithReadMaxBytes(client.MaxMessageBytes), connect.WithSendMaxBytes(client.MaxMessageBytes),
@@ -50,7 +51,10 @@ func Handler(cfg Config) (string, http.Handler) {
 		// that cost more than the rest of a small call (the benchmark in
 		// docs/performance.md); a list page or a config still is.
 		connect.WithCompressMinBytes(compressMinBytes))
-	return path, withCaller(cfg.IsPeer, h)
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	serveReflection(mux)
+	return path, withCaller(cfg.IsPeer, mux)
 }
 
 // compressMinBytes: replies below it are sent uncompressed.

@@ -18,7 +18,6 @@ import (
 	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/client"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/sm"
 )
@@ -76,7 +75,7 @@ func Push(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout 
 	if timeout <= 0 {
 		timeout = DefaultPushTimeout
 	}
-	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout})
+	cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +193,7 @@ again.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
+			cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,6 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/client"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/sm"
 )
@@ -84,7 +83,7 @@ func kindName(k schema.JobRequest_Kind) string {
 // answer, decoded, and the node that gave it; the blob must hash to the
 // tag the node reports.
 func FetchConfig(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*schema.ClusterConfig, error) {
-	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout})
+	cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}

@@ -19,14 +19,13 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/client"
-	"xce/cmd/xcecontroller/daemon"
 )
 
 // NewCommand builds the xcecli command tree.
 func NewCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	root := &cobra.Command{Use: "xcecli", Short: "xce cluster client", SilenceUsage: true, SilenceErrors: true}
 	root.SetOut(stdout)
-	root.AddCommand(append([]*cobra.Command{statusCmd(ctx), devCmd(ctx)}, extraCommands(ctx)...)...)
+	root.AddCommand(append([]*cobra.Command{statusCmd(ctx), topCmd(ctx), devCmd(ctx)}, extraCommands(ctx)...)...)
 	return root
 }
 
@@ -43,7 +42,7 @@ func (c *conn) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return daemon.NewClient(c.peers, mat, client.Options{Timeout: c.timeout, ConnectTimeout: c.connectTimeout})
+	return client.NewFromFlag(c.peers, mat, client.Options{Timeout: c.timeout, ConnectTimeout: c.connectTimeout})
 }
 
 func (c *conn) flags(cmd *cobra.Command) {
@@ -87,6 +86,10 @@ type PeerStatus struct {
 	// CertExpired: it has, so no peer or client can connect to the node.
 	CertNotAfter *time.Time `json:"cert_not_after,omitempty"`
 	CertExpired  bool       `json:"cert_expired"`
+	// Queues: a recovered primary's jobs per queue and state (what
+	// `xcecli top` shows); QueuesError: why a primary sent none.
+	Queues      []QueueDepth `json:"queues,omitempty"`
+	QueuesError string       `json:"queues_error,omitempty"`
 }
 
 // certNote is the line `status` prints under the table about row's own
@@ -150,7 +153,7 @@ func statuses(ctx context.Context, peersFlag string, mat *tlsconf.Material, time
 	if connectTimeout <= 0 || connectTimeout > timeout && timeout > 0 {
 		connectTimeout = timeout
 	}
-	cl, err := daemon.NewClient(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
+	cl, err := client.NewFromFlag(peersFlag, mat, client.Options{Timeout: timeout, ConnectTimeout: connectTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +192,10 @@ func askStatus(ctx context.Context, cl *client.Client, i int, row *PeerStatus) {
 		t := time.Unix(s, 0)
 		row.CertNotAfter, row.CertExpired = &t, time.Now().After(t)
 	}
+	row.QueuesError = st.GetQueuesError()
+	for _, q := range st.GetQueues() {
+		row.Queues = append(row.Queues, QueueDepth{Queue: q.GetQueue(), Pending: q.GetPending(), Processing: q.GetProcessing(), Dead: q.GetDead()})
+	}
 	for _, s := range st.GetStandbys() {
 		row.Standbys = append(row.Standbys, StandbyState{Name: s.GetName(), State: s.GetState(), Acked: s.GetAckedLsn(), Behind: s.GetBehind()})
 	}
@@ -214,26 +221,20 @@ func statusCmd(ctx context.Context) *cobra.Command {
 				return fmt.Errorf("--watch %v and --count %d: neither may be negative", watch, count)
 			}
 			w := cmd.OutOrStdout()
-			for n := 1; ; n++ {
+			if watch == 0 {
 				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
 				if err != nil {
 					return err
 				}
-				if watch == 0 {
-					return printStatus(w, rows, output)
-				}
-				if err := printWatched(w, rows, output, time.Now()); err != nil {
+				return printStatus(w, rows, output)
+			}
+			return refresh(ctx, watch, count, func(at time.Time) error {
+				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
+				if err != nil {
 					return err
 				}
-				if count > 0 && n >= count {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil // interrupted: the view stays on the screen
-				case <-time.After(watch):
-				}
-			}
+				return printWatched(w, rows, output, at)
+			})
 		},
 	}
 	c.flags(cmd)
@@ -243,10 +244,6 @@ func statusCmd(ctx context.Context) *cobra.Command {
 	return cmd
 }
 
-// clearScreen moves the cursor home and clears the terminal (ANSI), so a
-// watched table is redrawn in place.
-const clearScreen = "\x1b[H\x1b[2J"
-
 // printWatched prints one refresh of a watched status: the table under a
 // clear and a timestamp, or the rows as one JSON line.
 func printWatched(w io.Writer, rows []PeerStatus, output string, at time.Time) error {
@@ -254,7 +251,10 @@ func printWatched(w io.Writer, rows []PeerStatus, output string, at time.Time) e
 	case "json":
 		return json.NewEncoder(w).Encode(rows) // one line per refresh
 	case "table":
-		if _, err := fmt.Fprintf(w, "%sxcecli status at %s\n\n", clearScreen, at.Format(time.RFC3339)); err != nil {
+		if err := frameTitle(w, "xcecli status", at); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
 			return err
 		}
 	}

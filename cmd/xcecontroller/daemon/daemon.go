@@ -30,6 +30,7 @@ import (
 	"xce/adapters/transport"
 	"xce/adapters/wire"
 	"xce/client"
+	"xce/peerlist"
 	"xce/schema"
 	"xce/sm"
 )
@@ -101,14 +102,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}
 		level.SetLevel(lvl)
 	}
-	peers, warnings, err := ParsePeers(cfg.Peers)
+	peers, warnings, err := peerlist.Parse(cfg.Peers)
 	if err != nil {
 		return 1, err
 	}
 	for _, w := range warnings {
 		log.Warn(w, zap.String("key", "peers.suspect"))
 	}
-	self, err := IndexOf(peers, cfg.Name)
+	self, err := peerlist.IndexOf(peers, cfg.Name)
 	if err != nil {
 		return 1, err
 	}
@@ -138,7 +139,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		tpeers[i] = transport.Peer{Name: p.Name, Addr: p.Addr()}
 	}
 	opt := sm.DefaultOptions(self, names)
-	opt.PeersHash = PeersHash(peers)
+	opt.PeersHash = peerlist.Hash(peers)
 	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
@@ -190,7 +191,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}
 		return rep
 	}
-	cpeers := ClientPeers(peers)
+	cpeers := client.PeersOf(peers)
 	// A standby forwards a primary-only call with its own certificate,
 	// waiting as long as the node itself does for an answer.
 	fwd, err := client.New(cpeers, mat, client.Options{Timeout: requestTimeout})
@@ -318,7 +319,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 // answer serves an authorised client request from the runner's published
 // status; caller is the client certificate's CN, sanitised, and own the
 // node's certificate in use.
-func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []Peer, self int) *schema.ClientReply {
+func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []peerlist.Peer, self int) *schema.ClientReply {
 	rep := &schema.ClientReply{}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
@@ -351,6 +352,9 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
 			}
 		}
+		if st.Role == sm.RolePrimary {
+			sr.Queues, sr.QueuesError = queueDepths(ctx, rn)
+		}
 		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
 	case *schema.ClientRequest_Config:
 		st := rn.Status()
@@ -379,6 +383,28 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 	}
 	return rep
 }
+
+// queueDepths reads a primary's queue depths on its event loop (the
+// published status does not carry them: they would be copied at every
+// step for the rare status call); the text says why when the loop did not
+// take the look within queueLookTimeout.
+func queueDepths(ctx context.Context, rn *runner.Runner) ([]*schema.QueueDepth, string) {
+	ctx, cancel := context.WithTimeout(ctx, queueLookTimeout)
+	defer cancel()
+	var ds []sm.QueueDepth
+	if err := rn.Inspect(ctx, func(n *sm.Node) { ds = n.QueueDepths() }); err != nil {
+		return nil, "queue depths not read: " + err.Error()
+	}
+	out := make([]*schema.QueueDepth, len(ds))
+	for i, d := range ds {
+		out[i] = &schema.QueueDepth{Queue: d.Queue, Pending: uint64(d.Pending), Processing: uint64(d.Processing), Dead: uint64(d.Dead)}
+	}
+	return out, ""
+}
+
+// queueLookTimeout bounds status's wait for the event loop: a node whose
+// loop is stuck still answers status, without its queues.
+const queueLookTimeout = time.Second
 
 // requestTimeout bounds the node's answer to one client request.
 const requestTimeout = 30 * time.Second

@@ -101,7 +101,7 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	notAfter := func() int64 {
-		c, err := daemon.NewClient(cfg.Peers, admin, client.Options{Timeout: time.Second}) // a new connection each time
+		c, err := client.NewFromFlag(cfg.Peers, admin, client.Options{Timeout: time.Second}) // a new connection each time
 		if err != nil {
 			return 0
 		}

@@ -1,6 +1,10 @@
-// Package daemon assembles one xcecontroller node from the adapters: TLS
-// transport, real files, timers, logging, systemd notification.
-package daemon
+// Package peerlist parses the --peers string that every xce program takes
+// (xcecontroller, xcecli, xce-config, package client through
+// client.NewFromFlag): "name=host:port,name=host:port,...", the index of an
+// entry being its priority, 0 the highest. It is the one parser of that
+// string, kept free of any network or TLS code so that each of them can
+// import it.
+package peerlist
 
 import (
 	"errors"
@@ -9,8 +13,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"xce/adapters/tlsconf"
-	"xce/client"
 )
 
 // MaxCandidates bounds --peers (MAX_CANDIDATES, seed 002 §11.2).
@@ -29,10 +31,11 @@ func (p Peer) Addr() string { return net.JoinHostPort(p.Host, strconv.Itoa(p.Por
 // ErrPeers wraps every --peers parse error.
 var ErrPeers = errors.New("--peers")
 
-// ParsePeers parses "name=host:port,name=host:port,...". Malformed entries
-// are errors; an empty host or port 0 is accepted with a warning, as seed
-// 002 §11.2 asks (such a peer can never be reached).
-func ParsePeers(s string) (peers []Peer, warnings []string, err error) {
+// Parse parses "name=host:port,name=host:port,...". A malformed entry is
+// an error naming the entry and its position (0 = the first); an empty
+// host or port 0 is accepted with a warning, as seed 002 §11.2 asks (such
+// a peer can never be reached).
+func Parse(s string) (peers []Peer, warnings []string, err error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil, fmt.Errorf("%w: empty", ErrPeers)
 	}
@@ -79,10 +82,10 @@ func IndexOf(peers []Peer, name string) (int, error) {
 	return -1, fmt.Errorf("%w: own name %q is not in the list (every node needs the same --peers, including itself)", ErrPeers, name)
 }
 
-// PeersHash identifies a --peers list after parsing (names, hosts and
-// ports in order, whatever the spacing of the flag): two controllers with
-// the same list get the same non-zero hash.
-func PeersHash(peers []Peer) uint64 {
+// Hash identifies a --peers list after parsing (names, hosts and ports in
+// order, whatever the spacing of the flag): two controllers with the same
+// list get the same non-zero hash.
+func Hash(peers []Peer) uint64 {
 	h := fnv.New64a()
 	for _, p := range peers {
 		fmt.Fprintf(h, "%s=%s\n", p.Name, p.Addr())
@@ -91,23 +94,4 @@ func PeersHash(peers []Peer) uint64 {
 		return v
 	}
 	return 1 // 0 means "not checked"
-}
-
-// ClientPeers is peers as package client takes them.
-func ClientPeers(peers []Peer) []client.Peer {
-	out := make([]client.Peer, len(peers))
-	for i, p := range peers {
-		out[i] = client.Peer{Name: p.Name, Addr: p.Addr()}
-	}
-	return out
-}
-
-// NewClient is the API client of a --peers string (package client: the
-// primary followed, hedged dials, outcome unknown kept apart).
-func NewClient(peersFlag string, mat *tlsconf.Material, opt client.Options) (*client.Client, error) {
-	peers, _, err := ParsePeers(peersFlag)
-	if err != nil {
-		return nil, err
-	}
-	return client.New(ClientPeers(peers), mat, opt)
 }
