@@ -21,7 +21,11 @@ func (c *Client) SubmitBatch(ctx context.Context, r *schema.SubmitBatchRequest) 
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.SubmitBatch)
 }
 
-// Claim claims up to max ready jobs for a worker host.
+// Claim claims up to max ready jobs for a worker host. With r.Ack (the
+// handles of jobs done, at most 1000) it first acknowledges them in the
+// same call, as AckBatch would, and one durable write carries both:
+// Oks is then their results, in order. A lost answer is
+// ErrOutcomeUnknown for the acks too.
 func (c *Client) Claim(ctx context.Context, r *schema.ClaimRequest) (*schema.JobResponse, error) {
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.Claim)
 }

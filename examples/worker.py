@@ -5,7 +5,8 @@ It long-polls the cluster for jobs of one queue (Claim with waitMs), runs a
 shell command for each job with the payload on its stdin, heartbeats the
 claim while the command runs, and acks the job when the command exits 0 or
 hands it back with Retry (the command's last stderr line as the error)
-when it does not. It talks Connect's JSON protocol over HTTP/1.1 with
+when it does not. The acks go out with the next claim (its "ack" field:
+one call, one durable write for both), or in one AckBatch on exit. It talks Connect's JSON protocol over HTTP/1.1 with
 mutual TLS (docs/client-api.md):
 
     python3 examples/worker.py --peers n0=127.0.0.1:7601,n1=127.0.0.1:7602 \\
@@ -211,36 +212,69 @@ def main(argv=None):
     ap.add_argument("--idle-exit", type=float, default=0.0, help="exit after this many idle seconds (0: never)")
     a = ap.parse_args(argv)
     client = Client(a.peers, a.ca, a.cert, a.key, timeout=a.wait + 10)
-    done, idle_since = 0, time.monotonic()
-    while a.max_jobs == 0 or done < a.max_jobs:
+    worked, idle_since = 0, time.monotonic()
+    acks = []  # jobs done, acked with the next claim
+    while a.max_jobs == 0 or worked < a.max_jobs:
         if a.idle_exit and time.monotonic() - idle_since > a.idle_exit:
-            log(f"idle for {a.idle_exit}s: exiting after {done} jobs")
-            return 0
+            log(f"idle for {a.idle_exit}s: exiting after {worked} jobs")
+            break
         body = {"queue": a.queue, "host": a.host, "max": a.batch, "waitMs": int(a.wait * 1000)}
+        if acks:
+            body["ack"] = [handle_of(j) for j in acks]
         try:
-            jobs = client.call("Claim", body).get("jobs", [])
+            rep = client.call("Claim", body)
         except OutcomeUnknown as e:
             log(f"claim: {e} (a job it took is handed out again when its claim lapses)")
+            acks = acks_unknown(acks, e)
             continue
         except XceError as e:
-            if e.code in ("unavailable", "unknown"):
+            if e.code in ("unavailable", "unknown"):  # nothing applied: the acks go again
                 log(f"claim: {e}; retrying in 1 s")
                 time.sleep(1)
                 continue
             raise
+        acks = acked(acks, rep.get("oks", []))
+        jobs = rep.get("jobs", [])
         if jobs:
             idle_since = time.monotonic()
         for job in jobs:
             result = work(client, job, a.command)
-            op, body = ("Ack", {"handle": handle_of(job)}) if result is True else ("Retry", {"handle": handle_of(job), "error": result})
+            worked += 1
+            if result is True:
+                acks.append(job)
+                continue
             try:
-                client.call(op, body)
-                done += 1
-                log(f"job {job['id']}: " + ("acked" if result is True else f"retried ({result})"))
+                client.call("Retry", {"handle": handle_of(job), "error": result})
+                log(f"job {job['id']}: retried ({result})")
             except (XceError, OutcomeUnknown) as e:
-                log(f"job {job['id']}: {op} failed: {e}")
-    log(f"done: {done} jobs")
+                log(f"job {job['id']}: Retry failed: {e}")
+    if acks:
+        try:
+            rep = client.call("AckBatch", {"handles": [handle_of(j) for j in acks]})
+            acked(acks, rep.get("oks", []))
+        except OutcomeUnknown as e:
+            acks_unknown(acks, e)
+        except XceError as e:
+            log(f"ack batch of {len(acks)} jobs failed: {e}")
+    log(f"done: {worked} jobs")
     return 0
+
+
+def acked(jobs, oks):
+    """Logs the ack results oks of jobs (in order); nothing is left to ack."""
+    for i, job in enumerate(jobs):
+        if i < len(oks) and oks[i]:
+            log(f"job {job['id']}: acked")
+        else:  # its claim lapsed meanwhile: it is handed out again
+            log(f"job {job['id']}: ack refused, the claim is not current")
+    return []
+
+
+def acks_unknown(jobs, err):
+    """The acks of jobs went out and no answer came: not repeated."""
+    for job in jobs:
+        log(f"job {job['id']}: ack outcome unknown ({err})")
+    return []
 
 
 if __name__ == "__main__":

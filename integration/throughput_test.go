@@ -23,7 +23,7 @@ import (
 // row, through the client API (package client): one durable controller
 // on loopback, 64 clients (one connection each) submitting jobs
 // (SubmitBatch of 50, like River's InsertMany), then 64 workers claiming
-// (batches of 16) and acking them (AckBatch). Each iteration inserts and
+// (batches of 16), each claim carrying the acks of the batch before. Each iteration inserts and
 // works 20,000 jobs, then times 500 single Submits one after another on
 // one client (the submit latency: one request, one durable write). The
 // metrics are jobs/s, the latency's median and 99th percentile, and the
@@ -42,7 +42,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	ctx := context.Background()
 	queue := "q000001-"
 	newClient := func() *client.Client {
-		cl, err := client.New([]client.Peer{{Name: c.Names[0], Addr: fmt.Sprintf("127.0.0.1:%d", c.Port(0))}}, mat, client.Options{Timeout: 5 * time.Second})
+		cl, err := client.New([]client.Peer{{Name: c.Names[0], Addr: fmt.Sprintf("127.0.0.1:%d", c.Port(0))}}, mat, client.Options{Timeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -61,7 +61,13 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	// may hold at most 64 (transport.DefaultMaxConnsPerClient).
 	clients := []*client.Client{probe}
 	for len(clients) < conns {
-		clients = append(clients, newClient())
+		cl := newClient()
+		// Connected before the timer starts, as the old framing's
+		// benchmark dialled its connections.
+		if _, err := cl.List(ctx, &schema.ListRequest{Queue: queue}); err != nil {
+			b.Fatalf("client %d: %v", len(clients), err)
+		}
+		clients = append(clients, cl)
 	}
 	var failed atomic.Bool // a client failed: every loop stops
 	fail := func(format string, args ...any) {
@@ -101,24 +107,28 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		for w := 0; w < conns; w++ {
 			wg.Go(func() {
 				cl := clients[w]
+				var done []*schema.WalHandle // worked, acked on the next claim
 				for worked.Load() < want && !failed.Load() {
-					rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch})
+					rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch, Ack: done})
 					if err != nil {
 						fail("claim: %v", err)
 						return
 					}
-					if len(rep.GetJobs()) == 0 {
-						continue
-					}
-					hs := make([]*schema.WalHandle, len(rep.GetJobs()))
-					for i, j := range rep.GetJobs() {
-						hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
-					}
-					if _, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs}); err != nil {
-						fail("ack batch: %v", err)
+					if err := allAcked(rep.GetOks(), len(done)); err != nil {
+						fail("claim: %v", err)
 						return
 					}
-					worked.Add(int64(len(hs)))
+					worked.Add(int64(len(done)))
+					done = handlesOf(rep.GetJobs())
+				}
+				if len(done) > 0 { // the last batch, when the loop stops early
+					rep, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: done})
+					if err == nil {
+						err = allAcked(rep.GetOks(), len(done))
+					}
+					if err != nil {
+						fail("ack batch: %v", err)
+					}
 				}
 			})
 		}
@@ -196,4 +206,26 @@ func selfCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// handlesOf is the handles of claimed jobs.
+func handlesOf(jobs []*schema.SnapshotJob) []*schema.WalHandle {
+	hs := make([]*schema.WalHandle, len(jobs))
+	for i, j := range jobs {
+		hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
+	}
+	return hs
+}
+
+// allAcked: n acks sent, every one taken.
+func allAcked(oks []bool, n int) error {
+	if len(oks) != n {
+		return fmt.Errorf("%d ack results for %d acks", len(oks), n)
+	}
+	for i, ok := range oks {
+		if !ok {
+			return fmt.Errorf("ack %d of %d refused", i, n)
+		}
+	}
+	return nil
 }

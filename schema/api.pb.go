@@ -262,7 +262,12 @@ type ClaimRequest struct {
 	// wait_ms: with nothing ready, wait up to this long (at most 20000) for
 	// a job instead of answering empty (a long poll). Released with
 	// unavailable if the primary steps down meanwhile.
-	WaitMs        uint32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs uint32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// ack: handles of jobs done (at most 1000), acknowledged in the same
+	// call before the claim, as AckBatch would: one durable write for both.
+	// The reply's oks are their results, in order (false: refused, the
+	// claim is not current); a long poll waits only after they are applied.
+	Ack           []*WalHandle `protobuf:"bytes,5,rep,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +328,13 @@ func (x *ClaimRequest) GetWaitMs() uint32 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *ClaimRequest) GetAck() []*WalHandle {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
 }
 
 type AckRequest struct {
@@ -1007,7 +1019,7 @@ func (x *UnregisterScheduleRequest) GetName() string {
 type JobResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*SnapshotJob         `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`        // submit, claim, get, list, tick
-	Oks           []bool                 `protobuf:"varint,2,rep,packed,name=oks,proto3" json:"oks,omitempty"`  // ack batch: per handle, in order
+	Oks           []bool                 `protobuf:"varint,2,rep,packed,name=oks,proto3" json:"oks,omitempty"`  // ack batch, claim's ack: per handle, in order
 	Moved         uint32                 `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`     // sweep: moved to dead; drain: moved or deleted
 	Deleted       uint32                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"` // sweep: dead jobs past retention deleted
 	Lsn           uint64                 `protobuf:"varint,5,opt,name=lsn,proto3" json:"lsn,omitempty"`         // the write's log position (0 for reads and no-ops)
@@ -1541,12 +1553,13 @@ const file_api_proto_rawDesc = "" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\x12\x18\n" +
 	"\aexpires\x18\x06 \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\a \x01(\rR\bresource\x12\x12\n" +
-	"\x04host\x18\b \x01(\tR\x04host\"c\n" +
+	"\x04host\x18\b \x01(\tR\x04host\"\x8c\x01\n" +
 	"\fClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
 	"\x03max\x18\x03 \x01(\rR\x03max\x12\x17\n" +
-	"\await_ms\x18\x04 \x01(\rR\x06waitMs\";\n" +
+	"\await_ms\x18\x04 \x01(\rR\x06waitMs\x12'\n" +
+	"\x03ack\x18\x05 \x03(\v2\x15.xce.schema.WalHandleR\x03ack\";\n" +
 	"\n" +
 	"AckRequest\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"B\n" +
@@ -1697,65 +1710,66 @@ var file_api_proto_goTypes = []any{
 	(*StatusReply)(nil),               // 34: xce.schema.StatusReply
 }
 var file_api_proto_depIdxs = []int32{
-	27, // 0: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 1: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
-	27, // 2: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 3: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 4: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
-	28, // 5: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
-	29, // 6: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
-	30, // 7: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
-	31, // 8: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
-	32, // 9: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
-	0,  // 10: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
-	1,  // 11: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
-	2,  // 12: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
-	3,  // 13: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
-	4,  // 14: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
-	5,  // 15: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
-	6,  // 16: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
-	7,  // 17: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
-	8,  // 18: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
-	9,  // 19: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
-	10, // 20: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
-	11, // 21: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
-	12, // 22: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
-	13, // 23: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
-	14, // 24: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
-	15, // 25: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
-	16, // 26: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
-	18, // 27: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
-	19, // 28: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
-	21, // 29: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
-	23, // 30: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
-	33, // 31: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
-	17, // 32: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
-	17, // 33: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
-	17, // 34: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
-	17, // 35: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
-	17, // 36: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
-	17, // 37: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
-	17, // 38: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
-	17, // 39: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
-	17, // 40: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
-	17, // 41: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
-	17, // 42: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
-	17, // 43: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
-	17, // 44: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
-	17, // 45: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
-	17, // 46: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
-	17, // 47: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
-	17, // 48: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
-	34, // 49: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
-	20, // 50: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
-	22, // 51: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
-	24, // 52: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
-	25, // 53: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
-	32, // [32:54] is the sub-list for method output_type
-	10, // [10:32] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	27, // 0: xce.v1.ClaimRequest.ack:type_name -> xce.schema.WalHandle
+	27, // 1: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
+	27, // 2: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
+	27, // 3: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
+	27, // 4: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
+	27, // 5: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
+	28, // 6: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
+	29, // 7: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
+	30, // 8: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
+	31, // 9: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
+	32, // 10: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
+	0,  // 11: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
+	1,  // 12: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
+	2,  // 13: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
+	3,  // 14: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
+	4,  // 15: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
+	5,  // 16: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
+	6,  // 17: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
+	7,  // 18: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
+	8,  // 19: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
+	9,  // 20: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
+	10, // 21: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
+	11, // 22: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
+	12, // 23: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
+	13, // 24: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
+	14, // 25: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
+	15, // 26: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
+	16, // 27: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
+	18, // 28: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
+	19, // 29: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
+	21, // 30: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
+	23, // 31: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
+	33, // 32: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
+	17, // 33: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
+	17, // 34: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
+	17, // 35: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
+	17, // 36: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
+	17, // 37: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
+	17, // 38: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
+	17, // 39: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
+	17, // 40: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
+	17, // 41: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
+	17, // 42: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
+	17, // 43: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
+	17, // 44: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
+	17, // 45: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
+	17, // 46: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
+	17, // 47: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
+	17, // 48: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
+	17, // 49: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
+	34, // 50: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
+	20, // 51: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
+	22, // 52: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
+	24, // 53: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
+	25, // 54: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
+	33, // [33:55] is the sub-list for method output_type
+	11, // [11:33] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }

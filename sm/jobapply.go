@@ -301,6 +301,10 @@ func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, term, lsn uint64, now 
 		return Reply{Status: StatusEINVAL, Error: msg}
 	}
 	switch req.Kind {
+	case JobClaim:
+		if len(req.Handles) > 0 {
+			return Reply{Status: StatusEINVAL, Error: "a claim carrying acks is two records: apply the acks (an ack batch) first, then the claim"}
+		}
 	case JobGet:
 		job, ok := q.Get(req.ID)
 		rep := Reply{OK: ok}

@@ -22,6 +22,7 @@ type jobState struct {
 	segRecords   int
 	batches      []walBatch // records not yet written, oldest first
 	writing      bool
+	hold         bool // records are being added for one write: do not start it yet (release)
 	waiting      []waitingReply
 	reads        []waitingRead // quorum mode: reads waiting for their round
 	polls        []parkedClaim // long-poll claims waiting for a job (longpoll.go)
@@ -90,13 +91,27 @@ func (n *Node) onClientOp(c ClientOp) {
 		n.answerRead(rep)
 		return
 	}
-	rep, changed, refused := n.mutate(c.ID, req)
+	var acks []bool // a claim's acks (claimAcks), applied before it
+	acked := false
+	if req.Kind == JobClaim && len(req.Handles) > 0 {
+		// One write for both records: the acks' and the claim's.
+		j.hold = true
+		defer n.release()
+		var refused bool
+		if acks, acked, refused = n.claimAcks(c.ID, req.Handles); refused {
+			return
+		}
+		req.Handles = nil
+	}
+	rep, changed, refused := n.mutate(c.ID, req, acks)
 	switch {
+	case refused && acked: // cannot happen for a validated claim; say so rather than "nothing applied"
+		n.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: n.primary})
 	case refused:
 		n.emit(rep)
 	case changed:
 	case req.Kind == JobClaim && req.Wait > 0:
-		n.park(c.ID, req) // nothing ready: wait for a job (longpoll.go)
+		n.park(c.ID, req, acks, acked) // nothing ready: wait for a job (longpoll.go)
 	default:
 		// No record without a state change (an idle worker's empty claim,
 		// a refused handle): the answer is a read of the current state.
@@ -104,10 +119,50 @@ func (n *Node) onClientOp(c ClientOp) {
 	}
 }
 
+// claimAcks applies the acks a claim carries (issue 10: acks carried on
+// the next claim) as the ack-batch record they would be on their own,
+// logged before the claim's: their per-handle results, whether they were
+// logged, and whether they were refused (then answered here).
+func (n *Node) claimAcks(id uint64, hs []queue.Handle) (oks []bool, logged, refused bool) {
+	rep, logged, refused := n.apply(id, JobRequest{Kind: JobAckBatch, Handles: hs})
+	if refused {
+		n.emit(rep)
+		return nil, false, true
+	}
+	if logged {
+		n.wakePolls() // an ack may free a resource a parked claim waits for
+	}
+	return rep.OKs, logged, false
+}
+
+// release ends a hold of the WAL (jobState.hold): the records appended
+// meanwhile go out in one write.
+func (n *Node) release() {
+	if j := n.jobs; j != nil {
+		j.hold = false
+		n.flushWAL()
+	}
+}
+
 // mutate builds, applies and logs req; the reply waits for its
 // durability. changed is false if it changed nothing (not logged: rep is
 // then the answer as a read); refused, if it is refused (rep says why).
-func (n *Node) mutate(id uint64, req JobRequest) (rep Reply, changed, refused bool) {
+// A claim's reply carries acks, the results of the acks it carried.
+func (n *Node) mutate(id uint64, req JobRequest, acks []bool) (rep Reply, changed, refused bool) {
+	rep, changed, refused = n.apply(id, req)
+	if req.Kind == JobClaim {
+		rep.OKs = acks
+	}
+	if changed {
+		n.replyWhenDurable(rep.LSN, rep)
+		n.wakePolls() // the record may have made a job ready for a parked claim
+	}
+	return rep, changed, refused
+}
+
+// apply builds, applies and logs req (no reply): changed and refused as
+// mutate's.
+func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused bool) {
 	j := n.jobs
 	now := max(n.now.Wall/1e9, j.lastNow)
 	rec, err := buildRecord(j.r, now, req)
@@ -134,8 +189,6 @@ func (n *Node) mutate(id uint64, req JobRequest) (rep Reply, changed, refused bo
 	j.nextLSN++
 	j.lastNow = now
 	n.appendRecord(rec)
-	n.replyWhenDurable(rec.Lsn, rep)
-	n.wakePolls() // the record may have made a job ready for a parked claim
 	return rep, true, false
 }
 
@@ -215,6 +268,9 @@ func validateJob(r *router, req JobRequest) string {
 		if req.Max < 1 || req.Max > 1000 {
 			return fmt.Sprintf("claim batch size %d outside 1..1000", req.Max)
 		}
+		if len(req.Handles) > 1000 {
+			return fmt.Sprintf("claim carrying %d acks, more than 1000", len(req.Handles))
+		}
 	case JobList:
 		if req.Queue != "" && !r.knownQueue(req.Queue) { // "" lists every queue
 			return fmt.Sprintf("unknown queue %q", req.Queue)
@@ -283,7 +339,7 @@ func (n *Node) appendRecord(rec *schema.WalRecord) {
 	b.data, b.lastLSN = data, rec.GetLsn()
 	b.n++
 	j.segRecords++
-	if !j.writing {
+	if !j.writing && !j.hold {
 		n.flushWAL()
 	}
 }

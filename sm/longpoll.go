@@ -23,13 +23,16 @@ const MaxClaimWait = 20 * time.Second
 type parkedClaim struct {
 	id       uint64
 	req      JobRequest
-	deadline int64 // Mono
+	deadline int64  // Mono
+	acks     []bool // the results of the acks it carried, in its reply
+	acked    bool   // they were logged: a release cannot say "nothing applied"
 }
 
-// park holds claim id until a job is ready for it or its wait ends.
-func (n *Node) park(id uint64, req JobRequest) {
+// park holds claim id until a job is ready for it or its wait ends; acks
+// and acked are those of the acks it carried (logged already).
+func (n *Node) park(id uint64, req JobRequest, acks []bool, acked bool) {
 	j := n.jobs
-	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait)})
+	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait), acks: acks, acked: acked})
 	n.armPolls()
 }
 
@@ -86,7 +89,7 @@ func (n *Node) passPolls(retry bool) {
 		switch {
 		case retry && n.retryClaim(p):
 		case now >= p.deadline:
-			n.answerRead(Reply{ID: p.id, OK: true})
+			n.answerRead(Reply{ID: p.id, OK: true, OKs: p.acks})
 		default:
 			j.polls = append(j.polls, p)
 		}
@@ -98,7 +101,7 @@ func (n *Node) passPolls(retry bool) {
 // retryClaim applies a parked claim again; true if it was answered (it
 // claimed jobs, or it is refused now).
 func (n *Node) retryClaim(p parkedClaim) bool {
-	rep, changed, refused := n.mutate(p.id, p.req)
+	rep, changed, refused := n.mutate(p.id, p.req, p.acks)
 	if refused {
 		n.emit(rep)
 	}
@@ -123,9 +126,14 @@ func (n *Node) armPolls() {
 
 // releasePolls answers every parked claim "unavailable" when the node
 // loses the role: it changed nothing, so the client just asks the new
-// primary.
+// primary. One whose acks were logged is answered "outcome unknown": they
+// may or may not be durable.
 func (n *Node) releasePolls(why string) {
 	for _, p := range n.jobs.polls {
+		if p.acked {
+			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.primary})
+			continue
+		}
 		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.primary})
 	}
 	n.jobs.polls = nil

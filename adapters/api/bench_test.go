@@ -13,9 +13,9 @@ import (
 // BenchmarkClaimAck is the node side of the integration benchmark's work
 // phase without the node: the real transport (TLS, ALPN split, limits)
 // and handler in front of a door that answers at once, 64 clients (one
-// connection each) doing Claim (16 jobs back) then AckBatch (16 handles).
-// One op is one Claim+AckBatch pair; profile it with -cpuprofile to see
-// what the API costs per call.
+// connection each) each doing Claim (16 jobs back) carrying the acks of
+// the 16 before. One op is one such call, i.e. 16 jobs claimed and 16
+// acked; profile it with -cpuprofile to see what the API costs per call.
 //
 //	go test ./adapters/api -run '^$' -bench ClaimAck -cpuprofile cpu.out
 func BenchmarkClaimAck(b *testing.B) {
@@ -26,11 +26,9 @@ func BenchmarkClaimAck(b *testing.B) {
 		jobs[i] = &schema.SnapshotJob{Id: uint64(i + 1), Queue: "q000001-", Payload: []byte("job-payload-0123456789"),
 			State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Host: "node001", ClaimedAt: 1e18, ClaimExpiresAt: 1e18}
 	}
+	oks := make([]bool, batch)
 	c.nodes[0].set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetJob().GetKind() == schema.JobRequest_CLAIM {
-			return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: jobs}}}
-		}
-		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Oks: make([]bool, batch)}}}
+		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: jobs, Oks: oks[:len(req.GetJob().GetHandles())]}}}
 	})
 	ctx := context.Background()
 	clients := make([]*client.Client, conns)
@@ -58,19 +56,16 @@ func BenchmarkClaimAck(b *testing.B) {
 	b.ResetTimer()
 	for _, cl := range clients {
 		wg.Go(func() {
+			var done []*schema.WalHandle // acked on the next claim
 			for range work {
-				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch})
+				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch, Ack: done})
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				hs := make([]*schema.WalHandle, len(rep.GetJobs()))
-				for i, j := range rep.GetJobs() {
-					hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
-				}
-				if _, err := cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs}); err != nil {
-					b.Error(err)
-					return
+				done = done[:0]
+				for _, j := range rep.GetJobs() {
+					done = append(done, &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()})
 				}
 			}
 		})

@@ -33,7 +33,10 @@ func (s *server) SubmitBatch(ctx context.Context, r *connect.Request[schema.Subm
 
 func (s *server) Claim(ctx context.Context, r *connect.Request[schema.ClaimRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax(), WaitMs: m.GetWaitMs()}, xc.Claim)
+	// The acks it carries are the request's handles: the node applies
+	// them, then claims, in one request (one durable write).
+	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax(), WaitMs: m.GetWaitMs(),
+		Handles: m.GetAck()}, xc.Claim)
 }
 
 func (s *server) Ack(ctx context.Context, r *connect.Request[schema.AckRequest]) (*jobReply, error) {

@@ -64,7 +64,7 @@ func checkUpgradeRequest(u *schema.UpgradeConfigRequest) error {
 	return nil
 }
 
-// MaxJobHandles bounds an ack batch.
+// MaxJobHandles bounds an ack batch, and the acks a claim carries.
 const MaxJobHandles = 1000
 
 // checkJobRequest bounds what a job request may carry.
