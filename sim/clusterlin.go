@@ -80,6 +80,10 @@ type linOut struct {
 	known bool  // the client learned the outcome
 	ok    bool  // Reply.OK (or OKs[i] of an ack-batch)
 	at    int64 // Reply.At: the second the primary applied it at
+	// atLate: at is a later second than the one the operation was judged
+	// at (the acks a long-poll claim carried, judged on arrival; its
+	// reply's At is when it claimed): its validity by time is unknown.
+	atLate bool
 }
 
 // validity is the tri-state validity predicate of a handle.
@@ -95,7 +99,7 @@ func (s linJob) valid(h queue.Handle, out linOut) validity {
 	if s.st != lProcessing || s.claims != h.Attempt || h.Claim.LSN == 0 || s.claim != h.Claim {
 		return vNo
 	}
-	if s.expires < 0 || !out.known {
+	if s.expires < 0 || !out.known || out.atLate {
 		return vMaybe
 	}
 	if out.at < s.expires {
@@ -390,6 +394,19 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 		}
 		hist = append(hist, op)
 	}
+	// addAcks: the handles of an ack batch, or the acks a claim carries
+	// (applied before its claim, as an ack batch).
+	addAcks := func(c *call, hs []queue.Handle) {
+		late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 && len(c.rep.Jobs) > 0
+		for i, h := range hs {
+			if k, ok := idKey[h.ID]; ok && metas[k] != nil {
+				add(c, linIn{meta: metas[k], kind: sm.JobAckBatch, h: h}, i < len(c.rep.OKs) && c.rep.OKs[i])
+				if late && c.out == outOK {
+					hist[len(hist)-1].Output = linOut{known: true, ok: i < len(c.rep.OKs) && c.rep.OKs[i], at: c.rep.At, atLate: true}
+				}
+			}
+		}
+	}
 	hitIn := func(jobs []queue.Job, key string) *queue.Job {
 		for i := range jobs {
 			if string(jobs[i].Payload) == key {
@@ -420,6 +437,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 				add(c, linIn{meta: metas[string(p)], kind: r.Kind}, true)
 			}
 		case sm.JobClaim, sm.JobList:
+			addAcks(c, r.Handles) // a list has none
 			// Every job of the queue may be involved.
 			qs := []string{r.Queue}
 			if r.Queue == "" {
@@ -442,11 +460,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 				add(c, linIn{meta: metas[k], kind: r.Kind, h: r.Handle}, c.rep.OK)
 			}
 		case sm.JobAckBatch:
-			for i, h := range r.Handles {
-				if k, ok := idKey[h.ID]; ok && metas[k] != nil {
-					add(c, linIn{meta: metas[k], kind: r.Kind, h: h}, i < len(c.rep.OKs) && c.rep.OKs[i])
-				}
-			}
+			addAcks(c, r.Handles)
 		case sm.JobCancel, sm.JobRedrive, sm.JobGet:
 			if k, ok := idKey[r.ID]; ok && metas[k] != nil {
 				add(c, linIn{meta: metas[k], kind: r.Kind, id: r.ID, hit: hitIn(c.rep.Jobs, k)}, c.rep.OK)

@@ -108,6 +108,15 @@ type excuses struct {
 	unknown   map[string]int    // claims of unknown outcome, per queue
 }
 
+// acks: the handles c acks (an ack batch's, or a claim's) may be gone.
+func (x excuses) acks(c *call) {
+	for i, h := range c.req.Handles {
+		if c.mayApply() && (c.out != outOK || i < len(c.rep.OKs) && c.rep.OKs[i]) {
+			x.removable[h.ID] = true
+		}
+	}
+}
+
 func (w *World) excuses() excuses {
 	x := excuses{removable: map[uint64]bool{}, mayDie: map[uint64]bool{}, attempts: map[uint64]uint32{}, unknown: map[string]int{}}
 	for _, c := range w.wl.calls {
@@ -117,11 +126,7 @@ func (w *World) excuses() excuses {
 				x.removable[c.req.Handle.ID] = true
 			}
 		case sm.JobAckBatch:
-			for i, h := range c.req.Handles {
-				if c.mayApply() && (c.out != outOK || i < len(c.rep.OKs) && c.rep.OKs[i]) {
-					x.removable[h.ID] = true
-				}
-			}
+			x.acks(c)
 		case sm.JobCancel:
 			if c.okAt() {
 				x.removable[c.req.ID] = true
@@ -131,6 +136,7 @@ func (w *World) excuses() excuses {
 				x.mayDie[c.req.Handle.ID] = true
 			}
 		case sm.JobClaim:
+			x.acks(c) // the acks it carries
 			switch {
 			case c.out == outOK:
 				for _, j := range c.rep.Jobs {
@@ -205,7 +211,7 @@ func (w *World) checkDurable(jobs []queue.Job, where string) {
 				acked++
 				w.checkGone(c, c.req.Handle, st, where)
 			}
-		case sm.JobAckBatch:
+		case sm.JobAckBatch, sm.JobClaim:
 			for i, h := range c.req.Handles {
 				if i < len(c.rep.OKs) && c.rep.OKs[i] {
 					acked++

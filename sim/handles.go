@@ -111,7 +111,7 @@ func (w *World) checkHandleReply(c *call) {
 	switch c.req.Kind {
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		okOp(c.req.Handle, c.rep.OK)
-	case sm.JobAckBatch:
+	case sm.JobAckBatch, sm.JobClaim: // a claim's Handles: the acks it carries
 		for i, h := range c.req.Handles {
 			okOp(h, i < len(c.rep.OKs) && c.rep.OKs[i])
 		}

@@ -328,7 +328,7 @@ func (w *World) observe(c *call) {
 	case sm.JobAck:
 		w.noteAcked(c, c.req.Handle, c.rep.OK)
 		cl.drop(c.req.Handle)
-	case sm.JobAckBatch:
+	case sm.JobAckBatch, sm.JobClaim: // a claim's Handles are the acks it carries
 		for i, h := range c.req.Handles {
 			w.noteAcked(c, h, i < len(c.rep.OKs) && c.rep.OKs[i])
 			cl.drop(h)
@@ -410,6 +410,11 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		req := sm.JobRequest{Kind: sm.JobClaim, Queue: qname(), Host: []string{"h0", "h1"}[r.IntN(2)], Max: 1 + r.IntN(3)}
 		if r.IntN(3) == 0 { // a long poll (sm/longpoll.go), answered before the client gives up
 			req.Wait = time.Duration(1+r.IntN(1500)) * time.Millisecond
+		}
+		if r.IntN(3) == 0 { // the acks of the batch before, carried on this claim
+			for n := 1 + r.IntN(3); n > 0; n-- {
+				req.Handles = append(req.Handles, handle())
+			}
 		}
 		return req
 	case k < 68:
@@ -496,6 +501,9 @@ func describeReq(q sm.JobRequest) string {
 		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
 		if q.Wait > 0 {
 			s += fmt.Sprintf(" wait=%v", q.Wait)
+		}
+		for _, h := range q.Handles {
+			s += " ack=" + fmtHandle(h)
 		}
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		s += " " + fmtHandle(q.Handle)

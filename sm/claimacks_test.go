@@ -121,3 +121,59 @@ func TestLongPollClaimWithAcks(t *testing.T) {
 		t.Fatalf("released claim whose acks were all refused: %+v (answered %v), want EAGAIN (nothing applied)", r, ok)
 	}
 }
+
+// A claim carrying acks that finds nothing to claim is still a write: its
+// acks were logged, so its reply waits for their durability like any
+// write, and a step-down meanwhile answers "outcome unknown", never the
+// "nothing applied, retry" of a read (found by the simulator, seed 254:
+// the acks had taken and the client was told they had not).
+func TestClaimWithAcksAndNothingToClaimIsAWrite(t *testing.T) {
+	h, p := threeNodes(t)
+	h.enqueue(p, sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("a")}})
+	h.run()
+	a := claimOne(t, h, p, 2)
+	for i := 0; i < 3; i++ {
+		if i != p {
+			h.cutLink(p, i)
+		}
+	}
+	h.enqueue(p, sm.ClientOp{ID: 3, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1, Handles: []queue.Handle{a.Handle()}}})
+	h.run()
+	if r, ok := replyTo(h, p, 3); ok {
+		t.Fatalf("answered before its acks could commit: %+v", r)
+	}
+	h.advance(5 * time.Second)
+	if h.node(p).n.Role() == sm.RolePrimary {
+		t.Fatalf("n%d still primary, cut off", p)
+	}
+	if r, ok := replyTo(h, p, 3); !ok || r.Status != sm.StatusOutcomeUnknown {
+		t.Fatalf("claim whose acks were logged, released by a step-down: %+v (answered %v), want outcome unknown", r, ok)
+	}
+}
+
+// The same for a long-poll claim whose wait ends with nothing claimed: its
+// logged acks make its empty answer a write.
+func TestLongPollClaimWithAcksEndingEmptyIsAWrite(t *testing.T) {
+	h, p := threeNodes(t)
+	h.enqueue(p, sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("a")}})
+	h.run()
+	a := claimOne(t, h, p, 2)
+	for i := 0; i < 3; i++ {
+		if i != p {
+			h.cutLink(p, i)
+		}
+	}
+	h.enqueue(p, sm.ClientOp{ID: 3, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1, Wait: 300 * time.Millisecond, Handles: []queue.Handle{a.Handle()}}})
+	h.run()
+	h.advance(600 * time.Millisecond) // the wait ends; the acks are not committed
+	if r, ok := replyTo(h, p, 3); ok {
+		t.Fatalf("answered before its acks could commit: %+v", r)
+	}
+	h.advance(5 * time.Second)
+	if h.node(p).n.Role() == sm.RolePrimary {
+		t.Fatalf("n%d still primary, cut off", p)
+	}
+	if r, ok := replyTo(h, p, 3); !ok || r.Status != sm.StatusOutcomeUnknown {
+		t.Fatalf("long-poll claim whose acks were logged, ended empty, then a step-down: %+v (answered %v), want outcome unknown", r, ok)
+	}
+}

@@ -92,26 +92,32 @@ func (n *Node) onClientOp(c ClientOp) {
 		return
 	}
 	var acks []bool // a claim's acks (claimAcks), applied before it
-	acked := false
+	var ackLSN uint64
+	var ackAt int64
 	if req.Kind == JobClaim && len(req.Handles) > 0 {
 		// One write for both records: the acks' and the claim's.
 		j.hold = true
 		defer n.release()
 		var refused bool
-		if acks, acked, refused = n.claimAcks(c.ID, req.Handles); refused {
+		if acks, ackLSN, ackAt, refused = n.claimAcks(c.ID, req.Handles); refused {
 			return
 		}
 		req.Handles = nil
 	}
 	rep, changed, refused := n.mutate(c.ID, req, acks)
 	switch {
-	case refused && acked: // cannot happen for a validated claim; say so rather than "nothing applied"
+	case refused && ackLSN > 0: // cannot happen for a validated claim; say so rather than "nothing applied"
 		n.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: n.primary})
 	case refused:
 		n.emit(rep)
 	case changed:
 	case req.Kind == JobClaim && req.Wait > 0:
-		n.park(c.ID, req, acks, acked) // nothing ready: wait for a job (longpoll.go)
+		n.park(c.ID, req, acks, ackLSN, ackAt) // nothing ready: wait for a job (longpoll.go)
+	case ackLSN > 0:
+		// Nothing to claim, but its acks were logged: a write, answered
+		// once they are durable (a step-down: outcome unknown).
+		rep.LSN = ackLSN
+		n.replyWhenDurable(rep.LSN, rep)
 	default:
 		// No record without a state change (an idle worker's empty claim,
 		// a refused handle): the answer is a read of the current state.
@@ -121,18 +127,20 @@ func (n *Node) onClientOp(c ClientOp) {
 
 // claimAcks applies the acks a claim carries (issue 10: acks carried on
 // the next claim) as the ack-batch record they would be on their own,
-// logged before the claim's: their per-handle results, whether they were
-// logged, and whether they were refused (then answered here).
-func (n *Node) claimAcks(id uint64, hs []queue.Handle) (oks []bool, logged, refused bool) {
+// logged before the claim's: their per-handle results, the LSN of their
+// record (0: nothing logged), the wall time they were judged at, and
+// whether they were refused (then answered here).
+func (n *Node) claimAcks(id uint64, hs []queue.Handle) (oks []bool, lsn uint64, at int64, refused bool) {
 	rep, logged, refused := n.apply(id, JobRequest{Kind: JobAckBatch, Handles: hs})
 	if refused {
 		n.emit(rep)
-		return nil, false, true
+		return nil, 0, 0, true
 	}
 	if logged {
+		lsn = n.jobs.nextLSN - 1
 		n.wakePolls() // an ack may free a resource a parked claim waits for
 	}
-	return rep.OKs, logged, false
+	return rep.OKs, lsn, rep.At, false
 }
 
 // release ends a hold of the WAL (jobState.hold): the records appended

@@ -25,14 +25,16 @@ type parkedClaim struct {
 	req      JobRequest
 	deadline int64  // Mono
 	acks     []bool // the results of the acks it carried, in its reply
-	acked    bool   // they were logged: a release cannot say "nothing applied"
+	ackLSN   uint64 // their record (0: none logged): a release cannot say "nothing applied"
+	ackAt    int64  // the wall time they were judged at: an empty answer's At
 }
 
 // park holds claim id until a job is ready for it or its wait ends; acks
-// and acked are those of the acks it carried (logged already).
-func (n *Node) park(id uint64, req JobRequest, acks []bool, acked bool) {
+// are the results of the acks it carried at ackAt, logged at ackLSN (0:
+// none logged).
+func (n *Node) park(id uint64, req JobRequest, acks []bool, ackLSN uint64, ackAt int64) {
 	j := n.jobs
-	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait), acks: acks, acked: acked})
+	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait), acks: acks, ackLSN: ackLSN, ackAt: ackAt})
 	n.armPolls()
 }
 
@@ -88,8 +90,12 @@ func (n *Node) passPolls(retry bool) {
 	for _, p := range polls {
 		switch {
 		case retry && n.retryClaim(p):
+		case now >= p.deadline && p.ackLSN > 0:
+			// Nothing claimed, but its acks were logged: answered as the
+			// write they are (a step-down meanwhile: outcome unknown).
+			n.replyWhenDurable(p.ackLSN, Reply{ID: p.id, OK: true, OKs: p.acks, LSN: p.ackLSN, At: p.ackAt})
 		case now >= p.deadline:
-			n.answerRead(Reply{ID: p.id, OK: true, OKs: p.acks})
+			n.answerRead(Reply{ID: p.id, OK: true, OKs: p.acks, At: p.ackAt})
 		default:
 			j.polls = append(j.polls, p)
 		}
@@ -130,7 +136,7 @@ func (n *Node) armPolls() {
 // may or may not be durable.
 func (n *Node) releasePolls(why string) {
 	for _, p := range n.jobs.polls {
-		if p.acked {
+		if p.ackLSN > 0 {
 			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.primary})
 			continue
 		}
