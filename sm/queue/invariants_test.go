@@ -18,7 +18,7 @@ func (q *Queues) checkIndexes() error {
 			if i > 0 && n.less(&h.xs[(i-1)/4]) {
 				return fmt.Errorf("%s: job %d at %d sorts before its parent", name, e.ID, i)
 			}
-			if q.jobs[e.ID] != e {
+			if q.jobs.get(e.ID) != e {
 				return fmt.Errorf("%s: job %d is not in the job table", name, e.ID)
 			}
 			if h.kind < hExpiry && e.where != h {
@@ -64,7 +64,7 @@ func (q *Queues) checkIndexes() error {
 	}
 	counts := map[string][3]int{}
 	live := 0
-	for id, e := range q.jobs {
+	for id, e := range q.jobs.all() {
 		if e.ID != id {
 			return fmt.Errorf("job %d stored under %d", e.ID, id)
 		}

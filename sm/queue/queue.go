@@ -220,7 +220,7 @@ func (l *lane) count(s State, d int) {
 // Queues is the whole job state: every job of every queue and the
 // schedules.
 type Queues struct {
-	jobs   map[uint64]*entry
+	jobs   table[entry]
 	lanes  map[string]*lane
 	expiry jobHeap
 	retain jobHeap
@@ -239,7 +239,7 @@ type Queues struct {
 // New returns an empty state. Job IDs and Seqs start at 1.
 func New() *Queues {
 	return &Queues{
-		jobs:     make(map[uint64]*entry),
+		jobs:     newTable[entry](),
 		lanes:    make(map[string]*lane),
 		expiry:   jobHeap{kind: hExpiry},
 		retain:   jobHeap{kind: hRetain},
@@ -327,7 +327,7 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 // places a ready pending job (see place).
 func (q *Queues) insert(j *job, queue string, now int64) *entry {
 	e := &entry{job: j, owned: q.gen, eslot: -1, dslot: -1}
-	q.jobs[e.ID] = e
+	q.jobs.put(e.ID, e)
 	q.setLane(e, queue)
 	if e.State == Dead {
 		if e.st.DeadLetterRetentionS != 0 {
@@ -406,7 +406,7 @@ func (q *Queues) drop(e *entry) {
 	if e.dslot >= 0 {
 		q.retain.remove(e)
 	}
-	delete(q.jobs, e.ID)
+	q.jobs.delete(e.ID)
 	l := e.lane
 	l.count(e.State, -1)
 	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
@@ -527,7 +527,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 // exists, is Processing, h is its current claim (claim count and claim
 // stamp both match), and the claim has not lapsed (now < ClaimExpiresAt).
 func (q *Queues) claimOf(now int64, h Handle) *entry {
-	e := q.jobs[h.ID]
+	e := q.jobs.get(h.ID)
 	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.info().Claim != h.Claim || now >= e.claimExpiresAt() {
 		return nil
 	}
@@ -622,7 +622,7 @@ func (q *Queues) Fail(now int64, h Handle, errMsg string) bool {
 // claimant owns it) or a Dead one is refused, as is an unknown ID.
 func (q *Queues) Cancel(now int64, id uint64) bool {
 	_ = now // recorded by the WAL with every call; no rule depends on it
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil || e.State != Pending {
 		return false
 	}
@@ -661,7 +661,7 @@ func (q *Queues) SweepExpired(now int64) (moved, deleted int) {
 
 // Get returns every field of job id, whatever its state.
 func (q *Queues) Get(id uint64) (Job, bool) {
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil {
 		return Job{}, false
 	}
@@ -674,7 +674,7 @@ func (q *Queues) Get(id uint64) (Job, bool) {
 // again from now (ExpiresAt = now + ExpiresAt - EnqueuedAt). Claims, Seq,
 // EnqueuedAt and the stamps are kept. False unless the job is Dead.
 func (q *Queues) Redrive(now int64, id uint64) bool {
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil || e.State != Dead {
 		return false
 	}
@@ -703,12 +703,11 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 // List returns the jobs of queue ("" = every queue) sorted by ID.
 func (q *Queues) List(queue string) []Job {
 	var out []Job
-	for _, e := range q.jobs {
+	for _, e := range q.jobs.all() {
 		if queue == "" || e.Queue() == queue {
 			out = append(out, e.copyJob())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
