@@ -29,7 +29,7 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 	if !cancel && (toQueue == "" || toQueue == lf || toHost == lf) {
 		return 0
 	}
-	var es []*entry
+	var es []*job
 	for _, e := range q.jobs.all() {
 		if e.sidelined(lf) {
 			es = append(es, e)
@@ -41,7 +41,7 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 			continue
 		}
 		q.unplace(e)
-		q.own(e)
+		e = q.own(e)
 		e.lane.count(e.State, -1)
 		if l := e.lane; l.pending == 0 && l.processing == 0 && l.dead == 0 {
 			delete(q.lanes, l.name)

@@ -49,7 +49,7 @@ type View struct {
 func (q *Queues) View() View {
 	v := View{jobs: make([]*job, 0, q.jobs.len()), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
 	for _, e := range q.jobs.all() {
-		v.jobs = append(v.jobs, e.job)
+		v.jobs = append(v.jobs, e)
 	}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
