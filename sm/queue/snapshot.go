@@ -101,8 +101,8 @@ func Import(s Snapshot) (*Queues, error) {
 // snapshot decoded as a stream is never held whole beside the state built
 // from it (sm's importSnapshot).
 type Importer struct {
-	q         *Queues
-	ids, seqs *idset.Set
+	q    *Queues
+	seqs *idset.Set // the ids are checked in the job table
 }
 
 func bad(format string, args ...any) error {
@@ -110,14 +110,14 @@ func bad(format string, args ...any) error {
 }
 
 // NewImporter starts an Import of a snapshot with these counters, its
-// duplicate checks sized for about jobs jobs.
+// check of duplicate seqs sized for about jobs jobs.
 func NewImporter(nextID, nextSeq uint64, jobs int) (*Importer, error) {
 	if nextID == 0 || nextSeq == 0 {
 		return nil, bad("next id %d / next seq %d must be >= 1", nextID, nextSeq)
 	}
 	q := New()
 	q.nextID, q.nextSeq = nextID, nextSeq
-	return &Importer{q: q, ids: idset.New(jobs), seqs: idset.New(jobs)}, nil
+	return &Importer{q: q, seqs: idset.New(jobs)}, nil
 }
 
 // Job adds j, checked as Import does; the state holds j's payload.
@@ -126,13 +126,12 @@ func (im *Importer) Job(j Job) error {
 	if err := checkJob(j, q.nextID, q.nextSeq); err != nil {
 		return bad("job %d: %v", j.ID, err)
 	}
-	if im.ids.Has(j.ID) {
+	if q.jobs.get(j.ID) != nil {
 		return bad("duplicate job id %d", j.ID)
 	}
 	if !im.seqs.Add(j.Seq) {
 		return bad("job %d: duplicate seq %d", j.ID, j.Seq)
 	}
-	im.ids.Add(j.ID)
 	if len(j.Payload) == 0 {
 		j.Payload = nil
 	}
@@ -181,7 +180,7 @@ func (im *Importer) Schedule(sc Schedule) error {
 // Done is the state imported; the Importer must not be used after it.
 func (im *Importer) Done() *Queues {
 	q := im.q
-	im.q, im.ids, im.seqs = nil, nil, nil
+	im.q, im.seqs = nil, nil
 	return q
 }
 
