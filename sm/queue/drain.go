@@ -1,7 +1,5 @@
 package queue
 
-import "sort"
-
 // Sidelined reports whether j waits for an operator: it is in the queue
 // named lf, or pinned to the host named lf (sm's lost_and_found, seed 002
 // §6.5, where recovery routes the jobs of removed queues and hosts).
@@ -10,7 +8,7 @@ func (j Job) Sidelined(lf string) bool { return j.Queue == lf || j.Pin == lf }
 // CountSidelined is how many jobs are Sidelined(lf). O(jobs).
 func (q *Queues) CountSidelined(lf string) int {
 	n := 0
-	for _, e := range q.jobs {
+	for _, e := range q.jobs.all() {
 		if e.sidelined(lf) {
 			n++
 		}
@@ -31,20 +29,19 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 	if !cancel && (toQueue == "" || toQueue == lf || toHost == lf) {
 		return 0
 	}
-	var es []*entry
-	for _, e := range q.jobs {
+	var es []*job
+	for _, e := range q.jobs.all() {
 		if e.sidelined(lf) {
 			es = append(es, e)
 		}
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].ID < es[j].ID })
 	for _, e := range es {
 		if cancel {
 			q.drop(e)
 			continue
 		}
 		q.unplace(e)
-		q.own(e)
+		e = q.own(e)
 		e.lane.count(e.State, -1)
 		if l := e.lane; l.pending == 0 && l.processing == 0 && l.dead == 0 {
 			delete(q.lanes, l.name)

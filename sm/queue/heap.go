@@ -15,11 +15,13 @@ const (
 	// Global heaps.
 	hExpiry // live jobs with an expiry: ExpiresAt ASC, ID ASC
 	hRetain // dead jobs with a retention: DiedAt+DeadLetterRetentionS ASC, ID ASC
+
+	noHeap heapKind = 255 // job.lh of a job in no lane heap
 )
 
 // readyAt is when a live job becomes claimable: a pending job at RunAt, a
 // processing one when its claim lapses.
-func readyAt(e *entry) int64 {
+func readyAt(e *job) int64 {
 	if e.State == Processing {
 		return e.claimExpiresAt()
 	}
@@ -27,16 +29,16 @@ func readyAt(e *entry) int64 {
 }
 
 // purgeAt is when retention deletes a dead job.
-func purgeAt(e *entry) int64 {
+func purgeAt(e *job) int64 {
 	return addSat(e.diedAt(), int64(e.st.DeadLetterRetentionS))
 }
 
 // key returns e's sort key in a heap of kind k: (a, b, c) compared
 // lexicographically, all ascending. Keys live in the heap array next to the
-// entry pointer so that sifting reads contiguous memory instead of chasing
-// entries; an entry's key fields never change while it is in a heap (every
+// job pointer so that sifting reads contiguous memory instead of chasing
+// jobs; a job's key fields never change while it is in a heap (every
 // mutation takes it out first).
-func key(k heapKind, e *entry) (a, b int64, c uint64) {
+func key(k heapKind, e *job) (a, b int64, c uint64) {
 	switch k {
 	case hWaiting:
 		return readyAt(e), 0, e.Seq
@@ -56,7 +58,7 @@ func key(k heapKind, e *entry) (a, b int64, c uint64) {
 type node struct {
 	a, b int64
 	c    uint64
-	e    *entry
+	e    *job
 }
 
 func (x *node) less(y *node) bool {
@@ -70,7 +72,7 @@ func (x *node) less(y *node) bool {
 }
 
 // less reports whether a sorts before b in a heap of kind k.
-func less(k heapKind, a, b *entry) bool {
+func less(k heapKind, a, b *job) bool {
 	x, y := node{e: a}, node{e: b}
 	x.a, x.b, x.c = key(k, a)
 	y.a, y.b, y.c = key(k, b)
@@ -78,16 +80,16 @@ func less(k heapKind, a, b *entry) bool {
 }
 
 // jobHeap is a 4-ary heap (half the depth of a binary one: fewer position
-// writes into scattered entries) of entries that records each entry's position in
-// the entry itself, so an entry can be removed in O(log n). Lane heaps use
-// entry.slot (an entry is in at most one lane heap), the expiry heap
-// entry.eslot, the retention heap entry.dslot; -1 = absent.
+// writes into scattered jobs) of jobs that records each job's position in
+// the job itself, so a job can be removed in O(log n). Lane heaps use
+// job.slot (a job is in at most one lane heap, which job.lh names), the
+// expiry heap job.eslot, the retention heap job.dslot; -1 = absent.
 type jobHeap struct {
 	kind heapKind
 	xs   []node
 }
 
-func (h *jobHeap) pos(e *entry) *int32 {
+func (h *jobHeap) pos(e *job) *int32 {
 	switch h.kind {
 	case hExpiry:
 		return &e.eslot
@@ -100,31 +102,31 @@ func (h *jobHeap) pos(e *entry) *int32 {
 
 func (h *jobHeap) len() int { return len(h.xs) }
 
-func (h *jobHeap) top() *entry {
+func (h *jobHeap) top() *job {
 	if len(h.xs) == 0 {
 		return nil
 	}
 	return h.xs[0].e
 }
 
-func (h *jobHeap) push(e *entry) {
+func (h *jobHeap) push(e *job) {
 	n := node{e: e}
 	n.a, n.b, n.c = key(h.kind, e)
 	if h.kind < hExpiry {
-		e.where = h
+		e.lh = h.kind
 	}
 	h.xs = append(h.xs, n)
 	h.up(len(h.xs)-1, n)
 }
 
-func (h *jobHeap) pop() *entry {
+func (h *jobHeap) pop() *job {
 	e := h.xs[0].e
 	h.remove(e)
 	return e
 }
 
 // remove takes e out of h; e must be in h.
-func (h *jobHeap) remove(e *entry) {
+func (h *jobHeap) remove(e *job) {
 	p := h.pos(e)
 	i, n := int(*p), len(h.xs)-1
 	last := h.xs[n]
@@ -140,7 +142,7 @@ func (h *jobHeap) remove(e *entry) {
 	}
 	*p = -1
 	if h.kind < hExpiry {
-		e.where = nil
+		e.lh = noHeap
 	}
 }
 

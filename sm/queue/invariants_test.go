@@ -3,7 +3,7 @@ package queue
 import "fmt"
 
 // checkIndexes verifies the white-box invariants of q's indexes: every
-// entry sits where its state says, every heap is ordered and records true
+// job sits where its state says, every heap is ordered and records true
 // positions, the lane counts match, schedules are sorted.
 func (q *Queues) checkIndexes() error {
 	heapOK := func(name string, h *jobHeap) error {
@@ -18,10 +18,10 @@ func (q *Queues) checkIndexes() error {
 			if i > 0 && n.less(&h.xs[(i-1)/4]) {
 				return fmt.Errorf("%s: job %d at %d sorts before its parent", name, e.ID, i)
 			}
-			if q.jobs[e.ID] != e {
+			if q.jobs.get(e.ID) != e {
 				return fmt.Errorf("%s: job %d is not in the job table", name, e.ID)
 			}
-			if h.kind < hExpiry && e.where != h {
+			if h.kind < hExpiry && q.laneHeap(e) != h {
 				return fmt.Errorf("%s: job %d does not point back to its heap", name, e.ID)
 			}
 		}
@@ -64,11 +64,11 @@ func (q *Queues) checkIndexes() error {
 	}
 	counts := map[string][3]int{}
 	live := 0
-	for id, e := range q.jobs {
+	for id, e := range q.jobs.all() {
 		if e.ID != id {
 			return fmt.Errorf("job %d stored under %d", e.ID, id)
 		}
-		if e.lane == nil || q.lanes[e.Queue()] != e.lane || e.queue != &e.lane.name {
+		if e.lane == nil || q.lanes[e.Queue()] != e.lane {
 			return fmt.Errorf("job %d: lane of %q missing", id, e.Queue())
 		}
 		if p := q.stampTab[*e.st]; p != nil && p != e.st {
@@ -81,7 +81,7 @@ func (q *Queues) checkIndexes() error {
 			return fmt.Errorf("job %d (%v): retention index slot %d", id, e.State, e.dslot)
 		}
 		if e.State == Dead {
-			if e.where != nil || e.eslot >= 0 {
+			if e.lh != noHeap || e.eslot >= 0 {
 				return fmt.Errorf("dead job %d still indexed as live", id)
 			}
 			continue
@@ -91,17 +91,20 @@ func (q *Queues) checkIndexes() error {
 			return fmt.Errorf("job %d: expiry index slot %d with ExpiresAt %d", id, e.eslot, e.ExpiresAt)
 		}
 		exh := e.State == Processing && e.Attempts >= e.st.MaxAttempts
+		h := q.laneHeap(e)
 		switch {
-		case e.where == nil:
+		case h == nil:
 			return fmt.Errorf("live job %d in no lane heap", id)
-		case exh != (e.where == &e.lane.exhausted):
-			return fmt.Errorf("job %d: exhausted=%v but heap %d", id, exh, e.where.kind)
-		case e.where == &e.lane.parked && e.ExpiresAt == 0:
+		case e.slot < 0 || int(e.slot) >= h.len() || h.xs[e.slot].e != e:
+			return fmt.Errorf("job %d: lane heap %d holds another at its slot %d", id, h.kind, e.slot)
+		case exh != (h == &e.lane.exhausted):
+			return fmt.Errorf("job %d: exhausted=%v but heap %d", id, exh, h.kind)
+		case h == &e.lane.parked && e.ExpiresAt == 0:
 			return fmt.Errorf("job %d parked without an expiry", id)
 		}
 	}
 	if inHeaps != live {
-		return fmt.Errorf("%d entries in lane heaps, %d live jobs", inHeaps, live)
+		return fmt.Errorf("%d jobs in lane heaps, %d live jobs", inHeaps, live)
 	}
 	for name, l := range q.lanes {
 		if c := counts[name]; c != [3]int{l.pending, l.processing, l.dead} {

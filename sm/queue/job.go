@@ -1,8 +1,9 @@
 package queue
 
 // job is a job as the state holds it: Job's fields, compacted (issue 9
-// item 5; docs/performance.md, "Memory per job"). A queued job that was
-// never claimed is 112 bytes here beside its payload, where a Job is 216:
+// item 5; docs/performance.md, "Memory per job"), with its positions in
+// the indexes. A queued job that was never claimed is 128 bytes here
+// beside its payload, where a Job is 216:
 //
 //   - the queue name is the lane's (one string per queue, not per job);
 //   - the stamps point into a table of the distinct stamps (they come from
@@ -10,7 +11,10 @@ package queue
 //   - the fields of a claim, a death and a pin are in claimInfo, which a
 //     job gets the first time one of them is set.
 //
-// A job is never written once a View may share it (entry.owned, own).
+// A job's fields are never written once a View may share it: own
+// replaces it first, in the job table and the heaps, with a copy the
+// View does not share. Only the index positions (lh, slot, eslot, dslot)
+// of a shared job are still written, and no View reads them.
 type job struct {
 	ID         uint64
 	Seq        uint64
@@ -18,14 +22,19 @@ type job struct {
 	EnqueuedAt int64
 	ExpiresAt  int64
 	Payload    []byte // never written: shared with Views and with the jobs Tick fires
-	queue      *string
+	lane       *lane  // the job's queue (its name is the lane's)
 	st         *Stamps
 	x          *claimInfo // nil: every field of it is zero
+	owned      uint64     // the Queues generation whose job this is (own)
 	Priority   int32
 	Attempts   uint32
 	Claims     uint32
 	Resource   uint32
+	slot       int32 // position in the lane heap lh names
+	eslot      int32 // position in Queues.expiry, -1 = absent
+	dslot      int32 // position in Queues.retain, -1 = absent
 	State      State
+	lh         heapKind // the lane heap holding the job (laneHeap); noHeap when dead
 }
 
 // claimInfo is the part of a job that a queued, unpinned, never-claimed
@@ -40,7 +49,7 @@ type claimInfo struct {
 	Claim          ClaimStamp
 }
 
-func (j *job) Queue() string { return *j.queue }
+func (j *job) Queue() string { return j.lane.name }
 
 // info is the claimInfo fields of j (zero when it has none).
 func (j *job) info() claimInfo {
@@ -76,7 +85,7 @@ func (j *job) toJob() Job {
 }
 
 // fromJob is the job j holds, its payload taken (not copied) and its
-// strings and stamps interned; its queue is set by insert.
+// strings and stamps interned; its lane and positions are set by insert.
 func (q *Queues) fromJob(j Job) *job {
 	out := &job{
 		ID: j.ID, Seq: j.Seq, RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt,

@@ -145,41 +145,60 @@ var (
 	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
 )
 
-// entry is a job with its index positions. Its job is copied on write
-// once a View may share it (own).
-type entry struct {
-	*job
-	lane  *lane
-	where *jobHeap // the lane heap holding the entry; nil when dead
-	owned uint64   // the Queues generation whose job this is (own)
-	slot  int32    // position in where
-	eslot int32    // position in Queues.expiry, -1 = absent
-	dslot int32    // position in Queues.retain, -1 = absent
+func (j *job) copyJob() Job {
+	out := j.toJob()
+	out.Payload = bytes.Clone(out.Payload)
+	return out
 }
 
-func (e *entry) copyJob() Job {
-	j := e.toJob()
-	j.Payload = bytes.Clone(j.Payload)
-	return j
+// own returns the job to change in place of e: e itself if no View taken
+// since e was made shares it, else a copy of e (and of its claimInfo; the
+// payload and the stamps are never written, so they stay shared) that
+// replaces e in the job table and in every heap holding it, so that the
+// Views keep e as it was (copy on write). The caller uses the job own
+// returns from then on.
+func (q *Queues) own(e *job) *job {
+	if e.owned == q.gen {
+		return e
+	}
+	c := *e
+	if c.x != nil {
+		x := *c.x
+		c.x = &x
+	}
+	c.owned = q.gen
+	q.jobs.put(c.ID, &c)
+	if h := q.laneHeap(e); h != nil {
+		h.xs[e.slot].e = &c
+	}
+	if e.eslot >= 0 {
+		q.expiry.xs[e.eslot].e = &c
+	}
+	if e.dslot >= 0 {
+		q.retain.xs[e.dslot].e = &c
+	}
+	return &c
 }
 
-// own makes e's job (and its claimInfo) this generation's before it is
-// changed: a View taken since shares the old one, which must stay as it
-// was (copy on write; the payload and the stamps are never written, so
-// they stay shared).
-func (q *Queues) own(e *entry) {
-	if e.owned < q.gen {
-		j := *e.job
-		if j.x != nil {
-			x := *j.x
-			j.x = &x
-		}
-		e.job, e.owned = &j, q.gen
+// laneHeap is the lane heap holding e, nil if none.
+func (q *Queues) laneHeap(e *job) *jobHeap {
+	l := e.lane
+	switch e.lh {
+	case hWaiting:
+		return &l.waiting
+	case hReady:
+		return l.ready[e.pin()]
+	case hExhausted:
+		return &l.exhausted
+	case hParked:
+		return &l.parked
+	default:
+		return nil
 	}
 }
 
 // more is e's claimInfo to write, added if e has none. The caller owns e.
-func (e *entry) more() *claimInfo {
+func (e *job) more() *claimInfo {
 	if e.x == nil {
 		e.x = new(claimInfo)
 	}
@@ -220,7 +239,7 @@ func (l *lane) count(s State, d int) {
 // Queues is the whole job state: every job of every queue and the
 // schedules.
 type Queues struct {
-	jobs   map[uint64]*entry
+	jobs   table[job]
 	lanes  map[string]*lane
 	expiry jobHeap
 	retain jobHeap
@@ -239,7 +258,7 @@ type Queues struct {
 // New returns an empty state. Job IDs and Seqs start at 1.
 func New() *Queues {
 	return &Queues{
-		jobs:     make(map[uint64]*entry),
+		jobs:     newTable[job](),
 		lanes:    make(map[string]*lane),
 		expiry:   jobHeap{kind: hExpiry},
 		retain:   jobHeap{kind: hRetain},
@@ -299,7 +318,7 @@ func (q *Queues) Enqueue(now int64, queue string, payload []byte, st Stamps, o E
 
 // enqueue is Enqueue on validated inputs (also the scheduler's fire path);
 // the job holds payload itself, which is never written.
-func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) *entry {
+func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) *job {
 	runAt := now
 	if o.Delay != 0 {
 		runAt = addSat(now, o.Delay)
@@ -323,11 +342,11 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 	return q.insert(j, queue, now)
 }
 
-// insert adds j (any state) of queue to the job table and every index; now
-// places a ready pending job (see place).
-func (q *Queues) insert(j *job, queue string, now int64) *entry {
-	e := &entry{job: j, owned: q.gen, eslot: -1, dslot: -1}
-	q.jobs[e.ID] = e
+// insert adds e (any state, new: in no index) of queue to the job table
+// and every index; now places a ready pending job (see place).
+func (q *Queues) insert(e *job, queue string, now int64) *job {
+	e.owned, e.lh, e.slot, e.eslot, e.dslot = q.gen, noHeap, -1, -1, -1
+	q.jobs.put(e.ID, e)
 	q.setLane(e, queue)
 	if e.State == Dead {
 		if e.st.DeadLetterRetentionS != 0 {
@@ -342,21 +361,20 @@ func (q *Queues) insert(j *job, queue string, now int64) *entry {
 	return e
 }
 
-// setLane counts e, in no lane, in the lane of queue, whose name it then
-// holds (one string per queue). The caller owns e.
-func (q *Queues) setLane(e *entry, queue string) {
+// setLane counts e, in no lane, in the lane of queue, whose name is then
+// its queue's (one string per queue). The caller owns e.
+func (q *Queues) setLane(e *job, queue string) {
 	e.lane = q.lane(queue)
 	e.lane.count(e.State, 1)
-	e.queue = &e.lane.name
 }
 
-// place puts a live entry (in no lane heap) into the lane heap its state
+// place puts a live job (in no lane heap) into the lane heap its state
 // calls for: a processing one into exhausted (last attempt) or waiting (for
 // its claim to lapse); a pending one into its ready heap when RunAt <= now,
 // else into waiting, from which ClaimBatch promotes it once ready. Where a
 // pending job waits never changes a result: ClaimBatch considers every
 // candidate of both heaps.
-func (q *Queues) place(e *entry, now int64) {
+func (q *Queues) place(e *job, now int64) {
 	l := e.lane
 	switch {
 	case e.State == Processing && e.Attempts >= e.st.MaxAttempts:
@@ -368,26 +386,26 @@ func (q *Queues) place(e *entry, now int64) {
 	}
 }
 
-func (q *Queues) unplace(e *entry) {
-	if e.where != nil {
-		e.where.remove(e)
+func (q *Queues) unplace(e *job) {
+	if h := q.laneHeap(e); h != nil {
+		h.remove(e)
 	}
 }
 
 // setState moves e to state s, keeping the lane counts. The caller owns e.
-func (e *entry) setState(s State) {
+func (e *job) setState(s State) {
 	e.lane.count(e.State, -1)
 	e.State = s
 	e.lane.count(s, 1)
 }
 
-// kill dead-letters a live entry.
-func (q *Queues) kill(e *entry, now int64, msg string) {
+// kill dead-letters a live job.
+func (q *Queues) kill(e *job, now int64, msg string) {
 	q.unplace(e)
 	if e.eslot >= 0 {
 		q.expiry.remove(e)
 	}
-	q.own(e)
+	e = q.own(e)
 	e.setState(Dead)
 	x := e.more()
 	x.LastError = msg
@@ -398,7 +416,7 @@ func (q *Queues) kill(e *entry, now int64, msg string) {
 }
 
 // drop deletes e from the state.
-func (q *Queues) drop(e *entry) {
+func (q *Queues) drop(e *job) {
 	q.unplace(e)
 	if e.eslot >= 0 {
 		q.expiry.remove(e)
@@ -406,7 +424,7 @@ func (q *Queues) drop(e *entry) {
 	if e.dslot >= 0 {
 		q.retain.remove(e)
 	}
-	delete(q.jobs, e.ID)
+	q.jobs.delete(e.ID)
 	l := e.lane
 	l.count(e.State, -1)
 	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
@@ -503,7 +521,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			break
 		}
 		used += size
-		q.own(e)
+		e = q.own(e)
 		if e.State != Processing {
 			e.setState(Processing)
 		}
@@ -526,8 +544,8 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 // claimOf returns the job h names if the validity predicate holds: the job
 // exists, is Processing, h is its current claim (claim count and claim
 // stamp both match), and the claim has not lapsed (now < ClaimExpiresAt).
-func (q *Queues) claimOf(now int64, h Handle) *entry {
-	e := q.jobs[h.ID]
+func (q *Queues) claimOf(now int64, h Handle) *job {
+	e := q.jobs.get(h.ID)
 	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.info().Claim != h.Claim || now >= e.claimExpiresAt() {
 		return nil
 	}
@@ -563,7 +581,7 @@ func (q *Queues) Heartbeat(now int64, h Handle) bool {
 	}
 	if d := addSat(now, int64(e.st.VisibilityTimeoutS)); d > e.claimExpiresAt() {
 		q.unplace(e)
-		q.own(e)
+		e = q.own(e)
 		e.more().ClaimExpiresAt = d
 		q.place(e, now)
 	}
@@ -585,7 +603,7 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 		return true
 	}
 	q.unplace(e)
-	q.own(e)
+	e = q.own(e)
 	e.setState(Pending)
 	e.RunAt = addSat(now, backoff(e.st.BackoffBaseS, e.Attempts))
 	x := e.more()
@@ -622,7 +640,7 @@ func (q *Queues) Fail(now int64, h Handle, errMsg string) bool {
 // claimant owns it) or a Dead one is refused, as is an unknown ID.
 func (q *Queues) Cancel(now int64, id uint64) bool {
 	_ = now // recorded by the WAL with every call; no rule depends on it
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil || e.State != Pending {
 		return false
 	}
@@ -661,7 +679,7 @@ func (q *Queues) SweepExpired(now int64) (moved, deleted int) {
 
 // Get returns every field of job id, whatever its state.
 func (q *Queues) Get(id uint64) (Job, bool) {
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil {
 		return Job{}, false
 	}
@@ -674,14 +692,14 @@ func (q *Queues) Get(id uint64) (Job, bool) {
 // again from now (ExpiresAt = now + ExpiresAt - EnqueuedAt). Claims, Seq,
 // EnqueuedAt and the stamps are kept. False unless the job is Dead.
 func (q *Queues) Redrive(now int64, id uint64) bool {
-	e := q.jobs[id]
+	e := q.jobs.get(id)
 	if e == nil || e.State != Dead {
 		return false
 	}
 	if e.dslot >= 0 {
 		q.retain.remove(e)
 	}
-	q.own(e)
+	e = q.own(e)
 	e.setState(Pending)
 	e.Attempts = 0
 	e.RunAt = now
@@ -703,12 +721,11 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 // List returns the jobs of queue ("" = every queue) sorted by ID.
 func (q *Queues) List(queue string) []Job {
 	var out []Job
-	for _, e := range q.jobs {
+	for _, e := range q.jobs.all() {
 		if queue == "" || e.Queue() == queue {
 			out = append(out, e.copyJob())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

@@ -2,11 +2,8 @@ package queue
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 
 	"xce/sm/idset"
 )
@@ -25,15 +22,14 @@ var ErrBadSnapshot = errors.New("queue: bad snapshot")
 // Export returns the whole state. It shares no memory with q.
 func (q *Queues) Export() Snapshot {
 	s := Snapshot{
-		Jobs:      make([]Job, 0, len(q.jobs)),
+		Jobs:      make([]Job, 0, q.jobs.len()),
 		Schedules: q.Schedules(),
 		NextID:    q.nextID,
 		NextSeq:   q.nextSeq,
 	}
-	for _, e := range q.jobs {
+	for _, e := range q.jobs.all() {
 		s.Jobs = append(s.Jobs, e.copyJob())
 	}
-	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].ID < s.Jobs[j].ID })
 	return s
 }
 
@@ -43,7 +39,7 @@ func (q *Queues) Export() Snapshot {
 // from then on (copy on write). A View is immutable, so another goroutine
 // may read it (Export) while the state goes on changing.
 type View struct {
-	jobs      []*job
+	jobs      []*job // sorted by ID
 	schedules []Schedule
 	nextID    uint64
 	nextSeq   uint64
@@ -51,9 +47,9 @@ type View struct {
 
 // View returns the current state as a View.
 func (q *Queues) View() View {
-	v := View{jobs: make([]*job, 0, len(q.jobs)), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
-	for _, e := range q.jobs {
-		v.jobs = append(v.jobs, e.job)
+	v := View{jobs: make([]*job, 0, q.jobs.len()), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	for _, e := range q.jobs.all() {
+		v.jobs = append(v.jobs, e)
 	}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
@@ -66,9 +62,7 @@ func (v View) Len() int { return len(v.jobs) }
 // are shared with the view (payloads are never written).
 func (v View) Export() Snapshot {
 	s := Snapshot{Jobs: make([]Job, len(v.jobs)), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
-	byID := slices.Clone(v.jobs)
-	slices.SortFunc(byID, func(a, b *job) int { return cmp.Compare(a.ID, b.ID) })
-	for i, j := range byID {
+	for i, j := range v.jobs {
 		s.Jobs[i] = j.toJob()
 	}
 	return s
@@ -107,24 +101,23 @@ func Import(s Snapshot) (*Queues, error) {
 // snapshot decoded as a stream is never held whole beside the state built
 // from it (sm's importSnapshot).
 type Importer struct {
-	q         *Queues
-	ids, seqs *idset.Set
+	q    *Queues
+	seqs *idset.Set // the ids are checked in the job table
 }
 
 func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 }
 
-// NewImporter starts an Import of a snapshot with these counters, sized
-// for about jobs jobs.
+// NewImporter starts an Import of a snapshot with these counters, its
+// check of duplicate seqs sized for about jobs jobs.
 func NewImporter(nextID, nextSeq uint64, jobs int) (*Importer, error) {
 	if nextID == 0 || nextSeq == 0 {
 		return nil, bad("next id %d / next seq %d must be >= 1", nextID, nextSeq)
 	}
 	q := New()
 	q.nextID, q.nextSeq = nextID, nextSeq
-	q.jobs = make(map[uint64]*entry, max(jobs, 0))
-	return &Importer{q: q, ids: idset.New(jobs), seqs: idset.New(jobs)}, nil
+	return &Importer{q: q, seqs: idset.New(jobs)}, nil
 }
 
 // Job adds j, checked as Import does; the state holds j's payload.
@@ -133,13 +126,12 @@ func (im *Importer) Job(j Job) error {
 	if err := checkJob(j, q.nextID, q.nextSeq); err != nil {
 		return bad("job %d: %v", j.ID, err)
 	}
-	if im.ids.Has(j.ID) {
+	if q.jobs.get(j.ID) != nil {
 		return bad("duplicate job id %d", j.ID)
 	}
 	if !im.seqs.Add(j.Seq) {
 		return bad("job %d: duplicate seq %d", j.ID, j.Seq)
 	}
-	im.ids.Add(j.ID)
 	if len(j.Payload) == 0 {
 		j.Payload = nil
 	}
@@ -188,7 +180,7 @@ func (im *Importer) Schedule(sc Schedule) error {
 // Done is the state imported; the Importer must not be used after it.
 func (im *Importer) Done() *Queues {
 	q := im.q
-	im.q, im.ids, im.seqs = nil, nil, nil
+	im.q, im.seqs = nil, nil
 	return q
 }
 

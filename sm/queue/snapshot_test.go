@@ -64,7 +64,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	snap.Jobs[0].Payload[0] ^= 0xff
 	for _, j := range snap.Jobs {
-		if p := back.jobs[j.ID].Payload; len(j.Payload) > 0 && &p[0] != &j.Payload[0] {
+		if p := back.jobs.get(j.ID).Payload; len(j.Payload) > 0 && &p[0] != &j.Payload[0] {
 			t.Fatalf("job %d: Import copied its payload", j.ID)
 		}
 	}
