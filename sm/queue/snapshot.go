@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 
 	"xce/sm/idset"
 )
@@ -60,11 +61,29 @@ func (v View) Len() int { return v.jobs.len() }
 // are shared with the view (payloads are never written).
 func (v View) Export() Snapshot {
 	s := Snapshot{Jobs: make([]Job, 0, v.jobs.len()), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
-	for _, j := range v.jobs.all() {
-		s.Jobs = append(s.Jobs, j.toJob())
+	for j := range v.Jobs() {
+		s.Jobs = append(s.Jobs, j)
 	}
 	return s
 }
+
+// Jobs yields the view's jobs in ID order, one at a time (an encoder
+// streams them: no copy of the whole state). Payloads are shared.
+func (v View) Jobs() iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		for _, j := range v.jobs.all() {
+			if !yield(j.toJob()) {
+				return
+			}
+		}
+	}
+}
+
+// Next is the ID and the Seq the next enqueued job gets.
+func (v View) Next() (id, seq uint64) { return v.nextID, v.nextSeq }
+
+// Schedules are the view's schedules, sorted by name (shared: read only).
+func (v View) Schedules() []Schedule { return v.schedules }
 
 // Import rebuilds a state from a snapshot (in any order), checking that it
 // is one the operations can reach: unique non-zero IDs below NextID, unique
