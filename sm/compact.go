@@ -168,9 +168,7 @@ func (in *compactInput) encode() ([]byte, error) {
 	if next <= in.upto.lsn {
 		return nil, fmt.Errorf("our segments end before lsn %d", in.upto.lsn)
 	}
-	snap := exportSnapshot(q, in.upto.lsn)
-	snap.Term = in.upto.term
-	return wal.EncodeSnapshot(snap)
+	return encodeView(q.View(), in.upto.lsn, in.upto.term)
 }
 
 // writeCompaction writes the snapshot durably (built and encoded by the

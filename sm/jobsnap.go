@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"xce/schema"
 	"xce/sm/queue"
 	"xce/sm/wal"
@@ -94,9 +97,37 @@ func (s *SnapshotData) Encode() ([]byte, error) {
 	if s.compact != nil {
 		return s.compact.encode()
 	}
-	snap := snapshotOf(s.view.Export(), s.lsn)
-	snap.Term = s.term
-	return wal.EncodeSnapshot(snap)
+	return encodeView(s.view, s.lsn, s.term)
+}
+
+// encodeView streams view into a snapshot file at lsn, term: one
+// SnapshotJob message filled for each job in turn, and the file sized
+// exactly by a first pass (a checkpoint of 1M jobs holds its file, not a
+// copy of every job and message beside it).
+func encodeView(v queue.View, lsn, term uint64) ([]byte, error) {
+	var sj schema.SnapshotJob
+	var st schema.WalStamps
+	size := 0
+	for jb := range v.Jobs() {
+		fillSnapshotJob(&sj, &st, jb)
+		n := proto.Size(&sj)
+		size += 1 + protowire.SizeVarint(uint64(n)) + n
+	}
+	nextID, nextSeq := v.Next()
+	scheds := v.Schedules()
+	e := wal.NewSnapshotEncoder(lsn, term, nextID, nextSeq, v.Len(), len(scheds), size+64+len(scheds)*256)
+	for jb := range v.Jobs() {
+		fillSnapshotJob(&sj, &st, jb)
+		if err := e.Job(&sj); err != nil {
+			return nil, err
+		}
+	}
+	for _, sc := range scheds {
+		if err := e.Schedule(snapshotSchedule(sc)); err != nil {
+			return nil, err
+		}
+	}
+	return e.Finish()
 }
 
 func (n *Node) checkpointDone(j *jobState) {
@@ -189,17 +220,30 @@ func exportSnapshot(q *queue.Queues, lsn uint64) *schema.Snapshot { return snaps
 func snapshotOf(s queue.Snapshot, lsn uint64) *schema.Snapshot {
 	out := &schema.Snapshot{Lsn: lsn, NextId: s.NextID, NextSeq: s.NextSeq}
 	for _, jb := range s.Jobs {
-		out.Jobs = append(out.Jobs, &schema.SnapshotJob{Id: jb.ID, Queue: jb.Queue, Payload: jb.Payload, Priority: jb.Priority,
-			State: stateOf(jb.State), RunAt: jb.RunAt, Seq: jb.Seq, EnqueuedAt: jb.EnqueuedAt, ExpiresAt: jb.ExpiresAt,
-			Attempts: jb.Attempts, Stamps: walStamps(jb.Stamps), Host: jb.Host, Resource: jb.Resource, ClaimedAt: jb.ClaimedAt,
-			ClaimExpiresAt: jb.ClaimExpiresAt, LastError: jb.LastError, DiedAt: jb.DiedAt, Claims: jb.Claims, Pin: jb.Pin,
-			ClaimTerm: jb.Claim.Term, ClaimLsn: jb.Claim.LSN})
+		sj := new(schema.SnapshotJob)
+		fillSnapshotJob(sj, new(schema.WalStamps), jb)
+		out.Jobs = append(out.Jobs, sj)
 	}
 	for _, sc := range s.Schedules {
-		out.Schedules = append(out.Schedules, &schema.SnapshotSchedule{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
-			Stamps: walStamps(sc.Stamps), Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: sc.Next})
+		out.Schedules = append(out.Schedules, snapshotSchedule(sc))
 	}
 	return out
+}
+
+// fillSnapshotJob makes dst (with stamps st) the snapshot message of jb.
+func fillSnapshotJob(dst *schema.SnapshotJob, st *schema.WalStamps, jb queue.Job) {
+	*st = schema.WalStamps{VisibilityTimeoutS: jb.Stamps.VisibilityTimeoutS, MaxAttempts: jb.Stamps.MaxAttempts,
+		BackoffBaseS: jb.Stamps.BackoffBaseS, DeadLetterRetentionS: jb.Stamps.DeadLetterRetentionS}
+	*dst = schema.SnapshotJob{Id: jb.ID, Queue: jb.Queue, Payload: jb.Payload, Priority: jb.Priority,
+		State: stateOf(jb.State), RunAt: jb.RunAt, Seq: jb.Seq, EnqueuedAt: jb.EnqueuedAt, ExpiresAt: jb.ExpiresAt,
+		Attempts: jb.Attempts, Stamps: st, Host: jb.Host, Resource: jb.Resource, ClaimedAt: jb.ClaimedAt,
+		ClaimExpiresAt: jb.ClaimExpiresAt, LastError: jb.LastError, DiedAt: jb.DiedAt, Claims: jb.Claims, Pin: jb.Pin,
+		ClaimTerm: jb.Claim.Term, ClaimLsn: jb.Claim.LSN}
+}
+
+func snapshotSchedule(sc queue.Schedule) *schema.SnapshotSchedule {
+	return &schema.SnapshotSchedule{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
+		Stamps: walStamps(sc.Stamps), Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: sc.Next}
 }
 
 // SnapshotOf encodes q as the snapshot a primary would send at lsn, whose

@@ -90,9 +90,10 @@ func BenchmarkEnqueue(b *testing.B) {
 }
 
 // BenchmarkCheckpointStall is what a checkpoint costs the node's Step at
-// 100,000 queued jobs: Export (a full copy, sorted; what the
-// checkpoint did before) against View (the pointers only; the copy and the
-// encoding run on the executor's checkpoint lane), in the same run.
+// 100,000 queued jobs: Export (a full copy, sorted; what the checkpoint
+// did first) against View (a frozen copy of the job table's page map; the
+// copy of the jobs and the encoding run on the executor's checkpoint
+// lane), in the same run.
 func BenchmarkCheckpointStall(b *testing.B) {
 	q, now, x := New(), int64(1_700_000_000), uint64(1)
 	fill(q, now, 100_000, &x)

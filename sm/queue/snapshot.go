@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 
 	"xce/sm/idset"
 )
@@ -34,12 +35,13 @@ func (q *Queues) Export() Snapshot {
 }
 
 // View is the state at one moment, taken in time proportional to the
-// number of jobs only for collecting their pointers: the jobs themselves
-// are shared with the live state, which copies a job before it changes it
-// from then on (copy on write). A View is immutable, so another goroutine
-// may read it (Export) while the state goes on changing.
+// number of the job table's pages (one per 256 ids), not of jobs: the
+// table's pages and the jobs themselves are shared with the live state,
+// which copies a page or a job before it changes it from then on (copy on
+// write). A View is immutable, so another goroutine may read it (Export)
+// while the state goes on changing.
 type View struct {
-	jobs      []*job // sorted by ID
+	jobs      table[job] // frozen
 	schedules []Schedule
 	nextID    uint64
 	nextSeq   uint64
@@ -47,26 +49,41 @@ type View struct {
 
 // View returns the current state as a View.
 func (q *Queues) View() View {
-	v := View{jobs: make([]*job, 0, q.jobs.len()), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
-	for _, e := range q.jobs.all() {
-		v.jobs = append(v.jobs, e)
-	}
+	v := View{jobs: q.jobs.freeze(), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
 }
 
 // Len is the number of jobs in the view.
-func (v View) Len() int { return len(v.jobs) }
+func (v View) Len() int { return v.jobs.len() }
 
 // Export is the view as a Snapshot, jobs sorted by ID. The jobs' payloads
 // are shared with the view (payloads are never written).
 func (v View) Export() Snapshot {
-	s := Snapshot{Jobs: make([]Job, len(v.jobs)), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
-	for i, j := range v.jobs {
-		s.Jobs[i] = j.toJob()
+	s := Snapshot{Jobs: make([]Job, 0, v.jobs.len()), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
+	for j := range v.Jobs() {
+		s.Jobs = append(s.Jobs, j)
 	}
 	return s
 }
+
+// Jobs yields the view's jobs in ID order, one at a time (an encoder
+// streams them: no copy of the whole state). Payloads are shared.
+func (v View) Jobs() iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		for _, j := range v.jobs.all() {
+			if !yield(j.toJob()) {
+				return
+			}
+		}
+	}
+}
+
+// Next is the ID and the Seq the next enqueued job gets.
+func (v View) Next() (id, seq uint64) { return v.nextID, v.nextSeq }
+
+// Schedules are the view's schedules, sorted by name (shared: read only).
+func (v View) Schedules() []Schedule { return v.schedules }
 
 // Import rebuilds a state from a snapshot (in any order), checking that it
 // is one the operations can reach: unique non-zero IDs below NextID, unique

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -11,10 +12,17 @@ import (
 // gets, deletes and iterations, over ids dense (consecutive, as one term
 // hands them out), leaping (a term's floor, 2^40 apart, and across page
 // boundaries) and already used, and checks after every step that they
-// agree, that iteration is in id order, and that no page is kept empty.
+// agree, that iteration is in id order, and that no page is kept empty;
+// and that every frozen copy still holds exactly the map as it was when
+// it was frozen, whatever the table did since.
 func TestTableIsMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		tab, m := newTable[int](), map[uint64]*int{}
+		type frozen struct {
+			tab table[int]
+			m   map[uint64]*int
+		}
+		var copies []frozen
 		next := rapid.Uint64Range(1, 3*pageSlots).Draw(t, "first")
 		id := func(t *rapid.T) uint64 {
 			switch rapid.IntRange(0, 3).Draw(t, "kind") {
@@ -75,7 +83,22 @@ func TestTableIsMap(t *testing.T) {
 					}
 				}
 			},
+			"freeze": func(t *rapid.T) {
+				copies = append(copies, frozen{tab.freeze(), maps.Clone(m)})
+			},
 			"": func(t *rapid.T) {
+				for i, c := range copies {
+					n := 0
+					for k, v := range c.tab.all() {
+						if c.m[k] != v {
+							t.Fatalf("frozen copy %d yields %d: %p, then %p", i, k, v, c.m[k])
+						}
+						n++
+					}
+					if n != len(c.m) || c.tab.len() != len(c.m) {
+						t.Fatalf("frozen copy %d yields %d ids (len %d), held %d", i, n, c.tab.len(), len(c.m))
+					}
+				}
 				if tab.len() != len(m) {
 					t.Fatalf("len %d, map %d", tab.len(), len(m))
 				}

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -35,19 +34,21 @@ func badSnap(format string, args ...any) error {
 // that DecodeSnapshot would refuse (see ValidateSnapshot), so a snapshot
 // once written can always be read back.
 func EncodeSnapshot(s *schema.Snapshot) ([]byte, error) {
-	if err := ValidateSnapshot(s); err != nil {
-		return nil, err
+	if s == nil {
+		return nil, badSnap("nil snapshot")
 	}
-	out := make([]byte, SnapshotHeaderSize, SnapshotHeaderSize+marshalOpts.Size(s))
-	out, err := marshalOpts.MarshalAppend(out, s)
-	if err != nil {
-		return nil, badSnap("encode: %v", err)
+	e := NewSnapshotEncoder(s.GetLsn(), s.GetTerm(), s.GetNextId(), s.GetNextSeq(), len(s.GetJobs()), len(s.GetSchedules()), marshalOpts.Size(s))
+	for _, j := range s.GetJobs() {
+		if err := e.Job(j); err != nil {
+			return nil, err
+		}
 	}
-	p := out[SnapshotHeaderSize:]
-	copy(out, SnapshotMagic)
-	binary.LittleEndian.PutUint32(out[8:], Checksum(p))
-	binary.LittleEndian.PutUint64(out[12:], uint64(len(p)))
-	return out, nil
+	for _, sc := range s.GetSchedules() {
+		if err := e.Schedule(sc); err != nil {
+			return nil, err
+		}
+	}
+	return e.Finish()
 }
 
 // DecodeSnapshot parses and validates snapshot file contents: magic,
