@@ -233,8 +233,8 @@ func (n *Node) replaceLog(sr *standbyRepl) {
 					}
 				}
 				n.removeFiles(old, wal.SnapDir, func() {
-					defer n.installDone()
 					if !n.syncLive(sr) {
+						n.installDone()
 						return
 					}
 					sr.installing, sr.recv = false, nil
@@ -244,6 +244,10 @@ func (n *Node) replaceLog(sr *standbyRepl) {
 					n.logClean, n.wantSnapshot = true, false
 					n.replFailure = ""
 					n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.primary), rc.lsn))
+					// Ended before the records queued meanwhile are appended: a
+					// gap among them rejoins asking for a catch-up from this
+					// clean log (canCatchUp), not for another snapshot.
+					n.installDone()
 					n.ackRepl()
 					n.drainRepl()
 				})

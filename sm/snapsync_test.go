@@ -188,3 +188,78 @@ func TestRejoinWithEveryRecordIsCaughtUpClean(t *testing.T) {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}
 }
+
+// A gap in the records that follow a snapshot (a batch lost with a
+// connection) is healed from the primary's log: the standby, its log
+// clean at the snapshot's position, rejoins asking for a catch-up, not
+// for another snapshot (at 1M jobs each resync by snapshot took longer
+// than the last, so a fresh standby never synced).
+func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 })
+	blob := testConfig(t, "Q", 2)
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
+	h.advance(time.Second)
+	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
+	h.kill(s)
+	sn := h.node(s)
+	sn.disk = simdisk.New()
+	install(t, sn.disk, blob, epoch)
+	var held []sm.Input
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != p {
+			return
+		}
+		for _, e := range effs {
+			op, ok := e.(sm.FileOp)
+			if !ok || op.Op != sm.OpEncode {
+				continue
+			}
+			for k, q := range h.queue {
+				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
+					held = append(held, d)
+					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
+					break
+				}
+			}
+		}
+	}
+	h.newProcess(sn)
+	h.boot(s)
+	h.advance(500 * time.Millisecond)
+	if len(held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes, want 1", len(held))
+	}
+	enqueueN(t, h, p, 20, 2000) // sent after the snapshot's first chunk
+	dropped := false
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != p || dropped {
+			return
+		}
+		for k, q := range h.queue {
+			if r, ok := q.in.(sm.Recv); ok && q.node == s && r.Msg.Type == sm.MsgReplRecords && !r.Msg.CatchUp {
+				h.queue = append(h.queue[:k:k], h.queue[k+1:]...) // lost with its connection
+				dropped = true
+				return
+			}
+		}
+	}
+	h.enqueue(p, held[0])
+	h.run()
+	h.onStep = nil
+	enqueueN(t, h, p, 5, 3000)
+	h.advance(3 * time.Second)
+	if !dropped {
+		t.Fatal("no record batch followed the snapshot")
+	}
+	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
+		t.Errorf("standby installed %d snapshots, want 1 (the gap healed from the log)", got)
+	}
+	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
+		t.Errorf("standby caught up from the log %d times, want 1", got)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
+	}
+}
