@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"slices"
 
 	"xce/schema"
 	"xce/sm/tracker"
@@ -62,10 +63,13 @@ func (n *Node) sendSnapshot(s int) {
 			rp.snap.data = d.Data
 			n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
 			n.sendChunk(s, rp, 0)
-			early := rp.snap.early
+			// One run of frames, in messages of up to the frame limit: a
+			// message per batch would overflow the link's queue (64
+			// messages, oldest dropped) after an encode of seconds.
+			early := slices.Concat(rp.snap.early...)
 			rp.snap.early = nil
-			for _, data := range early {
-				n.sendRecords(s, rp, data)
+			if len(early) > 0 {
+				n.sendRecords(s, rp, early)
 			}
 		})
 	})
