@@ -121,8 +121,8 @@ func (c *Client) UpgradeConfig(ctx context.Context, r *schema.UpgradeConfigReque
 }
 
 // ClusterStatus asks node i (an index into Peers) for its view of the
-// cluster; that node only, no search.
+// cluster, a primary's queue depths included; that node only, no search.
 func (c *Client) ClusterStatus(ctx context.Context, i int) (*schema.StatusReply, error) {
-	st, _, err := once(ctx, c, i, "", &schema.ClusterStatusRequest{}, schemaconnect.XceClient.ClusterStatus)
+	st, _, err := once(ctx, c, i, "", &schema.ClusterStatusRequest{Queues: true}, schemaconnect.XceClient.ClusterStatus)
 	return st, err
 }

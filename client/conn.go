@@ -76,7 +76,9 @@ func (n *node) dial(ctx context.Context) (*conn, error) {
 	// side of the handshake, so a request written first would have an
 	// unknown outcome although it was never read. One node-local call
 	// confirms the connection before any request goes on it: any answer
-	// of the node's (even a refusal) means it accepted us.
+	// of the node's (even a refusal) means it accepted us. It asks for no
+	// queue depths: the answer is the published status, with no look at
+	// the node's event loop (a busy loop must not fail new connections).
 	if _, err := c.api.ClusterStatus(ctx, connect.NewRequest(&schema.ClusterStatusRequest{})); err != nil && !connect.IsWireError(err) {
 		cc.Close()
 		return nil, fmt.Errorf("dial %s: the node did not accept the connection: %w", n.peer.Addr, err)

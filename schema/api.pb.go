@@ -1109,7 +1109,11 @@ func (x *JobResponse) GetMore() bool {
 }
 
 type ClusterStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queues: a primary also reports its queue depths (a look at its event
+	// loop, bounded by a second; without it the answer is the node's
+	// published status alone, as cheap as a ping).
+	Queues        bool `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1142,6 +1146,13 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
 	return file_api_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ClusterStatusRequest) GetQueues() bool {
+	if x != nil {
+		return x.Queues
+	}
+	return false
 }
 
 type GetConfigRequest struct {
@@ -1604,8 +1615,9 @@ const file_api_proto_rawDesc = "" +
 	"\adeleted\x18\x04 \x01(\rR\adeleted\x12\x10\n" +
 	"\x03lsn\x18\x05 \x01(\x04R\x03lsn\x12\x0e\n" +
 	"\x02at\x18\x06 \x01(\x03R\x02at\x12\x12\n" +
-	"\x04more\x18\a \x01(\bR\x04more\"\x16\n" +
-	"\x14ClusterStatusRequest\"\x12\n" +
+	"\x04more\x18\a \x01(\bR\x04more\".\n" +
+	"\x14ClusterStatusRequest\x12\x16\n" +
+	"\x06queues\x18\x01 \x01(\bR\x06queues\"\x12\n" +
 	"\x10GetConfigRequest\"H\n" +
 	"\x11GetConfigResponse\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\x12\x1f\n" +

@@ -234,6 +234,7 @@ func (x *Hello) GetName() string {
 // StatusRequest asks a controller for its view of the cluster.
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queues        bool                   `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"` // a primary also reports its queue depths (ClusterStatusRequest.queues)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +267,13 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_client_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StatusRequest) GetQueues() bool {
+	if x != nil {
+		return x.Queues
+	}
+	return false
 }
 
 type StatusReply struct {
@@ -1412,8 +1420,9 @@ const file_client_proto_rawDesc = "" +
 	"\x04Kind\x12\b\n" +
 	"\x04PEER\x10\x00\x12\n" +
 	"\n" +
-	"\x06CLIENT\x10\x01\"\x0f\n" +
-	"\rStatusRequest\"\xa5\x05\n" +
+	"\x06CLIENT\x10\x01\"'\n" +
+	"\rStatusRequest\x12\x16\n" +
+	"\x06queues\x18\x01 \x01(\bR\x06queues\"\xa5\x05\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\rR\bpriority\x12\x12\n" +

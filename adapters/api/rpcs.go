@@ -98,8 +98,8 @@ func (s *server) UnregisterSchedule(ctx context.Context, r *connect.Request[sche
 	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_UNREGISTER, Name: r.Msg.GetName()}, xc.UnregisterSchedule)
 }
 
-func (s *server) ClusterStatus(ctx context.Context, _ *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
-	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}})
+func (s *server) ClusterStatus(ctx context.Context, r *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
+	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{Queues: r.Msg.GetQueues()}}})
 	if err != nil {
 		return nil, s.local(err)
 	}

@@ -352,7 +352,7 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
 			}
 		}
-		if st.Role == sm.RolePrimary {
+		if st.Role == sm.RolePrimary && req.GetStatus().GetQueues() {
 			sr.Queues, sr.QueuesError = queueDepths(ctx, rn)
 		}
 		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
