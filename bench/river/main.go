@@ -55,7 +55,7 @@ func run() error {
 	flag.IntVar(&s.Batch, "batch", 1000, "jobs per insert request (River InsertMany, xce ENQUEUE_BATCH; xce takes at most 1000)")
 	flag.IntVar(&s.Inserters, "inserters", 4, "concurrent insert clients")
 	flag.IntVar(&s.Workers, "workers", 64, "River MaxWorkers; xce claiming goroutines, each on its own connection (at most 64: a node's limit per client certificate)")
-	flag.IntVar(&s.Claim, "claim", 16, "xce: jobs per CLAIM (acked with one ACK_BATCH)")
+	flag.IntVar(&s.Claim, "claim", 16, "xce: jobs per Claim (acked on the next Claim)")
 	flag.IntVar(&s.Payload, "payload", 100, "bytes of each job's payload (River: a JSON string field of that length)")
 	flag.IntVar(&s.Submits, "submits", 2000, "single submits timed per client count (1 and 16 clients)")
 	rounds := flag.Int("rounds", 3, "rounds, each River then xce")
@@ -162,7 +162,7 @@ func header(w io.Writer, s shape, rounds, nodes int, riverInsert, pgVersion stri
 	}
 	fmt.Fprintf(w, "River %s (%s, MaxWorkers %d, FetchCooldown %v, FetchPollInterval %v) on %s (initdb defaults: fsync, synchronous_commit on)\n",
 		riverV, ins, s.Workers, riverFetchCooldown, riverFetchPollInterval, pgVersion)
-	fmt.Fprintf(w, "xce: %d xcecontroller node(s) on loopback TLS, %d workers claiming %d and acking in one ACK_BATCH\n", nodes, s.Workers, s.Claim)
+	fmt.Fprintf(w, "xce: %d xcecontroller node(s) on loopback TLS, %d workers claiming %d, each claim acking the batch before\n", nodes, s.Workers, s.Claim)
 	fmt.Fprintf(w, "shape: %d jobs of %d B per round, inserted by %d clients in batches of %d; submit latency over %d single submits; %d rounds; GOMAXPROCS %d, %s\n\n",
 		s.Jobs, s.Payload, s.Inserters, s.Batch, s.Submits, rounds, runtime.GOMAXPROCS(0), time.Now().Format(time.DateOnly))
 }

@@ -35,10 +35,10 @@ type xceTarget struct {
 type xceConn interface {
 	Submit(ctx context.Context, queue string, payload []byte) error
 	SubmitBatch(ctx context.Context, queue string, payloads [][]byte) error
-	// ClaimBatch claims up to max jobs for host; an empty claim is not an error.
-	ClaimBatch(ctx context.Context, queue, host string, max int) (xceClaim, error)
-	// AckBatch acknowledges every job of c; any refused is an error.
-	AckBatch(ctx context.Context, c xceClaim) error
+	// ClaimBatch acknowledges every job of acks (nil: none; any refused
+	// is an error) and claims up to max jobs for host, in one call; an
+	// empty claim is not an error.
+	ClaimBatch(ctx context.Context, queue, host string, max int, acks xceClaim) (xceClaim, error)
 	Close() error
 }
 
@@ -128,39 +128,31 @@ func (w *apiConn) SubmitBatch(ctx context.Context, queue string, payloads [][]by
 	return err
 }
 
-func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int) (xceClaim, error) {
-	r, err := w.cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max)})
+func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int, acks xceClaim) (xceClaim, error) {
+	var hs claimed
+	if acks != nil {
+		var ok bool
+		if hs, ok = acks.(claimed); !ok {
+			return nil, fmt.Errorf("acks of a %T, not a claim of this client", acks)
+		}
+	}
+	r, err := w.cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max), Ack: hs})
 	if err != nil {
 		return nil, err
 	}
-	hs := make(claimed, len(r.GetJobs()))
-	for i, j := range r.GetJobs() {
-		hs[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
-	}
-	return hs, nil
-}
-
-func (w *apiConn) AckBatch(ctx context.Context, c xceClaim) error {
-	hs, ok := c.(claimed)
-	if !ok {
-		return fmt.Errorf("AckBatch of a %T, not a claim of this client", c)
-	}
-	if len(hs) == 0 {
-		return nil
-	}
-	r, err := w.cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: hs})
-	if err != nil {
-		return err
-	}
 	if oks := r.GetOks(); len(oks) != len(hs) {
-		return fmt.Errorf("AckBatch: %d results for %d handles", len(oks), len(hs))
+		return nil, fmt.Errorf("Claim: %d ack results for %d handles", len(oks), len(hs))
 	}
 	for i, ok := range r.GetOks() {
 		if !ok {
-			return fmt.Errorf("AckBatch: job %d refused", hs[i].GetId())
+			return nil, fmt.Errorf("Claim: ack of job %d refused", hs[i].GetId())
 		}
 	}
-	return nil
+	out := make(claimed, len(r.GetJobs()))
+	for i, j := range r.GetJobs() {
+		out[i] = &schema.WalHandle{Id: j.GetId(), Attempt: j.GetClaims(), ClaimTerm: j.GetClaimTerm(), ClaimLsn: j.GetClaimLsn()}
+	}
+	return out, nil
 }
 
 func (w *apiConn) Close() error { return w.cl.Close() }

@@ -57,8 +57,9 @@ func (x *xceSide) insertBatch(ctx context.Context, who, k int) error {
 	return x.conns[who].SubmitBatch(ctx, xceWorkQueue, x.payloads[:k])
 }
 
-// work runs s.Workers goroutines claiming up to s.Claim jobs and acking
-// them until s.Jobs are acknowledged.
+// work runs s.Workers goroutines claiming up to s.Claim jobs, each claim
+// carrying the acks of the batch before (ClaimRequest.ack), until s.Jobs
+// are acknowledged.
 func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 	var worked atomic.Int64
 	want := int64(s.Jobs)
@@ -67,11 +68,16 @@ func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 	for w := range s.Workers {
 		cn := x.conns[w]
 		g.Go(func() error {
+			var held xceClaim // claimed, acked on the next claim
 			for worked.Load() < want {
-				c, err := cn.ClaimBatch(gctx, xceWorkQueue, xceHost, s.Claim)
+				c, err := cn.ClaimBatch(gctx, xceWorkQueue, xceHost, s.Claim, held)
 				if err != nil {
 					return fmt.Errorf("worker %d: %w", w, err)
 				}
+				if held != nil {
+					worked.Add(int64(held.Len()))
+				}
+				held = nil
 				if c.Len() == 0 {
 					// The others hold the last jobs: do not spin on the node.
 					select {
@@ -81,10 +87,7 @@ func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 					}
 					continue
 				}
-				if err := cn.AckBatch(gctx, c); err != nil {
-					return fmt.Errorf("worker %d: %w", w, err)
-				}
-				worked.Add(int64(c.Len()))
+				held = c
 			}
 			return nil
 		})
