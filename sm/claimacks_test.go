@@ -126,54 +126,31 @@ func TestLongPollClaimWithAcks(t *testing.T) {
 // acks were logged, so its reply waits for their durability like any
 // write, and a step-down meanwhile answers "outcome unknown", never the
 // "nothing applied, retry" of a read (found by the simulator, seed 254:
-// the acks had taken and the client was told they had not).
+// the acks had taken and the client was told they had not). The same for
+// a long-poll claim whose wait ends with nothing claimed.
 func TestClaimWithAcksAndNothingToClaimIsAWrite(t *testing.T) {
-	h, p := threeNodes(t)
-	h.enqueue(p, sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("a")}})
-	h.run()
-	a := claimOne(t, h, p, 2)
-	for i := 0; i < 3; i++ {
-		if i != p {
-			h.cutLink(p, i)
+	for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
+		h, p := threeNodes(t)
+		h.enqueue(p, sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("a")}})
+		h.run()
+		a := claimOne(t, h, p, 2)
+		for i := 0; i < 3; i++ {
+			if i != p {
+				h.cutLink(p, i)
+			}
 		}
-	}
-	h.enqueue(p, sm.ClientOp{ID: 3, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1, Handles: []queue.Handle{a.Handle()}}})
-	h.run()
-	if r, ok := replyTo(h, p, 3); ok {
-		t.Fatalf("answered before its acks could commit: %+v", r)
-	}
-	h.advance(5 * time.Second)
-	if h.node(p).n.Role() == sm.RolePrimary {
-		t.Fatalf("n%d still primary, cut off", p)
-	}
-	if r, ok := replyTo(h, p, 3); !ok || r.Status != sm.StatusOutcomeUnknown {
-		t.Fatalf("claim whose acks were logged, released by a step-down: %+v (answered %v), want outcome unknown", r, ok)
-	}
-}
-
-// The same for a long-poll claim whose wait ends with nothing claimed: its
-// logged acks make its empty answer a write.
-func TestLongPollClaimWithAcksEndingEmptyIsAWrite(t *testing.T) {
-	h, p := threeNodes(t)
-	h.enqueue(p, sm.ClientOp{ID: 1, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("a")}})
-	h.run()
-	a := claimOne(t, h, p, 2)
-	for i := 0; i < 3; i++ {
-		if i != p {
-			h.cutLink(p, i)
+		h.enqueue(p, sm.ClientOp{ID: 3, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1, Wait: wait, Handles: []queue.Handle{a.Handle()}}})
+		h.run()
+		h.advance(2 * wait) // a long poll's wait ends; the acks are not committed
+		if r, ok := replyTo(h, p, 3); ok {
+			t.Fatalf("wait %v: answered before its acks could commit: %+v", wait, r)
 		}
-	}
-	h.enqueue(p, sm.ClientOp{ID: 3, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1, Wait: 300 * time.Millisecond, Handles: []queue.Handle{a.Handle()}}})
-	h.run()
-	h.advance(600 * time.Millisecond) // the wait ends; the acks are not committed
-	if r, ok := replyTo(h, p, 3); ok {
-		t.Fatalf("answered before its acks could commit: %+v", r)
-	}
-	h.advance(5 * time.Second)
-	if h.node(p).n.Role() == sm.RolePrimary {
-		t.Fatalf("n%d still primary, cut off", p)
-	}
-	if r, ok := replyTo(h, p, 3); !ok || r.Status != sm.StatusOutcomeUnknown {
-		t.Fatalf("long-poll claim whose acks were logged, ended empty, then a step-down: %+v (answered %v), want outcome unknown", r, ok)
+		h.advance(5 * time.Second)
+		if h.node(p).n.Role() == sm.RolePrimary {
+			t.Fatalf("wait %v: n%d still primary, cut off", wait, p)
+		}
+		if r, ok := replyTo(h, p, 3); !ok || r.Status != sm.StatusOutcomeUnknown {
+			t.Fatalf("wait %v: claim whose acks were logged, released by a step-down: %+v (answered %v), want outcome unknown", wait, r, ok)
+		}
 	}
 }

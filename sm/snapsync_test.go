@@ -67,37 +67,13 @@ func TestJoinDuringSnapshotEncodeKeepsTheSync(t *testing.T) {
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
 	enqueueN(t, h, p, 10, 2000)
-	h.kill(s)
-	sn := h.node(s)
-	sn.disk = simdisk.New()
-	install(t, sn.disk, blob, epoch)
-	var held []sm.Input
-	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
-		if i != p {
-			return
-		}
-		for _, e := range effs {
-			op, ok := e.(sm.FileOp)
-			if !ok || op.Op != sm.OpEncode {
-				continue
-			}
-			for k, q := range h.queue {
-				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
-					held = append(held, d)
-					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
-					break
-				}
-			}
-		}
-	}
-	h.newProcess(sn)
-	h.boot(s)
+	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
 	h.advance(5 * time.Second) // several first-chunk timeouts of the standby
-	if len(held) != 1 {
-		t.Fatalf("the primary started %d snapshot encodes for one standby, want 1", len(held))
+	if len(*held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes for one standby, want 1", len(*held))
 	}
 	h.onStep = nil
-	h.enqueue(p, held[0])
+	h.enqueue(p, (*held)[0])
 	h.run()
 	h.advance(5 * time.Second)
 	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
@@ -119,38 +95,14 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 	blob := testConfig(t, "Q", 2)
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
-	h.kill(s)
-	sn := h.node(s)
-	sn.disk = simdisk.New()
-	install(t, sn.disk, blob, epoch)
-	var held []sm.Input
-	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
-		if i != p {
-			return
-		}
-		for _, e := range effs {
-			op, ok := e.(sm.FileOp)
-			if !ok || op.Op != sm.OpEncode {
-				continue
-			}
-			for k, q := range h.queue {
-				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
-					held = append(held, d)
-					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
-					break
-				}
-			}
-		}
-	}
-	h.newProcess(sn)
-	h.boot(s)
+	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
 	h.advance(500 * time.Millisecond)
-	if len(held) != 1 {
-		t.Fatalf("the primary started %d snapshot encodes, want 1", len(held))
+	if len(*held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
 	}
 	enqueueN(t, h, p, 20, 2000) // written and streamed while the encode runs
 	h.onStep = nil
-	h.enqueue(p, held[0])
+	h.enqueue(p, (*held)[0])
 	h.run()
 	h.advance(3 * time.Second)
 	if got := sn.logsWithKey("repl.gap"); len(got) != 0 {
@@ -201,34 +153,10 @@ func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
 	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
 	h.advance(time.Second)
 	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
-	h.kill(s)
-	sn := h.node(s)
-	sn.disk = simdisk.New()
-	install(t, sn.disk, blob, epoch)
-	var held []sm.Input
-	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
-		if i != p {
-			return
-		}
-		for _, e := range effs {
-			op, ok := e.(sm.FileOp)
-			if !ok || op.Op != sm.OpEncode {
-				continue
-			}
-			for k, q := range h.queue {
-				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
-					held = append(held, d)
-					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
-					break
-				}
-			}
-		}
-	}
-	h.newProcess(sn)
-	h.boot(s)
+	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
 	h.advance(500 * time.Millisecond)
-	if len(held) != 1 {
-		t.Fatalf("the primary started %d snapshot encodes, want 1", len(held))
+	if len(*held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
 	}
 	enqueueN(t, h, p, 20, 2000) // sent after the snapshot's first chunk
 	dropped := false
@@ -244,7 +172,7 @@ func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
 			}
 		}
 	}
-	h.enqueue(p, held[0])
+	h.enqueue(p, (*held)[0])
 	h.run()
 	h.onStep = nil
 	enqueueN(t, h, p, 5, 3000)
@@ -262,4 +190,38 @@ func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
 	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}
+}
+
+// wipeHoldingEncodes kills standby s, gives it a wiped disk holding only
+// the cluster's config blob, and boots it, while every snapshot encode
+// primary p starts is held: its completions are collected, not delivered
+// (until the test delivers them or clears h.onStep).
+func wipeHoldingEncodes(t *testing.T, h *harness, p, s int, blob []byte) (*hnode, *[]sm.Input) {
+	t.Helper()
+	h.kill(s)
+	sn := h.node(s)
+	sn.disk = simdisk.New()
+	install(t, sn.disk, blob, epoch)
+	held := new([]sm.Input)
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != p {
+			return
+		}
+		for _, e := range effs {
+			op, ok := e.(sm.FileOp)
+			if !ok || op.Op != sm.OpEncode {
+				continue
+			}
+			for k, q := range h.queue {
+				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
+					*held = append(*held, d)
+					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
+					break
+				}
+			}
+		}
+	}
+	h.newProcess(sn)
+	h.boot(s)
+	return sn, held
 }
