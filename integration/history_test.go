@@ -331,9 +331,10 @@ func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string
 	defer l.wg.Done()
 	defer closeDoer(jc)
 	rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
+	var carried []claimed // acked on the next claim (ClaimRequest.ack)
 	for l.running() {
 		o := op{kind: opClaim, client: client, call: l.h.now()}
-		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: uint32(l.opts.claimMax)})
+		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: uint32(l.opts.claimMax), Handles: claimedHandles(carried)})
 		o.ret, o.out = l.h.now(), classifyErr(err)
 		if err != nil {
 			o.err = err.Error()
@@ -344,34 +345,57 @@ func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string
 			}
 		}
 		l.h.add(o)
+		l.addAcks(client, carried, o.call, res, err)
+		carried = nil
 		if len(o.jobs) == 0 {
 			l.pause(l.opts.backoff + 20*time.Millisecond)
 			continue
 		}
 		// Hold the claim a while, so that acks straddle the faults.
 		l.pause(time.Duration(rng.Int64N(int64(l.opts.hold) + 1)))
-		hs := make([]*schema.WalHandle, len(o.jobs))
-		for i, j := range o.jobs {
-			hs[i] = &schema.WalHandle{Id: j.id, Attempt: j.attempt, ClaimTerm: j.stamp.term, ClaimLsn: j.stamp.lsn}
+		if rng.IntN(2) == 0 {
+			carried = o.jobs // a worker's usual way: acked by its next claim
+			continue
 		}
 		call := l.h.now()
-		res, err = jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs})
-		ret, out := l.h.now(), classifyErr(err)
-		for i, j := range o.jobs {
-			a := op{kind: opAck, client: client, call: call, ret: ret, out: out, payload: j.payload, id: j.id, attempt: j.attempt, stamp: j.stamp}
-			if err != nil {
-				a.err = err.Error()
-			} else {
-				a.peer = res.Peer
-				if oks := res.Reply.GetOks(); i >= len(oks) || !oks[i] {
-					a.out = outFail // refused: the claim is not valid there
-				}
-			}
-			l.h.add(a)
-		}
-		if out != outOK {
+		res, err = jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: claimedHandles(o.jobs)})
+		l.addAcks(client, o.jobs, call, res, err)
+		if err != nil {
 			l.pause(l.opts.backoff)
 		}
+	}
+	if len(carried) > 0 { // the run ends: ack what the next claim would have
+		call := l.h.now()
+		res, err := jc.Do(context.WithoutCancel(ctx), &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: claimedHandles(carried)})
+		l.addAcks(client, carried, call, res, err)
+	}
+}
+
+// claimedHandles is the handles of the claimed jobs js (nil for none).
+func claimedHandles(js []claimed) []*schema.WalHandle {
+	var hs []*schema.WalHandle
+	for _, j := range js {
+		hs = append(hs, &schema.WalHandle{Id: j.id, Attempt: j.attempt, ClaimTerm: j.stamp.term, ClaimLsn: j.stamp.lsn})
+	}
+	return hs
+}
+
+// addAcks records the acks of js sent at call (in an ack batch, or
+// carried on a claim) with the call's result: each handle's from the
+// reply's oks.
+func (l *load) addAcks(client int, js []claimed, call int64, res *jobResult, err error) {
+	ret, out := l.h.now(), classifyErr(err)
+	for i, j := range js {
+		a := op{kind: opAck, client: client, call: call, ret: ret, out: out, payload: j.payload, id: j.id, attempt: j.attempt, stamp: j.stamp}
+		if err != nil {
+			a.err = err.Error()
+		} else {
+			a.peer = res.Peer
+			if oks := res.Reply.GetOks(); i >= len(oks) || !oks[i] {
+				a.out = outFail // refused: the claim is not valid there
+			}
+		}
+		l.h.add(a)
 	}
 }
 

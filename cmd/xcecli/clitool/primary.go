@@ -40,7 +40,7 @@ func send(ctx context.Context, cl *client.Client, r *schema.JobRequest) (*schema
 		return cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: r.GetQueue(), Payloads: r.GetPayloads(), Priority: r.GetPriority(), Delay: r.GetDelay(),
 			RunAt: r.GetRunAt(), Expires: r.GetExpires(), Resource: r.GetResource(), Host: r.GetHost()})
 	case schema.JobRequest_CLAIM:
-		return cl.Claim(ctx, &schema.ClaimRequest{Queue: r.GetQueue(), Host: r.GetHost(), Max: r.GetMax()})
+		return cl.Claim(ctx, &schema.ClaimRequest{Queue: r.GetQueue(), Host: r.GetHost(), Max: r.GetMax(), WaitMs: r.GetWaitMs(), Ack: r.GetHandles()})
 	case schema.JobRequest_ACK:
 		return cl.Ack(ctx, &schema.AckRequest{Handle: r.GetHandle()})
 	case schema.JobRequest_ACK_BATCH:
