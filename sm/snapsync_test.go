@@ -102,8 +102,21 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 	}
 	enqueueN(t, h, p, 20, 2000) // written and streamed while the encode runs
 	h.onStep = nil
+	pn := h.node(p)
+	before := len(pn.sent)
 	h.enqueue(p, (*held)[0])
 	h.run()
+	// One run of frames (a message per batch would overflow a link's
+	// queue after an encode of seconds).
+	records := 0
+	for _, m := range pn.sent[before:] {
+		if m.To == s && m.Msg.Type == sm.MsgReplRecords {
+			records++
+		}
+	}
+	if records != 1 {
+		t.Errorf("the 20 batches written during the encode went in %d messages, want 1", records)
+	}
 	h.advance(3 * time.Second)
 	if got := sn.logsWithKey("repl.gap"); len(got) != 0 {
 		t.Errorf("standby saw a gap after its snapshot: %v", got)
