@@ -80,9 +80,10 @@ type linOut struct {
 	known bool  // the client learned the outcome
 	ok    bool  // Reply.OK (or OKs[i] of an ack-batch)
 	at    int64 // Reply.At: the second the primary applied it at
-	// atLate: at is a later second than the one the operation was judged
-	// at (the acks a long-poll claim carried, judged on arrival; its
-	// reply's At is when it claimed): its validity by time is unknown.
+	// atLate: at may be a later second than the one the operation was
+	// judged at (the acks a long-poll claim carried, judged on arrival;
+	// its reply's At may be a later retry's): its validity by time is
+	// unknown.
 	atLate bool
 }
 
@@ -397,7 +398,10 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	// addAcks: the handles of an ack batch, or the acks a claim carries
 	// (applied before its claim, as an ack batch).
 	addAcks := func(c *call, hs []queue.Handle) {
-		late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 && len(c.rep.Jobs) > 0
+		// A long poll's acks are judged on arrival; its reply may come from
+		// a later retry (a claim, or a dead-lettering empty one) with
+		// that retry's At.
+		late := c.req.Kind == sm.JobClaim && c.req.Wait > 0
 		for i, h := range hs {
 			if k, ok := idKey[h.ID]; ok && metas[k] != nil {
 				add(c, linIn{meta: metas[k], kind: sm.JobAckBatch, h: h}, i < len(c.rep.OKs) && c.rep.OKs[i])

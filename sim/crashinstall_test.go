@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,26 +14,47 @@ import (
 )
 
 // TestCrashInstallEnumeration: a standby with a log of its own (term 1,
-// LSNs 1..20) installs its new primary's snapshot of another history
-// (term 2, LSN 12). After every file operation of the install, every
-// dependency-closed crash state of its disk (simdisk.CrashStates) is booted
-// as a one-node cluster and recovered: the job state is the old log's or
-// the snapshot's, never a splice of the snapshot with the old log's later
-// records, and the boot-time log position matches what recovery rebuilt.
+// LSNs 1..20, in one segment or several) installs its new primary's
+// snapshot of another history (term 2, LSN 12). After every file operation
+// of the install, every dependency-closed crash state of its disk
+// (simdisk.CrashStates) is booted as a one-node cluster and recovered: the
+// job state is the old log's (or, once its segments wholly after the
+// snapshot are going, newest first, a prefix of it ending at a segment
+// boundary) or the snapshot's, never a splice of the snapshot with the old
+// log's later records, and the boot-time log position matches what
+// recovery rebuilt. With a segment wholly after the snapshot's LSN, the
+// install used to remove the one holding that LSN first: a crash then left
+// the snapshot and a later segment with a gap between them, which recovery
+// can only call corruption (found by the simulator, seed 201878).
 func TestCrashInstallEnumeration(t *testing.T) {
+	for _, starts := range [][]uint64{{1}, {1, 15}, {1, 6, 15, 18}} {
+		t.Run(fmt.Sprint(starts), func(t *testing.T) { crashInstall(t, starts) })
+	}
+}
+
+// crashInstall runs the enumeration with the old log in segments starting
+// at starts.
+func crashInstall(t *testing.T, starts []uint64) {
 	cfg, base := crashBase(t)
 	var err error
 	var old []*schema.WalRecord
-	var seg []byte
+	segs := map[uint64][]byte{}
+	first := uint64(0)
 	for l := uint64(1); l <= 20; l++ {
+		if slices.Contains(starts, l) {
+			first = l
+		}
 		r := enqueueRecord(l, 1, fmt.Sprintf("old-%d", l))
 		old = append(old, r)
-		if seg, err = wal.AppendFrame(seg, r); err != nil {
+		if segs[first], err = wal.AppendFrame(segs[first], r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for p, b := range map[string][]byte{sm.TermPath: []byte("1\n"), wal.SegmentPath(1): seg} {
-		if err := base.PutDurable(p, b, epoch); err != nil {
+	if err := base.PutDurable(sm.TermPath, []byte("1\n"), epoch); err != nil {
+		t.Fatal(err)
+	}
+	for f, b := range segs {
+		if err := base.PutDurable(wal.SegmentPath(f), b, epoch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,6 +70,11 @@ func TestCrashInstallEnumeration(t *testing.T) {
 	want := map[string]bool{payloadSet(t, cfg, old): true, payloadSet(t, cfg, fresh): true}
 	if len(want) != 2 || want[""] {
 		t.Fatalf("test logs do not replay to two distinct, non-empty states: %v", want)
+	}
+	for _, f := range starts {
+		if f > 12 { // a segment wholly after the snapshot: the old log without it
+			want[payloadSet(t, cfg, old[:f-1])] = true
+		}
 	}
 
 	d := newDriver(t, 1, base.Clone())

@@ -202,12 +202,34 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 				n.installDone()
 				return
 			}
-			n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
-				if d.Err != IOOK {
-					fail("rename "+rc.tmp, d)
-					return
+			// The old segments wholly after the snapshot go first, newest
+			// first, each durably (every crash state a prefix of the old
+			// log): once the snapshot is in place, a crash part way
+			// through replaceLog must not leave one of them with no
+			// segment before it (a gap after the snapshot recovery could
+			// only call corruption).
+			n.listNames(wal.WALDir, func(segs []string) {
+				var after []string
+				for _, name := range segs {
+					if first, ok := wal.ParseSegmentName(name); ok && first > rc.lsn {
+						after = append(after, wal.WALDir+"/"+name)
+					}
 				}
-				n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
+				slices.Sort(after)
+				slices.Reverse(after)
+				n.removeEach(after, fail, func() {
+					if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
+						n.installDone()
+						return
+					}
+					n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
+						if d.Err != IOOK {
+							fail("rename "+rc.tmp, d)
+							return
+						}
+						n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
+					})
+				})
 			})
 		})
 	})

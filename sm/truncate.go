@@ -172,7 +172,7 @@ func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
 		drop = append(drop, s.path)
 	}
 	slices.Reverse(drop) // newest first: every crash state is a prefix of the old log
-	n.removeEach(drop, func() {
+	n.removeEach(drop, n.truncateFailed, func() {
 		s := segs[cut]
 		done := func() {
 			n.setSync(nil)
@@ -198,17 +198,17 @@ func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
 
 // removeEach unlinks paths one at a time, each made durable before the
 // next.
-func (n *Node) removeEach(paths []string, then func()) {
+func (n *Node) removeEach(paths []string, fail func(what string, d IODone), then func()) {
 	if len(paths) == 0 {
 		then()
 		return
 	}
 	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
 		if d.Err != IOOK && d.Err != IONotExist {
-			n.truncateFailed("remove "+paths[0], d)
+			fail("remove "+paths[0], d)
 			return
 		}
-		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { n.removeEach(paths[1:], then) })
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { n.removeEach(paths[1:], fail, then) })
 	})
 }
 
