@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +342,32 @@ func TestCallEdges(t *testing.T) {
 	}
 	if _, err := cl.Submit(context.Background(), &schema.SubmitRequest{Queue: "q", Payload: make([]byte, sm.MaxJobPayload)}); err != nil {
 		t.Fatalf("a payload at the limit: %v", err)
+	}
+}
+
+// The check of a new connection asks for no queue depths (the node then
+// answers from its published status, with no look at its event loop);
+// ClusterStatus asks for them.
+func TestStatusAsksForQueuesOnlyWhenCalled(t *testing.T) {
+	f := startFake(t, true)
+	var mu sync.Mutex
+	var asked []bool
+	f.c.Nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
+		if st := req.GetStatus(); st != nil {
+			mu.Lock()
+			asked = append(asked, st.GetQueues())
+			mu.Unlock()
+			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{}}}
+		}
+		return okReply(req)
+	})
+	cl := newClient(t, f.peers(), f.mat, client.Options{Timeout: time.Second})
+	if _, err := cl.ClusterStatus(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || asked[0] || !asked[1] {
+		t.Fatalf("status requests asked for queues %v, want [false true]: the connection check, then the call", asked)
 	}
 }
