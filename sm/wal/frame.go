@@ -76,6 +76,11 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
 
+// sizedOpts marshals a message whose size marshalOpts.Size has just
+// computed, unchanged since: the marshal reuses that size instead of
+// walking the message for it again.
+var sizedOpts = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
+
 // AppendFrame appends the frame of rec to dst. It refuses a nil record, LSN
 // 0 and a payload over MaxRecordSize; dst is returned unchanged on error.
 func AppendFrame(dst []byte, rec *schema.WalRecord) ([]byte, error) {
@@ -91,7 +96,7 @@ func AppendFrame(dst []byte, rec *schema.WalRecord) ([]byte, error) {
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
-	out, err := marshalOpts.MarshalAppend(dst, rec)
+	out, err := sizedOpts.MarshalAppend(dst, rec)
 	if err != nil {
 		return dst[:start], fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}

@@ -85,7 +85,7 @@ func appendUint(out []byte, num protowire.Number, v uint64) []byte {
 func appendMessage(out []byte, num protowire.Number, m proto.Message) ([]byte, error) {
 	out = protowire.AppendTag(out, num, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(marshalOpts.Size(m)))
-	out, err := marshalOpts.MarshalAppend(out, m)
+	out, err := sizedOpts.MarshalAppend(out, m) // sized just above
 	if err != nil {
 		return nil, badSnap("encode: %v", err)
 	}
