@@ -387,7 +387,8 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	add := func(c *call, in linIn, ok bool) {
 		op := porcupine.Operation{ClientId: c.client, Input: in, Call: int64(c.sent)}
 		if c.out == outOK {
-			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At}, int64(c.done)
+			late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 // only the acks it carries judge by at
+			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At, atLate: late}, int64(c.done)
 		} else {
 			// Unknown: it may take effect at any time before the final
 			// restart killed every process (no request outlives that).
@@ -400,14 +401,10 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	addAcks := func(c *call, hs []queue.Handle) {
 		// A long poll's acks are judged on arrival; its reply may come from
 		// a later retry (a claim, or a dead-lettering empty one) with
-		// that retry's At.
-		late := c.req.Kind == sm.JobClaim && c.req.Wait > 0
+		// that retry's At (add marks it: atLate).
 		for i, h := range hs {
 			if k, ok := idKey[h.ID]; ok && metas[k] != nil {
 				add(c, linIn{meta: metas[k], kind: sm.JobAckBatch, h: h}, i < len(c.rep.OKs) && c.rep.OKs[i])
-				if late && c.out == outOK {
-					hist[len(hist)-1].Output = linOut{known: true, ok: i < len(c.rep.OKs) && c.rep.OKs[i], at: c.rep.At, atLate: true}
-				}
 			}
 		}
 	}
