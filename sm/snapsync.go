@@ -202,35 +202,38 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 				n.installDone()
 				return
 			}
-			// The old segments wholly after the snapshot go first, newest
-			// first, each durably (every crash state a prefix of the old
-			// log): once the snapshot is in place, a crash part way
-			// through replaceLog must not leave one of them with no
-			// segment before it (a gap after the snapshot recovery could
-			// only call corruption).
-			n.listNames(wal.WALDir, func(segs []string) {
-				var after []string
-				for _, name := range segs {
-					if first, ok := wal.ParseSegmentName(name); ok && first > rc.lsn {
-						after = append(after, wal.WALDir+"/"+name)
-					}
-				}
-				slices.Sort(after)
-				slices.Reverse(after)
-				n.removeEach(after, fail, func() {
-					if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
-						n.installDone()
-						return
-					}
-					n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
-						if d.Err != IOOK {
-							fail("rename "+rc.tmp, d)
-							return
-						}
-						n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
-					})
-				})
-			})
+			n.listNames(wal.WALDir, func(segs []string) { n.renameInstalled(sr, segs, fail) })
+		})
+	})
+}
+
+// renameInstalled removes the old segments wholly after the received
+// snapshot, newest first and each durably (every crash state a prefix of
+// the old log), then renames the snapshot into place; replaceLog removes
+// the rest. Those go first so that a crash part way through replaceLog
+// cannot leave one of them with no segment before it: a gap after the
+// snapshot, which recovery could only call corruption.
+func (n *Node) renameInstalled(sr *standbyRepl, segs []string, fail func(string, IODone)) {
+	rc := sr.recv
+	var after []string
+	for _, name := range segs {
+		if first, ok := wal.ParseSegmentName(name); ok && first > rc.lsn {
+			after = append(after, wal.WALDir+"/"+name)
+		}
+	}
+	slices.Sort(after)
+	slices.Reverse(after)
+	n.removeEach(after, fail, func() {
+		if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
+			n.installDone()
+			return
+		}
+		n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
+			if d.Err != IOOK {
+				fail("rename "+rc.tmp, d)
+				return
+			}
+			n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
 		})
 	})
 }
