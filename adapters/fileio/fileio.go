@@ -61,14 +61,17 @@ const MaxPathLen = sm.MaxPathLen
 
 // Executor runs FileOps under Base, the node's ${workdir}/${name}. Base
 // must exist (the daemon creates it, 0700, before booting the node). The
-// zero value is not usable. An Executor holds no state besides its fields
-// and is safe for concurrent use, but the runner issues ops from one
-// goroutine so they execute in order.
+// zero value is not usable; an Executor must not be copied once used. It
+// keeps the file it last appended to open (kept.go; Close closes it) and
+// is safe for concurrent use, but the runner issues each lane's ops from
+// one goroutine so they execute in order.
 type Executor struct {
 	Base string
 	// ObserveSync, if set, receives how long each OpFsync (dir false) or
 	// OpFsyncDir (dir true) took, failed ones included (the metrics).
 	ObserveSync func(dir bool, took time.Duration)
+
+	kept kept
 }
 
 // ErrPathRefused is wrapped by the error of a refused path (its text
@@ -79,17 +82,22 @@ var ErrPathRefused = fileop.ErrPathRefused
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
 func (e *Executor) Exec(op sm.FileOp) sm.IODone {
+	fs := osFS{e.Base, &e.kept}
 	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
-		return fileop.Exec(osFS{e.Base}, op)
+		return fileop.Exec(fs, op)
 	}
 	start := time.Now()
-	d := fileop.Exec(osFS{e.Base}, op)
+	d := fileop.Exec(fs, op)
 	e.ObserveSync(op.Op == sm.OpFsyncDir, time.Since(start))
 	return d
 }
 
-// osFS is fileop.FS on the operating system, under base.
-type osFS struct{ base string }
+// osFS is fileop.FS on the operating system, under base, with the
+// executor's kept file.
+type osFS struct {
+	base string
+	kept *kept
+}
 
 func (o osFS) path(rel string) (string, error) {
 	if o.base == "" {
@@ -106,16 +114,21 @@ func (o osFS) Write(rel string, data []byte, appendTo bool) error {
 	if err != nil {
 		return err
 	}
-	mode := os.O_TRUNC
 	if appendTo {
-		mode = os.O_APPEND
+		return o.kept.appendTo(rel, p, data)
 	}
-	return writeFile(p, data, mode)
+	if err := o.kept.forget(rel); err != nil {
+		return err
+	}
+	return writeFile(p, data)
 }
 
 func (o osFS) Sync(rel string) error {
 	p, err := o.path(rel)
 	if err != nil {
+		return err
+	}
+	if ok, err := o.kept.sync(rel); ok {
 		return err
 	}
 	return fsyncPath(p)
@@ -130,12 +143,18 @@ func (o osFS) Rename(from, to string) error {
 	if err != nil {
 		return err
 	}
+	if err := errors.Join(o.kept.forget(from), o.kept.forget(to)); err != nil {
+		return err
+	}
 	return rename(pf, pt)
 }
 
 func (o osFS) Remove(rel string) error {
 	p, err := o.path(rel)
 	if err != nil {
+		return err
+	}
+	if err := o.kept.forget(rel); err != nil {
 		return err
 	}
 	return os.Remove(p)
@@ -187,22 +206,14 @@ const (
 	writeBackLag   = 4
 )
 
-// writeFile is open(O_WRONLY|O_CREAT|mode, 0600) + write all + close.
-func writeFile(path string, data []byte, mode int) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|mode, 0o600)
+// writeFile is open(O_WRONLY|O_CREAT|O_TRUNC, 0600) + write all + close
+// (appends go through the kept file: kept.go).
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	var off int64
-	if mode&os.O_APPEND != 0 && len(data) >= writeBackMin {
-		off, err = f.Seek(0, io.SeekEnd)
-	}
-	var werr error
-	if err == nil {
-		_, werr = writeBack(f, off, data) // os.File.Write loops until all is written or fails
-	} else {
-		werr = err
-	}
+	_, werr := writeBack(f, 0, data) // os.File.Write loops until all is written or fails
 	cerr := f.Close()
 	if werr != nil {
 		return werr

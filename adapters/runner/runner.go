@@ -312,6 +312,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		close(r.stop)
 		r.cbs.Wait()
 		wg.Wait()
+		if err := r.cfg.Files.Close(); err != nil {
+			r.log.Warn("closing the kept WAL file: "+err.Error(), zap.String("key", "runner.close"))
+		}
 	}()
 
 	if err := r.step(sm.Boot{Seed: r.cfg.Seed}); err != nil {
