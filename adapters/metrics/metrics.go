@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,10 @@ type Config struct {
 	Conns func() (clients, peers int)
 	// LoopTimeout: 0 means DefaultLoopTimeout.
 	LoopTimeout time.Duration
+	// Profiling adds Go's profiles under /debug/pprof/ (--pprof): CPU,
+	// heap, goroutines, the execution trace, for finding where a real
+	// node's time goes.
+	Profiling bool
 }
 
 // Metrics is one node's registry and the hooks that feed it.
@@ -122,6 +127,13 @@ func (m *Metrics) Handler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/healthz", m.healthz)
 	mux.HandleFunc("/readyz", m.readyz)
+	if m.cfg.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile under it
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

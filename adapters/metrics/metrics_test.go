@@ -368,3 +368,25 @@ func get(t *testing.T, url string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// Go's profiles are served only when asked for (--pprof).
+func TestProfilingOnlyWhenAsked(t *testing.T) {
+	inspect := func(context.Context, func(*sm.Node)) error { return nil }
+	for _, on := range []bool{false, true} {
+		m, err := New(Config{Inspect: inspect, Profiling: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(m.Handler())
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/heap?debug=1"} {
+			code, body := get(t, srv.URL+path)
+			switch {
+			case on && (code != http.StatusOK || !strings.Contains(body, "goroutine") && !strings.Contains(body, "heap")):
+				t.Errorf("with profiling, %s = %d: %.200s", path, code, body)
+			case !on && code != http.StatusNotFound:
+				t.Errorf("without profiling, %s = %d, want 404", path, code)
+			}
+		}
+		srv.Close()
+	}
+}

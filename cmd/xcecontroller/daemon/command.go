@@ -55,6 +55,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	// is plain HTTP without authentication and shows queue names and the
 	// cluster's state, so an operator chooses where it listens.
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiles (CPU, heap, goroutines, execution trace) under /debug/pprof/ on --metrics-addr")
 
 	// Authorisation (package authz; docs/operations.md, "Roles") and the
 	// SIGHUP reload (reload.go).

@@ -62,6 +62,9 @@ type Config struct {
 	// MetricsAddr serves /metrics, /healthz and /readyz on plain HTTP
 	// (--metrics-addr); "" serves nothing.
 	MetricsAddr string
+	// Pprof adds Go's profiles under /debug/pprof/ on the metrics
+	// listener (--pprof; needs MetricsAddr).
+	Pprof bool
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -159,6 +162,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	default:
 		return 1, fmt.Errorf("--mode %q: want auto, quorum or seed", cfg.Mode)
 	}
+	if cfg.Pprof && cfg.MetricsAddr == "" {
+		return 1, errors.New("--pprof serves on the metrics listener: it needs --metrics-addr")
+	}
 	if opt.SeedMode {
 		log.Warn("seed durability mode: a primary may serve alone and acknowledge writes that no standby holds; a failover, partition or pause can lose them (use --mode quorum with 3 or more nodes to rule that out)", zap.String("key", "mode.seed"))
 	}
@@ -234,7 +240,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		_ = tr.Close()
 		return 1, err
 	}
-	mx, mln, err := newMetrics(cfg.MetricsAddr, &rnp, tr)
+	mx, mln, err := newMetrics(cfg.MetricsAddr, cfg.Pprof, &rnp, tr)
 	if err != nil {
 		_ = tr.Close()
 		return 1, err

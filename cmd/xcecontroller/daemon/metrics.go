@@ -17,8 +17,8 @@ var errNotStarted = errors.New("node not started yet")
 
 // newMetrics builds the node's metrics, read through the runner rnp will
 // hold, and binds addr (--metrics-addr). With addr "" it returns nil: no
-// metrics, no endpoint.
-func newMetrics(addr string, rnp *atomic.Pointer[runner.Runner], tr *transport.Transport) (*metrics.Metrics, net.Listener, error) {
+// metrics, no endpoint. profiling adds /debug/pprof/ (--pprof).
+func newMetrics(addr string, profiling bool, rnp *atomic.Pointer[runner.Runner], tr *transport.Transport) (*metrics.Metrics, net.Listener, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
@@ -30,7 +30,8 @@ func newMetrics(addr string, rnp *atomic.Pointer[runner.Runner], tr *transport.T
 			}
 			return rn.Inspect(ctx, f)
 		},
-		Conns: tr.OpenConns,
+		Conns:     tr.OpenConns,
+		Profiling: profiling,
 	})
 	if err != nil {
 		return nil, nil, err
