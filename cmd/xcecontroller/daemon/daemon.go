@@ -383,7 +383,7 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 			return rep
 		}
 		rep.Status, rep.Error = r.Status, r.Error
-		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(r)}
+		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(jr.Kind, r)}
 	default:
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
 	}

@@ -21,11 +21,20 @@ func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 	return req
 }
 
-// JobReplyToProto converts a node's reply for the wire.
-func JobReplyToProto(r sm.Reply) *schema.JobReply {
+// JobReplyToProto converts a node's reply to a request of kind for the
+// wire. A submit's reply carries each new job without its payload: the
+// submitter holds it, and echoing a batch of a thousand back cost the
+// primary a fifth of its CPU in compressing it (docs/performance.md).
+func JobReplyToProto(kind sm.JobKind, r sm.Reply) *schema.JobReply {
 	out := &schema.JobReply{Ok: r.OK, Oks: r.OKs, Moved: uint32(r.Moved), Deleted: uint32(r.Deleted), Lsn: r.LSN, At: r.At, Primary: int32(r.Primary), More: r.More}
-	for _, j := range r.Jobs {
-		out.Jobs = append(out.Jobs, JobToProto(j))
+	if len(r.Jobs) > 0 {
+		out.Jobs = make([]*schema.SnapshotJob, len(r.Jobs))
+	}
+	for i, j := range r.Jobs {
+		out.Jobs[i] = JobToProto(j)
+		if kind == sm.JobEnqueue || kind == sm.JobEnqueueBatch {
+			out.Jobs[i].Payload = nil
+		}
 	}
 	return out
 }
