@@ -45,6 +45,12 @@ type Options struct {
 	// (default 512 KiB; at least 64 bytes, at most 768 KiB: a chunk and
 	// its message fit in one frame).
 	SnapshotChunk int
+	// SyncBufferBytes bounds the records a primary holds for a standby
+	// while that standby's snapshot is encoded (they follow its first
+	// chunk). Past it they are dropped and the standby, finding the gap
+	// after its install, catches up from the log (default 32 MiB; 0
+	// holds none).
+	SyncBufferBytes int
 	// MaintenanceInterval: how often a primary runs a due sweep_expired and
 	// scheduler tick on its own (0 disables; then clients must).
 	MaintenanceInterval time.Duration
@@ -93,6 +99,7 @@ func DefaultOptions(self int, peers []string) Options {
 		MaxWALRecords:       10000,
 		RetainWALRecords:    40000,
 		SnapshotChunk:       512 << 10,
+		SyncBufferBytes:     maxCatchUpBytes,
 		MaintenanceInterval: time.Second,
 		SyncStandbys:        1,
 		SeedMode:            len(peers) == 2, // a 2-node majority cannot lose a node
@@ -130,6 +137,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: max_wal_records %d below the minimum of 100 (seed 002 §13.5)", ErrBadOptions, o.MaxWALRecords)
 	case o.RetainWALRecords < 0:
 		return fmt.Errorf("%w: negative retain_wal_records %d", ErrBadOptions, o.RetainWALRecords)
+	case o.SyncBufferBytes < 0:
+		return fmt.Errorf("%w: negative sync buffer of %d bytes", ErrBadOptions, o.SyncBufferBytes)
 	case o.SnapshotChunk < 64 || o.SnapshotChunk > 768<<10:
 		return fmt.Errorf("%w: snapshot chunk of %d bytes outside 64..%d", ErrBadOptions, o.SnapshotChunk, 768<<10)
 	case o.StaleTimeout < 0:

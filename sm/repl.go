@@ -86,7 +86,7 @@ func (n *Node) streamBatch(b walBatch) {
 		case rp.catchUp != nil:
 			rp.catchUp.buf = append(rp.catchUp.buf, data) // sent after the records being read
 		case rp.snap != nil && rp.snap.data == nil:
-			rp.snap.early = append(rp.snap.early, data) // sent after the snapshot's first chunk
+			rp.snap.hold(data, n.opt.SyncBufferBytes) // sent after the snapshot's first chunk
 		default:
 			n.sendRecords(p, rp, data)
 		}

@@ -26,8 +26,22 @@ type snapSend struct {
 	data []byte
 	term uint64 // of the record at the snapshot's LSN
 	// early: batches written while the snapshot is encoded, sent after its
-	// first chunk (the standby drops records of a sync it has not seen).
-	early [][]byte
+	// first chunk (the standby drops records of a sync it has not seen),
+	// at most Options.SyncBufferBytes of them; past that none (overflow:
+	// the standby catches up from the log after its install).
+	early      [][]byte
+	earlyBytes int
+	overflow   bool
+}
+
+// hold keeps a batch written during the encode, within the bound.
+func (sn *snapSend) hold(data []byte, limit int) {
+	if sn.overflow || sn.earlyBytes+len(data) > limit {
+		sn.early, sn.earlyBytes, sn.overflow = nil, 0, true
+		return
+	}
+	sn.early = append(sn.early, data)
+	sn.earlyBytes += len(data)
 }
 
 // snapRecv is the standby's side: the file being written.
@@ -68,7 +82,10 @@ func (n *Node) sendSnapshot(s int) {
 			// messages, oldest dropped) after an encode of seconds.
 			early := slices.Concat(rp.snap.early...)
 			rp.snap.early = nil
-			if len(early) > 0 {
+			switch {
+			case rp.snap.overflow:
+				n.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", n.opt.SyncBufferBytes, n.peerName(s)))
+			case len(early) > 0:
 				n.sendRecords(s, rp, early)
 			}
 		})

@@ -130,6 +130,50 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 	}
 }
 
+// The records held for a standby while its snapshot is encoded are
+// bounded (Options.SyncBufferBytes): past the bound none are held, none
+// follow the first chunk, and the standby catches up on them from the
+// primary's log after its install.
+func TestRecordsDuringSnapshotEncodePastTheBoundComeFromTheLog(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords, o.SyncBufferBytes = 100, 0, 256 })
+	blob := testConfig(t, "Q", 2)
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
+	h.advance(time.Second)
+	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
+	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
+	h.advance(500 * time.Millisecond)
+	if len(*held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
+	}
+	enqueueN(t, h, p, 20, 2000) // more than 256 bytes of records (720) while the encode runs
+	h.onStep = nil
+	pn := h.node(p)
+	before := len(pn.sent)
+	h.enqueue(p, (*held)[0])
+	h.run()
+	for _, m := range pn.sent[before:] {
+		if m.To == s && m.Msg.Type == sm.MsgReplRecords {
+			t.Errorf("records sent after the first chunk past the bound: %d bytes", len(m.Msg.Bytes))
+		}
+	}
+	if got := pn.logsWithKey("repl.sync-buffer-full"); len(got) != 1 {
+		t.Errorf("primary logged the full buffer %d times, want 1", len(got))
+	}
+	enqueueN(t, h, p, 5, 3000) // streamed live: the standby finds the gap
+	h.advance(3 * time.Second)
+	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
+		t.Errorf("standby installed %d snapshots, want 1 (the rest from the log)", got)
+	}
+	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
+		t.Errorf("standby caught up from the log %d times, want 1", got)
+	}
+	pt, pl := pn.n.LogPosition()
+	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
+	}
+}
+
 // A standby that rejoins holding every record gets a catch-up of none,
 // not an empty batch it would find unusable and resync over, forever.
 func TestRejoinWithEveryRecordIsCaughtUpClean(t *testing.T) {
