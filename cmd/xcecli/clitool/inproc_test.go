@@ -102,6 +102,23 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 		t.Fatalf("json claim: %v %s", err, out)
 	}
 
+	// A claim that waits and carries acks: one CLAIM with both; the acks'
+	// outcomes first, then the jobs; a refused ack is ErrRefused.
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Oks: []bool{true, false}, Jobs: []*schema.SnapshotJob{claimed}}))
+	out, err = fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--wait", "2s", "--ack", "3:1:1.7", "--ack", "4:1:1.7")
+	if !errors.Is(err, ErrRefused) || !strings.HasPrefix(out, "3:1:1.7 ok\n4:1:1.7 refused\nHANDLE") || !strings.Contains(out, "5:2:1.9") {
+		t.Fatalf("claim with acks: %v %q", err, out)
+	}
+	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_CLAIM || r.GetWaitMs() != 2000 || len(r.GetHandles()) != 2 || FormatHandle(r.GetHandles()[1]) != "4:1:1.7" {
+		t.Fatalf("claim with acks sent %v", r)
+	}
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Oks: []bool{true}, Jobs: []*schema.SnapshotJob{claimed}}))
+	out, err = fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--ack", "3:1:1.7", "-o", "json")
+	var cv ClaimView
+	if err != nil || json.Unmarshal([]byte(out), &cv) != nil || !cv.Acks.OK || len(cv.Acks.Results) != 1 || len(cv.Jobs) != 1 || cv.Jobs[0].Handle != "5:2:1.9" {
+		t.Fatalf("json claim with acks: %v %s", err, out)
+	}
+
 	// Ack of one handle: ACK; "ok", exit status 0.
 	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
 	out, err = fc.run(t, "job", "ack", "5:2:1.9")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
+	"xce/sm"
 )
 
 // ErrRefused is an operation the primary refused (API code
@@ -111,8 +112,11 @@ func BuildSubmit(o SubmitOpts) (*schema.JobRequest, error) {
 	return req, nil
 }
 
-// BuildClaim is the CLAIM request of `job claim`.
-func BuildClaim(queue, host string, max int) (*schema.JobRequest, error) {
+// BuildClaim is the CLAIM request of `job claim`: up to max jobs for
+// host, waiting up to wait (a long poll, at most sm.MaxClaimWait) for one
+// to be ready, and acking the jobs of acks (ID:ATTEMPT:TERM.LSN handles)
+// first, in the same write.
+func BuildClaim(queue, host string, max int, wait time.Duration, acks []string) (*schema.JobRequest, error) {
 	switch {
 	case queue == "":
 		return nil, errors.New("--queue is required")
@@ -120,8 +124,18 @@ func BuildClaim(queue, host string, max int) (*schema.JobRequest, error) {
 		return nil, errors.New("--host is required (the claimant)")
 	case max < 1:
 		return nil, fmt.Errorf("--max %d: must be at least 1", max)
+	case wait < 0 || wait > sm.MaxClaimWait:
+		return nil, fmt.Errorf("--wait %v: must be between 0 and %v", wait, sm.MaxClaimWait)
 	}
-	return &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: host, Max: uint32(max)}, nil
+	req := &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: host, Max: uint32(max), WaitMs: uint32(wait / time.Millisecond)}
+	for _, a := range acks {
+		h, err := ParseHandle(a)
+		if err != nil {
+			return nil, fmt.Errorf("--ack %q: %w", a, err)
+		}
+		req.Handles = append(req.Handles, h)
+	}
+	return req, nil
 }
 
 // BuildAck: one handle is ACK, several ACK_BATCH.
@@ -232,8 +246,8 @@ func okWord(ok bool) string {
 	return "refused"
 }
 
-// showAckBatch prints one line per handle; any refusal is ErrRefused.
-func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+// ackResults is the outcome of each handle req acks, and the refused ones.
+func ackResults(req *schema.JobRequest, res *schema.JobResponse) (OKView, []string) {
 	oks := res.GetOks()
 	v := OKView{OK: len(oks) == len(req.GetHandles())}
 	var refused []string
@@ -245,20 +259,70 @@ func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *schem
 			refused = append(refused, FormatHandle(h))
 		}
 	}
+	return v, refused
+}
+
+// printAckResults writes one "HANDLE ok|refused" line per handle.
+func printAckResults(w io.Writer, v OKView) error {
+	for _, r := range v.Results {
+		if _, err := fmt.Fprintf(w, "%s %s\n", r.Handle, okWord(r.OK)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refusedErr is ErrRefused for the refused handles (nil for none).
+func refusedErr(refused []string) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: ack %s", ErrRefused, strings.Join(refused, " "))
+}
+
+// showAckBatch prints one line per handle; any refusal is ErrRefused.
+func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	v, refused := ackResults(req, res)
 	var err error
 	if output == "json" {
 		err = writeJSON(w, v)
 	} else {
-		for _, r := range v.Results {
-			if _, err = fmt.Fprintf(w, "%s %s\n", r.Handle, okWord(r.OK)); err != nil {
-				break
-			}
-		}
+		err = printAckResults(w, v)
 	}
-	if err != nil || v.OK {
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: ack %s", ErrRefused, strings.Join(refused, " "))
+	return refusedErr(refused)
+}
+
+// ClaimView is the JSON answer of `job claim --ack`: each ack's outcome
+// and the jobs claimed.
+type ClaimView struct {
+	Acks OKView    `json:"acks"`
+	Jobs []JobView `json:"jobs"`
+}
+
+// showClaim prints the claimed jobs with their handles; with acks, their
+// outcomes first (any refusal is ErrRefused, the jobs printed all the same).
+func showClaim(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	if len(req.GetHandles()) == 0 {
+		return printJobsAs(w, output, res.GetJobs(), true)
+	}
+	v, refused := ackResults(req, res)
+	var err error
+	if output == "json" {
+		cv := ClaimView{Acks: v, Jobs: make([]JobView, len(res.GetJobs()))}
+		for i, j := range res.GetJobs() {
+			cv.Jobs[i] = ViewOf(j)
+		}
+		err = writeJSON(w, cv)
+	} else if err = printAckResults(w, v); err == nil {
+		err = PrintJobs(w, res.GetJobs(), true)
+	}
+	if err != nil {
+		return err
+	}
+	return refusedErr(refused)
 }
 
 func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
@@ -396,21 +460,25 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	// claim
 	var cq, ch string
 	var cmax int
+	var cwait time.Duration
+	var cacks []string
 	claim := &cobra.Command{
-		Use:   "claim --queue Q --host H [--max N]",
+		Use:   "claim --queue Q --host H [--max N] [--wait D] [--ack HANDLE]...",
 		Short: "claim up to N ready jobs for worker host H; prints them with their ID:ATTEMPT:TERM.LSN handles",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := BuildClaim(cq, ch, cmax)
+			req, err := BuildClaim(cq, ch, cmax, cwait, cacks)
 			if err != nil {
 				return err
 			}
-			return e.run(ctx, cmd, req, showJobs(true))
+			return e.run(ctx, cmd, req, showClaim)
 		},
 	}
 	claim.Flags().StringVar(&cq, "queue", "", "queue name")
 	claim.Flags().StringVar(&ch, "host", "", "claimant worker host (a host of the config)")
 	claim.Flags().IntVar(&cmax, "max", 1, "batch size (1..1000)")
+	claim.Flags().DurationVar(&cwait, "wait", 0, "wait up to this long (at most 20s) for a ready job instead of answering none")
+	claim.Flags().StringSliceVar(&cacks, "ack", nil, "acknowledge this claimed job (an ID:ATTEMPT:TERM.LSN handle; repeat or comma-separate) in the claim's own write; prints each outcome first")
 	_ = claim.MarkFlagRequired("queue")
 	_ = claim.MarkFlagRequired("host")
 

@@ -105,13 +105,24 @@ func TestBuildOthers(t *testing.T) {
 		t.Fatal("empty ack accepted")
 	}
 
-	req, err = BuildClaim("gpu", "node001", 4)
+	req, err = BuildClaim("gpu", "node001", 4, 0, nil)
 	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "gpu", Host: "node001", Max: 4}) {
 		t.Fatalf("claim: %v %v", req, err)
 	}
-	for _, c := range [][3]any{{"", "h", 1}, {"q", "", 1}, {"q", "h", 0}} {
-		if _, err := BuildClaim(c[0].(string), c[1].(string), c[2].(int)); err == nil {
-			t.Errorf("claim %v accepted", c)
+	req, err = BuildClaim("gpu", "node001", 4, 1500*time.Millisecond, []string{"5:2:1.9", "6:1:1.9"})
+	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "gpu", Host: "node001", Max: 4, WaitMs: 1500,
+		Handles: []*schema.WalHandle{{Id: 5, Attempt: 2, ClaimTerm: 1, ClaimLsn: 9}, {Id: 6, Attempt: 1, ClaimTerm: 1, ClaimLsn: 9}}}) {
+		t.Fatalf("claim with wait and acks: %v %v", req, err)
+	}
+	for _, c := range []struct {
+		queue, host string
+		max         int
+		wait        time.Duration
+		acks        []string
+	}{{"", "h", 1, 0, nil}, {"q", "", 1, 0, nil}, {"q", "h", 0, 0, nil}, {"q", "h", 1, -time.Second, nil},
+		{"q", "h", 1, 21 * time.Second, nil}, {"q", "h", 1, 0, []string{"5:2:1.9", "x"}}} {
+		if _, err := BuildClaim(c.queue, c.host, c.max, c.wait, c.acks); err == nil {
+			t.Errorf("claim %+v accepted", c)
 		}
 	}
 
