@@ -208,6 +208,7 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		}
 		opts := queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
 			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())}
+		rep.Jobs = make([]queue.Job, 0, len(e.GetPayloads())) // grown by doubling it took ~4% of a primary's CPU while inserting
 		for i, p := range e.GetPayloads() {
 			job, err := q.Enqueue(now, name, p, stampsOf(e.GetStamps()), opts)
 			if err != nil {
