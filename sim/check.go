@@ -121,7 +121,13 @@ func (w *World) checkLog(nd *simNode, l sm.Log) {
 		// by luck (S7: no swallowed error — and no unexplained one).
 		w.violate("S7", "n%d: FATAL %s in the liveness phase, with every fault off: %s", nd.id, l.Key, l.Text)
 	}
-	if w.cleanSyncs && (l.Key == "repl.gap" || l.Key == "repl.bad-records") {
+	if l.Key == "repl.sync-buffer-full" {
+		w.bufferFulls++
+		w.rep.BufferFulls++
+	}
+	if w.cleanSyncs && l.Key == "repl.gap" && w.bufferFulls > 0 {
+		w.bufferFulls-- // the primary dropped the records on purpose: they come from its log
+	} else if w.cleanSyncs && (l.Key == "repl.gap" || l.Key == "repl.bad-records") {
 		// No loss, no duplication, no reset, and every sync begun after
 		// the faults ended: only the primary can have left the hole.
 		w.violate("L4", "n%d: %s with every fault off, in a sync begun after them: %s", nd.id, l.Key, l.Text)

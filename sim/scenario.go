@@ -144,6 +144,12 @@ type Scenario struct {
 	// strikes the primary (nemesis.go): the node may be promoted, or follow
 	// a new primary, with the sequence still in flight.
 	StrikeLogWork float64
+	// SyncBuffer, when set, is a tiny bound (BUGGIFY: 3 schedules in 10,
+	// 1–2048 bytes) on the records a primary holds for a standby while
+	// that standby's snapshot is encoded (Options.SyncBufferBytes): past
+	// it they are dropped, and the standby must find the gap after its
+	// install and be caught up from the log, under the faults.
+	SyncBuffer int
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -170,9 +176,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f",
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork)
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -310,6 +316,9 @@ func generate(seed uint64, d drawer) Scenario {
 	}
 	if d.coin(0.4, "log-work-strikes") && s.Nodes > 1 {
 		s.StrikeLogWork = 0.2 + d.float(0.6, "log-work-strike")
+	}
+	if d.coin(0.3, "tiny-sync-buffer") && s.Nodes > 1 { // drawn after the rest: older seeds keep it
+		s.SyncBuffer = 1 + d.intn(2048, "sync-buffer")
 	}
 	return s
 }

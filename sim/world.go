@@ -174,6 +174,7 @@ type Report struct {
 	SnapshotSyncs  int           // standby syncs by snapshot install (repl.synced)
 	Truncations    int           // divergent log suffixes cut (repl.truncated)
 	Compactions    int           // standby checkpoints written (repl.compacted)
+	BufferFulls    int           // snapshot syncs whose held records overflowed (repl.sync-buffer-full)
 	TraceHash      uint64
 }
 
@@ -210,19 +211,23 @@ type World struct {
 	// cleanSyncs: every sync running began with every fault off (after the
 	// liveness phase's failover), so a standby may never see a gap (L4).
 	cleanSyncs bool
-	config     []byte // the current cluster config blob
-	old        []byte // an older config some nodes hold
-	maxDrift   float64
-	wallOff    []time.Duration // per-node wall offset, moved by wall steps
-	s4         s4State
-	faultsOff  bool // no crashes at effect boundaries (tests that want a clean run)
-	wl         *workload
-	final      []queue.Job   // the jobs recovered after the final restart of every node
-	ec         electionCheck // election safety, leader completeness
-	hc         handleCheck   // handles and ids name one history (S8)
-	cc         chainCheck    // the canonical chain (chain.go)
-	ans        answerCheck   // S4 judged on answers (answers.go)
-	js         jobStateCheck // recovery replay, S6 on live state (jobstate.go)
+	// bufferFulls: syncs whose records written during the snapshot's
+	// encode overflowed the primary's bound (repl.sync-buffer-full), each
+	// excusing one gap after its install.
+	bufferFulls int
+	config      []byte // the current cluster config blob
+	old         []byte // an older config some nodes hold
+	maxDrift    float64
+	wallOff     []time.Duration // per-node wall offset, moved by wall steps
+	s4          s4State
+	faultsOff   bool // no crashes at effect boundaries (tests that want a clean run)
+	wl          *workload
+	final       []queue.Job   // the jobs recovered after the final restart of every node
+	ec          electionCheck // election safety, leader completeness
+	hc          handleCheck   // handles and ids name one history (S8)
+	cc          chainCheck    // the canonical chain (chain.go)
+	ans         answerCheck   // S4 judged on answers (answers.go)
+	js          jobStateCheck // recovery replay, S6 on live state (jobstate.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -263,6 +268,9 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		}
 		if sc.MaxWALRecords > 0 {
 			o.MaxWALRecords, o.RetainWALRecords = sc.MaxWALRecords, sc.RetainWALRecords
+		}
+		if sc.SyncBuffer > 0 {
+			o.SyncBufferBytes = sc.SyncBuffer
 		}
 		d := simdisk.New()
 		d.SetRand(rand.New(rand.NewPCG(sc.Seed, uint64(i)+100)))
