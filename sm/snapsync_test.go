@@ -135,17 +135,7 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 // follow the first chunk, and the standby catches up on them from the
 // primary's log after its install.
 func TestRecordsDuringSnapshotEncodePastTheBoundComeFromTheLog(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords, o.SyncBufferBytes = 100, 0, 256 })
-	blob := testConfig(t, "Q", 2)
-	s := (p + 1) % 3
-	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
-	h.advance(time.Second)
-	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
-	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
-	h.advance(500 * time.Millisecond)
-	if len(*held) != 1 {
-		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
-	}
+	h, p, s, sn, held := wipeWithSnapshotInKeptSegment(t, func(o *sm.Options) { o.SyncBufferBytes = 256 })
 	enqueueN(t, h, p, 20, 2000) // more than 256 bytes of records (720) while the encode runs
 	h.onStep = nil
 	pn := h.node(p)
@@ -204,17 +194,7 @@ func TestRejoinWithEveryRecordIsCaughtUpClean(t *testing.T) {
 // for another snapshot (at 1M jobs each resync by snapshot took longer
 // than the last, so a fresh standby never synced).
 func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 })
-	blob := testConfig(t, "Q", 2)
-	s := (p + 1) % 3
-	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
-	h.advance(time.Second)
-	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
-	sn, held := wipeHoldingEncodes(t, h, p, s, blob)
-	h.advance(500 * time.Millisecond)
-	if len(*held) != 1 {
-		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
-	}
+	h, p, s, sn, held := wipeWithSnapshotInKeptSegment(t, nil)
 	enqueueN(t, h, p, 20, 2000) // sent after the snapshot's first chunk
 	dropped := false
 	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
@@ -247,6 +227,32 @@ func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
 	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}
+}
+
+// wipeWithSnapshotInKeptSegment builds three nodes checkpointing every
+// 100 records (opt may change more), writes enough that a checkpoint has
+// removed the first segment and the next snapshot's position is in a
+// segment the primary keeps, then wipes standby s and holds the one
+// snapshot encode its rejoin starts (wipeHoldingEncodes).
+func wipeWithSnapshotInKeptSegment(t *testing.T, opt func(*sm.Options)) (h *harness, p, s int, sn *hnode, held *[]sm.Input) {
+	t.Helper()
+	h, p = threeNodesWith(t, func(o *sm.Options) {
+		o.MaxWALRecords, o.RetainWALRecords = 100, 0
+		if opt != nil {
+			opt(o)
+		}
+	})
+	blob := testConfig(t, "Q", 2)
+	s = (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000) // a checkpoint removes the first segment
+	h.advance(time.Second)
+	enqueueN(t, h, p, 10, 1500) // the snapshot's position is in a segment kept
+	sn, held = wipeHoldingEncodes(t, h, p, s, blob)
+	h.advance(500 * time.Millisecond)
+	if len(*held) != 1 {
+		t.Fatalf("the primary started %d snapshot encodes, want 1", len(*held))
+	}
+	return h, p, s, sn, held
 }
 
 // wipeHoldingEncodes kills standby s, gives it a wiped disk holding only
