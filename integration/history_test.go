@@ -311,9 +311,10 @@ func (l *load) producer(ctx context.Context, client int, jc *jobDoer) {
 		switch {
 		case err != nil:
 			o.err = err.Error()
-		case len(res.Reply.GetJobs()) != 1 || string(res.Reply.GetJobs()[0].GetPayload()) != payload:
-			// An ok reply that does not name our job: count it as
-			// unknown (never as lost) and keep it visible.
+		case len(res.Reply.GetJobs()) != 1 || res.Reply.GetJobs()[0].GetId() == 0 || res.Reply.GetJobs()[0].GetQueue() != queue:
+			// An ok reply that does not name our job (a submit's reply
+			// is the new job without its payload): count it as unknown
+			// (never as lost) and keep it visible.
 			o.out, o.err, o.peer = outUnknown, fmt.Sprintf("ok reply without the job: %v", res.Reply), res.Peer
 		default:
 			o.id, o.peer = res.Reply.GetJobs()[0].GetId(), res.Peer
