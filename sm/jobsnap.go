@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"io"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -113,9 +114,42 @@ func encodeView(v queue.View, lsn, term uint64) ([]byte, error) {
 		n := proto.Size(&sj)
 		size += 1 + protowire.SizeVarint(uint64(n)) + n
 	}
+	return encodeJobs(v, lsn, term, size, nil)
+}
+
+// SnapshotPiece is the size of the pieces EncodeTo writes.
+const SnapshotPiece = 1 << 20
+
+// EncodeTo writes the snapshot file to w in pieces of about SnapshotPiece
+// bytes, holding no more than one (a checkpoint of 1M jobs would hold its
+// ~250 MB file while it is written), and returns the file's header: w got
+// zeros in its place, which the caller overwrites at offset 0 before the
+// file is synced (its checksum and length are known only at the end).
+func (s *SnapshotData) EncodeTo(w io.Writer) (head []byte, err error) {
+	if s.compact != nil {
+		data, err := s.compact.encode()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(data); err != nil {
+			return nil, err
+		}
+		return data[:wal.SnapshotHeaderSize], nil
+	}
+	return encodeJobs(s.view, s.lsn, s.term, SnapshotPiece, w)
+}
+
+// encodeJobs is the snapshot file of v: whole in a buffer of about size
+// bytes when w is nil, else streamed to w (its header returned).
+func encodeJobs(v queue.View, lsn, term uint64, size int, w io.Writer) ([]byte, error) {
+	var sj schema.SnapshotJob
+	var st schema.WalStamps
 	nextID, nextSeq := v.Next()
 	scheds := v.Schedules()
 	e := wal.NewSnapshotEncoder(lsn, term, nextID, nextSeq, v.Len(), len(scheds), size+64+len(scheds)*256)
+	if w != nil {
+		e.Stream(w, size)
+	}
 	for jb := range v.Jobs() {
 		fillSnapshotJob(&sj, &st, jb)
 		if err := e.Job(&sj); err != nil {

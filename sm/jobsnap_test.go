@@ -49,6 +49,49 @@ func TestEncodeViewIsEncodeSnapshot(t *testing.T) {
 	}
 }
 
+// pieces records each Write.
+type pieces struct {
+	sizes []int
+	all   []byte
+}
+
+func (p *pieces) Write(b []byte) (int, error) {
+	p.sizes = append(p.sizes, len(b))
+	p.all = append(p.all, b...)
+	return len(b), nil
+}
+
+// A checkpoint streamed to its file (EncodeTo) is Encode's file once its
+// header is written at offset 0, and no piece is much more than
+// SnapshotPiece: the file is never held whole.
+func TestEncodeToIsEncode(t *testing.T) {
+	q := snapshotQueue(t, 10000)
+	want, err := (&SnapshotData{view: q.View(), lsn: 77, term: 3}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w pieces
+	head, err := (&SnapshotData{view: q.View(), lsn: 77, term: 3}).EncodeTo(&w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.all) != len(want) || len(head) != wal.SnapshotHeaderSize {
+		t.Fatalf("streamed %d bytes and a header of %d, want %d and %d", len(w.all), len(head), len(want), wal.SnapshotHeaderSize)
+	}
+	copy(w.all, head)
+	if !bytes.Equal(w.all, want) {
+		t.Fatal("streamed file differs from Encode's")
+	}
+	if len(w.sizes) < 2 {
+		t.Fatalf("%d bytes in %d writes: not streamed in pieces", len(want), len(w.sizes))
+	}
+	for i, n := range w.sizes {
+		if n > SnapshotPiece+4096 {
+			t.Errorf("write %d of %d bytes, over a piece (%d)", i, n, SnapshotPiece)
+		}
+	}
+}
+
 // BenchmarkCheckpointEncode is the executor's encode of a checkpoint of
 // 100,000 jobs (SnapshotData.Encode of a View).
 func BenchmarkCheckpointEncode(b *testing.B) {

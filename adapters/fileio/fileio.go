@@ -123,6 +123,32 @@ func (o osFS) Write(rel string, data []byte, appendTo bool) error {
 	return writeFile(p, data)
 }
 
+// WriteStream is fileop.StreamFS: path replaced by what fill writes as
+// it produces it (written back as writeFile's large writes are), then
+// fill's head written at offset 0.
+func (o osFS) WriteStream(rel string, fill func(io.Writer) (head []byte, err error)) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
+	}
+	if err := o.kept.forget(rel); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	head, err := fill(newBackWriter(f, 0))
+	if err == nil {
+		_, err = f.WriteAt(head, 0)
+	}
+	cerr := f.Close()
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
 func (o osFS) Sync(rel string) error {
 	p, err := o.path(rel)
 	if err != nil {

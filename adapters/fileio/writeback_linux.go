@@ -18,19 +18,38 @@ func writeBack(f *os.File, off int64, data []byte) (int, error) {
 	if len(data) < writeBackMin {
 		return f.Write(data)
 	}
-	fd := int(f.Fd())
+	return newBackWriter(f, off).Write(data)
+}
+
+// backWriter is writeBack over a stream of writes (a snapshot written as
+// it is encoded, WriteStream): the lag counts from start.
+type backWriter struct {
+	f                  *os.File
+	fd                 int
+	start, off, waited int64 // waited: bytes from start whose writeback was waited for
+}
+
+func newBackWriter(f *os.File, off int64) *backWriter {
+	return &backWriter{f: f, fd: int(f.Fd()), start: off, off: off}
+}
+
+func (w *backWriter) Write(data []byte) (int, error) {
 	n := 0
 	for n < len(data) {
 		end := min(n+writeBackPiece, len(data))
-		k, err := f.Write(data[n:end])
+		k, err := w.f.Write(data[n:end])
 		n += k
+		if k > 0 {
+			_ = unix.SyncFileRange(w.fd, w.off, int64(k), unix.SYNC_FILE_RANGE_WRITE)
+			w.off += int64(k)
+			if lag := w.off - w.start - writeBackLag*writeBackPiece; lag > w.waited {
+				_ = unix.SyncFileRange(w.fd, w.start+w.waited, lag-w.waited,
+					unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+				w.waited = lag
+			}
+		}
 		if err != nil {
 			return n, err
-		}
-		_ = unix.SyncFileRange(fd, off+int64(n-k), int64(k), unix.SYNC_FILE_RANGE_WRITE)
-		if lag := n - writeBackLag*writeBackPiece; lag > 0 {
-			_ = unix.SyncFileRange(fd, off+int64(lag-writeBackPiece), writeBackPiece,
-				unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 		}
 	}
 	return n, nil

@@ -10,6 +10,7 @@ package fileop
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"syscall"
 
@@ -69,6 +70,13 @@ func Class(err error) sm.IOErr {
 	}
 }
 
+// StreamFS is an FS that writes a file as it is produced: WriteStream
+// replaces path's data with what fill writes, then writes the head fill
+// returns at offset 0 (a snapshot's header, known only at its end).
+type StreamFS interface {
+	WriteStream(path string, fill func(io.Writer) (head []byte, err error)) error
+}
+
 // ErrPathRefused is wrapped by the error of a refused path.
 var ErrPathRefused = errors.New("path refused")
 
@@ -99,6 +107,14 @@ func Exec(fsys FS, op sm.FileOp) sm.IODone {
 		switch op.Op {
 		case sm.OpWrite, sm.OpAppend:
 			data := op.Data
+			if sfs, ok := fsys.(StreamFS); ok && op.Snapshot != nil && op.Op == sm.OpWrite && data == nil {
+				// A checkpoint, encoded here and written as it goes, off
+				// the node's Step, never held whole (sm.SnapshotData.EncodeTo).
+				if err = sfs.WriteStream(op.Path, op.Snapshot.EncodeTo); err != nil {
+					err = fmt.Errorf("cannot write the snapshot: %w", err)
+				}
+				break
+			}
 			if op.Snapshot != nil && op.Op == sm.OpWrite && data == nil {
 				// A checkpoint: encoded here, off the node's Step.
 				if data, err = op.Snapshot.Encode(); err != nil {

@@ -83,21 +83,18 @@ func less(k heapKind, a, b *job) bool {
 // writes into scattered jobs) of jobs that records each job's position in
 // the job itself, so a job can be removed in O(log n). Lane heaps use
 // job.slot (a job is in at most one lane heap, which job.lh names), the
-// expiry heap job.eslot, the retention heap job.dslot; -1 = absent.
+// expiry heap and the retention heap job.gslot (a job is in the first
+// only while live, in the second only once dead); -1 = absent.
 type jobHeap struct {
 	kind heapKind
 	xs   []node
 }
 
 func (h *jobHeap) pos(e *job) *int32 {
-	switch h.kind {
-	case hExpiry:
-		return &e.eslot
-	case hRetain:
-		return &e.dslot
-	default:
-		return &e.slot
+	if h.kind >= hExpiry {
+		return &e.gslot
 	}
+	return &e.slot
 }
 
 func (h *jobHeap) len() int { return len(h.xs) }

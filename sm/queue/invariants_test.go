@@ -21,7 +21,7 @@ func (q *Queues) checkIndexes() error {
 			if q.jobs.get(e.ID) != e {
 				return fmt.Errorf("%s: job %d is not in the job table", name, e.ID)
 			}
-			if h.kind < hExpiry && q.laneHeap(e) != h {
+			if h.kind < hExpiry && q.laneHeap(e) != h || h.kind >= hExpiry && q.globalHeap(e) != h {
 				return fmt.Errorf("%s: job %d does not point back to its heap", name, e.ID)
 			}
 		}
@@ -77,20 +77,20 @@ func (q *Queues) checkIndexes() error {
 		c := counts[e.Queue()]
 		c[e.State]++
 		counts[e.Queue()] = c
-		if (e.dslot >= 0) != (e.State == Dead && e.st.DeadLetterRetentionS != 0) {
-			return fmt.Errorf("job %d (%v): retention index slot %d", id, e.State, e.dslot)
-		}
 		if e.State == Dead {
-			if e.lh != noHeap || e.eslot >= 0 {
+			if (e.gslot >= 0) != (e.st.DeadLetterRetentionS != 0) {
+				return fmt.Errorf("dead job %d: retention index slot %d", id, e.gslot)
+			}
+			if e.lh != noHeap {
 				return fmt.Errorf("dead job %d still indexed as live", id)
 			}
 			continue
 		}
 		live++
-		if (e.eslot >= 0) != (e.ExpiresAt != 0) {
-			return fmt.Errorf("job %d: expiry index slot %d with ExpiresAt %d", id, e.eslot, e.ExpiresAt)
+		if (e.gslot >= 0) != (e.ExpiresAt != 0) {
+			return fmt.Errorf("job %d: expiry index slot %d with ExpiresAt %d", id, e.gslot, e.ExpiresAt)
 		}
-		exh := e.State == Processing && e.Attempts >= e.st.MaxAttempts
+		exh := e.State == Processing && e.attempts() >= e.st.MaxAttempts
 		h := q.laneHeap(e)
 		switch {
 		case h == nil:

@@ -2,19 +2,22 @@ package queue
 
 // job is a job as the state holds it: Job's fields, compacted (issue 9
 // item 5; docs/performance.md, "Memory per job"), with its positions in
-// the indexes. A queued job that was never claimed is 128 bytes here
+// the indexes. A queued job that was never claimed is 112 bytes here
 // beside its payload, where a Job is 216:
 //
 //   - the queue name is the lane's (one string per queue, not per job);
 //   - the stamps point into a table of the distinct stamps (they come from
 //     the queue's config, so all the jobs of a queue share them);
-//   - the fields of a claim, a death and a pin are in claimInfo, which a
-//     job gets the first time one of them is set.
+//   - the fields of a claim (its counts too), a death and a pin are in
+//     claimInfo, which a job gets the first time one of them is set;
+//   - a job is in at most one of the global heaps (the expiry heap while
+//     live, the retention heap once dead): one position serves both.
 //
 // A job's fields are never written once a View may share it: own
 // replaces it first, in the job table and the heaps, with a copy the
-// View does not share. Only the index positions (lh, slot, eslot, dslot)
-// of a shared job are still written, and no View reads them.
+// View does not share. Only the index positions (lh, slot, gslot) of a
+// shared job are still written, and no View reads them (and owned, when
+// the generation wraps: Queues.View).
 type job struct {
 	ID         uint64
 	Seq        uint64
@@ -25,14 +28,11 @@ type job struct {
 	lane       *lane  // the job's queue (its name is the lane's)
 	st         *Stamps
 	x          *claimInfo // nil: every field of it is zero
-	owned      uint64     // the Queues generation whose job this is (own)
+	owned      uint32     // the Queues generation whose job this is (own)
 	Priority   int32
-	Attempts   uint32
-	Claims     uint32
 	Resource   uint32
 	slot       int32 // position in the lane heap lh names
-	eslot      int32 // position in Queues.expiry, -1 = absent
-	dslot      int32 // position in Queues.retain, -1 = absent
+	gslot      int32 // position in Queues.expiry (live) or Queues.retain (dead), -1 = absent
 	State      State
 	lh         heapKind // the lane heap holding the job (laneHeap); noHeap when dead
 }
@@ -47,6 +47,8 @@ type claimInfo struct {
 	ClaimExpiresAt int64
 	DiedAt         int64
 	Claim          ClaimStamp
+	Attempts       uint32
+	Claims         uint32
 }
 
 func (j *job) Queue() string { return j.lane.name }
@@ -59,7 +61,21 @@ func (j *job) info() claimInfo {
 	return *j.x
 }
 
-func (j *job) pin() string           { return j.info().Pin }
+func (j *job) pin() string { return j.info().Pin }
+
+func (j *job) attempts() uint32 {
+	if j.x == nil {
+		return 0
+	}
+	return j.x.Attempts
+}
+
+func (j *job) claims() uint32 {
+	if j.x == nil {
+		return 0
+	}
+	return j.x.Claims
+}
 func (j *job) claimExpiresAt() int64 { return j.info().ClaimExpiresAt }
 func (j *job) diedAt() int64         { return j.info().DiedAt }
 
@@ -78,9 +94,9 @@ func (j *job) toJob() Job {
 	return Job{
 		ID: j.ID, Queue: j.Queue(), Payload: j.Payload, Priority: j.Priority, State: j.State,
 		RunAt: j.RunAt, Seq: j.Seq, EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt,
-		Attempts: j.Attempts, Stamps: *j.st, Pin: x.Pin, Host: x.Host, Resource: j.Resource,
+		Attempts: x.Attempts, Stamps: *j.st, Pin: x.Pin, Host: x.Host, Resource: j.Resource,
 		ClaimedAt: x.ClaimedAt, ClaimExpiresAt: x.ClaimExpiresAt, LastError: x.LastError, DiedAt: x.DiedAt,
-		Claims: j.Claims, Claim: x.Claim,
+		Claims: x.Claims, Claim: x.Claim,
 	}
 }
 
@@ -89,11 +105,11 @@ func (j *job) toJob() Job {
 func (q *Queues) fromJob(j Job) *job {
 	out := &job{
 		ID: j.ID, Seq: j.Seq, RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt, ExpiresAt: j.ExpiresAt,
-		Payload: j.Payload, st: q.stamps(j.Stamps), Priority: j.Priority, Attempts: j.Attempts,
-		Claims: j.Claims, Resource: j.Resource, State: j.State,
+		Payload: j.Payload, st: q.stamps(j.Stamps), Priority: j.Priority,
+		Resource: j.Resource, State: j.State,
 	}
 	x := claimInfo{Pin: q.name(j.Pin), Host: q.name(j.Host), LastError: j.LastError, ClaimedAt: j.ClaimedAt,
-		ClaimExpiresAt: j.ClaimExpiresAt, DiedAt: j.DiedAt, Claim: j.Claim}
+		ClaimExpiresAt: j.ClaimExpiresAt, DiedAt: j.DiedAt, Claim: j.Claim, Attempts: j.Attempts, Claims: j.Claims}
 	if x != (claimInfo{}) {
 		out.x = &x
 	}

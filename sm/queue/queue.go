@@ -171,11 +171,8 @@ func (q *Queues) own(e *job) *job {
 	if h := q.laneHeap(e); h != nil {
 		h.xs[e.slot].e = &c
 	}
-	if e.eslot >= 0 {
-		q.expiry.xs[e.eslot].e = &c
-	}
-	if e.dslot >= 0 {
-		q.retain.xs[e.dslot].e = &c
+	if g := q.globalHeap(e); g != nil {
+		g.xs[e.gslot].e = &c
 	}
 	return &c
 }
@@ -198,6 +195,19 @@ func (q *Queues) laneHeap(e *job) *jobHeap {
 }
 
 // more is e's claimInfo to write, added if e has none. The caller owns e.
+// globalHeap is the global heap holding e (the expiry heap while e is
+// live, the retention heap once dead), nil if none.
+func (q *Queues) globalHeap(e *job) *jobHeap {
+	switch {
+	case e.gslot < 0:
+		return nil
+	case e.State == Dead:
+		return &q.retain
+	default:
+		return &q.expiry
+	}
+}
+
 func (e *job) more() *claimInfo {
 	if e.x == nil {
 		e.x = new(claimInfo)
@@ -252,7 +262,7 @@ type Queues struct {
 	nextID, nextSeq uint64
 	// gen counts Views: a job created or copied in generation gen is not
 	// shared with any View (own).
-	gen uint64
+	gen uint32
 }
 
 // New returns an empty state. Job IDs and Seqs start at 1.
@@ -345,7 +355,7 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 // insert adds e (any state, new: in no index) of queue to the job table
 // and every index; now places a ready pending job (see place).
 func (q *Queues) insert(e *job, queue string, now int64) *job {
-	e.owned, e.lh, e.slot, e.eslot, e.dslot = q.gen, noHeap, -1, -1, -1
+	e.owned, e.lh, e.slot, e.gslot = q.gen, noHeap, -1, -1
 	q.jobs.put(e.ID, e)
 	q.setLane(e, queue)
 	if e.State == Dead {
@@ -377,7 +387,7 @@ func (q *Queues) setLane(e *job, queue string) {
 func (q *Queues) place(e *job, now int64) {
 	l := e.lane
 	switch {
-	case e.State == Processing && e.Attempts >= e.st.MaxAttempts:
+	case e.State == Processing && e.attempts() >= e.st.MaxAttempts:
 		l.exhausted.push(e)
 	case e.State == Pending && e.RunAt <= now:
 		l.readyHeap(e.pin()).push(e)
@@ -402,7 +412,7 @@ func (e *job) setState(s State) {
 // kill dead-letters a live job.
 func (q *Queues) kill(e *job, now int64, msg string) {
 	q.unplace(e)
-	if e.eslot >= 0 {
+	if e.gslot >= 0 {
 		q.expiry.remove(e)
 	}
 	e = q.own(e)
@@ -418,11 +428,8 @@ func (q *Queues) kill(e *job, now int64, msg string) {
 // drop deletes e from the state.
 func (q *Queues) drop(e *job) {
 	q.unplace(e)
-	if e.eslot >= 0 {
-		q.expiry.remove(e)
-	}
-	if e.dslot >= 0 {
-		q.retain.remove(e)
+	if g := q.globalHeap(e); g != nil {
+		g.remove(e)
 	}
 	q.jobs.delete(e.ID)
 	l := e.lane
@@ -525,9 +532,9 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		if e.State != Processing {
 			e.setState(Processing)
 		}
-		e.Attempts++
-		e.Claims++
 		x := e.more()
+		x.Attempts++
+		x.Claims++
 		x.Claim = at
 		x.Host = q.name(host)
 		x.ClaimedAt = now
@@ -546,7 +553,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 // stamp both match), and the claim has not lapsed (now < ClaimExpiresAt).
 func (q *Queues) claimOf(now int64, h Handle) *job {
 	e := q.jobs.get(h.ID)
-	if e == nil || e.State != Processing || e.Claims != h.Attempt || e.info().Claim != h.Claim || now >= e.claimExpiresAt() {
+	if e == nil || e.State != Processing || e.claims() != h.Attempt || e.info().Claim != h.Claim || now >= e.claimExpiresAt() {
 		return nil
 	}
 	return e
@@ -598,14 +605,14 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 	if e == nil {
 		return false
 	}
-	if e.Attempts >= e.st.MaxAttempts {
+	if e.attempts() >= e.st.MaxAttempts {
 		q.kill(e, now, ErrMsgExhausted)
 		return true
 	}
 	q.unplace(e)
 	e = q.own(e)
 	e.setState(Pending)
-	e.RunAt = addSat(now, backoff(e.st.BackoffBaseS, e.Attempts))
+	e.RunAt = addSat(now, backoff(e.st.BackoffBaseS, e.attempts()))
 	x := e.more()
 	x.LastError = errMsg
 	x.Host = ""
@@ -696,14 +703,14 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 	if e == nil || e.State != Dead {
 		return false
 	}
-	if e.dslot >= 0 {
+	if e.gslot >= 0 {
 		q.retain.remove(e)
 	}
 	e = q.own(e)
 	e.setState(Pending)
-	e.Attempts = 0
 	e.RunAt = now
 	if x := e.x; x != nil {
+		x.Attempts = 0
 		x.LastError = ""
 		x.DiedAt = 0
 		x.Host = ""

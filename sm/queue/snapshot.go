@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 
 	"xce/sm/idset"
 )
@@ -50,6 +51,15 @@ type View struct {
 // View returns the current state as a View.
 func (q *Queues) View() View {
 	v := View{jobs: q.jobs.freeze(), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	if q.gen == math.MaxUint32 {
+		// The generation wraps (job.owned is 32 bits: 16 B a job less
+		// with the rest): no job may keep a generation the counter
+		// reaches again, so every job is marked made before generation 1.
+		for _, e := range q.jobs.all() {
+			e.owned = 0
+		}
+		q.gen = 0
+	}
 	q.gen++ // every job now may be shared: the next change copies it
 	return v
 }

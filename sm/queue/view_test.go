@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 
@@ -132,6 +133,31 @@ func TestViewExportDuringChanges(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if err := q.checkIndexes(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// job.owned is 32 bits: when the generation wraps, a job made 2^32 Views
+// ago must not pass for one made since the newest View.
+func TestViewGenerationWraps(t *testing.T) {
+	q, now := New(), int64(1_700_000_000)
+	st := Stamps{VisibilityTimeoutS: 30, MaxAttempts: 2}
+	if _, err := q.Enqueue(now, "a", []byte("x"), st, EnqueueOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	q.gen = math.MaxUint32 // as if 2^32-2 Views were taken since, the job untouched
+	v1 := q.View()
+	want := q.Export()
+	v2 := q.View()
+	if got := q.ClaimBatch(now, "a", "h", 1, stampAt(now)); len(got) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(got))
+	}
+	for i, v := range []View{v1, v2} {
+		if got := v.Export(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("view %d changed with the state after the generation wrapped:\n got %+v\nwant %+v", i+1, got, want)
+		}
 	}
 	if err := q.checkIndexes(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package wal
 
 import (
 	"encoding/binary"
+	"hash/crc32"
+	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +24,13 @@ type SnapshotEncoder struct {
 	term  uint64
 	sched bool // a schedule was written: no job may follow
 	err   error
+	// A stream (Stream): out is written to w each time it reaches piece
+	// bytes; crc and n are the checksum and length of the body so far.
+	w     io.Writer
+	piece int
+	crc   uint32
+	n     uint64
+	body  int // where the body starts in out: the header until the first write
 }
 
 // NewSnapshotEncoder starts a snapshot of the given head for about jobs
@@ -31,7 +40,31 @@ func NewSnapshotEncoder(lsn, term, nextID, nextSeq uint64, jobs, schedules, size
 	out = appendUint(out, 1, lsn)
 	out = appendUint(out, 2, nextID)
 	out = appendUint(out, 3, nextSeq)
-	return &SnapshotEncoder{out: out, c: newSnapCheck(nextID, nextSeq, jobs, schedules), term: term}
+	return &SnapshotEncoder{out: out, c: newSnapCheck(nextID, nextSeq, jobs, schedules), term: term, body: SnapshotHeaderSize}
+}
+
+// Stream makes e write the file to w as it goes, in pieces of about piece
+// bytes, instead of holding it whole (a checkpoint of 1M jobs would hold
+// ~250 MB): Finish then returns only the header, which Stream wrote as
+// zeros (its checksum and length are known only at the end), for the
+// caller to write at offset 0. Call it before the first job.
+func (e *SnapshotEncoder) Stream(w io.Writer, piece int) {
+	e.w, e.piece = w, max(piece, 1)
+}
+
+// flush writes out to the stream once it holds a piece (any bytes, when
+// all): the header's zeros stay out of the checksum.
+func (e *SnapshotEncoder) flush(all bool) {
+	if e.w == nil || e.err != nil || len(e.out) < e.piece && !all {
+		return
+	}
+	p := e.out[e.body:]
+	e.crc = crc32.Update(e.crc, castagnoli, p)
+	e.n += uint64(len(p))
+	if _, err := e.w.Write(e.out); err != nil {
+		e.err = err
+	}
+	e.out, e.body = e.out[:0], 0
 }
 
 // Job appends j (not kept).
@@ -45,6 +78,7 @@ func (e *SnapshotEncoder) Job(j *schema.SnapshotJob) error {
 	if e.err == nil {
 		e.out, e.err = appendMessage(e.out, 4, j)
 	}
+	e.flush(false)
 	return e.err
 }
 
@@ -57,19 +91,29 @@ func (e *SnapshotEncoder) Schedule(s *schema.SnapshotSchedule) error {
 	if e.err == nil {
 		e.out, e.err = appendMessage(e.out, 5, s)
 	}
+	e.flush(false)
 	return e.err
 }
 
-// Finish returns the file's bytes, or the first error.
+// Finish returns the file's bytes (a stream: its header), or the first
+// error (of the stream's writer too).
 func (e *SnapshotEncoder) Finish() ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	out := appendUint(e.out, 6, e.term)
-	p := out[SnapshotHeaderSize:]
+	e.out = appendUint(e.out, 6, e.term)
+	out := e.out
+	if e.w != nil {
+		if e.flush(true); e.err != nil {
+			return nil, e.err
+		}
+		out = make([]byte, SnapshotHeaderSize)
+	} else {
+		e.crc, e.n = Checksum(out[SnapshotHeaderSize:]), uint64(len(out)-SnapshotHeaderSize)
+	}
 	copy(out, SnapshotMagic)
-	binary.LittleEndian.PutUint32(out[8:], Checksum(p))
-	binary.LittleEndian.PutUint64(out[12:], uint64(len(p)))
+	binary.LittleEndian.PutUint32(out[8:], e.crc)
+	binary.LittleEndian.PutUint64(out[12:], e.n)
 	e.err = badSnap("encoder finished")
 	return out, nil
 }

@@ -50,3 +50,59 @@ func TestSnapshotEncoderRefusesJobAfterSchedule(t *testing.T) {
 		t.Fatalf("Finish after a refused job: err %v", err)
 	}
 }
+
+// A streamed encoding, its header written at offset 0 after the end, is
+// the same file, for every piece size; a failed write is the encoder's
+// error.
+func TestPropSnapshotEncoderStreamIsEncode(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSnapshot(t)
+		want, err := EncodeSnapshot(s)
+		if err != nil {
+			return // refused alike: TestPropSnapshotEncoderIsMarshal
+		}
+		var w bytes.Buffer
+		e := NewSnapshotEncoder(s.GetLsn(), s.GetTerm(), s.GetNextId(), s.GetNextSeq(), len(s.GetJobs()), len(s.GetSchedules()), 0)
+		e.Stream(&w, rapid.IntRange(1, 300).Draw(t, "piece"))
+		for _, j := range s.GetJobs() {
+			if err := e.Job(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sc := range s.GetSchedules() {
+			if err := e.Schedule(sc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		head, err := e.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := w.Bytes()
+		if len(head) != SnapshotHeaderSize || len(got) != len(want) {
+			t.Fatalf("header %d bytes, file %d, want %d and %d", len(head), len(got), SnapshotHeaderSize, len(want))
+		}
+		copy(got, head)
+		if !bytes.Equal(got, want) {
+			t.Fatal("streamed file differs from the encoded one")
+		}
+	})
+}
+
+type failWriter struct{}
+
+var errWrite = errors.New("disk full")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errWrite }
+
+func TestSnapshotEncoderStreamWriteError(t *testing.T) {
+	s := sampleSnapshot()
+	e := NewSnapshotEncoder(s.Lsn, s.Term, s.NextId, s.NextSeq, len(s.Jobs), len(s.Schedules), 0)
+	e.Stream(failWriter{}, 1)
+	if err := e.Job(s.Jobs[0]); !errors.Is(err, errWrite) {
+		t.Fatalf("job after a failed write: err %v, want the writer's", err)
+	}
+	if _, err := e.Finish(); !errors.Is(err, errWrite) {
+		t.Fatalf("Finish after a failed write: err %v, want the writer's", err)
+	}
+}

@@ -65,6 +65,10 @@ type Config struct {
 	// Pprof adds Go's profiles under /debug/pprof/ on the metrics
 	// listener (--pprof; needs MetricsAddr).
 	Pprof bool
+	// GCHeadroom and GCHeadroomMinMiB are the collector's policy
+	// (gcheadroom.go): the heap goal after each collection is the live
+	// heap + max(GCHeadroomMinMiB MiB, GCHeadroom% of it); 0: Go's default.
+	GCHeadroom, GCHeadroomMinMiB int
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -76,6 +80,7 @@ func DefaultConfig() Config {
 		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
 		MaxWALRecords: d.MaxWALRecords, RetainWALRecords: d.RetainWALRecords, SyncStandbys: d.SyncStandbys,
 		LogLevel: "info", LogFormat: "console",
+		GCHeadroom: 10, GCHeadroomMinMiB: 16,
 	}
 }
 
@@ -105,6 +110,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}
 		level.SetLevel(lvl)
 	}
+	if cfg.GCHeadroom < 0 || cfg.GCHeadroom > 100 || cfg.GCHeadroomMinMiB < 0 {
+		return 1, fmt.Errorf("--gc-headroom %d (want 0 to 100) or --gc-headroom-min-mib %d (want >= 0) out of range", cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	}
+	gcMsg, gcStop := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	defer gcStop()
+	log.Info(gcMsg, zap.String("key", "gc.policy"))
 	peers, warnings, err := peerlist.Parse(cfg.Peers)
 	if err != nil {
 		return 1, err

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// The collector's policy (issue 9 item 5; docs/operations.md, "Memory").
+// A node's live heap is its queue, and Go's default (GOGC=100) lets the
+// heap grow to twice what was live at the last collection, pages the
+// process then keeps: 1M queued jobs cost twice their bytes in RSS. The
+// headroom policy sets the GC percent after each collection so the next
+// goal is live + max(min, pct% of live), and never above Go's default.
+
+// gcPercent is the GOGC that puts the heap goal at live + max(min,
+// pct% of live): Go's goal is live + (live+scan)*GOGC/100, scan being the
+// stacks and globals. At most 100 (no looser than Go's default), at
+// least 1 (0 would collect without pause).
+func gcPercent(live, scan uint64, pct int, min uint64) int {
+	head := max(min, uint64(float64(live)*float64(pct)/100))
+	base := live + scan
+	if base == 0 {
+		return 100
+	}
+	p := math.Ceil(float64(head) * 100 / float64(base))
+	return int(math.Max(1, math.Min(100, p)))
+}
+
+// gcEnvSet names the environment variable that sets the collector's
+// policy (GOGC or GOMEMLIMIT), "" if neither: an operator's choice wins.
+func gcEnvSet(lookup func(string) (string, bool)) string {
+	for _, k := range []string{"GOGC", "GOMEMLIMIT"} {
+		if _, ok := lookup(k); ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// gcHeadroom re-applies gcPercent after every collection: a cleanup on a
+// sentinel runs once the collection that found it unreachable has swept,
+// and arms the next one.
+type gcHeadroom struct {
+	pct     int
+	min     uint64
+	mu      sync.Mutex
+	stopped bool
+	samples []metrics.Sample
+}
+
+// startGCHeadroom starts the policy (pct > 0); stop ends it and restores
+// Go's default (GOGC=100).
+func startGCHeadroom(pct int, min uint64) (stop func()) {
+	g := &gcHeadroom{pct: pct, min: min, samples: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
+	g.arm()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.stopped = true
+		debug.SetGCPercent(100)
+	}
+}
+
+// sentinel has a pointer, so it is never batched with other tiny
+// allocations (whose block could keep it alive).
+type sentinel struct{ _ *int }
+
+func (g *gcHeadroom) arm() {
+	runtime.AddCleanup(&sentinel{}, func(g *gcHeadroom) { g.collected() }, g)
+}
+
+func (g *gcHeadroom) collected() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	metrics.Read(g.samples)
+	var v [3]uint64
+	for i, s := range g.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	debug.SetGCPercent(gcPercent(v[0], v[1]+v[2], g.pct, g.min))
+	g.arm()
+}
+
+// gcPolicy starts the headroom policy unless it is off (pct 0) or the
+// environment sets the collector's policy; it returns what to log and
+// the stop function (a no-op when not started).
+func gcPolicy(pct, minMiB int) (msg string, stop func()) {
+	if pct <= 0 {
+		return "gc: Go's default policy (--gc-headroom 0)", func() {}
+	}
+	if k := gcEnvSet(os.LookupEnv); k != "" {
+		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}
+	}
+	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), startGCHeadroom(pct, uint64(minMiB)<<20)
+}

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGCPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, scan uint64
+		pct        int
+		min        uint64
+		want       int
+	}{
+		{live: 1000 * mib, pct: 10, min: 16 * mib, want: 10},           // the fraction
+		{live: 100 * mib, pct: 10, min: 16 * mib, want: 16},            // the floor
+		{live: 10 * mib, pct: 10, min: 16 * mib, want: 100},            // never above Go's default
+		{live: 1000 * mib, scan: 1000 * mib, pct: 10, min: 0, want: 5}, // Go counts the scan in the goal
+		{live: 1000 * mib, pct: 0, min: 1, want: 1},                    // at least 1
+		{live: 0, scan: 0, pct: 10, min: 16 * mib, want: 100},
+	} {
+		if got := gcPercent(c.live, c.scan, c.pct, c.min); got != c.want {
+			t.Errorf("gcPercent(%d, %d, %d, %d) = %d, want %d", c.live, c.scan, c.pct, c.min, got, c.want)
+		}
+	}
+}
+
+func TestGCEnvSet(t *testing.T) {
+	env := func(set ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for _, s := range set {
+				if s == k {
+					return "50", true
+				}
+			}
+			return "", false
+		}
+	}
+	if k := gcEnvSet(env()); k != "" {
+		t.Errorf("nothing set: %q", k)
+	}
+	if k := gcEnvSet(env("GOMEMLIMIT")); k != "GOMEMLIMIT" {
+		t.Errorf("GOMEMLIMIT set: %q", k)
+	}
+	if k := gcEnvSet(env("GOGC")); k != "GOGC" {
+		t.Errorf("GOGC set: %q", k)
+	}
+}
+
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+// TestGCHeadroomFollowsLiveHeap: with 64 MiB live and a 10% headroom
+// (floor 1 MiB), the policy sets GOGC to about 10 after a collection,
+// and stop restores 100.
+func TestGCHeadroomFollowsLiveHeap(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	live := make([]byte, 64<<20)
+	stop := startGCHeadroom(10, 1<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for gogc() > 11 {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("GOGC %d after collections with 64 MiB live, want <= 11", gogc())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(live)
+	stop()
+	if p := gogc(); p != 100 {
+		t.Errorf("GOGC %d after stop, want 100", p)
+	}
+	// Stopped: a collection no longer changes it.
+	debug.SetGCPercent(50)
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if p := gogc(); p != 50 {
+		t.Errorf("GOGC %d after a collection once stopped, want 50 (the policy is still running)", p)
+	}
+}
+
+// An out-of-range headroom is a startup error naming the flag.
+func TestRunRefusesBadGCHeadroom(t *testing.T) {
+	for _, c := range []struct{ pct, min int }{{-1, 16}, {101, 16}, {10, -1}} {
+		cfg := DefaultConfig()
+		cfg.GCHeadroom, cfg.GCHeadroomMinMiB = c.pct, c.min
+		var out strings.Builder
+		if code := Run(context.Background(), cfg, &out); code != 1 || !strings.Contains(out.String(), "--gc-headroom") {
+			t.Errorf("--gc-headroom %d --gc-headroom-min-mib %d: exit %d, log %q", c.pct, c.min, code, out.String())
+		}
+	}
+}
