@@ -72,6 +72,18 @@ func recordPosition(p []byte) (lsn, term uint64, err error) {
 // snapshotPayload checks a snapshot file's header (magic, length: the file
 // is exactly header + payload) and CRC32C, and returns its payload.
 func snapshotPayload(data []byte) ([]byte, error) {
+	p, err := snapshotFramed(data)
+	if err != nil {
+		return nil, err
+	}
+	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
+		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
+	}
+	return p, nil
+}
+
+// snapshotFramed is snapshotPayload without the CRC32C.
+func snapshotFramed(data []byte) ([]byte, error) {
 	if len(data) < SnapshotHeaderSize {
 		return nil, badSnap("%d bytes, shorter than the %d-byte header", len(data), SnapshotHeaderSize)
 	}
@@ -82,30 +94,22 @@ func snapshotPayload(data []byte) ([]byte, error) {
 	if have := uint64(len(data) - SnapshotHeaderSize); n != have {
 		return nil, badSnap("header says %d payload bytes, file has %d", n, have)
 	}
-	p := data[SnapshotHeaderSize:]
-	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
-		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
-	}
-	return p, nil
+	return data[SnapshotHeaderSize:], nil
 }
 
 // SnapshotPosition checks a snapshot file as DecodeSnapshot does up to the
-// CRC32C (header, length, checksum) and reads only its LSN and term,
-// jumping over the jobs and schedules: the boot scan's view of a snapshot.
-// A snapshot that verifies here yet fails DecodeSnapshot's checks of its
-// contents can only come from a writer bug (damage fails the CRC);
-// recovery, which decodes it, then falls back to an older one. Errors wrap
-// ErrBadSnapshot.
-func SnapshotPosition(data []byte) (lsn, term uint64, err error) {
+// CRC32C (header, length, checksum) and reads only its scalars (LSN,
+// term, counters) and counts its jobs and schedules, jumping over them:
+// the boot scan's view of a snapshot. A snapshot that verifies here yet
+// fails DecodeSnapshot's checks of its contents can only come from a
+// writer bug (damage fails the CRC); recovery, which decodes it, then
+// falls back to an older one. Errors wrap ErrBadSnapshot.
+func SnapshotPosition(data []byte) (SnapshotHead, error) {
 	p, err := snapshotPayload(data)
 	if err != nil {
-		return 0, 0, err
+		return SnapshotHead{}, err
 	}
-	h, err := snapshotHead(p)
-	if err != nil {
-		return 0, 0, err
-	}
-	return h.LSN, h.Term, nil
+	return snapshotHead(p)
 }
 
 // snapshotHead is the pass over a snapshot payload's top level that finds

@@ -163,10 +163,34 @@ func ReadSnapshot(data []byte, v SnapshotVisitor) error {
 	if err != nil {
 		return err
 	}
+	return readPayload(p, v)
+}
+
+// ReadCheckedSnapshot is ReadSnapshot of bytes SnapshotPosition accepted,
+// with h, and nothing has written since (the boot scan's copy of the
+// file, handed to recovery): the header is checked again, but neither the
+// CRC32C of the whole payload nor the pass that found h is done a second
+// time over the same bytes. Every check of the jobs and schedules is
+// ReadSnapshot's.
+func ReadCheckedSnapshot(data []byte, h SnapshotHead, v SnapshotVisitor) error {
+	p, err := snapshotFramed(data)
+	if err != nil {
+		return err
+	}
+	return readPayloadWith(p, h, v)
+}
+
+// readPayload is ReadSnapshot after the file's header and checksum.
+func readPayload(p []byte, v SnapshotVisitor) error {
 	h, err := snapshotHead(p)
 	if err != nil {
 		return err
 	}
+	return readPayloadWith(p, h, v)
+}
+
+// readPayloadWith is readPayload with p's head h found.
+func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
 	if err := v.Head(h); err != nil {
 		return err
 	}
