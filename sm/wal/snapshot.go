@@ -159,11 +159,11 @@ type SnapshotVisitor struct {
 // scalars (snapshotHead), so that jobs are checked as they come.
 // The visitors may have run for a prefix before an error.
 func ReadSnapshot(data []byte, v SnapshotVisitor) error {
-	p, err := snapshotPayload(data)
+	p, h, err := snapshotChecked(data)
 	if err != nil {
 		return err
 	}
-	return readPayload(p, v)
+	return readPayloadWith(p, h, v)
 }
 
 // ReadCheckedSnapshot is ReadSnapshot of bytes SnapshotPosition accepted,
@@ -180,16 +180,7 @@ func ReadCheckedSnapshot(data []byte, h SnapshotHead, v SnapshotVisitor) error {
 	return readPayloadWith(p, h, v)
 }
 
-// readPayload is ReadSnapshot after the file's header and checksum.
-func readPayload(p []byte, v SnapshotVisitor) error {
-	h, err := snapshotHead(p)
-	if err != nil {
-		return err
-	}
-	return readPayloadWith(p, h, v)
-}
-
-// readPayloadWith is readPayload with p's head h found.
+// readPayloadWith is ReadSnapshot of the payload p, whose head is h.
 func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
 	if err := v.Head(h); err != nil {
 		return err
