@@ -1,8 +1,11 @@
 package sm
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+
+	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
 	"xce/sm/queue"
@@ -12,20 +15,32 @@ import (
 // Loading a snapshot at recovery off the node's Step (issue 9): the node
 // reads the file (or takes the boot scan's copy), then hands its bytes to
 // the executor in an OpImport with a SnapshotLoad; the executor decodes
-// and builds the job state with importSnapshot and returns it in the
+// and builds the job state (Decode, ImportBuild) and returns it in the
 // completion (IODone.Loaded), which the node takes over. Meanwhile the
 // node is primary and answers as one: its timers fire, heartbeats go
 // out, and client operations are told it is recovering.
 
 // SnapshotLoad is what the executor needs to import a snapshot: a router
-// of its own, a copy of the promotion's. No part of it is shared with the
-// node while the executor runs.
-type SnapshotLoad struct{ r *router }
+// of its own, a copy of the promotion's, and, if the bytes are the boot
+// scan's, whose checksum it verified, the head it found
+// (wal.ReadCheckedSnapshot). No part of it is shared with the node while
+// the executor runs.
+type SnapshotLoad struct {
+	r       *router
+	checked *wal.SnapshotHead
+}
 
 // newSnapshotLoad copies r, the router of this promotion's recovery, for
 // an import (its names only: the counter and warnings are the import's).
-func newSnapshotLoad(r *router) *SnapshotLoad {
-	return &SnapshotLoad{r: &router{queues: maps.Clone(r.queues), hosts: maps.Clone(r.hosts), resources: maps.Clone(r.resources)}}
+func newSnapshotLoad(r *router, checked *wal.SnapshotHead) *SnapshotLoad {
+	return &SnapshotLoad{r: &router{queues: maps.Clone(r.queues), hosts: maps.Clone(r.hosts), resources: maps.Clone(r.resources)}, checked: checked}
+}
+
+// NewSnapshotLoad is a load routing names by cfg, as a recovery under
+// that config does (for an executor's tests and benchmarks: the node
+// builds its own from its promotion's router).
+func NewSnapshotLoad(cfg *schema.ClusterConfig) *SnapshotLoad {
+	return newSnapshotLoad(newRouter(cfg), nil)
 }
 
 // routeWarning is one §6.5 WARN line a load's router raised (the node logs
@@ -44,36 +59,66 @@ type LoadedSnapshot struct {
 	warnings  []routeWarning
 }
 
-// Import builds the job state from data, a snapshot file's bytes (the
-// executor runs it, on its own goroutine: it is pure and touches only
-// its own router copy).
-func (l *SnapshotLoad) Import(data []byte) *LoadedSnapshot {
-	out := &LoadedSnapshot{}
-	r := *l.r // the maps are only read: the counter and warnings are this call's
-	r.warn = func(what, id string) { out.warnings = append(out.warnings, routeWarning{what, id}) }
-	out.q, out.lsn, out.term, out.err = importSnapshot(data, &r)
-	out.routed = r.routed
-	return out
+// Err is why the bytes are not a usable snapshot (nil: the state built).
+func (ld *LoadedSnapshot) Err() error { return ld.err }
+
+// An import runs in two stages, so that an executor may run them at once
+// on two goroutines (adapters/fileop does; decoding the file and building
+// the state are each about half of a large import): Decode reads the file
+// as a stream (wal.ReadSnapshot), checks and converts its jobs and hands
+// them on in batches, in file order; an ImportBuild routes the names and
+// builds the state (queue.Importer), batch by batch. Each stage is pure
+// and touches only its own memory and the batch it holds; the result is
+// the same however they interleave: Build stops at the first error in
+// file order, whichever stage met it. Import runs them one after the
+// other.
+
+// ImportBatch is a run of a snapshot's jobs, and then at most one
+// schedule, decoded and checked (opaque outside sm). Decode fills it;
+// Build takes it over until Add returns, when it may be filled again.
+type ImportBatch struct {
+	head  *wal.SnapshotHead // the first batch only
+	jobs  []queue.Job       // names not yet routed
+	sched *schema.SnapshotSchedule
+	err   error // where Decode stopped: the rest of the file is not usable
 }
 
-// importSnapshot decodes and rebuilds the queue state of a snapshot file,
-// routing names the running config no longer has exactly as replay does
-// (seed 002 §6.5). The file is decoded as a stream (wal.ReadSnapshot) into
-// the state (queue.Importer): one job message at a time, never the whole
-// snapshot, as one message or as a list of jobs, beside the state built
-// from it; each job's payload, decoded into a buffer of its own, is the
-// one the state keeps.
-func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, error) {
-	var (
-		head wal.SnapshotHead
-		im   *queue.Importer
-	)
-	err := wal.ReadSnapshot(data, wal.SnapshotVisitor{
+// importBatchJobs is how many jobs a batch holds.
+const importBatchJobs = 256
+
+// NewImportBatch is an empty batch for Decode.
+func NewImportBatch() *ImportBatch {
+	return &ImportBatch{jobs: make([]queue.Job, 0, importBatchJobs)}
+}
+
+// errImportStopped: the build stopped taking batches (Decode's own).
+var errImportStopped = errors.New("import stopped")
+
+// Decode is an import's first stage. It fills b with the jobs of data,
+// decoded, checked and converted; each full batch goes to send, which
+// returns the batch to fill next (b again once the build took it, or
+// another), or nil to stop (the build met an error: Decode returns nil).
+// It returns the last batch, which ends with the first error Decode met
+// (none: the snapshot's end), for the build to take.
+func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatch) *ImportBatch) *ImportBatch {
+	read := wal.ReadSnapshot
+	if h := l.checked; h != nil {
+		read = func(data []byte, v wal.SnapshotVisitor) error { return wal.ReadCheckedSnapshot(data, *h, v) }
+	}
+	var head wal.SnapshotHead
+	flush := func() error {
+		if b = send(b); b == nil {
+			return errImportStopped
+		}
+		clear(b.jobs)
+		b.head, b.jobs, b.sched, b.err = nil, b.jobs[:0], nil, nil
+		return nil
+	}
+	err := read(data, wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {
 			head = h
-			var err error
-			im, err = queue.NewImporter(h.NextID, h.NextSeq, min(h.Jobs, maxImportHint))
-			return err
+			b.head = &head
+			return nil
 		},
 		Job: func(jb *schema.SnapshotJob) error {
 			// A claim was made by a record the snapshot covers.
@@ -81,16 +126,123 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 				return fmt.Errorf("%w: job %d: claim stamp (term %d, lsn %d) is beyond the snapshot (term %d, lsn %d)",
 					queue.ErrBadSnapshot, jb.GetId(), jb.GetClaimTerm(), jb.GetClaimLsn(), head.Term, head.LSN)
 			}
-			return im.Job(importJob(jb, r))
+			b.jobs = append(b.jobs, decodedJob(jb))
+			if len(b.jobs) < importBatchJobs {
+				return nil
+			}
+			return flush()
 		},
 		Schedule: func(sc *schema.SnapshotSchedule) error {
-			return im.Schedule(importSchedule(sc, r))
+			b.sched = proto.Clone(sc).(*schema.SnapshotSchedule)
+			return flush()
 		},
 	})
-	if err != nil {
-		return nil, 0, 0, err
+	if errors.Is(err, errImportStopped) {
+		return nil
 	}
-	return im.Done(), head.LSN, head.Term, nil
+	b.err = err
+	return b
+}
+
+// ImportBuild is an import's second stage (opaque outside sm).
+type ImportBuild struct {
+	r    router
+	im   *queue.Importer
+	head wal.SnapshotHead
+	out  *LoadedSnapshot
+}
+
+// NewBuild starts the second stage of an import of l.
+func (l *SnapshotLoad) NewBuild() *ImportBuild {
+	b := &ImportBuild{r: *l.r, out: &LoadedSnapshot{}} // the maps are only read: the counter and warnings are this build's
+	b.r.warn = func(what, id string) { b.out.warnings = append(b.out.warnings, routeWarning{what, id}) }
+	return b
+}
+
+// Add builds x's jobs and schedule into the state; false: the import has
+// failed (Done says why), give it no more.
+func (b *ImportBuild) Add(x *ImportBatch) bool {
+	if b.out.err != nil {
+		return false
+	}
+	fail := func(err error) bool {
+		b.out.err = err
+		return false
+	}
+	if x.head != nil {
+		b.head = *x.head
+		im, err := queue.NewImporter(x.head.NextID, x.head.NextSeq, min(x.head.Jobs, maxImportHint))
+		if err != nil {
+			return fail(err)
+		}
+		b.im = im
+	}
+	if b.im == nil && (len(x.jobs) > 0 || x.sched != nil) { // Decode hands on the head first
+		return fail(fmt.Errorf("%w: jobs before the snapshot's head", queue.ErrBadSnapshot))
+	}
+	for i := range x.jobs {
+		if err := b.im.Job(b.route(x.jobs[i])); err != nil {
+			return fail(err)
+		}
+	}
+	if x.sched != nil {
+		if err := b.im.Schedule(importSchedule(x.sched, &b.r)); err != nil {
+			return fail(err)
+		}
+	}
+	if x.err != nil {
+		return fail(x.err)
+	}
+	return true
+}
+
+// Done is the import's result; the build must not be used after it.
+func (b *ImportBuild) Done() *LoadedSnapshot {
+	out := b.out
+	out.routed = b.r.routed
+	switch {
+	case out.err != nil:
+	case b.im == nil:
+		out.err = fmt.Errorf("%w: no snapshot decoded", queue.ErrBadSnapshot)
+	default:
+		out.q, out.lsn, out.term = b.im.Done(), b.head.LSN, b.head.Term
+	}
+	b.im = nil
+	return out
+}
+
+// Import builds the job state from data, a snapshot file's bytes, the two
+// stages one after the other (an executor may run them at once: Decode).
+// Routing names the running config no longer has is done exactly as
+// replay does (seed 002 §6.5). The file is decoded as a stream, one job
+// message at a time, never the whole snapshot beside the state built from
+// it; each job's payload, decoded into a buffer of its own, is the one the
+// state keeps.
+func (l *SnapshotLoad) Import(data []byte) *LoadedSnapshot {
+	b := l.NewBuild()
+	last := l.Decode(data, NewImportBatch(), func(x *ImportBatch) *ImportBatch {
+		if !b.Add(x) {
+			return nil
+		}
+		return x
+	})
+	if last != nil {
+		b.Add(last)
+	}
+	return b.Done()
+}
+
+// importSnapshot is Import with r itself (a standby's rebuild, tests):
+// its counter counts the jobs routed, its warn hears their warnings.
+func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, error) {
+	ld := (&SnapshotLoad{r: r}).Import(data)
+	r.routed += ld.routed
+	if r.warn != nil {
+		for _, w := range ld.warnings {
+			r.warn(w.what, w.id)
+		}
+	}
+	return ld.q, ld.lsn, ld.term, ld.err
 }
 
 // maxImportHint bounds the size an import reserves from a snapshot's
@@ -98,13 +250,23 @@ func importSnapshot(data []byte, r *router) (*queue.Queues, uint64, uint64, erro
 // allocates no more than this; a larger valid one grows past it).
 const maxImportHint = 1 << 22
 
-// importJob is one snapshot job as the queue holds it, its names routed.
-func importJob(jb *schema.SnapshotJob, r *router) queue.Job {
-	return queue.Job{ID: jb.GetId(), Queue: r.queue(jb.GetQueue(), true), Payload: jb.GetPayload(), Priority: jb.GetPriority(),
+// decodedJob is one snapshot job as the queue holds it, its names not yet
+// routed (route).
+func decodedJob(jb *schema.SnapshotJob) queue.Job {
+	return queue.Job{ID: jb.GetId(), Queue: jb.GetQueue(), Payload: jb.GetPayload(), Priority: jb.GetPriority(),
 		State: queueState(jb.GetState()), RunAt: jb.GetRunAt(), Seq: jb.GetSeq(), EnqueuedAt: jb.GetEnqueuedAt(), ExpiresAt: jb.GetExpiresAt(),
-		Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: r.resource(jb.GetResource()), ClaimedAt: jb.GetClaimedAt(),
-		ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: r.host(jb.GetPin()),
+		Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: jb.GetResource(), ClaimedAt: jb.GetClaimedAt(),
+		ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: jb.GetPin(),
 		Claim: queue.ClaimStamp{Term: jb.GetClaimTerm(), LSN: jb.GetClaimLsn()}}
+}
+
+// route routes j's names as replay does (the warnings in the order of the
+// fields: queue, resource, pin).
+func (b *ImportBuild) route(j queue.Job) queue.Job {
+	j.Queue = b.r.queue(j.Queue, true)
+	j.Resource = b.r.resource(j.Resource)
+	j.Pin = b.r.host(j.Pin)
+	return j
 }
 
 // importSchedule is one snapshot schedule as the queue holds it; one of a

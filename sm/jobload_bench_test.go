@@ -27,7 +27,7 @@ func BenchmarkSnapshotImport(b *testing.B) {
 		b.Fatal(err)
 	}
 	q = nil
-	l := newSnapshotLoad(newRouter(cfg))
+	l := newSnapshotLoad(newRouter(cfg), nil)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		ld := l.Import(data)

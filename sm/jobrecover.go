@@ -85,7 +85,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readForRecovery(path, func(d IODone) {
+	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead) {
 		if err := ioErr(d); err != nil {
 			// Unreadable is not invalid: falling back would rebuild less
 			// than this node holds (and has told its peers it holds).
@@ -94,7 +94,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 		// The executor builds the state (jobload.go): the node goes on
 		// answering meanwhile.
-		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r)}, func(d IODone) {
+		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, func(d IODone) {
 			if d.Err != IOOK || d.Loaded == nil {
 				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
 				return
@@ -156,7 +156,7 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	}
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.readForRecovery(path, func(d IODone) {
+	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead) {
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return

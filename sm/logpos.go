@@ -55,7 +55,7 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 			n.dieUnreadable(path, d)
 			return
 		}
-		lsn, term, err := wal.SnapshotPosition(d.Data)
+		head, err := wal.SnapshotPosition(d.Data)
 		if err != nil { // corrupt: recovery falls back to an older one, so do we
 			n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", path, err))
 			if bad == "" {
@@ -64,7 +64,10 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 			n.scanPlan(slices.DeleteFunc(slices.Clone(snaps), func(x string) bool { return x == plan.Snapshot }), segs, bad, then)
 			return
 		}
-		n.scanSegments(plan.Segments, logPos{term: term, lsn: lsn}, clean, then)
+		if n.scanned != nil {
+			n.scanned.checked[path] = head // these bytes matched their checksum
+		}
+		n.scanSegments(plan.Segments, logPos{term: head.Term, lsn: head.LSN}, clean, then)
 	})
 }
 
@@ -169,8 +172,14 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 	walk(segs)
 }
 
-// scannedFiles is the boot scan's hand-off to recovery (Node.scanned).
-type scannedFiles struct{ data map[string][]byte }
+// scannedFiles is the boot scan's hand-off to recovery (Node.scanned):
+// the files it read, and the head of each snapshot among them whose
+// checksum it verified (wal.SnapshotPosition), so that the import does not
+// pass over the same bytes again for either (wal.ReadCheckedSnapshot).
+type scannedFiles struct {
+	data    map[string][]byte
+	checked map[string]wal.SnapshotHead
+}
 
 // scanBootLog is scanLogPosition at boot: the files it reads are kept
 // for the first recovery, which then reads each record once. What the
@@ -179,7 +188,7 @@ type scannedFiles struct{ data map[string][]byte }
 // in data/wal or data/snap: any such change drops the hand-off
 // (forgetScanned), as does becoming a standby, which recovers nothing.
 func (n *Node) scanBootLog(then func(logPos, bool)) {
-	n.scanned = &scannedFiles{data: map[string][]byte{}}
+	n.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}}
 	n.scanLogPosition(then)
 }
 
@@ -194,16 +203,23 @@ func (n *Node) readScanning(path string, k func(IODone)) {
 }
 
 // readForRecovery is recovery's readDurably: a file the boot scan read
-// and fsync'd, unchanged since, is handed on without reading it again.
-func (n *Node) readForRecovery(path string, k func(IODone)) {
+// and fsync'd, unchanged since, is handed on without reading it again;
+// checked, if not nil, is the head of a snapshot whose checksum the scan
+// verified.
+func (n *Node) readForRecovery(path string, k func(d IODone, checked *wal.SnapshotHead)) {
 	if n.scanned != nil {
 		if data, ok := n.scanned.data[path]; ok {
+			var checked *wal.SnapshotHead
+			if h, ok := n.scanned.checked[path]; ok {
+				checked = &h
+			}
 			delete(n.scanned.data, path)
-			k(IODone{Err: IOOK, Data: data})
+			delete(n.scanned.checked, path)
+			k(IODone{Err: IOOK, Data: data}, checked)
 			return
 		}
 	}
-	n.readDurably(path, k)
+	n.readDurably(path, func(d IODone) { k(d, nil) })
 }
 
 // forgetScanned drops the boot scan's hand-off when op changes a file of

@@ -313,7 +313,7 @@ func readFile(path string, maxSize int64) ([]byte, int64, error) {
 	if maxSize > 0 {
 		rd = io.LimitReader(f, maxSize+1) // the file may grow after fstat
 	}
-	data, err := io.ReadAll(rd)
+	data, err := readSized(rd, st.Size())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -321,6 +321,28 @@ func readFile(path string, maxSize int64) ([]byte, int64, error) {
 		return nil, 0, fmt.Errorf("read %s: %w (grew past %d bytes while reading)", path, errTooBig, maxSize)
 	}
 	return data, st.ModTime().UnixNano(), nil
+}
+
+// readSized reads rd to its end into one buffer of size+1 bytes (the
+// byte more sees the end without growing it), grown only if the file grew
+// since its fstat: a snapshot of hundreds of MB read by io.ReadAll's
+// doubling was copied and cleared several times over (most of a
+// recovery's read time).
+func readSized(rd io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, 0, max(size, 0)+1)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := rd.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func list(path string) ([]sm.DirEntry, error) {

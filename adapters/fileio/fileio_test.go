@@ -293,3 +293,36 @@ func TestLargeWritesLandWhole(t *testing.T) {
 		}
 	}
 }
+
+// A large read allocates the file's buffer once (io.ReadAll's doubling
+// allocated about twice the file in ~30 buffers), and returns every byte.
+func TestReadLargeFileOneBuffer(t *testing.T) {
+	base := t.TempDir()
+	e := &Executor{Base: base}
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	if err := os.WriteFile(filepath.Join(base, "big"), want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var d sm.IODone
+	allocs := testing.AllocsPerRun(3, func() { d = e.Exec(sm.FileOp{Op: sm.OpRead, Path: "big", MaxSize: 1 << 30}) })
+	if d.Err != sm.IOOK || !bytes.Equal(d.Data, want) {
+		t.Fatalf("read: err=%v len=%d, want %d bytes", d.Err, len(d.Data), len(want))
+	}
+	if allocs > 10 {
+		t.Errorf("reading 8 MiB took %.0f allocations, want the buffer once (<= 10 in all)", allocs)
+	}
+}
+
+// readSized grows past the fstat size when the file grew since, and
+// returns exactly what the reader holds.
+func TestReadSizedGrows(t *testing.T) {
+	for _, size := range []int64{0, 1, 100, 4095, 4096} {
+		for _, n := range []int{0, 1, 100, 4096, 10000} {
+			want := bytes.Repeat([]byte{7}, n)
+			got, err := readSized(bytes.NewReader(want), size)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("size %d, %d bytes: got %d bytes, err %v", size, n, len(got), err)
+			}
+		}
+	}
+}

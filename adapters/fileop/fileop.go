@@ -100,7 +100,7 @@ func Exec(fsys FS, op sm.FileOp) sm.IODone {
 		if op.Load == nil {
 			return sm.IODone{ID: op.ID, Err: sm.IOFailed, Detail: "import without a snapshot load"}
 		}
-		return sm.IODone{ID: op.ID, Loaded: op.Load.Import(op.Data)}
+		return sm.IODone{ID: op.ID, Loaded: importPiped(op.Load, op.Data)}
 	}
 	err := checkPath(op.Path, op.Op == sm.OpRead || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir || op.Op == sm.OpList)
 	if err == nil {
@@ -169,4 +169,55 @@ func checkPath(p string, allowBase bool) error {
 		return fmt.Errorf("%w: %q: %s", ErrPathRefused, p, msg)
 	}
 	return nil
+}
+
+// importInFlight is how many batches an import's stages share.
+const importInFlight = 4
+
+// importPiped is l.Import(data) with its two stages (sm's Decode and
+// ImportBuild) on two goroutines, batches of jobs handed from one to the
+// other in file order: decoding the file and building the state are each
+// about half of a large recovery's import. The result is Import's,
+// however the goroutines are scheduled (the build stops at the first
+// error in file order, and then the decoder is stopped).
+func importPiped(l *sm.SnapshotLoad, data []byte) *sm.LoadedSnapshot {
+	full := make(chan *sm.ImportBatch, importInFlight)
+	free := make(chan *sm.ImportBatch, importInFlight)
+	for range importInFlight - 1 {
+		free <- sm.NewImportBatch()
+	}
+	stop := make(chan struct{})
+	go func() {
+		defer close(full)
+		last := l.Decode(data, sm.NewImportBatch(), func(b *sm.ImportBatch) *sm.ImportBatch {
+			select {
+			case full <- b:
+			case <-stop:
+				return nil
+			}
+			select {
+			case b = <-free:
+				return b
+			case <-stop:
+				return nil
+			}
+		})
+		if last != nil {
+			select {
+			case full <- last:
+			case <-stop:
+			}
+		}
+	}()
+	b := l.NewBuild()
+	for x := range full {
+		if !b.Add(x) {
+			close(stop)
+			for range full { // until the decoder has stopped
+			}
+			break
+		}
+		free <- x // never blocks: there are importInFlight batches in all
+	}
+	return b.Done()
 }

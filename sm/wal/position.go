@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -72,6 +73,18 @@ func recordPosition(p []byte) (lsn, term uint64, err error) {
 // snapshotPayload checks a snapshot file's header (magic, length: the file
 // is exactly header + payload) and CRC32C, and returns its payload.
 func snapshotPayload(data []byte) ([]byte, error) {
+	p, err := snapshotFramed(data)
+	if err != nil {
+		return nil, err
+	}
+	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
+		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
+	}
+	return p, nil
+}
+
+// snapshotFramed is snapshotPayload without the CRC32C.
+func snapshotFramed(data []byte) ([]byte, error) {
 	if len(data) < SnapshotHeaderSize {
 		return nil, badSnap("%d bytes, shorter than the %d-byte header", len(data), SnapshotHeaderSize)
 	}
@@ -82,38 +95,68 @@ func snapshotPayload(data []byte) ([]byte, error) {
 	if have := uint64(len(data) - SnapshotHeaderSize); n != have {
 		return nil, badSnap("header says %d payload bytes, file has %d", n, have)
 	}
-	p := data[SnapshotHeaderSize:]
-	if want, got := binary.LittleEndian.Uint32(data[8:]), Checksum(p); want != got {
-		return nil, badSnap("checksum mismatch (stored %08x, computed %08x)", want, got)
-	}
-	return p, nil
+	return data[SnapshotHeaderSize:], nil
 }
 
 // SnapshotPosition checks a snapshot file as DecodeSnapshot does up to the
-// CRC32C (header, length, checksum) and reads only its LSN and term,
-// jumping over the jobs and schedules: the boot scan's view of a snapshot.
-// A snapshot that verifies here yet fails DecodeSnapshot's checks of its
-// contents can only come from a writer bug (damage fails the CRC);
-// recovery, which decodes it, then falls back to an older one. Errors wrap
-// ErrBadSnapshot.
-func SnapshotPosition(data []byte) (lsn, term uint64, err error) {
-	p, err := snapshotPayload(data)
+// CRC32C (header, length, checksum) and reads only its scalars (LSN,
+// term, counters) and counts its jobs and schedules, jumping over them:
+// the boot scan's view of a snapshot. A snapshot that verifies here yet
+// fails DecodeSnapshot's checks of its contents can only come from a
+// writer bug (damage fails the CRC); recovery, which decodes it, then
+// falls back to an older one. Errors wrap ErrBadSnapshot.
+func SnapshotPosition(data []byte) (SnapshotHead, error) {
+	_, h, err := snapshotChecked(data)
+	return h, err
+}
+
+// crcWindow is how far ahead of the head's walk snapshotChecked
+// checksums the payload.
+const crcWindow = 64 << 10
+
+// snapshotChecked is snapshotPayload and snapshotHead in one pass: each
+// window of the payload is checksummed just before the walk reads the
+// fields in it, while it is in cache (a snapshot of hundreds of MB read
+// twice came from memory twice: the walk's pass cost twice the CRC's).
+// Its errors are theirs, in their order: the header's, the checksum's,
+// then the walk's.
+func snapshotChecked(data []byte) ([]byte, SnapshotHead, error) {
+	p, err := snapshotFramed(data)
 	if err != nil {
-		return 0, 0, err
+		return nil, SnapshotHead{}, err
 	}
-	h, err := snapshotHead(p)
-	if err != nil {
-		return 0, 0, err
+	var crc uint32
+	done := 0
+	ahead := func(end int) { // the walk is at end: checksum past it
+		if end+crcWindow/2 > done && done < len(p) {
+			n := min(len(p), end+crcWindow)
+			crc = crc32.Update(crc, castagnoli, p[done:n])
+			done = n
+		}
 	}
-	return h.LSN, h.Term, nil
+	ahead(0)
+	h, herr := snapshotHead(p, ahead)
+	crc = crc32.Update(crc, castagnoli, p[done:])
+	if want := binary.LittleEndian.Uint32(data[8:]); want != crc {
+		return nil, SnapshotHead{}, badSnap("checksum mismatch (stored %08x, computed %08x)", want, crc)
+	}
+	if herr != nil {
+		return nil, SnapshotHead{}, herr
+	}
+	return p, h, nil
 }
 
 // snapshotHead is the pass over a snapshot payload's top level that finds
 // its scalars and counts its jobs and schedules (proto's rules: the last
 // occurrence wins, a field of the wrong wire type is an ignored unknown).
-func snapshotHead(p []byte) (SnapshotHead, error) {
+// ahead, if not nil, is told where the walk is (the offset in p past each
+// field).
+func snapshotHead(p []byte, ahead func(end int)) (SnapshotHead, error) {
 	var h SnapshotHead
 	err := eachField(p, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if ahead != nil {
+			ahead(cap(p) - cap(v) + len(v)) // v is a slice of p
+		}
 		switch {
 		case typ == protowire.BytesType && num == snapJobsField:
 			h.Jobs++

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -161,29 +163,24 @@ func TestPropSnapshotReadersAgree(t *testing.T) {
 		}
 
 		want, wantErr := DecodeSnapshot(data)
-		got := &schema.Snapshot{}
-		var payloads [][]byte
-		gotErr := ReadSnapshot(data, SnapshotVisitor{
-			Head: func(h SnapshotHead) error {
-				got.Lsn, got.Term, got.NextId, got.NextSeq = h.LSN, h.Term, h.NextID, h.NextSeq
-				return nil
-			},
-			Job: func(j *schema.SnapshotJob) error {
-				got.Jobs = append(got.Jobs, proto.Clone(j).(*schema.SnapshotJob))
-				payloads = append(payloads, j.GetPayload()) // kept, not copied
-				return nil
-			},
-			Schedule: func(sc *schema.SnapshotSchedule) error {
-				got.Schedules = append(got.Schedules, proto.Clone(sc).(*schema.SnapshotSchedule))
-				return nil
-			},
-		})
+		got, payloads, gotErr := readStream(ReadSnapshot, data)
 		if (wantErr == nil) != (gotErr == nil) || gotErr != nil && !errors.Is(gotErr, ErrBadSnapshot) {
 			t.Fatalf("DecodeSnapshot: %v; ReadSnapshot: %v", wantErr, gotErr)
 		}
-		lsn, term, posErr := SnapshotPosition(data)
-		if _, hdrErr := snapshotPayload(data); hdrErr != nil && posErr == nil {
-			t.Fatalf("header: %v; SnapshotPosition accepts it", hdrErr)
+		head, posErr := SnapshotPosition(data)
+		lsn, term := head.LSN, head.Term
+		if _, hdrErr := snapshotPayload(data); hdrErr != nil && (fmt.Sprint(posErr) != hdrErr.Error() || fmt.Sprint(gotErr) != hdrErr.Error()) {
+			// The header's and the checksum's errors come first, as
+			// when the checksum was a pass of its own.
+			t.Fatalf("header or checksum: %v; SnapshotPosition: %v; ReadSnapshot: %v", hdrErr, posErr, gotErr)
+		}
+		if posErr == nil {
+			// Bytes the boot scan accepted read the same without their
+			// checksum computed again.
+			c, _, cErr := readStream(checkedWith(head), data)
+			if fmt.Sprint(cErr) != fmt.Sprint(gotErr) || !proto.Equal(c, got) {
+				t.Fatalf("ReadCheckedSnapshot: %v, %v; ReadSnapshot: %v, %v", c, cErr, got, gotErr)
+			}
 		}
 		if wantErr != nil {
 			return
@@ -201,6 +198,66 @@ func TestPropSnapshotReadersAgree(t *testing.T) {
 			t.Fatalf("SnapshotPosition: (%d, %d) %v, want (%d, %d)", lsn, term, posErr, want.GetLsn(), want.GetTerm())
 		}
 	})
+}
+
+// readStream collects what read streams of data, each job's payload as
+// the visitor was handed it.
+func readStream(read func([]byte, SnapshotVisitor) error, data []byte) (*schema.Snapshot, [][]byte, error) {
+	got := &schema.Snapshot{}
+	var payloads [][]byte
+	err := read(data, SnapshotVisitor{
+		Head: func(h SnapshotHead) error {
+			got.Lsn, got.Term, got.NextId, got.NextSeq = h.LSN, h.Term, h.NextID, h.NextSeq
+			return nil
+		},
+		Job: func(j *schema.SnapshotJob) error {
+			got.Jobs = append(got.Jobs, proto.Clone(j).(*schema.SnapshotJob))
+			payloads = append(payloads, j.GetPayload()) // kept, not copied
+			return nil
+		},
+		Schedule: func(sc *schema.SnapshotSchedule) error {
+			got.Schedules = append(got.Schedules, proto.Clone(sc).(*schema.SnapshotSchedule))
+			return nil
+		},
+	})
+	return got, payloads, err
+}
+
+// checkedWith is ReadCheckedSnapshot with the head h.
+func checkedWith(h SnapshotHead) func([]byte, SnapshotVisitor) error {
+	return func(data []byte, v SnapshotVisitor) error { return ReadCheckedSnapshot(data, h, v) }
+}
+
+// ReadCheckedSnapshot skips only the checksum and the head's pass: a file
+// whose CRC32C does not match reads (only bytes SnapshotPosition accepted
+// are handed to it), a broken header is refused as by ReadSnapshot.
+func TestReadCheckedSnapshotSkipsOnlyTheChecksum(t *testing.T) {
+	data, err := EncodeSnapshot(sampleSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := readStream(ReadSnapshot, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(data)
+	bad[8] ^= 1 // the stored checksum
+	if _, _, err := readStream(ReadSnapshot, bad); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("ReadSnapshot of a bad checksum: %v, want a checksum mismatch", err)
+	}
+	head, err := SnapshotPosition(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := readStream(checkedWith(head), bad)
+	if err != nil || !proto.Equal(got, want) {
+		t.Fatalf("ReadCheckedSnapshot: %v, %v; want %v", got, err, want)
+	}
+	for name, b := range map[string][]byte{"magic": append([]byte("XCESNAP2"), data[8:]...), "length": data[:len(data)-1], "header": data[:10]} {
+		if _, _, err := readStream(checkedWith(head), b); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("ReadCheckedSnapshot of a bad %s: %v, want ErrBadSnapshot", name, err)
+		}
+	}
 }
 
 // A visitor's error stops the stream and comes back as is.

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -27,6 +28,11 @@ type jobDecoder struct {
 	job    schema.SnapshotJob
 	stamps schema.WalStamps
 	last   [4]string // the previous strings, by stringField
+	// The previous job's first stamps field and what it decoded to: the
+	// jobs of a queue carry the same few bytes, and most jobs' stamps are
+	// the previous job's.
+	lastStamps []byte
+	lastVals   [4]uint32
 }
 
 // stringField indexes jobDecoder.last.
@@ -140,11 +146,21 @@ func (d *jobDecoder) bytesField(num protowire.Number, v []byte) error {
 	case 4:
 		m.Payload = append(make([]byte, 0, len(v)), v...)
 	case 12:
-		if m.Stamps == nil {
-			d.stamps = schema.WalStamps{}
-			m.Stamps = &d.stamps
+		if m.Stamps != nil { // a repeat merges into the first
+			err = decodeStamps(&d.stamps, v)
+			break
 		}
-		err = decodeStamps(&d.stamps, v)
+		m.Stamps = &d.stamps
+		if d.lastStamps != nil && bytes.Equal(v, d.lastStamps) {
+			s, x := &d.stamps, d.lastVals
+			s.VisibilityTimeoutS, s.MaxAttempts, s.BackoffBaseS, s.DeadLetterRetentionS = x[0], x[1], x[2], x[3]
+			break
+		}
+		d.stamps, d.lastStamps = schema.WalStamps{}, nil
+		if err = decodeStamps(&d.stamps, v); err == nil {
+			s := &d.stamps
+			d.lastStamps, d.lastVals = v, [4]uint32{s.VisibilityTimeoutS, s.MaxAttempts, s.BackoffBaseS, s.DeadLetterRetentionS}
+		}
 	case 13:
 		m.Host, err = d.str(strHost, "host", v)
 	case 17:

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -21,8 +22,14 @@ import (
 func TestJobDecoderIsUnmarshal(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		d := new(jobDecoder)
+		var prev []byte
 		for k, n := 0, rapid.IntRange(1, 8).Draw(rt, "jobs"); k < n; k++ {
 			b := randomJobBytes(rt)
+			if prev != nil && rapid.Bool().Draw(rt, "like the previous") {
+				// The previous job's stamps (and strings) again, another id.
+				b = protowire.AppendVarint(protowire.AppendTag(bytes.Clone(prev), 1, protowire.VarintType), rapid.Uint64().Draw(rt, "id"))
+			}
+			prev = b
 			want := new(schema.SnapshotJob)
 			werr := proto.Unmarshal(b, want)
 			got, gerr := d.decode(b)

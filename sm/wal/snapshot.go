@@ -159,14 +159,29 @@ type SnapshotVisitor struct {
 // scalars (snapshotHead), so that jobs are checked as they come.
 // The visitors may have run for a prefix before an error.
 func ReadSnapshot(data []byte, v SnapshotVisitor) error {
-	p, err := snapshotPayload(data)
+	p, h, err := snapshotChecked(data)
 	if err != nil {
 		return err
 	}
-	h, err := snapshotHead(p)
+	return readPayloadWith(p, h, v)
+}
+
+// ReadCheckedSnapshot is ReadSnapshot of bytes SnapshotPosition accepted,
+// with h, and nothing has written since (the boot scan's copy of the
+// file, handed to recovery): the header is checked again, but neither the
+// CRC32C of the whole payload nor the pass that found h is done a second
+// time over the same bytes. Every check of the jobs and schedules is
+// ReadSnapshot's.
+func ReadCheckedSnapshot(data []byte, h SnapshotHead, v SnapshotVisitor) error {
+	p, err := snapshotFramed(data)
 	if err != nil {
 		return err
 	}
+	return readPayloadWith(p, h, v)
+}
+
+// readPayloadWith is ReadSnapshot of the payload p, whose head is h.
+func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
 	if err := v.Head(h); err != nil {
 		return err
 	}
