@@ -191,7 +191,9 @@ func TestWorkLostReplyIsOutcomeUnknown(t *testing.T) {
 // body; one idle past the transport's IdleTimeout is closed by the node;
 // the worker's next claim goes on a new stream, applied once.
 func TestWorkIdleStreamReopens(t *testing.T) {
-	c := startClusterWith(t, func(cfg *transport.Config) { cfg.IdleTimeout, cfg.BodyTimeout = 400*time.Millisecond, 300*time.Millisecond }, true)
+	c := startClusterWith(t, func(cfg *transport.Config) {
+		cfg.IdleTimeout, cfg.BodyTimeout = 400*time.Millisecond, 300*time.Millisecond
+	}, true)
 	var s seen
 	c.nodes[0].set(claimAnswer(&s, 0, 0))
 	cl := newClient(t, c, client.Options{})
