@@ -47,6 +47,9 @@ func (w *Worker) Claim(ctx context.Context, r *schema.ClaimRequest) (*schema.Job
 	if err := checkSize(r); err != nil {
 		return nil, err
 	}
+	if ws := w.ws; ws != nil && ws.cn.cc.Err() != nil {
+		w.closeStream() // its connection failed: r cannot go on it
+	}
 	if ws := w.ws; ws != nil {
 		rep, retry, err := ws.claim(ctx, w.c, r)
 		if err == nil {

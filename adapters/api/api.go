@@ -11,7 +11,8 @@
 // codeOf). A standby's "not primary" refusal of a primary-only call is
 // forwarded to the primary it names when it knows one (once: a forwarded
 // call is never forwarded again), else answered with code unavailable and
-// a schema.NotPrimary detail.
+// a schema.NotPrimary detail. The Work stream serves each of its
+// messages as a Claim (work.go).
 package api
 
 import (
