@@ -37,8 +37,8 @@ type Method[Req, Resp any] func(schemaconnect.XceClient, context.Context, *conne
 // call sends msg with m (see the package comment) and returns the answer.
 func call[Req, Resp any](ctx context.Context, c *Client, k kind, msg *Req, m Method[Req, Resp]) (*Resp, error) {
 	var out *Resp
-	send := func(ctx context.Context, api schemaconnect.XceClient) (http.Header, error) {
-		rep, err := m(api, ctx, connect.NewRequest(msg))
+	send := func(ctx context.Context, _ *node, cn *conn) (http.Header, error) {
+		rep, err := m(cn.api, ctx, connect.NewRequest(msg))
 		if err != nil {
 			return nil, err
 		}
@@ -48,15 +48,23 @@ func call[Req, Resp any](ctx context.Context, c *Client, k kind, msg *Req, m Met
 	if err := checkSize(msg); err != nil {
 		return nil, err
 	}
-	if len(c.peers) == 0 {
-		return nil, &NoPrimaryError{}
-	}
-	s := &search{c: c, ctx: ctx, k: k, state: make([]peerState, len(c.peers)), conns: make([]*conn, len(c.peers)),
-		results: make(chan dialResult, len(c.peers)), wait: waitOf(msg)}
-	if err := s.run(send); err != nil {
+	if err := find(ctx, c, k, waitOf(msg), send); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// find sends with send to the node that takes it (see the package
+// comment): the one search for the primary, for calls and for a
+// Worker's stream alike. wait is how much longer than Timeout the answer
+// may take.
+func find(ctx context.Context, c *Client, k kind, wait time.Duration, send sendFunc) error {
+	if len(c.peers) == 0 {
+		return &NoPrimaryError{}
+	}
+	s := &search{c: c, ctx: ctx, k: k, state: make([]peerState, len(c.peers)), conns: make([]*conn, len(c.peers)),
+		results: make(chan dialResult, len(c.peers)), wait: wait}
+	return s.run(send)
 }
 
 // Forward sends msg to node i only, on behalf of the certificate named
@@ -224,7 +232,10 @@ func (s *search) pick(redirect, first int) int {
 	return -1
 }
 
-type sendFunc func(ctx context.Context, api schemaconnect.XceClient) (http.Header, error)
+// sendFunc sends on cn, node n's connection, within ctx (which bounds the
+// answer's wait and traces the request's writing), and returns the
+// answer's header.
+type sendFunc func(ctx context.Context, n *node, cn *conn) (http.Header, error)
 
 func (s *search) run(send sendFunc) error {
 	first := 0
@@ -285,7 +296,7 @@ func (s *search) send(i int, send sendFunc) (next int, end bool, err error) {
 	ctx := httptrace.WithClientTrace(s.ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
 	ctx, cancel := context.WithTimeout(ctx, s.c.opt.Timeout+s.wait)
 	defer cancel()
-	hdr, err := send(ctx, cn.api)
+	hdr, err := send(ctx, n, cn)
 	if err == nil {
 		if s.k != local {
 			if p := s.c.indexOf(hdr.Get(PrimaryHeader)); p >= 0 {

@@ -26,6 +26,9 @@
 //     it is reported as ErrOutcomeUnknown and never sent again (a blind
 //     retry could apply it twice). A read is sent on to the next node.
 //
+// A Worker's claims travel as messages on a Work stream instead, which
+// the same search opens and reopens (see Worker).
+//
 // Errors: ErrOutcomeUnknown (*OutcomeUnknownError), ErrNoPrimary
 // (*NoPrimaryError: nothing was applied anywhere), ErrRefusedLocally (the
 // request breaks the API's limits and was sent nowhere), or a *NodeError

@@ -48,11 +48,14 @@ func newNode(p Peer, mat *tlsconf.Material, opt Options) *node {
 	}}
 }
 
-// up is the kept connection if it is still usable.
+// up is the kept connection if it is still usable: not failed, and not
+// told to go away (the node closes a connection idle for its idle
+// timeout with a GOAWAY: it then takes nothing new, and has nothing in
+// flight).
 func (n *node) up() *conn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.conn != nil && n.conn.cc.Err() != nil {
+	if n.conn != nil && (n.conn.cc.Err() != nil || n.conn.cc.Available() == 0 && n.conn.cc.InFlight() == 0) {
 		n.conn.cc.Close()
 		n.conn = nil
 	}

@@ -70,12 +70,18 @@ func FuzzAPIRequest(f *testing.F) {
 	})
 }
 
-// apiProcedures is every RPC path of the API service, in schema order.
+// apiProcedures is every unary RPC path of the API service, in schema
+// order. A stream (Work) needs HTTP/2 and serves each message as a
+// unary call (Work's as Claim), which is fuzzed here.
 func apiProcedures() []string {
 	sd := schema.File_api_proto.Services().ByName("Xce")
 	var out []string
 	for i := 0; i < sd.Methods().Len(); i++ {
-		out = append(out, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(i).Name()))
+		m := sd.Methods().Get(i)
+		if m.IsStreamingClient() || m.IsStreamingServer() {
+			continue
+		}
+		out = append(out, "/"+string(sd.FullName())+"/"+string(m.Name()))
 	}
 	return out
 }

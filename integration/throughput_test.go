@@ -23,8 +23,10 @@ import (
 // row, through the client API (package client): one durable controller
 // on loopback, 64 clients (one connection each) submitting jobs
 // (SubmitBatch of 50, like River's InsertMany), then 64 workers claiming
-// (batches of 16), each claim carrying the acks of the batch before. Each iteration inserts and
-// works 20,000 jobs, then times 500 single Submits one after another on
+// (batches of 16), each claim carrying the acks of the batch before:
+// sub-benchmark stream claims on a Work stream per worker
+// (client.Worker), unary with a Claim call each. Each iteration inserts
+// and works 20,000 jobs, then times 500 single Submits one after another on
 // one client (the submit latency: one request, one durable write). The
 // metrics are jobs/s, the latency's median and 99th percentile, and the
 // CPU time the node's process and this one (the clients) spent per job
@@ -33,6 +35,11 @@ import (
 //
 //	go test ./integration -run '^$' -bench QueueThroughput -benchtime 3x
 func BenchmarkQueueThroughput(b *testing.B) {
+	b.Run("unary", func(b *testing.B) { queueThroughput(b, false) })
+	b.Run("stream", func(b *testing.B) { queueThroughput(b, true) })
+}
+
+func queueThroughput(b *testing.B, stream bool) {
 	const jobs, conns, batch, insertBatch, singles = 20_000, 64, 16, 50, 500
 	c := newCluster(b, 1)
 	blob := configBlob(b, "bench", 1, 0)
@@ -107,9 +114,15 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		for w := 0; w < conns; w++ {
 			wg.Go(func() {
 				cl := clients[w]
+				claim := cl.Claim
+				if stream {
+					wk := cl.Worker()
+					defer wk.Close()
+					claim = wk.Claim
+				}
 				var done []*schema.WalHandle // worked, acked on the next claim
 				for worked.Load() < want && !failed.Load() {
-					rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch, Ack: done})
+					rep, err := claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch, Ack: done})
 					if err != nil {
 						fail("claim: %v", err)
 						return

@@ -1643,12 +1643,13 @@ const file_api_proto_rawDesc = "" +
 	"NotPrimary\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
 	"\fprimary_name\x18\x02 \x01(\tR\vprimaryName\x12!\n" +
-	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xb8\n" +
+	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xef\n" +
 	"\n" +
 	"\x03Xce\x124\n" +
 	"\x06Submit\x12\x15.xce.v1.SubmitRequest\x1a\x13.xce.v1.JobResponse\x12>\n" +
 	"\vSubmitBatch\x12\x1a.xce.v1.SubmitBatchRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
-	"\x05Claim\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse\x12.\n" +
+	"\x05Claim\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse\x125\n" +
+	"\x04Work\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse(\x010\x01\x12.\n" +
 	"\x03Ack\x12\x12.xce.v1.AckRequest\x1a\x13.xce.v1.JobResponse\x128\n" +
 	"\bAckBatch\x12\x17.xce.v1.AckBatchRequest\x1a\x13.xce.v1.JobResponse\x12:\n" +
 	"\tHeartbeat\x12\x18.xce.v1.HeartbeatRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
@@ -1736,49 +1737,51 @@ var file_api_proto_depIdxs = []int32{
 	0,  // 11: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
 	1,  // 12: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
 	2,  // 13: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
-	3,  // 14: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
-	4,  // 15: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
-	5,  // 16: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
-	6,  // 17: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
-	7,  // 18: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
-	8,  // 19: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
-	9,  // 20: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
-	10, // 21: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
-	11, // 22: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
-	12, // 23: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
-	13, // 24: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
-	14, // 25: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
-	15, // 26: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
-	16, // 27: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
-	18, // 28: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
-	19, // 29: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
-	21, // 30: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
-	23, // 31: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
-	33, // 32: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
-	17, // 33: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
-	17, // 34: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
-	17, // 35: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
-	17, // 36: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
-	17, // 37: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
-	17, // 38: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
-	17, // 39: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
-	17, // 40: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
-	17, // 41: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
-	17, // 42: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
-	17, // 43: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
-	17, // 44: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
-	17, // 45: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
-	17, // 46: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
-	17, // 47: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
-	17, // 48: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
-	17, // 49: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
-	34, // 50: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
-	20, // 51: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
-	22, // 52: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
-	24, // 53: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
-	25, // 54: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
-	33, // [33:55] is the sub-list for method output_type
-	11, // [11:33] is the sub-list for method input_type
+	2,  // 14: xce.v1.Xce.Work:input_type -> xce.v1.ClaimRequest
+	3,  // 15: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
+	4,  // 16: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
+	5,  // 17: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
+	6,  // 18: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
+	7,  // 19: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
+	8,  // 20: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
+	9,  // 21: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
+	10, // 22: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
+	11, // 23: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
+	12, // 24: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
+	13, // 25: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
+	14, // 26: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
+	15, // 27: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
+	16, // 28: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
+	18, // 29: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
+	19, // 30: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
+	21, // 31: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
+	23, // 32: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
+	33, // 33: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
+	17, // 34: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
+	17, // 35: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
+	17, // 36: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
+	17, // 37: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
+	17, // 38: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
+	17, // 39: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
+	17, // 40: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
+	17, // 41: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
+	17, // 42: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
+	17, // 43: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
+	17, // 44: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
+	17, // 45: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
+	17, // 46: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
+	17, // 47: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
+	17, // 48: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
+	17, // 49: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
+	17, // 50: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
+	17, // 51: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
+	34, // 52: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
+	20, // 53: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
+	22, // 54: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
+	24, // 55: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
+	25, // 56: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
+	34, // [34:57] is the sub-list for method output_type
+	11, // [11:34] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name

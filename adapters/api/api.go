@@ -11,7 +11,8 @@
 // codeOf). A standby's "not primary" refusal of a primary-only call is
 // forwarded to the primary it names when it knows one (once: a forwarded
 // call is never forwarded again), else answered with code unavailable and
-// a schema.NotPrimary detail.
+// a schema.NotPrimary detail. The Work stream serves each of its
+// messages as a Claim (work.go).
 package api
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"xce/adapters/transport"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
@@ -68,6 +70,9 @@ type server struct {
 type caller struct {
 	cn        string // the certificate the call is authorised as
 	forwarded bool   // a controller forwarded it (OnBehalfHeader)
+	// stream is the transport's control of the request body, for a
+	// streaming RPC; nil when not served by a Transport.
+	stream *transport.Stream
 }
 
 type callerKey struct{}
@@ -78,7 +83,7 @@ type callerKey struct{}
 // arrive: the listener requires one.
 func withCaller(isPeer func(string) bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := caller{}
+		c := caller{stream: transport.StreamOf(r.Body)}
 		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 			c.cn = r.TLS.PeerCertificates[0].Subject.CommonName
 		}

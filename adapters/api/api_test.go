@@ -27,6 +27,14 @@ type node struct {
 	mu     sync.Mutex
 	answer func(*schema.ClientRequest) *schema.ClientReply
 	cns    []string
+	paths  map[string]int // HTTP requests served, by path
+}
+
+// served is how many HTTP requests (streams) of path the node served.
+func (n *node) served(path string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paths[path]
 }
 
 func (n *node) door(_ context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
@@ -74,6 +82,13 @@ func material(t testing.TB, caCert, caKey []byte, cn string, server bool) *tlsco
 // connections.
 func startCluster(t testing.TB, up ...bool) *cluster {
 	t.Helper()
+	return startClusterWith(t, nil, up...)
+}
+
+// startClusterWith is startCluster with tune applied to each node's
+// transport config.
+func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *cluster {
+	t.Helper()
 	caCert, caKey, err := tlsconf.GenerateCA("api test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +112,7 @@ func startCluster(t testing.TB, up ...bool) *cluster {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, p := range c.peers {
-		n := &node{answer: func(*schema.ClientRequest) *schema.ClientReply {
+		n := &node{paths: map[string]int{}, answer: func(*schema.ClientRequest) *schema.ClientReply {
 			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
 		}}
 		c.nodes = append(c.nodes, n)
@@ -110,7 +125,17 @@ func startCluster(t testing.TB, up ...bool) *cluster {
 		}
 		_, h := api.Handler(api.Config{Door: n.door, Self: i, Peers: c.peers, Forward: fwd,
 			IsPeer: func(cn string) bool { return cn == "n0" || cn == "n1" || cn == "n2" }})
-		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: c.mats[p.Name], HTTP: h})
+		counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.mu.Lock()
+			n.paths[r.URL.Path]++
+			n.mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+		cfg := transport.Config{Self: i, Peers: tpeers, TLS: c.mats[p.Name], HTTP: counted}
+		if tune != nil {
+			tune(&cfg)
+		}
+		tr, err := transport.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,9 +16,16 @@ import (
 // connection each) each doing Claim (16 jobs back) carrying the acks of
 // the 16 before. One op is one such call, i.e. 16 jobs claimed and 16
 // acked; profile it with -cpuprofile to see what the API costs per call.
+// Sub-benchmark unary makes each claim a Claim call, stream a message on
+// the client's Work stream (client.Worker).
 //
 //	go test ./adapters/api -run '^$' -bench ClaimAck -cpuprofile cpu.out
 func BenchmarkClaimAck(b *testing.B) {
+	b.Run("unary", func(b *testing.B) { claimAck(b, false) })
+	b.Run("stream", func(b *testing.B) { claimAck(b, true) })
+}
+
+func claimAck(b *testing.B, stream bool) {
 	const conns, batch = 64, 16
 	c := startCluster(b, true)
 	jobs := make([]*schema.SnapshotJob, batch)
@@ -56,9 +63,15 @@ func BenchmarkClaimAck(b *testing.B) {
 	b.ResetTimer()
 	for _, cl := range clients {
 		wg.Go(func() {
+			claim := cl.Claim
+			if stream {
+				w := cl.Worker()
+				defer w.Close()
+				claim = w.Claim
+			}
 			var done []*schema.WalHandle // acked on the next claim
 			for range work {
-				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch, Ack: done})
+				rep, err := claim(ctx, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: batch, Ack: done})
 				if err != nil {
 					b.Error(err)
 					return

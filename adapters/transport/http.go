@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -154,13 +155,14 @@ func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
 // budget bounds the request bodies all API connections hold while their
 // handlers read them to MaxBuffered bytes, as admit bounds the peer
 // frames: a body that cannot get its share within BodyTimeout fails
-// (ErrBusy), and what a handler read is released when it returns.
+// (ErrBusy), and what a handler read is released when it returns (a
+// stream's, as it consumes each message: see Stream).
 func (t *Transport) budget(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
 			r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
 		}
-		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout)}
+		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout), w: w}
 		defer func() { t.buffered.Release(b.held) }()
 		r.Body = b
 		h.ServeHTTP(w, r)
@@ -171,12 +173,26 @@ type budgetBody struct {
 	io.ReadCloser
 	t        *Transport
 	ctx      context.Context
-	deadline time.Time
-	held     int64 // bytes acquired from t.buffered
+	deadline time.Time // for the budget's share of what is read now
+	held     int64     // bytes acquired from t.buffered
+	w        http.ResponseWriter
+	// A stream's, from its first Stream.Received: idle is true from a
+	// reply until the next message's first bytes.
+	rc   *http.ResponseController
+	idle bool
 }
 
 func (b *budgetBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if n > 0 && b.idle {
+		// A stream's next message began: it has BodyTimeout to arrive
+		// whole, as a request's body has.
+		b.idle = false
+		b.deadline = time.Now().Add(b.t.cfg.BodyTimeout)
+		if derr := (*Stream)(b).setReadDeadline(b.deadline); derr != nil {
+			return 0, derr
+		}
+	}
 	if n > 0 && !b.t.buffered.TryAcquire(int64(n)) {
 		ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 		defer cancel()
@@ -186,6 +202,57 @@ func (b *budgetBody) Read(p []byte) (int, error) {
 	}
 	b.held += int64(n)
 	return n, err
+}
+
+// Stream is the body of a long-lived request (a bidi-streaming RPC) that
+// its handler reads one message at a time, answering each before reading
+// the next. A request body's limits would end it: BodyTimeout for the
+// whole body, and its bytes held against MaxBuffered until the handler
+// returns. A stream's instead apply per message: the handler calls
+// Received when it has a message whole and Answered when its reply is
+// sent; from then on the next message has IdleTimeout to begin (a stream
+// without messages is closed like an idle connection) and BodyTimeout to
+// arrive whole, and no deadline runs while a message is served. Until
+// the first Received, the request's own limits apply. A deadline missed
+// fails the handler's next read (os.ErrDeadlineExceeded). Only for
+// HTTP/2 (a deadline there is the stream's, not the connection's); the
+// methods are the handler's, from the goroutine that reads the body.
+type Stream budgetBody
+
+// StreamOf is the Stream of a request whose body is body (a handler's
+// r.Body, before anything wraps it); nil for one that did not come
+// through a Transport.
+func StreamOf(body io.Reader) *Stream {
+	b, _ := body.(*budgetBody)
+	return (*Stream)(b)
+}
+
+// Received: a message was read whole. Its bytes are released, and no
+// read deadline runs while it is served.
+func (s *Stream) Received() error {
+	s.t.buffered.Release(s.held)
+	s.held = 0
+	if s.rc == nil {
+		s.rc = http.NewResponseController(s.w)
+	}
+	return s.setReadDeadline(time.Time{})
+}
+
+// Answered: the message's reply was sent. The next message has
+// IdleTimeout to begin.
+func (s *Stream) Answered() error {
+	if s.rc == nil {
+		return errors.New("transport: Answered before Received")
+	}
+	s.idle = true
+	return s.setReadDeadline(time.Now().Add(s.t.cfg.IdleTimeout))
+}
+
+func (s *Stream) setReadDeadline(d time.Time) error {
+	if err := s.rc.SetReadDeadline(d); err != nil {
+		return fmt.Errorf("transport: a stream's read deadline: %w", err)
+	}
+	return nil
 }
 
 // prefixConn is a TLS connection whose first byte was read to tell an

@@ -205,3 +205,171 @@ func apiConnected(t *testing.T, addr string, mat *tlsconf.Material) *http.Client
 	t.Fatal("cannot reach the API")
 	return nil
 }
+
+// streamHandler reads its body as a stream of size-byte messages, one at
+// a time (Stream.Received, a one-byte answer "k", Stream.Answered),
+// until the body ends; a failed read is answered "E" and the error. A
+// message that begins with "s" takes serve to answer (a long poll).
+func streamHandler(size int, serve time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := StreamOf(r.Body)
+		rc := http.NewResponseController(w)
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(r.Body, buf); err != nil {
+				if err != io.EOF {
+					fmt.Fprintf(w, "E%v\n", err)
+				}
+				return
+			}
+			if err := st.Received(); err != nil {
+				fmt.Fprintf(w, "E%v\n", err)
+				return
+			}
+			if buf[0] == 's' {
+				time.Sleep(serve)
+			}
+			_, _ = w.Write([]byte("k"))
+			_ = rc.Flush()
+			if err := st.Answered(); err != nil {
+				fmt.Fprintf(w, "E%v\n", err)
+				return
+			}
+		}
+	}
+}
+
+// testStream is one streaming request to streamHandler.
+type testStream struct {
+	body *io.PipeWriter
+	rd   *bufio.Reader
+}
+
+func openStream(t *testing.T, cl *http.Client, addr string) *testStream {
+	t.Helper()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, "https://"+addr+"/stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stream that is never closed fails the test instead of hanging it.
+	cut := time.AfterFunc(6*time.Second, func() { rep.Body.Close() })
+	t.Cleanup(func() { cut.Stop(); pw.Close(); rep.Body.Close() })
+	return &testStream{body: pw, rd: bufio.NewReader(rep.Body)}
+}
+
+// exchange sends msg and reads its answer ("k", or the handler's error).
+func (s *testStream) exchange(msg []byte) string {
+	if _, err := s.body.Write(msg); err != nil {
+		return "write: " + err.Error()
+	}
+	return s.answer()
+}
+
+func (s *testStream) answer() string {
+	b, err := s.rd.ReadByte()
+	if err != nil {
+		return "read: " + err.Error()
+	}
+	if b == 'E' {
+		line, _ := s.rd.ReadString('\n')
+		return "E" + line
+	}
+	return string(b)
+}
+
+// A stream's limits are per message: one that keeps sending outlives
+// BodyTimeout; one that sends more than MaxBuffered in all, in small
+// messages, holds only the message being read, and another caller's body
+// gets its room at once; one silent past IdleTimeout is closed, and so is
+// one whose message stalls past BodyTimeout. A request body that does
+// not use Stream keeps its limits (TestAPIConnectionLimits).
+func TestAPIStreams(t *testing.T) {
+	pk, _ := certs(t)
+	peers := peersOf(freeAddrs(t, 1))
+	const size = 1 << 10
+	mux := http.NewServeMux()
+	mux.Handle("/stream", streamHandler(size, 700*time.Millisecond))
+	mux.Handle("/x", cnHandler)
+	start(t, 0, peers, pk.mats["n0"], func(c *Config) {
+		c.HTTP = mux
+		c.BodyTimeout = 300 * time.Millisecond
+		c.IdleTimeout = 1500 * time.Millisecond
+		c.MaxBuffered = 64 << 10
+	})
+	addr := peers[0].Addr
+	apiConnected(t, addr, pk.mats["operator"])
+	cl := apiClient(t, pk.mats["operator"], "h2")
+	cl.Timeout = 0 // streams outlive a call's timeout
+	msg := []byte(strings.Repeat("m", size))
+
+	t.Run("outlives BodyTimeout", func(t *testing.T) {
+		s := openStream(t, cl, addr)
+		for k, t0 := 0, time.Now(); time.Since(t0) < 1200*time.Millisecond; k++ {
+			if got := s.exchange(msg); got != "k" {
+				t.Fatalf("message %d, %v into the stream: %q", k, time.Since(t0), got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("more than MaxBuffered", func(t *testing.T) {
+		s := openStream(t, cl, addr)
+		for k := range 256 { // 256 KiB, four times the budget
+			if got := s.exchange(msg); got != "k" {
+				t.Fatalf("message %d: %q", k, got)
+			}
+		}
+		// The stream is open and holds nothing: a body of 3/4 of the
+		// budget is read at once (not after a wait of BodyTimeout).
+		other := apiClient(t, pk.mats["operator"], "h2")
+		t0 := time.Now()
+		rep, err := other.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 48<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Body.Close()
+		if rep.StatusCode != http.StatusOK || time.Since(t0) > 250*time.Millisecond {
+			t.Fatalf("another caller's body while the stream is open: %s after %v", rep.Status, time.Since(t0))
+		}
+		if got := s.exchange(msg); got != "k" {
+			t.Fatalf("the stream after the other caller: %q", got)
+		}
+	})
+	t.Run("served longer than BodyTimeout", func(t *testing.T) {
+		s := openStream(t, cl, addr)
+		slow := []byte("s" + strings.Repeat("m", size-1))
+		for k, m := range [][]byte{slow, msg, slow, msg} {
+			if got := s.exchange(m); got != "k" {
+				t.Fatalf("message %d: %q", k, got)
+			}
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		s := openStream(t, cl, addr)
+		if got := s.exchange(msg); got != "k" {
+			t.Fatal(got)
+		}
+		t0 := time.Now()
+		got := s.answer()
+		if d := time.Since(t0); !strings.Contains(got, "i/o timeout") || d < time.Second || d > 4*time.Second {
+			t.Fatalf("a silent stream: %q after %v, want closed after the 1.5 s IdleTimeout", got, d)
+		}
+	})
+	t.Run("stalled message", func(t *testing.T) {
+		s := openStream(t, cl, addr)
+		if got := s.exchange(msg); got != "k" {
+			t.Fatal(got)
+		}
+		t0 := time.Now()
+		got := s.exchange(msg[:size/2])
+		if d := time.Since(t0); !strings.Contains(got, "i/o timeout") || d > time.Second {
+			t.Fatalf("a message stalled halfway: %q after %v, want closed after the 300 ms BodyTimeout", got, d)
+		}
+	})
+}

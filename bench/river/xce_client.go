@@ -49,7 +49,11 @@ type claimed []*schema.WalHandle
 
 func (c claimed) Len() int { return len(c) }
 
-type apiConn struct{ cl *client.Client }
+// apiConn is one client; its claims go on a Work stream (wk).
+type apiConn struct {
+	cl *client.Client
+	wk *client.Worker
+}
 
 // xcePrimary waits until one of t's nodes is a serving primary that
 // answers a List of queue, and returns its address.
@@ -109,7 +113,7 @@ func dialXce(_ context.Context, t xceTarget, addr string) (xceConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiConn{cl}, nil
+	return &apiConn{cl: cl, wk: cl.Worker()}, nil
 }
 
 func (w *apiConn) Submit(ctx context.Context, queue string, payload []byte) error {
@@ -136,7 +140,7 @@ func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int, a
 			return nil, fmt.Errorf("acks of a %T, not a claim of this client", acks)
 		}
 	}
-	r, err := w.cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max), Ack: hs})
+	r, err := w.wk.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max), Ack: hs})
 	if err != nil {
 		return nil, err
 	}
@@ -155,4 +159,7 @@ func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int, a
 	return out, nil
 }
 
-func (w *apiConn) Close() error { return w.cl.Close() }
+func (w *apiConn) Close() error {
+	_ = w.wk.Close() // its stream ends with the client's connections anyway
+	return w.cl.Close()
+}

@@ -70,6 +70,8 @@ const (
 	XceSubmitBatchProcedure = "/xce.v1.Xce/SubmitBatch"
 	// XceClaimProcedure is the fully-qualified name of the Xce's Claim RPC.
 	XceClaimProcedure = "/xce.v1.Xce/Claim"
+	// XceWorkProcedure is the fully-qualified name of the Xce's Work RPC.
+	XceWorkProcedure = "/xce.v1.Xce/Work"
 	// XceAckProcedure is the fully-qualified name of the Xce's Ack RPC.
 	XceAckProcedure = "/xce.v1.Xce/Ack"
 	// XceAckBatchProcedure is the fully-qualified name of the Xce's AckBatch RPC.
@@ -116,6 +118,15 @@ type XceClient interface {
 	Submit(context.Context, *connect.Request[schema.SubmitRequest]) (*connect.Response[schema.JobResponse], error)
 	SubmitBatch(context.Context, *connect.Request[schema.SubmitBatchRequest]) (*connect.Response[schema.JobResponse], error)
 	Claim(context.Context, *connect.Request[schema.ClaimRequest]) (*connect.Response[schema.JobResponse], error)
+	// Work is Claim as a stream for a worker: each request gets its reply,
+	// in order, one request at a time (send the next after its reply). A
+	// request is served exactly as Claim serves it. A refusal ends the
+	// stream with its code, as Claim's call would end; unavailable means
+	// the request was not applied (a standby, a step-down, or a stream
+	// idle past the node's bound): open a new stream. A standby forwards
+	// a request to the primary, then ends the stream (the header
+	// Xce-Primary names the primary).
+	Work(context.Context) *connect.BidiStreamForClient[schema.ClaimRequest, schema.JobResponse]
 	Ack(context.Context, *connect.Request[schema.AckRequest]) (*connect.Response[schema.JobResponse], error)
 	AckBatch(context.Context, *connect.Request[schema.AckBatchRequest]) (*connect.Response[schema.JobResponse], error)
 	Heartbeat(context.Context, *connect.Request[schema.HeartbeatRequest]) (*connect.Response[schema.JobResponse], error)
@@ -170,6 +181,12 @@ func NewXceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect
 			httpClient,
 			baseURL+XceClaimProcedure,
 			connect.WithSchema(xceMethods.ByName("Claim")),
+			connect.WithClientOptions(opts...),
+		),
+		work: connect.NewClient[schema.ClaimRequest, schema.JobResponse](
+			httpClient,
+			baseURL+XceWorkProcedure,
+			connect.WithSchema(xceMethods.ByName("Work")),
 			connect.WithClientOptions(opts...),
 		),
 		ack: connect.NewClient[schema.AckRequest, schema.JobResponse](
@@ -294,6 +311,7 @@ type xceClient struct {
 	submit             *connect.Client[schema.SubmitRequest, schema.JobResponse]
 	submitBatch        *connect.Client[schema.SubmitBatchRequest, schema.JobResponse]
 	claim              *connect.Client[schema.ClaimRequest, schema.JobResponse]
+	work               *connect.Client[schema.ClaimRequest, schema.JobResponse]
 	ack                *connect.Client[schema.AckRequest, schema.JobResponse]
 	ackBatch           *connect.Client[schema.AckBatchRequest, schema.JobResponse]
 	heartbeat          *connect.Client[schema.HeartbeatRequest, schema.JobResponse]
@@ -328,6 +346,11 @@ func (c *xceClient) SubmitBatch(ctx context.Context, req *connect.Request[schema
 // Claim calls xce.v1.Xce.Claim.
 func (c *xceClient) Claim(ctx context.Context, req *connect.Request[schema.ClaimRequest]) (*connect.Response[schema.JobResponse], error) {
 	return c.claim.CallUnary(ctx, req)
+}
+
+// Work calls xce.v1.Xce.Work.
+func (c *xceClient) Work(ctx context.Context) *connect.BidiStreamForClient[schema.ClaimRequest, schema.JobResponse] {
+	return c.work.CallBidiStream(ctx)
 }
 
 // Ack calls xce.v1.Xce.Ack.
@@ -431,6 +454,15 @@ type XceHandler interface {
 	Submit(context.Context, *connect.Request[schema.SubmitRequest]) (*connect.Response[schema.JobResponse], error)
 	SubmitBatch(context.Context, *connect.Request[schema.SubmitBatchRequest]) (*connect.Response[schema.JobResponse], error)
 	Claim(context.Context, *connect.Request[schema.ClaimRequest]) (*connect.Response[schema.JobResponse], error)
+	// Work is Claim as a stream for a worker: each request gets its reply,
+	// in order, one request at a time (send the next after its reply). A
+	// request is served exactly as Claim serves it. A refusal ends the
+	// stream with its code, as Claim's call would end; unavailable means
+	// the request was not applied (a standby, a step-down, or a stream
+	// idle past the node's bound): open a new stream. A standby forwards
+	// a request to the primary, then ends the stream (the header
+	// Xce-Primary names the primary).
+	Work(context.Context, *connect.BidiStream[schema.ClaimRequest, schema.JobResponse]) error
 	Ack(context.Context, *connect.Request[schema.AckRequest]) (*connect.Response[schema.JobResponse], error)
 	AckBatch(context.Context, *connect.Request[schema.AckBatchRequest]) (*connect.Response[schema.JobResponse], error)
 	Heartbeat(context.Context, *connect.Request[schema.HeartbeatRequest]) (*connect.Response[schema.JobResponse], error)
@@ -481,6 +513,12 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 		XceClaimProcedure,
 		svc.Claim,
 		connect.WithSchema(xceMethods.ByName("Claim")),
+		connect.WithHandlerOptions(opts...),
+	)
+	xceWorkHandler := connect.NewBidiStreamHandler(
+		XceWorkProcedure,
+		svc.Work,
+		connect.WithSchema(xceMethods.ByName("Work")),
 		connect.WithHandlerOptions(opts...),
 	)
 	xceAckHandler := connect.NewUnaryHandler(
@@ -605,6 +643,8 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 			xceSubmitBatchHandler.ServeHTTP(w, r)
 		case XceClaimProcedure:
 			xceClaimHandler.ServeHTTP(w, r)
+		case XceWorkProcedure:
+			xceWorkHandler.ServeHTTP(w, r)
 		case XceAckProcedure:
 			xceAckHandler.ServeHTTP(w, r)
 		case XceAckBatchProcedure:
@@ -662,6 +702,10 @@ func (UnimplementedXceHandler) SubmitBatch(context.Context, *connect.Request[sch
 
 func (UnimplementedXceHandler) Claim(context.Context, *connect.Request[schema.ClaimRequest]) (*connect.Response[schema.JobResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.Claim is not implemented"))
+}
+
+func (UnimplementedXceHandler) Work(context.Context, *connect.BidiStream[schema.ClaimRequest, schema.JobResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.Work is not implemented"))
 }
 
 func (UnimplementedXceHandler) Ack(context.Context, *connect.Request[schema.AckRequest]) (*connect.Response[schema.JobResponse], error) {
