@@ -51,10 +51,7 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 	if c := chunks(); c < 20 {
 		t.Errorf("snapshot written in %d chunks, want it split at 64 bytes", c)
 	}
-	pt, pl := h.node(p).n.LogPosition()
-	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
-		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
-	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
 }
 
 // A standby waiting for the first chunk of its snapshot times out and
@@ -79,10 +76,7 @@ func TestJoinDuringSnapshotEncodeKeepsTheSync(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
 		t.Fatalf("standby installed %d snapshots, want 1", got)
 	}
-	pt, pl := h.node(p).n.LogPosition()
-	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
-		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
-	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
 }
 
 // Records the primary writes while a standby's snapshot is being encoded
@@ -124,10 +118,7 @@ func TestRecordsDuringSnapshotEncodeFollowTheSnapshot(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
 		t.Fatalf("standby installed %d snapshots, want 1", got)
 	}
-	pt, pl := h.node(p).n.LogPosition()
-	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
-		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
-	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
 }
 
 // The records held for a standby while its snapshot is encoded are
@@ -158,10 +149,7 @@ func TestRecordsDuringSnapshotEncodePastTheBoundComeFromTheLog(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
 		t.Errorf("standby caught up from the log %d times, want 1", got)
 	}
-	pt, pl := pn.n.LogPosition()
-	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
-		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
-	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
 }
 
 // A standby that rejoins holding every record gets a catch-up of none,
@@ -182,10 +170,7 @@ func TestRejoinWithEveryRecordIsCaughtUpClean(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
 		t.Errorf("standby caught up %d times, want 1", got)
 	}
-	pt, pl := h.node(p).n.LogPosition()
-	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
-		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
-	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
 }
 
 // A gap in the records that follow a snapshot (a batch lost with a
@@ -223,7 +208,13 @@ func TestGapAfterSnapshotIsCaughtUpFromTheLog(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.catching-up")); got != 1 {
 		t.Errorf("standby caught up from the log %d times, want 1", got)
 	}
-	pt, pl := h.node(p).n.LogPosition()
+	checkAtPrimaryPosition(t, h.node(p), sn)
+}
+
+// checkAtPrimaryPosition: the standby's log ends where the primary's does.
+func checkAtPrimaryPosition(t *testing.T, pn, sn *hnode) {
+	t.Helper()
+	pt, pl := pn.n.LogPosition()
 	if st, sl := sn.n.LogPosition(); st != pt || sl != pl {
 		t.Errorf("standby log at (term %d, lsn %d), primary at (term %d, lsn %d)", st, sl, pt, pl)
 	}

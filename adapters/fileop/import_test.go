@@ -27,21 +27,22 @@ var importCfg = &schema.ClusterConfig{
 // makes job bad refused by the build (pending with its attempts
 // exhausted), dup, if >= 0, gives job dup the id of job 0 (refused by the
 // decode).
-func snapshotJobs(n, bad, dup int) []byte {
+func snapshotJobs(t *testing.T, n, bad, dup int) []byte {
+	t.Helper()
 	st := &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 3}
 	s := &schema.Snapshot{Lsn: 10, Term: 1, NextId: uint64(n) + 1, NextSeq: uint64(n) + 1}
 	var p []byte
 	add := func(m proto.Message, field string) {
 		b, err := proto.Marshal(m)
 		if err != nil {
-			panic(err)
+			t.Fatal(err)
 		}
 		num := s.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(field)).Number()
 		p = protowire.AppendBytes(protowire.AppendTag(p, num, protowire.BytesType), b)
 	}
 	head, err := proto.Marshal(s)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	p = append(p, head...)
 	for i := range n {
@@ -80,7 +81,7 @@ func TestImportPipedIsImport(t *testing.T) {
 		{0, -1, -1}, {1, -1, -1}, {255, -1, -1}, {256, -1, -1}, {2000, -1, -1},
 		{2000, 700, -1}, {2000, -1, 1500}, {2000, 700, 1500}, {2000, 1500, 700}, {2000, 0, -1}, {2000, 1999, -1}, {2000, -1, 257},
 	} {
-		data := snapshotJobs(c.n, c.bad, c.dup)
+		data := snapshotJobs(t, c.n, c.bad, c.dup)
 		for range 5 {
 			want := sm.NewSnapshotLoad(importCfg).Import(data)
 			if refused := c.bad >= 0 || c.dup >= 0; (want.Err() != nil) != refused {
