@@ -142,5 +142,6 @@ func (d doer) Do(r *http.Request) (*http.Response, error) {
 	for k, vs := range d.hdr {
 		r.Header[k] = vs
 	}
+	wrapStreamBody(r)
 	return d.cc.RoundTrip(r)
 }
