@@ -27,10 +27,17 @@ import (
 // of the batch before (a last AckBatch if the loop stops early). One op is one
 // job worked; the jobs are submitted before the timer starts. cpu-µs/job
 // is this process's CPU time (node and clients) per job worked, steadier
-// than the rate on a shared machine.
+// than the rate on a shared machine. Sub-benchmark unary makes each claim
+// a Claim call, stream a message on the client's Work stream
+// (client.Worker), as the integration benchmark's two.
 //
 //	go test ./cmd/xcecontroller/daemon -run '^$' -bench DaemonClaimAck -benchtime 20000x -cpuprofile cpu.out
 func BenchmarkDaemonClaimAck(b *testing.B) {
+	b.Run("unary", func(b *testing.B) { daemonClaimAck(b, false) })
+	b.Run("stream", func(b *testing.B) { daemonClaimAck(b, true) })
+}
+
+func daemonClaimAck(b *testing.B, stream bool) {
 	const conns, batch, insertBatch = 64, 16, 50
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,9 +128,15 @@ func BenchmarkDaemonClaimAck(b *testing.B) {
 	var failed atomic.Bool
 	for _, cl := range clients {
 		wg.Go(func() {
+			claim := cl.Claim
+			if stream {
+				w := cl.Worker()
+				defer w.Close()
+				claim = w.Claim
+			}
 			var done []*schema.WalHandle // worked, acked on the next claim
 			for worked.Load() < want && !failed.Load() {
-				rep, err := cl.Claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch, Ack: done})
+				rep, err := claim(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: batch, Ack: done})
 				if err == nil && len(rep.GetOks()) != len(done) {
 					err = fmt.Errorf("%d ack results for %d acks", len(rep.GetOks()), len(done))
 				}
