@@ -129,16 +129,14 @@ func (l *bulkLoad) client(who int, cl *jobDoer) error {
 		if err != nil {
 			return fmt.Errorf("load client %d, batch %d of %d jobs: %w", who, seq, n, err)
 		}
-		jobs := res.Reply.GetJobs()
-		if len(jobs) != n {
-			return fmt.Errorf("load client %d, batch %d: %d jobs acknowledged for %d payloads", who, seq, len(jobs), n)
+		ids := res.Reply.GetIds()
+		if len(ids) != n {
+			return fmt.Errorf("load client %d, batch %d: %d jobs acknowledged for %d payloads", who, seq, len(ids), n)
 		}
-		ids := make([]uint64, n)
-		for k, j := range jobs {
-			if j.GetId() == 0 {
+		for k, id := range ids {
+			if id == 0 {
 				return fmt.Errorf("load client %d, batch %d: job %d acknowledged without an id", who, seq, k)
 			}
-			ids[k] = j.GetId()
 		}
 		l.mu.Lock()
 		l.res.IDs = append(l.res.IDs, ids...)

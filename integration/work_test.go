@@ -97,8 +97,10 @@ func TestWorkStreamFailover(t *testing.T) {
 	}
 	// Every confirmed ack holds on the new primary (the job is gone);
 	// every other job is still there.
-	for _, j := range sub.GetJobs() {
-		id := j.GetId()
+	if len(sub.GetIds()) != len(payloads) {
+		t.Fatalf("the batch submit named %d jobs for %d payloads", len(sub.GetIds()), len(payloads))
+	}
+	for _, id := range sub.GetIds() {
 		_, err := cl.Get(ctx, &schema.GetRequest{Id: id})
 		switch {
 		case unknown[id]:

@@ -1017,14 +1017,17 @@ func (x *UnregisterScheduleRequest) GetName() string {
 // JobResponse is the answer of every job operation; the fields an
 // operation does not produce are empty.
 type JobResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*SnapshotJob         `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`        // submit, claim, get, list, tick
-	Oks           []bool                 `protobuf:"varint,2,rep,packed,name=oks,proto3" json:"oks,omitempty"`  // ack batch, claim's ack: per handle, in order
-	Moved         uint32                 `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`     // sweep: moved to dead; drain: moved or deleted
-	Deleted       uint32                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"` // sweep: dead jobs past retention deleted
-	Lsn           uint64                 `protobuf:"varint,5,opt,name=lsn,proto3" json:"lsn,omitempty"`         // the write's log position (0 for reads and no-ops)
-	At            int64                  `protobuf:"varint,6,opt,name=at,proto3" json:"at,omitempty"`           // Unix seconds the operation was applied at
-	More          bool                   `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`       // list: the page is full
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Jobs    []*SnapshotJob         `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`        // submit (the new job without its payload), claim, get, list, tick
+	Oks     []bool                 `protobuf:"varint,2,rep,packed,name=oks,proto3" json:"oks,omitempty"`  // ack batch, claim's ack: per handle, in order
+	Moved   uint32                 `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`     // sweep: moved to dead; drain: moved or deleted
+	Deleted uint32                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"` // sweep: dead jobs past retention deleted
+	Lsn     uint64                 `protobuf:"varint,5,opt,name=lsn,proto3" json:"lsn,omitempty"`         // the write's log position (0 for reads and no-ops)
+	At      int64                  `protobuf:"varint,6,opt,name=at,proto3" json:"at,omitempty"`           // Unix seconds the operation was applied at
+	More    bool                   `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`       // list: the page is full
+	// submit, submit batch: the new jobs' ids, in the payloads' order (a
+	// batch's jobs are alike but for id and payload: its answer has no jobs)
+	Ids           []uint64 `protobuf:"varint,8,rep,packed,name=ids,proto3" json:"ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1106,6 +1109,13 @@ func (x *JobResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *JobResponse) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
 }
 
 type ClusterStatusRequest struct {
@@ -1607,7 +1617,7 @@ const file_api_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12+\n" +
 	"\x04fire\x18\x05 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"/\n" +
 	"\x19UnregisterScheduleRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xb2\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc4\x01\n" +
 	"\vJobResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.xce.schema.SnapshotJobR\x04jobs\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12\x14\n" +
@@ -1615,7 +1625,8 @@ const file_api_proto_rawDesc = "" +
 	"\adeleted\x18\x04 \x01(\rR\adeleted\x12\x10\n" +
 	"\x03lsn\x18\x05 \x01(\x04R\x03lsn\x12\x0e\n" +
 	"\x02at\x18\x06 \x01(\x03R\x02at\x12\x12\n" +
-	"\x04more\x18\a \x01(\bR\x04more\".\n" +
+	"\x04more\x18\a \x01(\bR\x04more\x12\x10\n" +
+	"\x03ids\x18\b \x03(\x04R\x03ids\".\n" +
 	"\x14ClusterStatusRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\bR\x06queues\"\x12\n" +
 	"\x10GetConfigRequest\"H\n" +

@@ -1095,6 +1095,7 @@ type JobReply struct {
 	At            int64                  `protobuf:"varint,7,opt,name=at,proto3" json:"at,omitempty"`
 	Primary       int32                  `protobuf:"varint,8,opt,name=primary,proto3" json:"primary,omitempty"` // with a "not primary" status: the primary's index, -1 unknown
 	More          bool                   `protobuf:"varint,9,opt,name=more,proto3" json:"more,omitempty"`       // LIST: the page is full; ask again with after_id = the last id
+	Ids           []uint64               `protobuf:"varint,10,rep,packed,name=ids,proto3" json:"ids,omitempty"` // ENQUEUE, ENQUEUE_BATCH: the new jobs' ids, in the payloads' order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1190,6 +1191,13 @@ func (x *JobReply) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *JobReply) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
 }
 
 // The running cluster config (for queue and host listings).
@@ -1524,7 +1532,7 @@ const file_client_proto_rawDesc = "" +
 	"\x03GET\x10\x0e\x12\b\n" +
 	"\x04LIST\x10\x0f\x12\x11\n" +
 	"\rENQUEUE_BATCH\x10\x10\x12\x18\n" +
-	"\x14LOST_AND_FOUND_DRAIN\x10\x11\"\xd9\x01\n" +
+	"\x14LOST_AND_FOUND_DRAIN\x10\x11\"\xeb\x01\n" +
 	"\bJobReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12+\n" +
@@ -1534,7 +1542,9 @@ const file_client_proto_rawDesc = "" +
 	"\x03lsn\x18\x06 \x01(\x04R\x03lsn\x12\x0e\n" +
 	"\x02at\x18\a \x01(\x03R\x02at\x12\x18\n" +
 	"\aprimary\x18\b \x01(\x05R\aprimary\x12\x12\n" +
-	"\x04more\x18\t \x01(\bR\x04more\"\x0f\n" +
+	"\x04more\x18\t \x01(\bR\x04more\x12\x10\n" +
+	"\x03ids\x18\n" +
+	" \x03(\x04R\x03ids\"\x0f\n" +
 	"\rConfigRequest\"B\n" +
 	"\vConfigReply\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\x12\x1f\n" +

@@ -146,7 +146,7 @@ func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], 
 		return nil, err
 	}
 	out := &schema.JobResponse{Jobs: body.GetJobs(), Oks: body.GetOks(), Moved: body.GetMoved(), Deleted: body.GetDeleted(),
-		Lsn: body.GetLsn(), At: body.GetAt(), More: body.GetMore()}
+		Lsn: body.GetLsn(), At: body.GetAt(), More: body.GetMore(), Ids: body.GetIds()}
 	return connect.NewResponse(out), nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -68,7 +69,10 @@ var (
 // ErrBadMsg for an unknown type, out-of-range fields, fields that m's type
 // does not carry (they would be lost) or invalid UTF-8 in Error, and with
 // ErrFrameTooBig if the result would not fit in a frame.
-func Encode(m sm.Msg) ([]byte, error) {
+func Encode(m sm.Msg) ([]byte, error) { return appendEnvelope(nil, m) }
+
+// appendEnvelope is Encode appending to dst.
+func appendEnvelope(dst []byte, m sm.Msg) ([]byte, error) {
 	if err := checkMsg(m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadMsg, m.Type, err)
 	}
@@ -134,12 +138,12 @@ func Encode(m sm.Msg) ([]byte, error) {
 	case sm.MsgPreVoteReply, sm.MsgVoteReply:
 		env.Body = &schema.Envelope_VoteReply{VoteReply: &schema.VoteReply{Pre: m.Type == sm.MsgPreVoteReply, Granted: m.Accepted}}
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(env)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, env)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadMsg, m.Type, err)
 	}
-	if len(b) > MaxFrameSize {
-		return nil, fmt.Errorf("%w: %s encodes to %d bytes", ErrFrameTooBig, m.Type, len(b))
+	if n := len(b) - len(dst); n > MaxFrameSize {
+		return nil, fmt.Errorf("%w: %s encodes to %d bytes", ErrFrameTooBig, m.Type, n)
 	}
 	return b, nil
 }
@@ -369,19 +373,35 @@ func nonEmpty(b []byte) []byte {
 }
 
 // WriteFrame writes m as one frame (length prefix and Envelope) with a
-// single Write call.
+// single Write call. The frame is encoded in a reused buffer: a primary
+// inserting batches sends each record to every standby, and a new buffer
+// for the envelope and another for the frame were a quarter of the bytes
+// it allocated (docs/performance.md).
 func WriteFrame(w io.Writer, m sm.Msg) error {
-	b, err := Encode(m)
+	bp := framePool.Get().(*[]byte)
+	defer putFrame(bp)
+	buf, err := appendEnvelope((*bp)[:headerSize], m)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, headerSize+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[headerSize:], b)
+	*bp = buf
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-headerSize))
 	if _, err := w.Write(buf); err != nil {
 		return fmt.Errorf("wire: write %s frame: %w", m.Type, err)
 	}
 	return nil
+}
+
+// framePool holds WriteFrame's buffers, each at most a frame's size (a
+// pool is emptied by the collector, so idle buffers do not stay).
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledFrame = headerSize + MaxFrameSize
+
+func putFrame(bp *[]byte) {
+	if cap(*bp) <= maxPooledFrame {
+		framePool.Put(bp)
+	}
 }
 
 // ReadFrame reads and decodes one frame. A reader at a frame boundary that

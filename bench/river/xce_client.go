@@ -126,8 +126,8 @@ func (w *apiConn) Submit(ctx context.Context, queue string, payload []byte) erro
 
 func (w *apiConn) SubmitBatch(ctx context.Context, queue string, payloads [][]byte) error {
 	r, err := w.cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: queue, Payloads: payloads})
-	if err == nil && len(r.GetJobs()) != len(payloads) {
-		err = fmt.Errorf("SubmitBatch: %d jobs acknowledged for %d payloads", len(r.GetJobs()), len(payloads))
+	if err == nil && len(r.GetIds()) != len(payloads) {
+		err = fmt.Errorf("SubmitBatch: %d jobs acknowledged for %d payloads", len(r.GetIds()), len(payloads))
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,18 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
 		t.Fatalf("ack batch request %v", r)
+	}
+
+	// A batch submit: its jobs by id, in order.
+	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Ids: []uint64{4, 5, 6}}))
+	out, err = fc.run(t, "job", "submit", "--queue", "batch", "--payload", "x", "--count", "3")
+	if err != nil || out != "submitted job 4 to batch\nsubmitted job 5 to batch\nsubmitted job 6 to batch\n" {
+		t.Fatalf("batch submit: %v %q", err, out)
+	}
+	out, err = fc.run(t, "job", "submit", "--queue", "batch", "--payload", "x", "--count", "3", "-o", "json")
+	var sv SubmittedView
+	if err != nil || json.Unmarshal([]byte(out), &sv) != nil || sv.Queue != "batch" || !slices.Equal(sv.IDs, []uint64{4, 5, 6}) {
+		t.Fatalf("batch submit, json: %v %q", err, out)
 	}
 
 	// The node's own error: its text, non-nil error.

@@ -216,6 +216,13 @@ type HandleResult struct {
 	OK     bool   `json:"ok"`
 }
 
+// SubmittedView is the JSON answer of `job submit --count N` (N > 1): the
+// new jobs' ids, in order; the jobs are alike but for the id.
+type SubmittedView struct {
+	Queue string   `json:"queue"`
+	IDs   []uint64 `json:"ids"`
+}
+
 // SweepView is the JSON answer of `job sweep`.
 type SweepView struct {
 	Moved   uint32 `json:"moved"`
@@ -228,6 +235,23 @@ func showJobs(withHandle bool) shower {
 	return func(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
 		return printJobsAs(w, output, res.GetJobs(), withHandle)
 	}
+}
+
+// showSubmit prints a submit's new job; a batch's answer names its jobs
+// by id alone, one line each.
+func showSubmit(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+	if req.GetKind() != schema.JobRequest_ENQUEUE_BATCH {
+		return printJobsAs(w, output, res.GetJobs(), false)
+	}
+	if output == "json" {
+		return writeJSON(w, SubmittedView{Queue: req.GetQueue(), IDs: res.GetIds()})
+	}
+	for _, id := range res.GetIds() {
+		if _, err := fmt.Fprintf(w, "submitted job %d to %s\n", id, req.GetQueue()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // showOK prints ok (a refusal is the error of Send: ErrRefused).
@@ -429,7 +453,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	var sp payloadFlags
 	submit := &cobra.Command{
 		Use:   "submit --queue Q [--payload STR | --payload-file F] [--priority N] [--delay 30s | --run-at RFC3339] [--expires 1h] [--host H] [--resource ID]",
-		Short: "enqueue a job; prints it",
+		Short: "enqueue a job; prints it (with --count, the new jobs' ids)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := sp.read(cmd)
@@ -442,7 +466,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.run(ctx, cmd, req, showJobs(false))
+			return e.run(ctx, cmd, req, showSubmit)
 		},
 	}
 	f := submit.Flags()
