@@ -70,8 +70,17 @@ type Executor struct {
 	// ObserveSync, if set, receives how long each OpFsync (dir false) or
 	// OpFsyncDir (dir true) took, failed ones included (the metrics).
 	ObserveSync func(dir bool, took time.Duration)
+	// WriteRate, if positive, paces every write of a large file (a
+	// checkpoint, a received snapshot's chunk) to that many bytes a
+	// second, so that the WAL's fsyncs on the same disk do not queue
+	// behind it (pace.go).
+	WriteRate int64
+	// TrashError, if set, receives a failure to delete a removed large
+	// file in the background (trash.go); the file stays in TrashDir.
+	TrashError func(path string, err error)
 
-	kept kept
+	kept  kept
+	trash trash
 }
 
 // ErrPathRefused is wrapped by the error of a refused path (its text
@@ -82,7 +91,7 @@ var ErrPathRefused = fileop.ErrPathRefused
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
 func (e *Executor) Exec(op sm.FileOp) sm.IODone {
-	fs := osFS{e.Base, &e.kept}
+	fs := osFS{e.Base, &e.kept, e}
 	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
 		return fileop.Exec(fs, op)
 	}
@@ -93,10 +102,11 @@ func (e *Executor) Exec(op sm.FileOp) sm.IODone {
 }
 
 // osFS is fileop.FS on the operating system, under base, with the
-// executor's kept file.
+// executor's kept file, trash and settings.
 type osFS struct {
 	base string
 	kept *kept
+	e    *Executor
 }
 
 func (o osFS) path(rel string) (string, error) {
@@ -115,12 +125,12 @@ func (o osFS) Write(rel string, data []byte, appendTo bool) error {
 		return err
 	}
 	if appendTo {
-		return o.kept.appendTo(rel, p, data)
+		return o.kept.appendTo(rel, p, data, o.e.WriteRate)
 	}
 	if err := o.kept.forget(rel); err != nil {
 		return err
 	}
-	return writeFile(p, data)
+	return writeFile(p, data, o.e.WriteRate)
 }
 
 // WriteStream is fileop.StreamFS: path replaced by what fill writes as
@@ -138,7 +148,7 @@ func (o osFS) WriteStream(rel string, fill func(io.Writer) (head []byte, err err
 	if err != nil {
 		return err
 	}
-	head, err := fill(newBackWriter(f, 0))
+	head, err := fill(newBackWriter(f, 0, o.e.WriteRate))
 	if err == nil {
 		_, err = f.WriteAt(head, 0)
 	}
@@ -182,6 +192,9 @@ func (o osFS) Remove(rel string) error {
 	}
 	if err := o.kept.forget(rel); err != nil {
 		return err
+	}
+	if o.e.trash.take(o.base, p, o.e.TrashError) {
+		return nil
 	}
 	return os.Remove(p)
 }
@@ -234,12 +247,12 @@ const (
 
 // writeFile is open(O_WRONLY|O_CREAT|O_TRUNC, 0600) + write all + close
 // (appends go through the kept file: kept.go).
-func writeFile(path string, data []byte) error {
+func writeFile(path string, data []byte, rate int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, werr := writeBack(f, 0, data) // os.File.Write loops until all is written or fails
+	_, werr := writeBack(f, 0, data, rate) // os.File.Write loops until all is written or fails
 	cerr := f.Close()
 	if werr != nil {
 		return werr

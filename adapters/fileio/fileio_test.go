@@ -264,7 +264,7 @@ func TestReadRefusesFIFO(t *testing.T) {
 // and threshold boundaries lands whole, at the right offset, in both modes.
 func TestLargeWritesLandWhole(t *testing.T) {
 	dir := t.TempDir()
-	o := osFS{base: dir, kept: &kept{}}
+	o := osFS{base: dir, kept: &kept{}, e: &Executor{}}
 	prefix := []byte("head-of-file")
 	for _, size := range []int{writeBackMin - 1, writeBackMin, writeBackPiece, writeBackPiece + 1, (writeBackLag+2)*writeBackPiece + 12345} {
 		data := make([]byte, size)

@@ -43,7 +43,7 @@ func (k *kept) forget(rel string) error {
 
 // appendTo appends data to the file at p (rel under the base), keeping it
 // open for the next append or fsync.
-func (k *kept) appendTo(rel, p string, data []byte) error {
+func (k *kept) appendTo(rel, p string, data []byte, rate int64) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.rel != rel {
@@ -62,7 +62,7 @@ func (k *kept) appendTo(rel, p string, data []byte) error {
 		off, err = k.f.Seek(0, io.SeekEnd)
 	}
 	if err == nil {
-		_, err = writeBack(k.f, off, data) // os.File.Write loops until all is written or fails
+		_, err = writeBack(k.f, off, data, rate) // os.File.Write loops until all is written or fails
 	}
 	if err != nil {
 		_ = k.closeLocked() // reopened by the next op: its offset is the file's end again
@@ -82,8 +82,11 @@ func (k *kept) sync(rel string) (ok bool, err error) {
 }
 
 // Close closes the file an Executor keeps open (none is kept afterwards
-// until the next append). Safe to call more than once.
+// until the next append) and stops the background deletion of removed
+// large files (what is left is deleted after the next removal, by this
+// executor or the next). Safe to call more than once.
 func (e *Executor) Close() error {
+	e.trash.close()
 	e.kept.mu.Lock()
 	defer e.kept.mu.Unlock()
 	return e.kept.closeLocked()

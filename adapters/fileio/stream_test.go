@@ -31,7 +31,7 @@ func TestWriteStreamWritesHeadLast(t *testing.T) {
 		}
 		return []byte("HEAD"), nil
 	}
-	if err := (osFS{dir, &kept{}}).WriteStream("s", fill); err != nil {
+	if err := (osFS{dir, &kept{}, &Executor{}}).WriteStream("s", fill); err != nil {
 		t.Fatal(err)
 	}
 	copy(want, "HEAD")
@@ -46,11 +46,11 @@ func TestWriteStreamWritesHeadLast(t *testing.T) {
 
 func TestWriteStreamFillError(t *testing.T) {
 	bad := errors.New("encode failed")
-	err := (osFS{t.TempDir(), &kept{}}).WriteStream("s", func(io.Writer) ([]byte, error) { return nil, bad })
+	err := (osFS{t.TempDir(), &kept{}, &Executor{}}).WriteStream("s", func(io.Writer) ([]byte, error) { return nil, bad })
 	if !errors.Is(err, bad) {
 		t.Fatalf("err %v, want fill's", err)
 	}
-	if err := (osFS{t.TempDir(), &kept{}}).WriteStream("no/such/dir", func(io.Writer) ([]byte, error) { return nil, nil }); err == nil {
+	if err := (osFS{t.TempDir(), &kept{}, &Executor{}}).WriteStream("no/such/dir", func(io.Writer) ([]byte, error) { return nil, nil }); err == nil {
 		t.Fatal("a file in a missing directory: no error")
 	}
 }

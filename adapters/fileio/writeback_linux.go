@@ -14,11 +14,12 @@ import (
 // (measured: a 60 MB file's fsync held 2 ms WAL fsyncs up to 96 ms; paced,
 // 31 ms). Durability is unchanged: the fsync the node asks for follows.
 // Errors are ignored: the writeback is advice, the fsync reports failure.
-func writeBack(f *os.File, off int64, data []byte) (int, error) {
+// A write of writeBackMin bytes or more is also paced to rate (pacer).
+func writeBack(f *os.File, off int64, data []byte, rate int64) (int, error) {
 	if len(data) < writeBackMin {
 		return f.Write(data)
 	}
-	return newBackWriter(f, off).Write(data)
+	return newBackWriter(f, off, rate).Write(data)
 }
 
 // backWriter is writeBack over a stream of writes (a snapshot written as
@@ -27,10 +28,11 @@ type backWriter struct {
 	f                  *os.File
 	fd                 int
 	start, off, waited int64 // waited: bytes from start whose writeback was waited for
+	pace               pacer
 }
 
-func newBackWriter(f *os.File, off int64) *backWriter {
-	return &backWriter{f: f, fd: int(f.Fd()), start: off, off: off}
+func newBackWriter(f *os.File, off int64, rate int64) *backWriter {
+	return &backWriter{f: f, fd: int(f.Fd()), start: off, off: off, pace: newPacer(rate)}
 }
 
 func (w *backWriter) Write(data []byte) (int, error) {
@@ -47,6 +49,7 @@ func (w *backWriter) Write(data []byte) (int, error) {
 					unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 				w.waited = lag
 			}
+			w.pace.wrote(k)
 		}
 		if err != nil {
 			return n, err

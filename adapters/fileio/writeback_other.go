@@ -4,10 +4,35 @@ package fileio
 
 import "os"
 
-// writeBack: off Linux a write is a plain write (no sync_file_range).
-func writeBack(f *os.File, _ int64, data []byte) (int, error) { return f.Write(data) }
+// writeBack: off Linux a write is a plain write (no sync_file_range),
+// paced as on Linux.
+func writeBack(f *os.File, off int64, data []byte, rate int64) (int, error) {
+	if len(data) < writeBackMin {
+		return f.Write(data)
+	}
+	return newBackWriter(f, off, rate).Write(data)
+}
 
-// backWriter: off Linux, the file itself.
-type backWriter struct{ *os.File }
+// backWriter: off Linux, the file itself, paced.
+type backWriter struct {
+	f    *os.File
+	pace pacer
+}
 
-func newBackWriter(f *os.File, _ int64) backWriter { return backWriter{f} }
+func newBackWriter(f *os.File, _ int64, rate int64) *backWriter {
+	return &backWriter{f: f, pace: newPacer(rate)}
+}
+
+func (w *backWriter) Write(data []byte) (int, error) {
+	n := 0
+	for n < len(data) {
+		end := min(n+writeBackPiece, len(data))
+		k, err := w.f.Write(data[n:end])
+		n += k
+		w.pace.wrote(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

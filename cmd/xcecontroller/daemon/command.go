@@ -56,6 +56,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	// cluster's state, so an operator chooses where it listens.
 	f.IntVar(&cfg.GCHeadroom, "gc-headroom", cfg.GCHeadroom, "collector policy: after each collection the heap may grow by this percent of the live heap (at least --gc-headroom-min-mib) before the next; 0: Go's default (100%); not applied when GOGC or GOMEMLIMIT is set")
 	f.IntVar(&cfg.GCHeadroomMinMiB, "gc-headroom-min-mib", cfg.GCHeadroomMinMiB, "the least headroom of --gc-headroom, in MiB")
+	f.IntVar(&cfg.BulkWriteMiB, "bulk-write-rate", cfg.BulkWriteMiB, "write checkpoints and snapshots received from the primary at most this many MiB/s, so WAL fsyncs on the same disk do not wait behind them; 0: as fast as the disk takes them")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiles (CPU, heap, goroutines, execution trace) under /debug/pprof/ on --metrics-addr")
 

@@ -69,6 +69,10 @@ type Config struct {
 	// (gcheadroom.go): the heap goal after each collection is the live
 	// heap + max(GCHeadroomMinMiB MiB, GCHeadroom% of it); 0: Go's default.
 	GCHeadroom, GCHeadroomMinMiB int
+	// BulkWriteMiB paces every write of a large file (a checkpoint, a
+	// snapshot received from the primary) to that many MiB a second
+	// (--bulk-write-rate, fileio.Executor.WriteRate); 0: unpaced.
+	BulkWriteMiB int
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -112,6 +116,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	}
 	if cfg.GCHeadroom < 0 || cfg.GCHeadroom > 100 || cfg.GCHeadroomMinMiB < 0 {
 		return 1, fmt.Errorf("--gc-headroom %d (want 0 to 100) or --gc-headroom-min-mib %d (want >= 0) out of range", cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	}
+	if cfg.BulkWriteMiB < 0 {
+		return 1, fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
 	}
 	gcMsg, gcStop := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
 	defer gcStop()
@@ -285,7 +292,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 		}
 	}()
-	files := &fileio.Executor{Base: base}
+	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20,
+		TrashError: func(path string, err error) {
+			log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
+		}}
 	var afterStep func(*sm.Node, sm.Input, time.Duration)
 	if mx != nil {
 		files.ObserveSync, afterStep = mx.ObserveSync, mx.AfterStep
