@@ -154,7 +154,10 @@ func frameAt(data []byte, off int) (payload []byte, reason string) {
 
 // Walk decodes the frames of one segment in order and calls fn with each
 // record and the offset of its frame (for the WARN lines of seed 002 §6.5).
-// rec is reused: fn must not keep it (proto.Clone it if needed). An error
+// rec is reused, and its bytes fields (payloads) alias data: fn must not
+// keep it or any slice in it (proto.Clone it if needed). Each record is
+// what proto.Unmarshal gives, decoded by hand for the hot operations
+// (recordDecoder). An error
 // from fn stops the walk and is returned as is, with validLen = the offset
 // of the record fn refused.
 //
@@ -167,13 +170,23 @@ func Walk(data []byte, fn func(offset int, rec *schema.WalRecord) error) (validL
 	return walk(data, false, fn)
 }
 
-// walk is Walk; fresh gives fn a new record per frame instead of reusing one.
+// walk is Walk; fresh gives fn a new record per frame (proto.Unmarshal's,
+// sharing nothing) instead of reusing the hand decoder's.
 func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
-	rec := new(schema.WalRecord)
+	var (
+		rec *schema.WalRecord
+		d   *recordDecoder
+	)
+	if !fresh {
+		d = new(recordDecoder)
+	}
 	return walkFrames(data, func(off int, p []byte) (uint64, error) {
-		if fresh && off > 0 {
-			rec = new(schema.WalRecord)
+		if d != nil {
+			var err error
+			rec, err = d.decode(p)
+			return rec.GetLsn(), err
 		}
+		rec = new(schema.WalRecord)
 		if err := proto.Unmarshal(p, rec); err != nil {
 			return 0, err
 		}
