@@ -311,19 +311,39 @@ func addSat(a, b int64) int64 {
 // o.RunAt; otherwise RunAt = o.RunAt, or now when that is 0 or in the past.
 // ExpiresAt = now + Expires (0 = never). EnqueuedAt = now.
 func (q *Queues) Enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (Job, error) {
+	e, err := q.enqueueChecked(now, queue, payload, st, o)
+	if err != nil {
+		return Job{}, err
+	}
+	return e.copyJob(), nil
+}
+
+// EnqueueID is Enqueue returning only the new job's ID, not a copy of the
+// job (with its payload): for a caller that discards the reply, as
+// replaying a log does.
+func (q *Queues) EnqueueID(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (uint64, error) {
+	e, err := q.enqueueChecked(now, queue, payload, st, o)
+	if err != nil {
+		return 0, err
+	}
+	return e.ID, nil
+}
+
+// enqueueChecked validates Enqueue's inputs and enqueues a copy of payload.
+func (q *Queues) enqueueChecked(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (*job, error) {
 	switch {
 	case queue == "":
-		return Job{}, ErrEmptyQueueName
+		return nil, ErrEmptyQueueName
 	case !st.valid():
-		return Job{}, ErrBadStamps
+		return nil, ErrBadStamps
 	case o.Delay < 0 || o.Expires < 0:
-		return Job{}, ErrBadOpts
+		return nil, ErrBadOpts
 	}
 	var p []byte
 	if len(payload) > 0 {
 		p = bytes.Clone(payload)
 	}
-	return q.enqueue(now, queue, p, st, o).copyJob(), nil
+	return q.enqueue(now, queue, p, st, o), nil
 }
 
 // enqueue is Enqueue on validated inputs (also the scheduler's fire path);
@@ -481,9 +501,24 @@ func sizeBound(payload, queue, pin, host, lastError int) int {
 // claimed, and the ones left stay ready for the next claim, never
 // stranded in a reply that cannot be sent.
 func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int, at ClaimStamp) []Job {
+	var out []Job
+	q.claimBatch(now, queue, host, max, budget, at, &out)
+	return out
+}
+
+// ClaimBatchCount is ClaimBatchWithin returning only how many jobs it
+// claimed, not copies of them: for a caller that discards the reply, as
+// replaying a log does. The state it leaves is ClaimBatchWithin's.
+func (q *Queues) ClaimBatchCount(now int64, queue, host string, max, budget int, at ClaimStamp) int {
+	return q.claimBatch(now, queue, host, max, budget, at, nil)
+}
+
+// claimBatch is ClaimBatchWithin: it claims up to max jobs and returns how
+// many, appending a copy of each to *out unless out is nil.
+func (q *Queues) claimBatch(now int64, queue, host string, max, budget int, at ClaimStamp, out *[]Job) int {
 	l := q.lanes[queue]
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
-		return nil
+		return 0
 	}
 	for e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now; e = l.exhausted.top() {
 		q.kill(e, now, ErrMsgExhausted)
@@ -500,9 +535,8 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		l.readyHeap(e.pin()).push(e)
 	}
 	shared, mine := l.ready[""], l.ready[host]
-	var out []Job
-	used := 0
-	for len(out) < max {
+	claimed, used := 0, 0
+	for claimed < max {
 		var h *jobHeap
 		switch {
 		case shared != nil && shared.len() > 0 && (mine == nil || mine.len() == 0 || less(hReady, shared.top(), mine.top())):
@@ -523,7 +557,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			continue
 		}
 		size := e.sizeBound()
-		if budget > 0 && len(out) > 0 && used+size > budget {
+		if budget > 0 && claimed > 0 && used+size > budget {
 			h.push(e) // for the next claim
 			break
 		}
@@ -540,12 +574,15 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		x.ClaimedAt = now
 		x.ClaimExpiresAt = addSat(now, int64(e.st.VisibilityTimeoutS))
 		q.place(e, now)
-		if out == nil {
-			out = make([]Job, 0, min(max, 16))
+		claimed++
+		if out != nil {
+			if *out == nil {
+				*out = make([]Job, 0, min(max, 16))
+			}
+			*out = append(*out, e.copyJob())
 		}
-		out = append(out, e.copyJob())
 	}
-	return out
+	return claimed
 }
 
 // claimOf returns the job h names if the validity predicate holds: the job
