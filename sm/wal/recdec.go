@@ -80,39 +80,19 @@ func (d *recordDecoder) fast(b []byte) bool {
 	r := &d.rec
 	*r = schema.WalRecord{}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		num, typ, v, s, n, ok := field(b)
+		if !ok {
 			return false
 		}
 		b = b[n:]
-		if num <= 3 { // lsn, now, term (ConsumeTag refuses 0)
-			if typ != protowire.VarintType {
-				return false
-			}
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			switch num {
-			case 1:
-				r.Lsn = v
-			case 2:
-				r.Now = int64(v)
-			default:
-				r.Term = v
-			}
-			continue
-		}
-		if typ != protowire.BytesType || r.Op != nil {
-			return false
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		if !d.op(num, v) {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			r.Lsn = v
+		case num == 2 && typ == protowire.VarintType:
+			r.Now = int64(v)
+		case num == 3 && typ == protowire.VarintType:
+			r.Term = v
+		case typ != protowire.BytesType || r.Op != nil || !d.op(num, s):
 			return false
 		}
 	}
@@ -190,18 +170,26 @@ func (d *recordDecoder) op(num protowire.Number, b []byte) bool {
 
 // field reads one field's tag and value: v for a varint, s for a
 // length-delimited one; ok false on a malformed field or another wire
-// type.
+// type. One-byte tags (field numbers 1 to 15), varints and lengths are
+// read here, longer ones by protowire.
 func field(b []byte) (num protowire.Number, typ protowire.Type, v uint64, s []byte, n int, ok bool) {
-	num, typ, n = protowire.ConsumeTag(b)
-	if n < 0 {
+	if len(b) > 0 && b[0] >= 1<<3 && b[0] < 0x80 {
+		num, typ, n = protowire.Number(b[0]>>3), protowire.Type(b[0]&7), 1
+	} else if num, typ, n = protowire.ConsumeTag(b); n < 0 {
 		return 0, 0, 0, nil, 0, false
 	}
+	b = b[n:]
 	var m int
-	switch typ {
-	case protowire.VarintType:
-		v, m = protowire.ConsumeVarint(b[n:])
-	case protowire.BytesType:
-		s, m = protowire.ConsumeBytes(b[n:])
+	switch {
+	case typ == protowire.VarintType && len(b) > 0 && b[0] < 0x80:
+		v, m = uint64(b[0]), 1
+	case typ == protowire.VarintType:
+		v, m = protowire.ConsumeVarint(b)
+	case typ == protowire.BytesType && len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b):
+		m = 1 + int(b[0])
+		s = b[1:m]
+	case typ == protowire.BytesType:
+		s, m = protowire.ConsumeBytes(b)
 	default:
 		return 0, 0, 0, nil, 0, false
 	}
