@@ -73,6 +73,29 @@ func TestPropWalkPositionsAgreesWithWalk(t *testing.T) {
 	})
 }
 
+// The boot scan's reader of a record's position reads every payload as
+// eachField's walk of the top level does: the same LSN and term (the last
+// of each, varints only) and the same error, on the records of the
+// decoder's property, damaged or not.
+func TestRecordPositionIsSlow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := wireMessage(t, (&schema.WalRecord{}).ProtoReflect().Descriptor(), 0, rapid.Bool().Draw(t, "noisy"))
+		if len(b) > 0 && rapid.Bool().Draw(t, "damage") {
+			i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
+			if rapid.Bool().Draw(t, "cut") {
+				b = b[:i]
+			} else {
+				b[i] ^= byte(rapid.IntRange(1, 255).Draw(t, "flip"))
+			}
+		}
+		lsn, term, err := recordPosition(b)
+		wl, wt, werr := recordPositionSlow(b)
+		if lsn != wl || term != wt || fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("%x: recordPosition %d, %d, %v; eachField %d, %d, %v", b, lsn, term, err, wl, wt, werr)
+		}
+	})
+}
+
 func sameCorruption(a, b error) bool {
 	var ca, cb *CorruptError
 	if errors.As(a, &ca) != errors.As(b, &cb) {
