@@ -21,6 +21,9 @@ type router struct {
 	// routed counts the jobs routed to lost_and_found: the seed's
 	// lost_and_found_job_count (§6.5), reset by a drain.
 	routed int
+	// The queue and host found known last: a log's records name the same
+	// few (one comparison instead of a lookup).
+	lastQueue, lastHost string
 }
 
 func newRouter(c *schema.ClusterConfig) *router {
@@ -38,13 +41,26 @@ func newRouter(c *schema.ClusterConfig) *router {
 }
 
 func (r *router) knownQueue(name string) bool {
-	_, ok := r.queues[name]
-	return ok || name == LostAndFound
+	if name == r.lastQueue && name != "" {
+		return true
+	}
+	if _, ok := r.queues[name]; ok || name == LostAndFound {
+		r.lastQueue = name
+		return true
+	}
+	return false
 }
 
 // knownHost: with no hosts configured any host may claim.
 func (r *router) knownHost(h string) bool {
-	return h == "" || len(r.hosts) == 0 || r.hosts[h] || h == LostAndFound
+	if h == "" || h == r.lastHost || len(r.hosts) == 0 {
+		return true
+	}
+	if r.hosts[h] || h == LostAndFound {
+		r.lastHost = h
+		return true
+	}
+	return false
 }
 
 func (r *router) knownResource(id uint32) bool {

@@ -96,3 +96,27 @@ func TestReplayApplyIsApplyRecord(t *testing.T) {
 		}
 	})
 }
+
+// The router's memory of the queue and host it found known last changes
+// no answer: over any sequence of names, each is known exactly when a
+// fresh router (nothing remembered) knows it.
+func TestRouterKnownIsFresh(t *testing.T) {
+	for _, cfg := range []*schema.ClusterConfig{
+		{Queues: []*schema.Queue{{Id: 1, Name: "a"}, {Id: 2, Name: "b"}}, Hosts: []*schema.Host{{Name: "h1"}, {Name: "h2"}}},
+		{Queues: []*schema.Queue{{Id: 1, Name: ""}}}, // no hosts: any host is known
+	} {
+		rapid.Check(t, func(t *rapid.T) {
+			r := newRouter(cfg)
+			names := rapid.SampledFrom([]string{"", "a", "b", "h1", "h2", "gone", LostAndFound})
+			for i, n := 0, rapid.IntRange(1, 30).Draw(t, "n"); i < n; i++ {
+				name := names.Draw(t, "name")
+				if got, want := r.knownQueue(name), newRouter(cfg).knownQueue(name); got != want {
+					t.Fatalf("step %d: knownQueue(%q) = %v, a fresh router says %v", i, name, got, want)
+				}
+				if got, want := r.knownHost(name), newRouter(cfg).knownHost(name); got != want {
+					t.Fatalf("step %d: knownHost(%q) = %v, a fresh router says %v", i, name, got, want)
+				}
+			}
+		})
+	}
+}

@@ -123,12 +123,17 @@ const maxInterned = 1024
 
 // stamps is the shared copy of s.
 func (q *Queues) stamps(s Stamps) *Stamps {
+	if p := q.lastStamps; p != nil && *p == s {
+		return p
+	}
 	if p := q.stampTab[s]; p != nil {
+		q.lastStamps = p
 		return p
 	}
 	p := &s
 	if len(q.stampTab) < maxInterned {
 		q.stampTab[s] = p
+		q.lastStamps = p
 	}
 	return p
 }

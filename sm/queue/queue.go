@@ -255,9 +255,13 @@ type Queues struct {
 	retain jobHeap
 	scheds []*schedule // sorted by Name
 
-	// Intern tables (job.go): the jobs' stamps and host names.
-	stampTab map[Stamps]*Stamps
-	nameTab  map[string]string
+	// Intern tables (job.go): the jobs' stamps and host names, and the
+	// stamps interned last (a queue's jobs share them: one comparison
+	// instead of a lookup by a 16-byte key).
+	stampTab   map[Stamps]*Stamps
+	nameTab    map[string]string
+	lastStamps *Stamps
+	lastLane   *lane // found last (findLane); never one dropped
 
 	nextID, nextSeq uint64
 	// gen counts Views: a job created or copied in generation gen is not
@@ -280,8 +284,9 @@ func New() *Queues {
 	}
 }
 
+// lane is the lane of queue name, made if there is none.
 func (q *Queues) lane(name string) *lane {
-	l := q.lanes[name]
+	l := q.findLane(name)
 	if l == nil {
 		l = &lane{
 			name:      name,
@@ -291,8 +296,30 @@ func (q *Queues) lane(name string) *lane {
 			ready:     make(map[string]*jobHeap),
 		}
 		q.lanes[name] = l
+		q.lastLane = l
 	}
 	return l
+}
+
+// findLane is the lane of queue name, nil if there is none. The lane found
+// last is kept: the records of a log name the same few queues.
+func (q *Queues) findLane(name string) *lane {
+	if l := q.lastLane; l != nil && l.name == name {
+		return l
+	}
+	l := q.lanes[name]
+	if l != nil {
+		q.lastLane = l
+	}
+	return l
+}
+
+// dropLane removes l, which holds no job.
+func (q *Queues) dropLane(l *lane) {
+	delete(q.lanes, l.name)
+	if q.lastLane == l {
+		q.lastLane = nil
+	}
 }
 
 func addSat(a, b int64) int64 {
@@ -455,7 +482,7 @@ func (q *Queues) drop(e *job) {
 	l := e.lane
 	l.count(e.State, -1)
 	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
-		delete(q.lanes, l.name)
+		q.dropLane(l)
 	}
 }
 
@@ -516,7 +543,7 @@ func (q *Queues) ClaimBatchCount(now int64, queue, host string, max, budget int,
 // claimBatch is ClaimBatchWithin: it claims up to max jobs and returns how
 // many, appending a copy of each to *out unless out is nil.
 func (q *Queues) claimBatch(now int64, queue, host string, max, budget int, at ClaimStamp, out *[]Job) int {
-	l := q.lanes[queue]
+	l := q.findLane(queue)
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
 		return 0
 	}
