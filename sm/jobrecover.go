@@ -85,7 +85,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead) {
+	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead, _ int) {
 		if err := ioErr(d); err != nil {
 			// Unreadable is not invalid: falling back would rebuild less
 			// than this node holds (and has told its peers it holds).
@@ -156,13 +156,13 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	}
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead) {
+	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead, checked int) {
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return
 		}
 		at := n.routeWarnings(j, path) // one for the segment, not one a record
-		validLen, err := wal.Walk(d.Data, func(off int, rec *schema.WalRecord) error {
+		validLen, err := wal.WalkChecked(d.Data, checked, func(off int, rec *schema.WalRecord) error {
 			if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
 				return errDiverged
 			}
