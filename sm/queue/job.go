@@ -144,11 +144,16 @@ func (q *Queues) name(s string) string {
 	if s == "" {
 		return ""
 	}
+	if s == q.lastName { // the one interned last: a log names the same few hosts
+		return q.lastName
+	}
 	if c, ok := q.nameTab[s]; ok {
+		q.lastName = c
 		return c
 	}
 	if len(q.nameTab) < maxInterned {
 		q.nameTab[s] = s
+		q.lastName = s
 	}
 	return s
 }

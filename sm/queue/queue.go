@@ -261,7 +261,8 @@ type Queues struct {
 	stampTab   map[Stamps]*Stamps
 	nameTab    map[string]string
 	lastStamps *Stamps
-	lastLane   *lane // found last (findLane); never one dropped
+	lastName   string // interned last (name)
+	lastLane   *lane  // found last (findLane); never one dropped
 
 	nextID, nextSeq uint64
 	// gen counts Views: a job created or copied in generation gen is not
