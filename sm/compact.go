@@ -154,7 +154,7 @@ func (in *compactInput) encode() ([]byte, error) {
 				why = fmt.Sprintf("our record at lsn %d has term %d, our log position says %d", lsn, rec.GetTerm(), in.upto.term)
 				return errStop
 			}
-			_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
+			_ = replayApply(q, r, rec) // refused records are skipped, as recovery does
 			next++
 			return nil
 		})

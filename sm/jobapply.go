@@ -21,6 +21,9 @@ type router struct {
 	// routed counts the jobs routed to lost_and_found: the seed's
 	// lost_and_found_job_count (§6.5), reset by a drain.
 	routed int
+	// The queue and host found known last: a log's records name the same
+	// few (one comparison instead of a lookup).
+	lastQueue, lastHost string
 }
 
 func newRouter(c *schema.ClusterConfig) *router {
@@ -38,13 +41,26 @@ func newRouter(c *schema.ClusterConfig) *router {
 }
 
 func (r *router) knownQueue(name string) bool {
-	_, ok := r.queues[name]
-	return ok || name == LostAndFound
+	if name == r.lastQueue && name != "" {
+		return true
+	}
+	if _, ok := r.queues[name]; ok || name == LostAndFound {
+		r.lastQueue = name
+		return true
+	}
+	return false
 }
 
 // knownHost: with no hosts configured any host may claim.
 func (r *router) knownHost(h string) bool {
-	return h == "" || len(r.hosts) == 0 || r.hosts[h] || h == LostAndFound
+	if h == "" || h == r.lastHost || len(r.hosts) == 0 {
+		return true
+	}
+	if r.hosts[h] || h == LostAndFound {
+		r.lastHost = h
+		return true
+	}
+	return false
 }
 
 func (r *router) knownResource(id uint32) bool {
@@ -187,6 +203,20 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 // (right after the record is built) and on replay, so replay reproduces
 // exactly what clients were told.
 func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, error) {
+	return apply(q, r, rec, true)
+}
+
+// replayApply is applyRecord for a caller that discards the reply
+// (recovery, a standby's checkpoint, ReplayRecords): the same changes to
+// q and the same error, without the copies of the jobs a reply carries.
+func replayApply(q *queue.Queues, r *router, rec *schema.WalRecord) error {
+	_, err := apply(q, r, rec, false)
+	return err
+}
+
+// apply is applyRecord; with reply false, the reply's jobs and per-handle
+// results are left out (the queue's EnqueueID and ClaimBatchCount).
+func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply, error) {
 	now := rec.GetNow()
 	rep := Reply{LSN: rec.GetLsn(), At: now}
 	switch op := rec.GetOp().(type) {
@@ -194,8 +224,13 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		e := op.Enqueue
 		name := r.queue(e.GetQueue(), true)
 		st := stampsOf(e.GetStamps())
-		job, err := q.Enqueue(now, name, e.GetPayload(), st, queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
-			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())})
+		o := queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
+			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())}
+		if !reply {
+			_, err := q.EnqueueID(now, name, e.GetPayload(), st, o)
+			return rep, err
+		}
+		job, err := q.Enqueue(now, name, e.GetPayload(), st, o)
 		if err != nil {
 			return rep, err
 		}
@@ -208,16 +243,29 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		}
 		opts := queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
 			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())}
-		rep.Jobs = make([]queue.Job, 0, len(e.GetPayloads())) // grown by doubling it took ~4% of a primary's CPU while inserting
+		if reply {
+			rep.Jobs = make([]queue.Job, 0, len(e.GetPayloads())) // grown by doubling it took ~4% of a primary's CPU while inserting
+		}
+		st := stampsOf(e.GetStamps())
 		for i, p := range e.GetPayloads() {
-			job, err := q.Enqueue(now, name, p, stampsOf(e.GetStamps()), opts)
+			var (
+				job queue.Job
+				err error
+			)
+			if reply {
+				job, err = q.Enqueue(now, name, p, st, opts)
+			} else {
+				_, err = q.EnqueueID(now, name, p, st, opts)
+			}
 			if err != nil {
 				if i == 0 {
 					return rep, err // shared stamps/options: nothing enqueued
 				}
 				return rep, fmt.Errorf("enqueue batch: job %d: %w", i, err)
 			}
-			rep.Jobs = append(rep.Jobs, job)
+			if reply {
+				rep.Jobs = append(rep.Jobs, job)
+			}
 		}
 		rep.OK = true
 	case *schema.WalRecord_ClaimBatch:
@@ -226,11 +274,22 @@ func applyRecord(q *queue.Queues, r *router, rec *schema.WalRecord) (Reply, erro
 		// claim record of one history (term and LSN are set before the
 		// record is applied, live and on replay alike).
 		at := queue.ClaimStamp{Term: rec.GetTerm(), LSN: rec.GetLsn()}
-		rep.Jobs = q.ClaimBatchWithin(now, r.queue(c.GetQueue(), false), r.host(c.GetHost()), int(c.GetMax()), ClaimReplyBudget, at)
+		name, host := r.queue(c.GetQueue(), false), r.host(c.GetHost())
+		if !reply {
+			rep.OK = q.ClaimBatchCount(now, name, host, int(c.GetMax()), ClaimReplyBudget, at) > 0
+			break
+		}
+		rep.Jobs = q.ClaimBatchWithin(now, name, host, int(c.GetMax()), ClaimReplyBudget, at)
 		rep.OK = len(rep.Jobs) > 0
 	case *schema.WalRecord_Ack:
 		rep.OK = q.Ack(now, HandleOf(op.Ack.GetHandle()))
 	case *schema.WalRecord_AckBatch:
+		if !reply { // AckBatch is an Ack of each handle in turn
+			for _, h := range op.AckBatch.GetHandles() {
+				q.Ack(now, HandleOf(h))
+			}
+			break
+		}
 		hs := make([]queue.Handle, len(op.AckBatch.GetHandles()))
 		for i, h := range op.AckBatch.GetHandles() {
 			hs[i] = HandleOf(h)
@@ -335,7 +394,7 @@ func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, term, lsn uint64, now 
 func ReplayRecords(cfg *schema.ClusterConfig, recs []*schema.WalRecord) (*queue.Queues, int) {
 	q, r := queue.New(), newRouter(cfg)
 	for _, rec := range recs {
-		_, _ = applyRecord(q, r, rec) // refused records are skipped, as recovery does
+		_ = replayApply(q, r, rec) // refused records are skipped, as recovery does
 	}
 	return q, r.routed
 }

@@ -85,7 +85,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		return
 	}
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead) {
+	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead, _ int) {
 		if err := ioErr(d); err != nil {
 			// Unreadable is not invalid: falling back would rebuild less
 			// than this node holds (and has told its peers it holds).
@@ -156,12 +156,13 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	}
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead) {
+	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead, checked int) {
 		if d.Err != IOOK {
 			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 			return
 		}
-		validLen, err := wal.Walk(d.Data, func(off int, rec *schema.WalRecord) error {
+		at := n.routeWarnings(j, path) // one for the segment, not one a record
+		validLen, err := wal.WalkChecked(d.Data, checked, func(off int, rec *schema.WalRecord) error {
 			if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
 				return errDiverged
 			}
@@ -171,9 +172,11 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 			if rec.GetLsn() != j.nextLSN {
 				return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", rec.GetLsn(), j.nextLSN)}
 			}
+			*at = off
 			n.replayRecord(j, rec, off, path)
 			return nil
 		})
+		j.r.warn = nil
 		if errors.Is(err, errDiverged) {
 			n.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
 			n.removeFiles(prefixAll(wal.WALDir, all), wal.WALDir, func() { n.finishRecovery(j) })
@@ -215,25 +218,27 @@ func prefixAll(dir string, names []string) []string {
 	return out
 }
 
-// replayRecord applies one WAL record, routing unknown names to
-// lost_and_found with the §6.5 WARN lines.
+// replayRecord applies one WAL record at offset off of path, routing
+// unknown names to lost_and_found with the §6.5 WARN lines (routeWarnings
+// set up for this record's offset).
 func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path string) {
-	n.routeWarnings(j, off, path)
 	before := j.r.routed
-	if _, err := applyRecord(j.q, j.r, rec); err != nil {
+	if err := replayApply(j.q, j.r, rec); err != nil {
 		n.log(Warn, "wal.replay-refused", fmt.Sprintf("WAL record %d at offset %d in %s refused on replay: %v — skipped", rec.GetLsn(), off, path, err))
 	}
 	j.lostFound += j.r.routed - before
-	j.r.warn = nil
 	j.nextLSN = rec.GetLsn() + 1
 	j.lastNow = max(j.lastNow, rec.GetNow())
 	j.lastTerm = rec.GetTerm()
 }
 
-// routeWarnings makes the router log the §6.5 WARN lines for a record at
-// offset off of path.
-func (n *Node) routeWarnings(j *jobState, off int, path string) {
-	j.r.warn = func(what, id string) { n.logRouteWarning(routeWarning{what, id}, off, path) }
+// routeWarnings makes the router log the §6.5 WARN lines for the records
+// of path, each at the offset the caller stores in *at before applying
+// it; the caller sets j.r.warn back to nil after the last.
+func (n *Node) routeWarnings(j *jobState, path string) *int {
+	at := new(int)
+	j.r.warn = func(what, id string) { n.logRouteWarning(routeWarning{what, id}, *at, path) }
+	return at
 }
 
 // logRouteWarning logs one §6.5 WARN line for a record (or snapshot) at

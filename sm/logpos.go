@@ -137,6 +137,9 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 				}
 				return nil
 			})
+			if n.scanned != nil {
+				n.scanned.frames[path] = validLen // the frames before it matched their checksums
+			}
 			if diverged {
 				pos = snap
 			}
@@ -173,12 +176,16 @@ func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(lo
 }
 
 // scannedFiles is the boot scan's hand-off to recovery (Node.scanned):
-// the files it read, and the head of each snapshot among them whose
-// checksum it verified (wal.SnapshotPosition), so that the import does not
-// pass over the same bytes again for either (wal.ReadCheckedSnapshot).
+// the files it read, the head of each snapshot among them whose checksum
+// it verified (wal.SnapshotPosition), so that the import does not pass
+// over the same bytes again for either (wal.ReadCheckedSnapshot), and for
+// each segment the length of its prefix whose frames' checksums it
+// verified (wal.WalkPositions' valid length), which the replay does not
+// compute again (wal.WalkChecked).
 type scannedFiles struct {
 	data    map[string][]byte
 	checked map[string]wal.SnapshotHead
+	frames  map[string]int
 }
 
 // scanBootLog is scanLogPosition at boot: the files it reads are kept
@@ -188,7 +195,7 @@ type scannedFiles struct {
 // in data/wal or data/snap: any such change drops the hand-off
 // (forgetScanned), as does becoming a standby, which recovers nothing.
 func (n *Node) scanBootLog(then func(logPos, bool)) {
-	n.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}}
+	n.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
 	n.scanLogPosition(then)
 }
 
@@ -205,21 +212,24 @@ func (n *Node) readScanning(path string, k func(IODone)) {
 // readForRecovery is recovery's readDurably: a file the boot scan read
 // and fsync'd, unchanged since, is handed on without reading it again;
 // checked, if not nil, is the head of a snapshot whose checksum the scan
-// verified.
-func (n *Node) readForRecovery(path string, k func(d IODone, checked *wal.SnapshotHead)) {
+// verified, and frames, of a segment, the length of the prefix whose
+// frames' checksums it verified (0: none).
+func (n *Node) readForRecovery(path string, k func(d IODone, checked *wal.SnapshotHead, frames int)) {
 	if n.scanned != nil {
 		if data, ok := n.scanned.data[path]; ok {
 			var checked *wal.SnapshotHead
 			if h, ok := n.scanned.checked[path]; ok {
 				checked = &h
 			}
+			frames := n.scanned.frames[path]
 			delete(n.scanned.data, path)
 			delete(n.scanned.checked, path)
-			k(IODone{Err: IOOK, Data: data}, checked)
+			delete(n.scanned.frames, path)
+			k(IODone{Err: IOOK, Data: data}, checked, frames)
 			return
 		}
 	}
-	n.readDurably(path, func(d IODone) { k(d, nil) })
+	n.readDurably(path, func(d IODone) { k(d, nil, 0) })
 }
 
 // forgetScanned drops the boot scan's hand-off when op changes a file of

@@ -1,6 +1,7 @@
 package sm_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,48 @@ func TestSnapshotImportRoutesUnknownNames(t *testing.T) {
 	}
 	if ls := hn.logsWithKey("wal.lost-and-found"); len(ls) != 1 || !strings.Contains(ls[0].Text, "lost_and_found_job_count=2") {
 		t.Errorf("summary %v, want lost_and_found_job_count=2", ls)
+	}
+}
+
+// Replay routes a segment's names the config no longer has (seed 002
+// §6.5) with a WARN naming each record's own offset in the segment.
+func TestReplayWarnsAtEachRecordsOffset(t *testing.T) {
+	st := &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5}
+	ops := []*schema.WalRecord{
+		{Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", Payload: []byte("ok"), Stamps: st}}},
+		{Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "old", Payload: []byte("a"), Stamps: st}}},
+		{Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", Payload: []byte("b"), Stamps: st, Resource: 77}}},
+		{Op: &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: "q0", Payload: []byte("c"), Stamps: st, Host: "gone"}}},
+	}
+	var data []byte
+	var offs []int
+	for i, rec := range ops {
+		rec.Lsn, rec.Term, rec.Now = uint64(i+1), 1, 100
+		offs = append(offs, len(data))
+		var err error
+		if data, err = wal.AppendFrame(data, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := simdisk.New()
+	install(t, d, loadConfig(t), epoch)
+	seg := wal.SegmentPath(1)
+	if err := d.PutDurable(seg, data, epoch); err != nil {
+		t.Fatal(err)
+	}
+	hn := recoverDisk(t, d)
+	if _, _, ok := hn.n.JobState(); !ok {
+		t.Fatalf("not recovered:\n%s", hn.logDump())
+	}
+	for key, want := range map[string]string{
+		"wal.unknown-queue":    fmt.Sprintf("unknown queue 'old' at offset %d in %s", offs[1], seg),
+		"wal.unknown-resource": fmt.Sprintf("unknown resource id=77 at offset %d in %s", offs[2], seg),
+		"wal.unknown-host":     fmt.Sprintf("unknown host 'gone' at offset %d in %s", offs[3], seg),
+	} {
+		ls := hn.logsWithKey(key)
+		if len(ls) != 1 || ls[0].Level != sm.Warn || !strings.Contains(ls[0].Text, want) {
+			t.Errorf("%s: %v, want one WARN containing %q", key, ls, want)
+		}
 	}
 }
 

@@ -44,7 +44,7 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 		e = q.own(e)
 		e.lane.count(e.State, -1)
 		if l := e.lane; l.pending == 0 && l.processing == 0 && l.dead == 0 {
-			delete(q.lanes, l.name)
+			q.dropLane(l)
 		}
 		to := e.Queue()
 		if to == lf {

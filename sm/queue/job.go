@@ -123,12 +123,17 @@ const maxInterned = 1024
 
 // stamps is the shared copy of s.
 func (q *Queues) stamps(s Stamps) *Stamps {
+	if p := q.lastStamps; p != nil && *p == s {
+		return p
+	}
 	if p := q.stampTab[s]; p != nil {
+		q.lastStamps = p
 		return p
 	}
 	p := &s
 	if len(q.stampTab) < maxInterned {
 		q.stampTab[s] = p
+		q.lastStamps = p
 	}
 	return p
 }
@@ -139,11 +144,16 @@ func (q *Queues) name(s string) string {
 	if s == "" {
 		return ""
 	}
+	if s == q.lastName { // the one interned last: a log names the same few hosts
+		return q.lastName
+	}
 	if c, ok := q.nameTab[s]; ok {
+		q.lastName = c
 		return c
 	}
 	if len(q.nameTab) < maxInterned {
 		q.nameTab[s] = s
+		q.lastName = s
 	}
 	return s
 }

@@ -255,9 +255,14 @@ type Queues struct {
 	retain jobHeap
 	scheds []*schedule // sorted by Name
 
-	// Intern tables (job.go): the jobs' stamps and host names.
-	stampTab map[Stamps]*Stamps
-	nameTab  map[string]string
+	// Intern tables (job.go): the jobs' stamps and host names, and the
+	// stamps interned last (a queue's jobs share them: one comparison
+	// instead of a lookup by a 16-byte key).
+	stampTab   map[Stamps]*Stamps
+	nameTab    map[string]string
+	lastStamps *Stamps
+	lastName   string // interned last (name)
+	lastLane   *lane  // found last (findLane); never one dropped
 
 	nextID, nextSeq uint64
 	// gen counts Views: a job created or copied in generation gen is not
@@ -280,8 +285,9 @@ func New() *Queues {
 	}
 }
 
+// lane is the lane of queue name, made if there is none.
 func (q *Queues) lane(name string) *lane {
-	l := q.lanes[name]
+	l := q.findLane(name)
 	if l == nil {
 		l = &lane{
 			name:      name,
@@ -291,8 +297,30 @@ func (q *Queues) lane(name string) *lane {
 			ready:     make(map[string]*jobHeap),
 		}
 		q.lanes[name] = l
+		q.lastLane = l
 	}
 	return l
+}
+
+// findLane is the lane of queue name, nil if there is none. The lane found
+// last is kept: the records of a log name the same few queues.
+func (q *Queues) findLane(name string) *lane {
+	if l := q.lastLane; l != nil && l.name == name {
+		return l
+	}
+	l := q.lanes[name]
+	if l != nil {
+		q.lastLane = l
+	}
+	return l
+}
+
+// dropLane removes l, which holds no job.
+func (q *Queues) dropLane(l *lane) {
+	delete(q.lanes, l.name)
+	if q.lastLane == l {
+		q.lastLane = nil
+	}
 }
 
 func addSat(a, b int64) int64 {
@@ -311,19 +339,39 @@ func addSat(a, b int64) int64 {
 // o.RunAt; otherwise RunAt = o.RunAt, or now when that is 0 or in the past.
 // ExpiresAt = now + Expires (0 = never). EnqueuedAt = now.
 func (q *Queues) Enqueue(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (Job, error) {
+	e, err := q.enqueueChecked(now, queue, payload, st, o)
+	if err != nil {
+		return Job{}, err
+	}
+	return e.copyJob(), nil
+}
+
+// EnqueueID is Enqueue returning only the new job's ID, not a copy of the
+// job (with its payload): for a caller that discards the reply, as
+// replaying a log does.
+func (q *Queues) EnqueueID(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (uint64, error) {
+	e, err := q.enqueueChecked(now, queue, payload, st, o)
+	if err != nil {
+		return 0, err
+	}
+	return e.ID, nil
+}
+
+// enqueueChecked validates Enqueue's inputs and enqueues a copy of payload.
+func (q *Queues) enqueueChecked(now int64, queue string, payload []byte, st Stamps, o EnqueueOpts) (*job, error) {
 	switch {
 	case queue == "":
-		return Job{}, ErrEmptyQueueName
+		return nil, ErrEmptyQueueName
 	case !st.valid():
-		return Job{}, ErrBadStamps
+		return nil, ErrBadStamps
 	case o.Delay < 0 || o.Expires < 0:
-		return Job{}, ErrBadOpts
+		return nil, ErrBadOpts
 	}
 	var p []byte
 	if len(payload) > 0 {
 		p = bytes.Clone(payload)
 	}
-	return q.enqueue(now, queue, p, st, o).copyJob(), nil
+	return q.enqueue(now, queue, p, st, o), nil
 }
 
 // enqueue is Enqueue on validated inputs (also the scheduler's fire path);
@@ -435,7 +483,7 @@ func (q *Queues) drop(e *job) {
 	l := e.lane
 	l.count(e.State, -1)
 	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
-		delete(q.lanes, l.name)
+		q.dropLane(l)
 	}
 }
 
@@ -481,9 +529,24 @@ func sizeBound(payload, queue, pin, host, lastError int) int {
 // claimed, and the ones left stay ready for the next claim, never
 // stranded in a reply that cannot be sent.
 func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int, at ClaimStamp) []Job {
-	l := q.lanes[queue]
+	var out []Job
+	q.claimBatch(now, queue, host, max, budget, at, &out)
+	return out
+}
+
+// ClaimBatchCount is ClaimBatchWithin returning only how many jobs it
+// claimed, not copies of them: for a caller that discards the reply, as
+// replaying a log does. The state it leaves is ClaimBatchWithin's.
+func (q *Queues) ClaimBatchCount(now int64, queue, host string, max, budget int, at ClaimStamp) int {
+	return q.claimBatch(now, queue, host, max, budget, at, nil)
+}
+
+// claimBatch is ClaimBatchWithin: it claims up to max jobs and returns how
+// many, appending a copy of each to *out unless out is nil.
+func (q *Queues) claimBatch(now int64, queue, host string, max, budget int, at ClaimStamp, out *[]Job) int {
+	l := q.findLane(queue)
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
-		return nil
+		return 0
 	}
 	for e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now; e = l.exhausted.top() {
 		q.kill(e, now, ErrMsgExhausted)
@@ -500,9 +563,8 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		l.readyHeap(e.pin()).push(e)
 	}
 	shared, mine := l.ready[""], l.ready[host]
-	var out []Job
-	used := 0
-	for len(out) < max {
+	claimed, used := 0, 0
+	for claimed < max {
 		var h *jobHeap
 		switch {
 		case shared != nil && shared.len() > 0 && (mine == nil || mine.len() == 0 || less(hReady, shared.top(), mine.top())):
@@ -523,7 +585,7 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 			continue
 		}
 		size := e.sizeBound()
-		if budget > 0 && len(out) > 0 && used+size > budget {
+		if budget > 0 && claimed > 0 && used+size > budget {
 			h.push(e) // for the next claim
 			break
 		}
@@ -540,12 +602,15 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 		x.ClaimedAt = now
 		x.ClaimExpiresAt = addSat(now, int64(e.st.VisibilityTimeoutS))
 		q.place(e, now)
-		if out == nil {
-			out = make([]Job, 0, min(max, 16))
+		claimed++
+		if out != nil {
+			if *out == nil {
+				*out = make([]Job, 0, min(max, 16))
+			}
+			*out = append(*out, e.copyJob())
 		}
-		out = append(out, e.copyJob())
 	}
-	return out
+	return claimed
 }
 
 // claimOf returns the job h names if the validity predicate holds: the job

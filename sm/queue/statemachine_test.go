@@ -193,7 +193,20 @@ func (h *harness) enqueue(t *rapid.T) {
 	case 15:
 		o.Expires = -1
 	}
-	got, err := h.q.Enqueue(h.now, queue, payload, st, o)
+	var (
+		got Job
+		err error
+	)
+	if rapid.IntRange(0, 2).Draw(t, "enqueue_id") == 0 {
+		// EnqueueID (replay's): the job it made is Enqueue's.
+		var id uint64
+		if id, err = h.q.EnqueueID(h.now, queue, payload, st, o); err == nil {
+			got, _ = h.q.Get(id)
+		}
+		h.stats["EnqueueID"]++
+	} else {
+		got, err = h.q.Enqueue(h.now, queue, payload, st, o)
+	}
 	want, werr := h.m.enqueue(h.now, queue, payload, st, o)
 	if !errors.Is(err, werr) || (werr == nil) != (err == nil) || !reflect.DeepEqual(got, want) {
 		h.fatalf(t, "Enqueue = %+v, %v; model %+v, %v", got, err, want, werr)
@@ -220,8 +233,24 @@ func (h *harness) claim(t *rapid.T) {
 		at.LSN = 0 // names no record: refused
 	}
 	before := h.q.Export()
-	got := h.q.ClaimBatch(h.now, queue, host, n, at)
+	var got []Job
+	count := rapid.IntRange(0, 2).Draw(t, "claim_count") == 0
+	if !count {
+		got = h.q.ClaimBatch(h.now, queue, host, n, at)
+	}
 	want := h.m.claim(h.now, queue, host, n, at)
+	if count {
+		// ClaimBatchCount (replay's): the count, and the jobs it claimed
+		// are ClaimBatch's.
+		if k := h.q.ClaimBatchCount(h.now, queue, host, n, 0, at); k != len(want) {
+			h.fatalf(t, "ClaimBatchCount(%q, %q, %d, %+v) = %d, model claimed %d", queue, host, n, at, k, len(want))
+		}
+		for _, w := range want {
+			j, _ := h.q.Get(w.ID)
+			got = append(got, j)
+		}
+		h.stats["ClaimBatchCount"]++
+	}
 	if !reflect.DeepEqual(got, want) {
 		h.fatalf(t, "ClaimBatch(%q, %q, %d, %+v) = %+v\nmodel %+v", queue, host, n, at, got, want)
 	}

@@ -131,6 +131,12 @@ func DecodeRecord(payload []byte) (*schema.WalRecord, error) {
 // frameAt checks the frame header at off: the length is in range, the
 // payload fits in data and its CRC verifies. It returns the payload.
 func frameAt(data []byte, off int) (payload []byte, reason string) {
+	return frameAtChecked(data, off, 0)
+}
+
+// frameAtChecked is frameAt that trusts the CRC of a frame ending at or
+// before checked (verified before on these bytes).
+func frameAtChecked(data []byte, off, checked int) (payload []byte, reason string) {
 	if len(data)-off < HeaderSize {
 		return nil, fmt.Sprintf("truncated header (%d of %d bytes)", len(data)-off, HeaderSize)
 	}
@@ -146,6 +152,9 @@ func frameAt(data []byte, off int) (payload []byte, reason string) {
 		return nil, fmt.Sprintf("truncated payload (length %d, %d bytes left)", n, len(data)-off-HeaderSize)
 	}
 	p := data[off+HeaderSize : end]
+	if end <= checked {
+		return p, ""
+	}
 	if want, got := binary.LittleEndian.Uint32(data[off+4:]), Checksum(p); want != got {
 		return nil, fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", want, got)
 	}
@@ -154,7 +163,10 @@ func frameAt(data []byte, off int) (payload []byte, reason string) {
 
 // Walk decodes the frames of one segment in order and calls fn with each
 // record and the offset of its frame (for the WARN lines of seed 002 §6.5).
-// rec is reused: fn must not keep it (proto.Clone it if needed). An error
+// rec is reused, and its bytes fields (payloads) alias data: fn must not
+// keep it or any slice in it (proto.Clone it if needed). Each record is
+// what proto.Unmarshal gives, decoded by hand for the hot operations
+// (recordDecoder). An error
 // from fn stops the walk and is returned as is, with validLen = the offset
 // of the record fn refused.
 //
@@ -164,16 +176,39 @@ func frameAt(data []byte, off int) (payload []byte, reason string) {
 // the records before it, so a caller applying records must discard its
 // state on error.
 func Walk(data []byte, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
-	return walk(data, false, fn)
+	return walk(data, 0, false, fn)
 }
 
-// walk is Walk; fresh gives fn a new record per frame instead of reusing one.
-func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
-	rec := new(schema.WalRecord)
-	return walkFrames(data, func(off int, p []byte) (uint64, error) {
-		if fresh && off > 0 {
-			rec = new(schema.WalRecord)
+// WalkChecked is Walk of data whose frames up to offset checked have
+// passed their CRC32C check before, on these same bytes: a WalkPositions
+// of data that returned a valid length of at least checked (the boot scan,
+// which hands the files it read to recovery). It does not compute the
+// checksum of a frame that ends at or before checked again; everything
+// else — each frame's length, the decode of every record, the LSN order,
+// the tail's classification — is Walk's, and so is the result
+// (TestPropWalkCheckedIsWalk).
+func WalkChecked(data []byte, checked int, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
+	return walk(data, checked, false, fn)
+}
+
+// walk is Walk (WalkChecked); fresh gives fn a new record per frame
+// (proto.Unmarshal's, sharing nothing) instead of reusing the hand
+// decoder's.
+func walk(data []byte, checked int, fresh bool, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
+	var (
+		rec *schema.WalRecord
+		d   *recordDecoder
+	)
+	if !fresh {
+		d = new(recordDecoder)
+	}
+	return walkFrames(data, checked, func(off int, p []byte) (uint64, error) {
+		if d != nil {
+			var err error
+			rec, err = d.decode(p)
+			return rec.GetLsn(), err
 		}
+		rec = new(schema.WalRecord)
 		if err := proto.Unmarshal(p, rec); err != nil {
 			return 0, err
 		}
@@ -194,7 +229,7 @@ func walk(data []byte, fresh bool, fn func(offset int, rec *schema.WalRecord) er
 // reports it, at the same offset, as corruption.
 func WalkPositions(data []byte, fn func(offset int, lsn, term uint64) error) (validLen int, err error) {
 	var lsn, term uint64
-	return walkFrames(data, func(_ int, p []byte) (uint64, error) {
+	return walkFrames(data, 0, func(_ int, p []byte) (uint64, error) {
 		var err error
 		lsn, term, err = recordPosition(p)
 		return lsn, err
@@ -202,17 +237,17 @@ func WalkPositions(data []byte, fn func(offset int, lsn, term uint64) error) (va
 }
 
 // walkFrames is the one frame walker under Walk and WalkPositions: each
-// frame's length and CRC, the decode of its payload (decode returns the
-// record's LSN), strictly
-// increasing LSNs, and the tail's classification (see Scan). fn runs after
-// each frame that passes.
-func walkFrames(data []byte, decode func(off int, payload []byte) (uint64, error), fn func(off int) error) (validLen int, err error) {
+// frame's length and CRC (not the CRC of a frame ending at or before
+// checked: see WalkChecked), the decode of its payload (decode returns the
+// record's LSN), strictly increasing LSNs, and the tail's classification
+// (see Scan). fn runs after each frame that passes.
+func walkFrames(data []byte, checked int, decode func(off int, payload []byte) (uint64, error), fn func(off int) error) (validLen int, err error) {
 	var (
 		last uint64 // LSN of the previous record, 0 before the first
 		off  int
 	)
 	for off < len(data) {
-		p, reason := frameAt(data, off)
+		p, reason := frameAtChecked(data, off, checked)
 		if p == nil {
 			if at := findValidFrame(data, off+1, last); at >= 0 && !zeroSector(data, off, at) {
 				return off, &CorruptError{Offset: off, Reason: reason, ValidAt: at}
@@ -299,7 +334,7 @@ func findValidFrame(data []byte, from int, last uint64) int {
 // Scan never panics, never reads past data and never allocates by a
 // frame's claimed length. Records are returned fresh (not shared).
 func Scan(data []byte) (recs []*schema.WalRecord, validLen int, err error) {
-	validLen, err = walk(data, true, func(_ int, rec *schema.WalRecord) error {
+	validLen, err = walk(data, 0, true, func(_ int, rec *schema.WalRecord) error {
 		recs = append(recs, rec)
 		return nil
 	})

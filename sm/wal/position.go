@@ -55,8 +55,31 @@ func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, value
 
 // recordPosition reads a WalRecord payload's LSN and term only. Like
 // proto.Unmarshal it keeps a field's last occurrence and ignores one of
-// the wrong wire type (an unknown field).
+// the wrong wire type (an unknown field). A record of varint and
+// length-delimited fields only (every record a writer makes) is read
+// with the record decoder's field reader; any other is left to
+// eachField, which also names the error.
 func recordPosition(p []byte) (lsn, term uint64, err error) {
+	for b := p; len(b) > 0; {
+		num, typ, v, _, n, ok := field(b)
+		if !ok {
+			return recordPositionSlow(p)
+		}
+		b = b[n:]
+		if typ == protowire.VarintType {
+			switch num {
+			case recLSNField:
+				lsn = v
+			case recTermField:
+				term = v
+			}
+		}
+	}
+	return lsn, term, nil
+}
+
+// recordPositionSlow is recordPosition of any payload.
+func recordPositionSlow(p []byte) (lsn, term uint64, err error) {
 	err = eachField(p, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch {
 		case typ != protowire.VarintType:

@@ -73,6 +73,67 @@ func TestPropWalkPositionsAgreesWithWalk(t *testing.T) {
 	})
 }
 
+// Recovery's walk of the frames the boot scan checked is Walk's: on a
+// segment damaged or not, with checked anywhere up to the valid length
+// WalkPositions found, the same records at the same offsets, the same
+// valid length and the same error.
+func TestPropWalkCheckedIsWalk(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		recs := genRecs(t)
+		data, _ := segment(t, recs)
+		data = damage(t, data)
+		scanned, _ := WalkPositions(data, func(int, uint64, uint64) error { return nil })
+		checked := scanned
+		if rapid.Bool().Draw(t, "less") {
+			checked = rapid.IntRange(0, scanned).Draw(t, "checked")
+		}
+		type seen struct {
+			off int
+			rec *schema.WalRecord
+		}
+		collect := func(out *[]seen) func(int, *schema.WalRecord) error {
+			return func(off int, r *schema.WalRecord) error {
+				*out = append(*out, seen{off, proto.Clone(r).(*schema.WalRecord)})
+				return nil
+			}
+		}
+		var want, got []seen
+		n1, err1 := Walk(data, collect(&want))
+		n2, err2 := WalkChecked(data, checked, collect(&got))
+		if n1 != n2 || fmt.Sprint(err1) != fmt.Sprint(err2) || len(want) != len(got) {
+			t.Fatalf("checked %d: Walk %d bytes, %d records, %v; WalkChecked %d bytes, %d records, %v", checked, n1, len(want), err1, n2, len(got), err2)
+		}
+		for i := range want {
+			if want[i].off != got[i].off || !proto.Equal(want[i].rec, got[i].rec) {
+				t.Fatalf("record %d: Walk %d %v, WalkChecked %d %v", i, want[i].off, want[i].rec, got[i].off, got[i].rec)
+			}
+		}
+	})
+}
+
+// The boot scan's reader of a record's position reads every payload as
+// eachField's walk of the top level does: the same LSN and term (the last
+// of each, varints only) and the same error, on the records of the
+// decoder's property, damaged or not.
+func TestRecordPositionIsSlow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := wireMessage(t, (&schema.WalRecord{}).ProtoReflect().Descriptor(), 0, rapid.Bool().Draw(t, "noisy"))
+		if len(b) > 0 && rapid.Bool().Draw(t, "damage") {
+			i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
+			if rapid.Bool().Draw(t, "cut") {
+				b = b[:i]
+			} else {
+				b[i] ^= byte(rapid.IntRange(1, 255).Draw(t, "flip"))
+			}
+		}
+		lsn, term, err := recordPosition(b)
+		wl, wt, werr := recordPositionSlow(b)
+		if lsn != wl || term != wt || fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("%x: recordPosition %d, %d, %v; eachField %d, %d, %v", b, lsn, term, err, wl, wt, werr)
+		}
+	})
+}
+
 func sameCorruption(a, b error) bool {
 	var ca, cb *CorruptError
 	if errors.As(a, &ca) != errors.As(b, &cb) {
