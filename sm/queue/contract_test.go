@@ -376,3 +376,26 @@ func TestAdvanceNextID(t *testing.T) {
 		t.Fatalf("after import: id %d", d.ID)
 	}
 }
+
+// TestEnqueueKeepsItsOwnCopy: the queue's payload is its own; the caller
+// may reuse its buffer (the job Enqueue returns shows that buffer, the
+// caller's), and no later read shows the change.
+func TestEnqueueKeepsItsOwnCopy(t *testing.T) {
+	q := New()
+	buf := []byte("payload")
+	j, err := q.Enqueue(t0, "a", buf, Stamps{VisibilityTimeoutS: 30, MaxAttempts: 3}, EnqueueOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(j.Payload) != "payload" {
+		t.Fatalf("Enqueue returned payload %q", j.Payload)
+	}
+	copy(buf, "changed")
+	got, ok := q.Get(j.ID)
+	if !ok || string(got.Payload) != "payload" {
+		t.Fatalf("after the caller reused its buffer, Get shows %q (found %v)", got.Payload, ok)
+	}
+	if c := q.ClaimBatch(t0, "a", "h", 1, stampAt(t0)); len(c) != 1 || string(c[0].Payload) != "payload" {
+		t.Fatalf("after the caller reused its buffer, a claim shows %v", c)
+	}
+}
