@@ -281,7 +281,7 @@ func (n *Node) onCatchUp(from int, m Msg) {
 	}
 	n.epochSeen = m.ReqID
 	// installing until the log's directories exist (a node with no log yet).
-	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, installing: true}
+	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: n.firstSegLimit(), installing: true}
 	n.setSync(sr)
 	n.replFailure = ""
 	n.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", n.peerName(from), m.PrevLSN))

@@ -36,15 +36,32 @@ type compaction struct {
 // maybeCompact starts a standby checkpoint once the current segment is
 // full; sr's later appends go to a new segment.
 func (n *Node) maybeCompact(sr *standbyRepl) {
-	if sr.segRecords < n.opt.MaxWALRecords || n.compact != nil || n.installBusy || n.logUnknown || n.cfg == nil {
+	limit := n.opt.MaxWALRecords
+	if sr.segLimit > 0 {
+		limit = sr.segLimit
+	}
+	if sr.segRecords < limit || n.compact != nil || n.installBusy || n.logUnknown || n.cfg == nil {
 		return
 	}
 	c := &compaction{at: n.logPos}
 	n.compact = c
-	sr.seg, sr.segRecords = wal.SegmentPath(c.at.lsn+1), 0
+	sr.seg, sr.segRecords, sr.segLimit = wal.SegmentPath(c.at.lsn+1), 0, n.opt.MaxWALRecords
 	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
 	n.as(n.logOwner(), func() { n.startCompaction(c) })
+}
+
+// firstSegLimit is the compaction threshold of a standby's first segment
+// after it joins: MaxWALRecords (Self+1)/(len(Peers)+1). Standbys that
+// follow a primary from the same position (a new cluster, a restart of
+// all) would otherwise compact at the very records the primary
+// checkpoints at, every time: three writes of the whole state at once on
+// a shared disk, which held the WAL's fsyncs, and so every request, for
+// up to 850 ms at 1M jobs (docs/performance.md). A shorter first segment
+// sets each standby's later compactions apart from the others' and from
+// the primary's by a fixed share of the interval.
+func (n *Node) firstSegLimit() int {
+	return max(1, n.opt.MaxWALRecords*(n.opt.Self+1)/(len(n.opt.Peers)+1))
 }
 
 func (n *Node) startCompaction(c *compaction) {

@@ -34,6 +34,7 @@ type standbyRepl struct {
 	expect     uint64 // next LSN to append
 	seg        string
 	segRecords int
+	segLimit   int // records that make seg due for compaction (firstSegLimit, then MaxWALRecords)
 	installing bool
 	writing    bool
 	queue      []Msg // records that arrived while installing or writing

@@ -124,7 +124,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	// A newer sync supersedes whatever sync was running; the old log stays
 	// until this snapshot is complete and verified.
 	n.epochSeen = m.ReqID
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, recv: &snapRecv{
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit(), recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
 	}}
 	n.setSync(sr)

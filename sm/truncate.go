@@ -50,7 +50,7 @@ func (n *Node) truncateLog(m Msg) {
 		return
 	}
 	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}}
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit()}
 	n.setSync(sr)
 	n.logClean = false // no catch-up from our log until it is cut
 	// The cut is this sync's: a newer sync or a promotion stops it where it

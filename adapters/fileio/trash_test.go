@@ -137,3 +137,25 @@ func TestPacedWriteTakesItsTime(t *testing.T) {
 		t.Fatalf("a %d-byte write at %d B/s took %v, at least %v expected", size, rate, took, least)
 	}
 }
+
+// TestAroundEncodeWrapsEncodesOnly: the hook runs around every OpEncode,
+// its after once the op is done, and never for a file op.
+func TestAroundEncodeWrapsEncodesOnly(t *testing.T) {
+	var before, after int
+	e := &Executor{Base: t.TempDir(), AroundEncode: func() func() {
+		before++
+		return func() { after++ }
+	}}
+	defer e.Close()
+	e.Exec(sm.FileOp{Op: sm.OpWrite, Path: "f", Data: []byte("x")})
+	e.Exec(sm.FileOp{Op: sm.OpFsync, Path: "f"})
+	if before != 0 {
+		t.Fatalf("hook ran %d times for file ops", before)
+	}
+	if d := e.Exec(sm.FileOp{Op: sm.OpEncode}); d.Err == sm.IOOK { // no snapshot: refused, but wrapped
+		t.Fatalf("an encode without a snapshot succeeded")
+	}
+	if before != 1 || after != 1 {
+		t.Fatalf("around one encode: before %d, after %d", before, after)
+	}
+}

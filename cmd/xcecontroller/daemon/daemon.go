@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	if cfg.BulkWriteMiB < 0 {
 		return 1, fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
 	}
-	gcMsg, gcStop := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	gcMsg, gcStop, gcHold := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
 	defer gcStop()
 	log.Info(gcMsg, zap.String("key", "gc.policy"))
 	peers, warnings, err := peerlist.Parse(cfg.Peers)
@@ -292,7 +292,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 		}
 	}()
-	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20,
+	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20, AroundEncode: gcHold,
 		TrashError: func(path string, err error) {
 			log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
 		}}

@@ -50,21 +50,46 @@ type gcHeadroom struct {
 	min     uint64
 	mu      sync.Mutex
 	stopped bool
+	held    int // holds in force: Go's default meanwhile
 	samples []metrics.Sample
 }
 
 // startGCHeadroom starts the policy (pct > 0); stop ends it and restores
 // Go's default (GOGC=100).
-func startGCHeadroom(pct int, min uint64) (stop func()) {
+func startGCHeadroom(pct int, min uint64) *gcHeadroom {
 	g := &gcHeadroom{pct: pct, min: min, samples: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
 	}}
 	g.arm()
+	return g
+}
+
+func (g *gcHeadroom) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	debug.SetGCPercent(100)
+}
+
+// hold gives the heap Go's default headroom until release is called:
+// around a large transient allocation (a snapshot encoded whole for a
+// standby, 270 MB at 1M jobs). Under the policy's goal such an allocation
+// overruns the goal at once, and the collector then charges its marking
+// of the whole heap to whatever goroutine allocates next, the node's event
+// loop included: steps of 335–375 ms while a standby synced. The next
+// collection after release sets the policy's goal again, with the buffer
+// counted in the live heap.
+func (g *gcHeadroom) hold() (release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held++
+	if !g.stopped {
+		debug.SetGCPercent(100)
+	}
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.stopped = true
-		debug.SetGCPercent(100)
+		g.held--
 	}
 }
 
@@ -89,19 +114,23 @@ func (g *gcHeadroom) collected() {
 			v[i] = s.Value.Uint64()
 		}
 	}
-	debug.SetGCPercent(gcPercent(v[0], v[1]+v[2], g.pct, g.min))
+	if g.held == 0 {
+		debug.SetGCPercent(gcPercent(v[0], v[1]+v[2], g.pct, g.min))
+	}
 	g.arm()
 }
 
 // gcPolicy starts the headroom policy unless it is off (pct 0) or the
-// environment sets the collector's policy; it returns what to log and
-// the stop function (a no-op when not started).
-func gcPolicy(pct, minMiB int) (msg string, stop func()) {
+// environment sets the collector's policy; it returns what to log, the
+// stop function and the hold function (no-ops when not started).
+func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func()) {
+	none := func() func() { return func() {} }
 	if pct <= 0 {
-		return "gc: Go's default policy (--gc-headroom 0)", func() {}
+		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none
 	}
 	if k := gcEnvSet(os.LookupEnv); k != "" {
-		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}
+		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none
 	}
-	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), startGCHeadroom(pct, uint64(minMiB)<<20)
+	g := startGCHeadroom(pct, uint64(minMiB)<<20)
+	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold
 }

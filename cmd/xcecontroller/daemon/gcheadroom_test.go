@@ -65,7 +65,7 @@ func gogc() int {
 func TestGCHeadroomFollowsLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	live := make([]byte, 64<<20)
-	stop := startGCHeadroom(10, 1<<20)
+	stop := startGCHeadroom(10, 1<<20).stop
 	deadline := time.Now().Add(10 * time.Second)
 	for gogc() > 11 {
 		if time.Now().After(deadline) {
@@ -87,6 +87,40 @@ func TestGCHeadroomFollowsLiveHeap(t *testing.T) {
 	if p := gogc(); p != 50 {
 		t.Errorf("GOGC %d after a collection once stopped, want 50 (the policy is still running)", p)
 	}
+}
+
+// TestGCHoldGivesGoDefault: while a hold is in force the percent is Go's
+// default, collections or not; after its release the next collection
+// sets the policy's again.
+func TestGCHoldGivesGoDefault(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	live := make([]byte, 64<<20)
+	g := startGCHeadroom(10, 1<<20)
+	defer g.stop()
+	waitGOGC := func(ok func(int) bool, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(gogc()); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("GOGC %d, want %s", gogc(), what)
+			}
+			runtime.GC()
+		}
+	}
+	waitGOGC(func(p int) bool { return p <= 11 }, "<= 11 under the policy")
+	release := g.hold()
+	if p := gogc(); p != 100 {
+		t.Fatalf("GOGC %d once held, want 100", p)
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if p := gogc(); p != 100 {
+		t.Fatalf("GOGC %d after collections while held, want 100", p)
+	}
+	release()
+	waitGOGC(func(p int) bool { return p <= 11 }, "<= 11 after the release")
+	runtime.KeepAlive(live)
 }
 
 // An out-of-range headroom is a startup error naming the flag.
