@@ -14,6 +14,7 @@ SCALE_JOBS ?= 100000
 SCALE_WAIT ?= 2m
 SCALE_NODES ?= 1,3
 SCALE_LOGS ?=
+SCALE_ARGS ?=
 RIVER_JOBS ?= 200000
 RIVER_ROUNDS ?= 3
 RIVER_WORKERS ?=
@@ -106,7 +107,8 @@ bench:
 # SCALE_WAIT=60s, at most ~15 min with the default wait.
 bench-scale:
 	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
-	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES) $(if $(SCALE_LOGS),-scale-logs $(SCALE_LOGS))
+	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES) $(if $(SCALE_LOGS),-scale-logs $(SCALE_LOGS)) \
+	  $(if $(SCALE_ARGS),-scale-args '$(SCALE_ARGS)')
 
 # River beside xce (issue 9 item 7): River v0.51 on a throwaway
 # PostgreSQL (Debian's postgresql, installed when missing and run as

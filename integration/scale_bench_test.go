@@ -37,6 +37,7 @@ var (
 	scaleListMax = flag.Int("scale-list-max", 200_000, "BenchmarkScale: above this many jobs, read back by count (xce_queue_depth) instead of listing every id (LIST costs the whole queue per page)")
 	scaleNodes   = flag.String("scale-nodes", "1,3", "BenchmarkScale: cluster sizes to run, comma-separated (1 and/or 3)")
 	scaleLogs    = flag.String("scale-logs", "", "BenchmarkScale: copy every node's log into this directory (<nodes>-<name>.log) at the end of each cluster's run")
+	scaleArgs    = flag.String("scale-args", "", "BenchmarkScale: more xcecontroller flags for every node, space-separated (e.g. \"--bulk-write-rate 128\")")
 )
 
 const scalePayload = 200
@@ -132,7 +133,7 @@ func printScaleTable(b *testing.B, cols []int, figs []scaleFigures) {
 // scaleRun measures one cluster of nodes holding jobs jobs into f.
 func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 	wait := *scaleWait
-	c := newCluster(b, nodes)
+	c := newCluster(b, nodes, strings.Fields(*scaleArgs)...)
 	defer c.Stop()
 	defer keepLogs(b, c, nodes)
 	c.MetricsPorts = freePorts(b, nodes)
