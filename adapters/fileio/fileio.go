@@ -73,7 +73,7 @@ type Executor struct {
 	// WriteRate, if positive, paces every write of a large file (a
 	// checkpoint, a received snapshot's chunk) to that many bytes a
 	// second, so that the WAL's fsyncs on the same disk do not queue
-	// behind it (pace.go).
+	// behind it (writeback.go).
 	WriteRate int64
 	// TrashError, if set, receives a failure to delete a removed large
 	// file in the background (trash.go); the file stays in TrashDir.

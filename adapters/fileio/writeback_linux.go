@@ -6,23 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeBack starts the kernel's writeback of the bytes a large write just
-// dirtied, piece by piece, and waits for the piece writeBackLag behind, so
-// a snapshot of tens of MB never sits dirty in the page cache until its
-// fsync: flushed at once, it stalls every other fsync on the disk (the WAL's
-// of this node and of any other on the device) for as long as it takes
-// (measured: a 60 MB file's fsync held 2 ms WAL fsyncs up to 96 ms; paced,
-// 31 ms). Durability is unchanged: the fsync the node asks for follows.
-// Errors are ignored: the writeback is advice, the fsync reports failure.
-// A write of writeBackMin bytes or more is also paced to rate (pacer).
-func writeBack(f *os.File, off int64, data []byte, rate int64) (int, error) {
-	if len(data) < writeBackMin {
-		return f.Write(data)
-	}
-	return newBackWriter(f, off, rate).Write(data)
-}
-
-// backWriter is writeBack over a stream of writes (a snapshot written as
+// backWriter starts the kernel's writeback of the bytes a large write just
+// dirtied (see writeBack) over a stream of writes (a snapshot written as
 // it is encoded, WriteStream): the lag counts from start.
 type backWriter struct {
 	f                  *os.File

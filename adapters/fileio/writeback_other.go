@@ -4,16 +4,8 @@ package fileio
 
 import "os"
 
-// writeBack: off Linux a write is a plain write (no sync_file_range),
-// paced as on Linux.
-func writeBack(f *os.File, off int64, data []byte, rate int64) (int, error) {
-	if len(data) < writeBackMin {
-		return f.Write(data)
-	}
-	return newBackWriter(f, off, rate).Write(data)
-}
-
-// backWriter: off Linux, the file itself, paced.
+// backWriter: off Linux, a plain write (no sync_file_range), paced as on
+// Linux.
 type backWriter struct {
 	f    *os.File
 	pace pacer
