@@ -78,11 +78,12 @@ type Executor struct {
 	// TrashError, if set, receives a failure to delete a removed large
 	// file in the background (trash.go); the file stays in TrashDir.
 	TrashError func(path string, err error)
-	// AroundEncode, if set, is called before an OpEncode (a snapshot
-	// encoded whole in memory for a standby) and the function it returns
-	// after it: the daemon's collector policy gives the heap room for
-	// the buffer meanwhile.
-	AroundEncode func() (after func())
+	// AroundLarge, if set, is called before an op that allocates in
+	// proportion to the job state — OpEncode (a snapshot encoded whole in
+	// memory for a standby) and OpImport (a snapshot's jobs loaded at
+	// recovery) — and the function it returns after it: the daemon's
+	// collector policy gives the heap room meanwhile.
+	AroundLarge func() (after func())
 
 	kept  kept
 	trash trash
@@ -96,8 +97,8 @@ var ErrPathRefused = fileop.ErrPathRefused
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
 func (e *Executor) Exec(op sm.FileOp) sm.IODone {
-	if op.Op == sm.OpEncode && e.AroundEncode != nil {
-		defer e.AroundEncode()()
+	if (op.Op == sm.OpEncode || op.Op == sm.OpImport) && e.AroundLarge != nil {
+		defer e.AroundLarge()()
 	}
 	fs := osFS{e.Base, &e.kept, e}
 	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {

@@ -138,11 +138,12 @@ func TestPacedWriteTakesItsTime(t *testing.T) {
 	}
 }
 
-// TestAroundEncodeWrapsEncodesOnly: the hook runs around every OpEncode,
-// its after once the op is done, and never for a file op.
-func TestAroundEncodeWrapsEncodesOnly(t *testing.T) {
+// TestAroundLargeWrapsEncodesAndImports: the hook runs around every
+// OpEncode and OpImport, its after once the op is done, and never for a
+// file op.
+func TestAroundLargeWrapsEncodesAndImports(t *testing.T) {
 	var before, after int
-	e := &Executor{Base: t.TempDir(), AroundEncode: func() func() {
+	e := &Executor{Base: t.TempDir(), AroundLarge: func() func() {
 		before++
 		return func() { after++ }
 	}}
@@ -152,10 +153,12 @@ func TestAroundEncodeWrapsEncodesOnly(t *testing.T) {
 	if before != 0 {
 		t.Fatalf("hook ran %d times for file ops", before)
 	}
-	if d := e.Exec(sm.FileOp{Op: sm.OpEncode}); d.Err == sm.IOOK { // no snapshot: refused, but wrapped
-		t.Fatalf("an encode without a snapshot succeeded")
-	}
-	if before != 1 || after != 1 {
-		t.Fatalf("around one encode: before %d, after %d", before, after)
+	for i, op := range []sm.FileOp{{Op: sm.OpEncode}, {Op: sm.OpImport}} { // nothing to encode or import: refused, but wrapped
+		if d := e.Exec(op); d.Err == sm.IOOK {
+			t.Fatalf("%s without its input succeeded", op.Op)
+		}
+		if before != i+1 || after != i+1 {
+			t.Fatalf("around %s: before %d, after %d", op.Op, before, after)
+		}
 	}
 }

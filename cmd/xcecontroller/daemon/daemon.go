@@ -292,7 +292,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 		}
 	}()
-	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20, AroundEncode: gcHold,
+	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20, AroundLarge: gcHold,
 		TrashError: func(path string, err error) {
 			log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
 		}}
