@@ -268,17 +268,8 @@ func (d *recordDecoder) stampsFields(b []byte) bool {
 			return false
 		}
 		b = b[n:]
-		switch num {
-		case 1:
-			st.VisibilityTimeoutS = uint32(v)
-		case 2:
-			st.MaxAttempts = uint32(v)
-		case 3:
-			st.BackoffBaseS = uint32(v)
-		case 4:
-			st.DeadLetterRetentionS = uint32(v)
-		default:
-			return false
+		if !setStampsField(st, num, v) {
+			return false // an unknown field: proto.Unmarshal keeps it
 		}
 	}
 	return true

@@ -111,7 +111,7 @@ func TestWalkPayloadDoesNotReachTheNextFrame(t *testing.T) {
 	want := bytes.Clone(data)
 	n := 0
 	if _, err := Walk(data, func(_ int, rec *schema.WalRecord) error {
-		_ = append(rec.GetEnqueue().GetPayload(), "XXXXXXXXXXXX"...)
+		_ = append(rec.GetEnqueue().GetPayload(), "overwritten!"...)
 		n++
 		return nil
 	}); err != nil || n != 2 || !bytes.Equal(data, want) {

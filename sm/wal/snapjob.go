@@ -205,16 +205,25 @@ func decodeStamps(s *schema.WalStamps, b []byte) error {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		switch num {
-		case 1:
-			s.VisibilityTimeoutS = uint32(v)
-		case 2:
-			s.MaxAttempts = uint32(v)
-		case 3:
-			s.BackoffBaseS = uint32(v)
-		case 4:
-			s.DeadLetterRetentionS = uint32(v)
-		}
+		setStampsField(s, num, v) // an unknown varint field is skipped
 	}
 	return nil
+}
+
+// setStampsField sets field num of st to v, both decoders' way (a
+// varint field, the last occurrence winning); false: st has no such field.
+func setStampsField(st *schema.WalStamps, num protowire.Number, v uint64) bool {
+	switch num {
+	case 1:
+		st.VisibilityTimeoutS = uint32(v)
+	case 2:
+		st.MaxAttempts = uint32(v)
+	case 3:
+		st.BackoffBaseS = uint32(v)
+	case 4:
+		st.DeadLetterRetentionS = uint32(v)
+	default:
+		return false
+	}
+	return true
 }
