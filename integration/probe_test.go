@@ -7,6 +7,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,3 +90,20 @@ func (p *probe) window(from, to time.Time) probeStats {
 	}
 	return st
 }
+
+// slow lists the requests in flight at any moment of [from, to] that
+// took at least min, one line each (send time in UTC, duration, error),
+// to line a stall up against the nodes' logs.
+func (p *probe) slow(from, to time.Time, min time.Duration) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var sb strings.Builder
+	for _, s := range p.samples {
+		if s.dur < min || s.at.After(to) || s.at.Add(s.dur).Before(from) {
+			continue
+		}
+		fmt.Fprintf(&sb, "%s\t%v\t%v\n", s.at.UTC().Format("15:04:05.000000"), s.dur.Round(100*time.Microsecond), s.err)
+	}
+	return sb.String()
+}
+

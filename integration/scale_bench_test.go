@@ -338,6 +338,7 @@ func scaleCheckpoint(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p 
 	dur := time.Duration((sum - sum0) / (count - count0) * float64(time.Second))
 	from := logTime(b, log, "checkpoint: writing")
 	in := pr.window(from, from.Add(dur))
+	keepProbe(b, c, "checkpoint", pr, from, from.Add(dur))
 	f["checkpoint duration (log line to durable)"] = dur.Round(time.Millisecond).String()
 	f["longest probe request during the checkpoint"] = fmt.Sprintf("%v (%d requests, %d errors)", in.max.Round(100*time.Microsecond), in.n, in.errors)
 	return fr
@@ -458,6 +459,7 @@ func scaleFreshStandby(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, 
 	f["primary's steps over 50 ms while it syncs"] = slowSteps(logSince(c, p, poff))
 	f["enqueue jobs/s, 4 clients, while it syncs"] = fmt.Sprintf("%.0f", lr.rate())
 	in := pr.window(t0, at)
+	keepProbe(b, c, "sync", pr, t0, at)
 	f["longest probe request while it syncs"] = fmt.Sprintf("%v (%d requests, %d errors)", in.max.Round(100*time.Microsecond), in.n, in.errors)
 	if lr.Unknown > 0 || lr.Refused > 0 {
 		f["enqueue jobs/s, 4 clients, while it syncs"] += fmt.Sprintf(" (%d unknown outcome, %d refused)", lr.Unknown, lr.Refused)
@@ -541,6 +543,24 @@ func keepLogs(b *testing.B, c *clitool.Cluster, nodes int) {
 		if err != nil {
 			b.Errorf("-scale-logs: %s: %v", name, err)
 		}
+	}
+}
+
+// keepProbe writes the probe's requests of at least 20 ms in [from, to]
+// to -scale-logs (<nodes>-probe-<phase>.txt), times in UTC as the nodes'
+// logs have them.
+func keepProbe(b *testing.B, c *clitool.Cluster, phase string, pr *probe, from, to time.Time) {
+	if *scaleLogs == "" {
+		return
+	}
+	if err := os.MkdirAll(*scaleLogs, 0o755); err != nil {
+		b.Errorf("-scale-logs: %v", err)
+		return
+	}
+	head := fmt.Sprintf("# %s window %s .. %s (UTC): sent, took, error\n", phase, from.UTC().Format("15:04:05.000000"), to.UTC().Format("15:04:05.000000"))
+	name := filepath.Join(*scaleLogs, fmt.Sprintf("%d-probe-%s.txt", len(c.Names), phase))
+	if err := os.WriteFile(name, []byte(head+pr.slow(from, to, 20*time.Millisecond)), 0o644); err != nil {
+		b.Errorf("-scale-logs: %v", err)
 	}
 }
 

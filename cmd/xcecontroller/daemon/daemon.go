@@ -298,8 +298,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}}
 	var afterStep func(*sm.Node, sm.Input, time.Duration)
 	if mx != nil {
-		files.ObserveSync, afterStep = mx.ObserveSync, mx.AfterStep
+		afterStep = mx.AfterStep
 	}
+	files.ObserveSync = slowSyncLogger(log, mx)
 	rn := runner.New(runner.Config{Node: node, Files: files, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed(), AfterStep: afterStep})
 	go func() {
 		select {
