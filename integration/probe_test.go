@@ -106,4 +106,3 @@ func (p *probe) slow(from, to time.Time, min time.Duration) string {
 	}
 	return sb.String()
 }
-
