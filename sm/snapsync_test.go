@@ -24,7 +24,6 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 	sn.disk = simdisk.New()
 	install(t, sn.disk, blob, epoch)
 	h.newProcess(sn)
-	h.boot(s)
 	chunks := func() int {
 		k := 0
 		for _, op := range sn.ops {
@@ -34,8 +33,15 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 		}
 		return k
 	}
+	// Booted without draining the queue (h.boot would run the whole
+	// transfer): the link is cut after the fifth chunk.
+	sn.up = true
+	h.enqueue(s, sm.Boot{Seed: uint64(1000 + s)})
 	if !h.advanceUntil(10*time.Second, func() bool { return chunks() >= 5 }) {
 		t.Fatalf("the standby wrote %d snapshot chunks, want a transfer in many", chunks())
+	}
+	if got := len(sn.logsWithKey("repl.synced")); got != 0 {
+		t.Fatalf("standby installed %d snapshots before the cut, want the transfer under way", got)
 	}
 	h.cutLink(p, s)
 	h.run()

@@ -20,6 +20,9 @@ func newBackWriter(f *os.File, off int64, rate int64) *backWriter {
 	return &backWriter{f: f, fd: int(f.Fd()), start: off, off: off, pace: newPacer(rate)}
 }
 
+// at sets where the next Write goes (the file's end, for an append).
+func (w *backWriter) at(off int64) { w.off = off }
+
 func (w *backWriter) Write(data []byte) (int, error) {
 	n := 0
 	for n < len(data) {
