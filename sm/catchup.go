@@ -19,12 +19,61 @@ import (
 // replaces the standby's log. Seed mode always uses snapshots: two
 // primaries there may write the same term.
 
-// catchUpRead is a catch-up in progress on the primary: the standby's
-// position, and the batches written meanwhile (sent after what the read
-// finds, without the LSNs the read already covered).
+//
+// The records go with flow control, one segment read at a time (issue 9
+// item 1: a standby far behind gets records, not a snapshot, as long as
+// we keep them): pieces of at most Options.SnapshotChunk bytes, at most
+// catchUpWindow of them sent and not yet acknowledged; the next segment
+// is read once the last one is handed to the queue. Batches written
+// meanwhile are held (at most Options.SyncBufferBytes since the last read
+// was issued; past that none: they are read from the log in one more
+// round) and follow the last segment's records, after which the standby
+// streams live.
+
+// catchUpRead is a catch-up in progress on the primary.
 type catchUpRead struct {
 	from logPos
-	buf  [][]byte
+	// buf: batches written since the read under way (or the last one) was
+	// issued, sent after what the reads find, without the LSNs they
+	// covered; overflow: more than the bound came, and was dropped.
+	buf       [][]byte
+	bufBytes  int
+	overflow  bool
+	streaming bool           // the log matched: the records are going out
+	started   bool           // the catch-up's first message went
+	sent      uint64         // the last LSN queued (to send) or sent
+	queue     []catchUpPiece // read, not yet sent
+	inflight  []uint64       // the last LSN of each piece sent and not yet acknowledged
+	more      bool           // segments after the one read last
+	reading   bool           // a round's list or read is under way
+}
+
+// catchUpPiece is a run of frames to send and the LSN it ends at.
+type catchUpPiece struct {
+	data []byte
+	last uint64
+}
+
+// catchUpWindow bounds the pieces sent and not yet acknowledged: with
+// the transport's per-peer queue of 64 messages (oldest dropped), far
+// below it.
+const catchUpWindow = 8
+
+// hold keeps a batch written during the catch-up, within limit bytes
+// since the last read was issued.
+func (cu *catchUpRead) hold(data []byte, limit int) {
+	if cu.overflow || cu.bufBytes+len(data) > limit {
+		cu.buf, cu.bufBytes, cu.overflow = nil, 0, true
+		return
+	}
+	cu.buf = append(cu.buf, data)
+	cu.bufBytes += len(data)
+}
+
+// newRound: a read is being issued; batches written from now on are not
+// in what it reads.
+func (cu *catchUpRead) newRound() {
+	cu.buf, cu.bufBytes, cu.overflow, cu.reading = nil, 0, false, true
 }
 
 // canCatchUp: the standby's log ends exactly at logPos with nothing after
@@ -63,7 +112,8 @@ func (n *Node) tryCatchUp(s int) bool {
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(n.now.Mono)), catchUp: &catchUpRead{from: from}}
 	j.setPeer(s, rp)
 	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
-		n.finishCatchUp(s, rp, nil, from.lsn) // nothing to read: it has every record
+		rp.catchUp.streaming, rp.catchUp.sent = true, from.lsn
+		n.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
 	n.as(n.jobsOwner(), func() { n.readForCatchUp(j, s, rp) })
@@ -74,6 +124,7 @@ func (n *Node) tryCatchUp(s int) bool {
 // position.
 func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 	from := rp.catchUp.from
+	rp.catchUp.reading = true
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 		if j.repl[s] != rp {
 			return // resynced meanwhile
@@ -87,6 +138,16 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 			n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
 			return
 		}
+		// The segments that may hold from.lsn and the records before it
+		// (where the logs last agree); the rest are read one by one.
+		k := 1
+		for k < len(segs) {
+			if first, _ := wal.ParseSegmentName(segs[k][len(wal.WALDir)+1:]); first > from.lsn {
+				break
+			}
+			k++
+		}
+		segs, rp.catchUp.more = segs[:k], k < len(segs)
 		// Issued together, the reads run before any removal issued later.
 		data := make([][]byte, len(segs))
 		left := len(segs)
@@ -173,10 +234,12 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 		}
 	}
 	switch {
-	case matched && len(frames) > maxCatchUpBytes:
-		n.catchUpFailed(s, rp, fmt.Sprintf("%d bytes of records to send, more than %d (a snapshot, sent with flow control, is the better way)", len(frames), maxCatchUpBytes))
 	case matched:
-		n.finishCatchUp(s, rp, frames, max(end, from.lsn))
+		cu := rp.catchUp
+		cu.streaming, cu.reading, cu.sent = true, false, from.lsn
+		n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): records from our log, no snapshot", n.peerName(s), from.lsn, from.term))
+		n.queueCatchUp(cu, frames, max(end, from.lsn))
+		n.pumpCatchUp(s, rp)
 	case !diverged && from.lsn <= end:
 		n.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
 	case hint.lsn == 0:
@@ -196,18 +259,171 @@ func (n *Node) tellDiverged(s int, rp *replPeer, hint logPos) {
 	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
 }
 
-// maxCatchUpBytes bounds a catch-up: its records go at once, and more
-// than this would overflow the transport's per-peer queue (64 messages of
-// up to 1 MiB, drop-oldest) under load; a snapshot goes chunk by chunk.
-const maxCatchUpBytes = 32 << 20
-
 // errStop ends a wal.Walk early.
 var errStop = errors.New("stop")
 
-// finishCatchUp sends frames (the records after the standby's position up
-// to end) and the batches written meanwhile, then streams live.
-func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
-	for _, b := range rp.catchUp.buf {
+// queueCatchUp queues frames (the records after cu.sent up to end) in
+// pieces of at most Options.SnapshotChunk bytes.
+func (n *Node) queueCatchUp(cu *catchUpRead, frames []byte, end uint64) {
+	cu.sent = max(cu.sent, end)
+	if len(frames) == 0 {
+		return // an empty message is "unusable" to the standby
+	}
+	for _, c := range splitFrames(frames, n.opt.SnapshotChunk) {
+		_, last := lsnRange(c)
+		cu.queue = append(cu.queue, catchUpPiece{data: c, last: last})
+	}
+}
+
+// pumpCatchUp sends queued pieces while fewer than catchUpWindow are
+// unacknowledged; with the queue empty it reads the next segment, or
+// finishes: the batches held meanwhile follow, and the standby streams
+// live.
+func (n *Node) pumpCatchUp(s int, rp *replPeer) {
+	cu := rp.catchUp
+	for len(cu.queue) > 0 && len(cu.inflight) < catchUpWindow {
+		p := cu.queue[0]
+		cu.queue = cu.queue[1:]
+		n.sendCatchUp(s, rp, p.data)
+		cu.inflight = append(cu.inflight, p.last)
+	}
+	switch {
+	case len(cu.queue) > 0 || cu.reading:
+	case cu.more || cu.overflow:
+		n.nextCatchUpRound(s, rp)
+	default:
+		n.finishCatchUp(s, rp)
+	}
+}
+
+// sendCatchUp sends one run of frames: the first message of the
+// catch-up says where it starts; those after it are plain records.
+func (n *Node) sendCatchUp(s int, rp *replPeer, data []byte) {
+	cu := rp.catchUp
+	if cu.started {
+		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: data})
+		return
+	}
+	cu.started = true
+	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: cu.from.lsn, PrevTerm: cu.from.term, Bytes: data})
+}
+
+// catchUpAcked notes the standby's durable LSN: the pieces it covers are
+// no longer in flight.
+func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
+	cu := rp.catchUp
+	if cu == nil || !cu.streaming {
+		return
+	}
+	k := 0
+	for k < len(cu.inflight) && cu.inflight[k] <= lsn {
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	cu.inflight = cu.inflight[k:]
+	n.pumpCatchUp(s, rp)
+}
+
+// nextCatchUpRound reads the segment holding the record after cu.sent.
+func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
+	j, cu := n.jobs, rp.catchUp
+	cu.newRound()
+	n.as(n.jobsOwner(), func() {
+		n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+			if j.repl[s] != rp || rp.catchUp != cu {
+				return // resynced meanwhile
+			}
+			if d.Err != IOOK {
+				n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+				return
+			}
+			seg, next := segmentAfter(d.Entries, cu.sent)
+			if seg == "" {
+				n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", cu.sent))
+				return
+			}
+			cu.more = next > 0
+			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
+				if j.repl[s] != rp || rp.catchUp != cu {
+					return
+				}
+				if d.Err != IOOK {
+					n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
+					return
+				}
+				frames, end, why := framesFrom(d.Data, cu.sent)
+				if why == "" && next > 0 && next != end+1 {
+					why = fmt.Sprintf("our segments skip from lsn %d to %d", end, next)
+				}
+				if why != "" {
+					n.catchUpFailed(s, rp, why)
+					return
+				}
+				cu.reading = false
+				n.queueCatchUp(cu, frames, end)
+				n.pumpCatchUp(s, rp)
+			})
+		})
+	})
+}
+
+// segmentAfter is the segment holding the record after lsn (the last
+// whose first LSN is at most lsn+1), "" if none does, and the first LSN
+// of the segment after it (0: none follows).
+func segmentAfter(entries []DirEntry, lsn uint64) (seg string, next uint64) {
+	for _, p := range segmentsByLSN(entries) {
+		first, _ := wal.ParseSegmentName(p[len(wal.WALDir)+1:])
+		if first > lsn+1 {
+			if seg != "" {
+				return seg, first
+			}
+			break
+		}
+		seg = p
+	}
+	return seg, 0
+}
+
+// framesFrom is the frames of a segment's bytes after lsn (a torn tail
+// is no record) and the last LSN in it; why says what is wrong if the
+// records after lsn do not follow it.
+func framesFrom(data []byte, lsn uint64) (frames []byte, end uint64, why string) {
+	cut := -1
+	end = lsn
+	valid, err := wal.WalkPositions(data, func(off int, l, _ uint64) error {
+		if l <= lsn {
+			return nil
+		}
+		if l != end+1 {
+			why = fmt.Sprintf("our segments skip from lsn %d to %d", end, l)
+			return errStop
+		}
+		if cut < 0 {
+			cut = off
+		}
+		end = l
+		return nil
+	})
+	switch {
+	case why != "":
+		return nil, 0, why
+	case err != nil:
+		return nil, 0, fmt.Sprintf("the primary's own log does not scan: %v", err)
+	case cut < 0:
+		return nil, lsn, ""
+	}
+	return data[cut:valid], end, ""
+}
+
+// finishCatchUp sends the batches written since the last read was issued
+// (the records after cu.sent), then streams live.
+func (n *Node) finishCatchUp(s int, rp *replPeer) {
+	cu := rp.catchUp
+	end := cu.sent
+	var frames []byte
+	for _, b := range cu.buf {
 		rest := framesAfter(b, end)
 		if len(rest) == 0 {
 			continue
@@ -220,16 +436,21 @@ func (n *Node) finishCatchUp(s int, rp *replPeer, frames []byte, end uint64) {
 		frames = append(frames, rest...)
 		end = last
 	}
-	from := rp.catchUp.from
 	rp.catchUp = nil
-	n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): %d records, no snapshot", n.peerName(s), from.lsn, from.term, end-from.lsn))
-	start := Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: from.lsn, PrevTerm: from.term}
-	var chunks [][]byte // none when it has every record: an empty one is "unusable" to it
-	if len(frames) > 0 {
-		chunks = splitFrames(frames, MaxConfigSize)
-		start.Bytes, chunks = chunks[0], chunks[1:]
+	n.log(Info, "repl.caught-up", fmt.Sprintf("%s caught up from lsn %d (term %d): %d records, no snapshot; streaming live", n.peerName(s), cu.from.lsn, cu.from.term, end-cu.from.lsn))
+	chunks := splitFrames(frames, MaxConfigSize)
+	if len(frames) == 0 {
+		chunks = nil // none when it has every record: an empty one is "unusable" to it
 	}
-	n.send(s, start)
+	if !cu.started { // it had every record: the first message says where it stands
+		rp.catchUp = cu
+		var first []byte
+		if len(chunks) > 0 {
+			first, chunks = chunks[0], chunks[1:]
+		}
+		n.sendCatchUp(s, rp, first)
+		rp.catchUp = nil
+	}
 	for _, c := range chunks {
 		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: c})
 	}

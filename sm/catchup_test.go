@@ -8,6 +8,7 @@ import (
 
 	"xce/sim/simdisk"
 	"xce/sm"
+	"xce/sm/wal"
 )
 
 // Catch-up from the log (DESIGN §4.4) on the step harness.
@@ -257,29 +258,67 @@ func TestPromotionAbandonsStandbyCheckpoint(t *testing.T) {
 	}
 }
 
-// A standby further behind than a catch-up may carry (32 MiB of records,
-// which would go at once) gets a snapshot, which goes chunk by chunk.
-func TestCatchUpTooLargeSendsSnapshot(t *testing.T) {
+// A standby 36 MiB of records behind (more than one message, or the
+// transport's queue, could carry at once) is caught up from the log, not
+// by snapshot: in pieces of at most a snapshot chunk, never more than the
+// window of them unacknowledged, and its log ends at the primary's.
+func TestCatchUpOfManyMiBGoesWithFlowControl(t *testing.T) {
 	h, p := threeNodes(t)
 	s := (p + 1) % 3
 	h.kill(s)
-	big := bytes.Repeat([]byte("x"), 1000<<10)
+	big := bytes.Repeat([]byte("x"), 300<<10)
 	pn := h.node(p)
-	for k := 0; k < 36; k++ { // 36 MiB of records, one at a time
+	for k := 0; k < 120; k++ { // 36 MiB of records, one at a time
 		h.enqueue(p, sm.ClientOp{ID: 900 + uint64(k), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: big}})
 		h.run()
 	}
 	h.advance(time.Second)
-	logsBefore := len(pn.logs)
+	sentBefore := len(pn.sent)
+	// The pieces p has sent s and not yet seen acknowledged, after every step.
+	var lasts []uint64 // the last LSN of each record message p sent s
+	most := 0
+	h.onStep = func(int, sm.Input, []sm.Effect) {
+		for _, m := range pn.sent[sentBefore:] {
+			if m.To != s || m.Msg.Type != sm.MsgReplRecords || len(m.Msg.Bytes) == 0 {
+				continue
+			}
+			if len(m.Msg.Bytes) > 512<<10 {
+				t.Errorf("a catch-up message of %d bytes, more than a chunk", len(m.Msg.Bytes))
+			}
+			var last uint64
+			if _, err := wal.WalkPositions(m.Msg.Bytes, func(_ int, lsn, _ uint64) error { last = lsn; return nil }); err != nil {
+				t.Fatalf("records sent to n%d do not scan: %v", s, err)
+			}
+			lasts = append(lasts, last)
+		}
+		sentBefore = len(pn.sent)
+		var acked uint64
+		for _, st := range pn.n.ReplicationStatus() {
+			if st.Peer == s {
+				acked = st.Acked
+			}
+		}
+		out := 0
+		for _, l := range lasts {
+			if l > acked {
+				out++
+			}
+		}
+		most = max(most, out)
+	}
 	h.newProcess(h.node(s))
 	h.boot(s)
 	h.advance(10 * time.Second)
-	refused := false
-	for _, l := range pn.logs[logsBefore:] {
-		refused = refused || l.Key == "repl.catch-up-refused" && strings.Contains(l.Text, "bytes of records to send")
+	h.onStep = nil
+	if !hasLog(h, p, "repl.catch-up") || !hasLog(h, p, "repl.caught-up") || hasLog(h, s, "repl.synced") {
+		t.Fatalf("catch-up %v, caught up %v, snapshot installed %v; want the records from the log and no snapshot",
+			hasLog(h, p, "repl.catch-up"), hasLog(h, p, "repl.caught-up"), hasLog(h, s, "repl.synced"))
 	}
-	if !refused || !hasLog(h, s, "repl.synced") {
-		t.Fatalf("refused=%v synced=%v; want the catch-up refused for its size and a snapshot installed", refused, hasLog(h, s, "repl.synced"))
+	if len(lasts) < 100 {
+		t.Errorf("%d record messages for 120 records of 300 KiB, want one or two records a piece", len(lasts))
+	}
+	if most > 8 || most < 2 {
+		t.Errorf("at most %d record messages were unacknowledged at once, want 2 to 8 (the window)", most)
 	}
 	pt, pl := pn.n.LogPosition()
 	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {

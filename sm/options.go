@@ -47,9 +47,11 @@ type Options struct {
 	SnapshotChunk int
 	// SyncBufferBytes bounds the records a primary holds for a standby
 	// while that standby's snapshot is encoded (they follow its first
-	// chunk). Past it they are dropped and the standby, finding the gap
-	// after its install, catches up from the log (default 32 MiB; 0
-	// holds none).
+	// chunk), or while it reads its log for a catch-up (they follow the
+	// records read). Past it they are dropped: after a snapshot the
+	// standby, finding the gap after its install, catches up from the
+	// log; a catch-up reads them from the log in one more round (default
+	// 32 MiB; 0 holds none).
 	SyncBufferBytes int
 	// MaintenanceInterval: how often a primary runs a due sweep_expired and
 	// scheduler tick on its own (0 disables; then clients must).
@@ -99,7 +101,7 @@ func DefaultOptions(self int, peers []string) Options {
 		MaxWALRecords:       10000,
 		RetainWALRecords:    40000,
 		SnapshotChunk:       512 << 10,
-		SyncBufferBytes:     maxCatchUpBytes,
+		SyncBufferBytes:     32 << 20,
 		MaintenanceInterval: time.Second,
 		SyncStandbys:        1,
 		SeedMode:            len(peers) == 2, // a 2-node majority cannot lose a node

@@ -85,7 +85,7 @@ func (n *Node) streamBatch(b walBatch) {
 		}
 		switch {
 		case rp.catchUp != nil:
-			rp.catchUp.buf = append(rp.catchUp.buf, data) // sent after the records being read
+			rp.catchUp.hold(data, n.opt.SyncBufferBytes) // sent after the records read from the log
 		case rp.snap != nil && rp.snap.data == nil:
 			rp.snap.hold(data, n.opt.SyncBufferBytes) // sent after the snapshot's first chunk
 		default:
@@ -165,6 +165,7 @@ func (n *Node) onReplAck(from int, m Msg) {
 	}
 	rp.snap = nil
 	rp.Ack(m.WALPos, int64(n.now.Mono))
+	n.catchUpAcked(from, rp, m.WALPos)
 	n.releaseWaiting()
 }
 
