@@ -249,6 +249,10 @@ func (w *World) finalRestart() {
 	if w.fail != nil {
 		return
 	}
+	w.checkLogsSynced()
+	if w.fail != nil {
+		return
+	}
 	power := w.sc.FinalPowerLoss
 	why := "final restart of every node"
 	for _, nd := range w.nodes {

@@ -232,3 +232,43 @@ func validConfigOn(files map[string][]byte) string {
 	}
 	return name
 }
+
+// logSyncBound: how long, with every fault off and the clients idle, a
+// standby's job log may take to reach its primary's (L5).
+const logSyncBound = 20 * time.Second
+
+// checkLogsSynced is L5: once the liveness phase has run and the clients
+// are idle, every live standby's job log reaches its primary's position
+// (term and LSN of the last durable record) within logSyncBound. L4
+// catches a sync that resyncs; this one a sync that stalls or loops
+// without a gap (a catch-up whose next read or piece never comes), which
+// would leave a standby that never counts toward a quorum.
+func (w *World) checkLogsSynced() {
+	if !w.liveness {
+		return
+	}
+	p := w.primaryOf(-1)
+	if p < 0 {
+		return // no converged cluster here: L1 and L2 judge that
+	}
+	if _, _, rec := w.nodes[p].node.JobState(); !rec {
+		return // a primary without job state syncs no one (S5 judges it after the failover)
+	}
+	behind := func() string {
+		pt, pl := w.nodes[p].node.LogPosition()
+		for _, nd := range w.nodes {
+			if nd.id == p || nd.rot.lost || !nd.up {
+				continue
+			}
+			if t, l := nd.node.LogPosition(); t != pt || l != pl {
+				return fmt.Sprintf("n%d's log ends at (term %d, lsn %d), primary n%d's at (term %d, lsn %d)", nd.id, t, l, p, pt, pl)
+			}
+		}
+		return ""
+	}
+	w.runUntil(w.now+logSyncBound, func() bool { return behind() == "" })
+	if why := behind(); w.fail == nil && why != "" && w.primaryOf(-1) == p {
+		w.violate("L5", "the job logs did not converge within %v of the clients going idle, every fault off: %s", logSyncBound, why)
+	}
+}
+

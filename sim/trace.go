@@ -81,6 +81,22 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 			t.buf = append(t.buf, " status="...)
 			t.buf = strconv.AppendInt(t.buf, int64(m.Status), 10)
 		}
+		switch m.Type {
+		case sm.MsgReplRecords, sm.MsgReplSnapshot, sm.MsgReplAck:
+			// The sync a message belongs to, and what it carries.
+			t.buf = append(t.buf, " sync="...)
+			t.buf = strconv.AppendUint(t.buf, m.ReqID, 10)
+			if m.CatchUp {
+				t.buf = append(t.buf, " catch-up from="...)
+				t.buf = strconv.AppendUint(t.buf, m.PrevLSN, 10)
+			}
+			t.buf = append(t.buf, " lsn="...)
+			t.buf = strconv.AppendUint(t.buf, m.WALPos, 10)
+			if len(m.Bytes) > 0 {
+				t.buf = append(t.buf, " bytes="...)
+				t.buf = strconv.AppendInt(t.buf, int64(len(m.Bytes)), 10)
+			}
+		}
 	case sm.ClientGone:
 		t.buf = append(t.buf, "<- client gone #"...)
 		t.buf = strconv.AppendUint(t.buf, x.ID, 10)

@@ -48,7 +48,11 @@ func (n *Node) stopFetch(why string) {
 func (n *Node) tryFetch() {
 	f := n.fetch
 	f.reqID = n.id()
-	n.syncAsked = int64(n.now.Mono) // a join also starts a log sync
+	// A join also starts a log sync, which supersedes the one we follow:
+	// kept, it would wait forever for records the primary now sends in
+	// the new sync if that sync's first message were lost (L5, seed 933).
+	n.setSync(nil)
+	n.syncAsked = int64(n.now.Mono)
 	n.send(n.primary, n.joinMsg(f.reqID))
 	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
 }
