@@ -271,4 +271,3 @@ func (w *World) checkLogsSynced() {
 		w.violate("L5", "the job logs did not converge within %v of the clients going idle, every fault off: %s", logSyncBound, why)
 	}
 }
-
