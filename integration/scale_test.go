@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +88,61 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	}
 	if err := checkListed(context.Background(), cl, loadQueue, res.IDs, 0); err != nil {
 		t.Fatalf("new primary %s (fresh standby was %s): %v", c.Names[np], c.Names[fresh], err)
+	}
+}
+
+// TestStandbyFarBehindCatchesUpFromTheLog (issue 9 item 1): a standby
+// killed while 40 MB of records (10,000 jobs of 4 KiB) are written — more
+// than a catch-up could once carry (32 MiB) — gets those records from the
+// primary's log when it comes back, not a snapshot, and is in sync; after
+// kill -9 of the primary every acknowledged job is on the new one.
+func TestStandbyFarBehindCatchesUpFromTheLog(t *testing.T) {
+	const jobs = 10_000
+	c := newCluster(t, 3, fastTimings...)
+	install(t, c, 0, configBlob(t, "scale", 2, 0))
+	start(t, c, 0, 1, 2)
+	_, p := converge(t, c, -1, 30*time.Second)
+	mat := admin(t, c)
+	var standbys []int
+	for i := range c.Names {
+		if i != p {
+			standbys = append(standbys, i)
+		}
+	}
+	if _, err := waitInSync(c, mat, p, standbys, 30*time.Second); err != nil {
+		t.Fatalf("before the load: %v", err)
+	}
+	behind := standbys[0]
+	stop(t, c, behind, syscall.SIGKILL)
+	res, err := runBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Jobs: jobs, Clients: 8, Batch: 10, Payload: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.IDs) != jobs {
+		t.Fatalf("%d jobs acknowledged, want %d", len(res.IDs), jobs)
+	}
+	poff := logOffset(c, p)
+	start(t, c, behind)
+	if _, err := waitInSync(c, mat, p, standbys, 30*time.Second); err != nil {
+		t.Fatalf("after %s's restart: %v", c.Names[behind], err)
+	}
+	waitLog(t, c, p, poff, "caught up from lsn", time.Second)
+	if log := logSince(c, p, poff); strings.Contains(log, "syncing "+c.Names[behind]+" with a snapshot") {
+		t.Fatalf("%s was synced by a snapshot, want its records from the log:\n%s", c.Names[behind], log)
+	}
+
+	stop(t, c, p, syscall.SIGKILL)
+	np, _ := waitAnyPrimary(t, c, standbys, 15*time.Second)
+	cl, err := newDoer(peersOf(c, standbys...), mat, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := waitServing(context.Background(), cl, 15*time.Second); err != nil {
+		t.Fatalf("new primary %s: %v", c.Names[np], err)
+	}
+	if err := checkListed(context.Background(), cl, loadQueue, res.IDs, 0); err != nil {
+		t.Fatalf("new primary %s (%s was caught up): %v", c.Names[np], c.Names[behind], err)
 	}
 }
 
