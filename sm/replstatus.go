@@ -30,6 +30,23 @@ func (n *Node) ReplicationStatus() []StandbyStatus {
 	return out
 }
 
+// SnapshotSyncing reports whether this primary is syncing some standby
+// by snapshot (encoding it, or sending its chunks): it holds the whole
+// state's encoding meanwhile (300 MB at 1M jobs), and the daemon gives
+// the collector room for that while it lasts.
+func (n *Node) SnapshotSyncing() bool {
+	j := n.jobs
+	if n.role != RolePrimary || j == nil {
+		return false
+	}
+	for _, rp := range j.repl {
+		if rp.snap != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // DurableLSN and CommitLSN are the primary's own durable LSN and, in
 // quorum mode, the LSN durable on a majority (0 when not a recovered
 // primary).

@@ -43,6 +43,9 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 	if got := len(sn.logsWithKey("repl.synced")); got != 0 {
 		t.Fatalf("standby installed %d snapshots before the cut, want the transfer under way", got)
 	}
+	if !h.node(p).n.SnapshotSyncing() {
+		t.Errorf("primary during the transfer: SnapshotSyncing false")
+	}
 	h.cutLink(p, s)
 	h.run()
 	h.advance(300 * time.Millisecond) // shorter than the failure timeout
@@ -58,6 +61,9 @@ func TestSnapshotSyncInChunksResumes(t *testing.T) {
 		t.Errorf("snapshot written in %d chunks, want it split at 64 bytes", c)
 	}
 	checkAtPrimaryPosition(t, h.node(p), sn)
+	if h.node(p).n.SnapshotSyncing() {
+		t.Errorf("primary after the install: SnapshotSyncing true, want false (the snapshot let go)")
+	}
 }
 
 // A standby waiting for the first chunk of its snapshot times out and

@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	if cfg.BulkWriteMiB < 0 {
 		return 1, fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
 	}
-	gcMsg, gcStop, gcHold := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	gcMsg, gcStop, gcHold, gcSyncs := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
 	defer gcStop()
 	log.Info(gcMsg, zap.String("key", "gc.policy"))
 	peers, warnings, err := peerlist.Parse(cfg.Peers)
@@ -296,9 +296,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		TrashError: func(path string, err error) {
 			log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
 		}}
-	var afterStep func(*sm.Node, sm.Input, time.Duration)
-	if mx != nil {
-		afterStep = mx.AfterStep
+	afterStep := func(n *sm.Node, in sm.Input, took time.Duration) {
+		gcSyncs.update(n.SnapshotSyncing())
+		if mx != nil {
+			mx.AfterStep(n, in, took)
+		}
 	}
 	files.ObserveSync = slowSyncLogger(log, mx)
 	rn := runner.New(runner.Config{Node: node, Files: files, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed(), AfterStep: afterStep})

@@ -95,6 +95,34 @@ func (g *gcHeadroom) hold() (release func()) {
 	}
 }
 
+// syncHold holds the policy while the node syncs a standby by snapshot
+// (sm.Node.SnapshotSyncing): the encoded snapshot (300 MB at 1M jobs)
+// stays live for the seconds its chunks take, and under the policy's goal
+// the collector marked the whole heap back to back meanwhile, charging
+// its work to the event loop: a step of 126–347 ms in most 1M-job syncs
+// (docs/performance.md, "Scale"). When the sync ends, a collection runs
+// at once (collect, in the background): Go's default goal is still in
+// force then, far ahead, so it charges nobody, and it sets the policy's
+// goal again from the live heap without the snapshot.
+// Owned by the event loop goroutine (update runs after each step).
+type syncHold struct {
+	hold    func() func()
+	collect func()
+	release func() // nil: not held
+}
+
+// update follows the node's snapshot syncs after a step.
+func (h *syncHold) update(syncing bool) {
+	switch {
+	case syncing && h.release == nil:
+		h.release = h.hold()
+	case !syncing && h.release != nil:
+		h.release()
+		h.release = nil
+		go h.collect()
+	}
+}
+
 // sentinel has a pointer, so it is never batched with other tiny
 // allocations (whose block could keep it alive).
 type sentinel struct{ _ *int }
@@ -124,15 +152,17 @@ func (g *gcHeadroom) collected() {
 
 // gcPolicy starts the headroom policy unless it is off (pct 0) or the
 // environment sets the collector's policy; it returns what to log, the
-// stop function and the hold function (no-ops when not started).
-func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func()) {
+// stop function, the hold function and the hold that follows snapshot
+// syncs (no-ops when not started).
+func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func(), syncs *syncHold) {
 	none := func() func() { return func() {} }
+	off := &syncHold{hold: none, collect: func() {}}
 	if pct <= 0 {
-		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none
+		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none, off
 	}
 	if k := gcEnvSet(os.LookupEnv); k != "" {
-		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none
+		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none, off
 	}
 	g := startGCHeadroom(pct, uint64(minMiB)<<20)
-	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold
+	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold, &syncHold{hold: g.hold, collect: runtime.GC}
 }

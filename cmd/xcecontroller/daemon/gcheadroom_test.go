@@ -134,3 +134,50 @@ func TestRunRefusesBadGCHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncHoldHoldsWhileASnapshotSyncs: a snapshot sync holds Go's
+// default through collections, once however many steps it lasts; its
+// end releases the hold and starts a collection, after which the
+// policy's percent is back.
+func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	live := make([]byte, 64<<20)
+	g := startGCHeadroom(10, 1<<20)
+	defer g.stop()
+	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d under the policy, want <= 11", gogc())
+		}
+		runtime.GC()
+	}
+	collected := make(chan struct{}, 1)
+	h := &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}
+	h.update(false)
+	if g.held != 0 {
+		t.Fatalf("%d holds with no sync", g.held)
+	}
+	h.update(true)
+	h.update(true) // a second step of the same sync: one hold
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if p := gogc(); p != 100 || g.held != 1 {
+		t.Fatalf("GOGC %d, %d holds after collections during a sync, want 100 and 1", p, g.held)
+	}
+	h.update(false)
+	select {
+	case <-collected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no collection started at the sync's end")
+	}
+	for deadline := time.Now().Add(5 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d after the sync's collection, want the policy's (<= 11)", gogc())
+		}
+	}
+	if g.held != 0 {
+		t.Errorf("%d holds left after the sync", g.held)
+	}
+	runtime.KeepAlive(live)
+}
