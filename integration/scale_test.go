@@ -34,16 +34,7 @@ const (
 func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	const jobs = 20_000
 	c := newCluster(t, 3, append([]string{"--max-wal-records=100"}, fastTimings...)...)
-	install(t, c, 0, configBlob(t, "scale", 2, 0))
-	start(t, c, 0, 1, 2)
-	_, p := converge(t, c, -1, 30*time.Second)
-	mat := admin(t, c)
-	var standbys []int
-	for i := range c.Names {
-		if i != p {
-			standbys = append(standbys, i)
-		}
-	}
+	p, standbys, mat := startScaleCluster(t, c)
 	res, err := runBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Jobs: jobs, Clients: 8, Batch: 100, Payload: 200})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +67,31 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	waitLog(t, c, fresh, off, "HA: config received and saved", time.Second) // it did start from nothing
 	waitLog(t, c, p, poff, "syncing "+c.Names[fresh]+" with a snapshot", time.Second)
 
+	failoverListsAll(t, c, mat, p, standbys, res.IDs, "fresh standby was "+c.Names[fresh])
+}
+
+// startScaleCluster installs the scale config on node 0, starts the
+// three nodes and returns the primary, the standbys and the admin's
+// certificate.
+func startScaleCluster(t *testing.T, c *clitool.Cluster) (int, []int, *tlsconf.Material) {
+	t.Helper()
+	install(t, c, 0, configBlob(t, "scale", 2, 0))
+	start(t, c, 0, 1, 2)
+	_, p := converge(t, c, -1, 30*time.Second)
+	var standbys []int
+	for i := range c.Names {
+		if i != p {
+			standbys = append(standbys, i)
+		}
+	}
+	return p, standbys, admin(t, c)
+}
+
+// failoverListsAll kills primary p with SIGKILL and checks that the new
+// primary, one of standbys, lists every id of ids in loadQueue (what
+// says which standby the test made special).
+func failoverListsAll(t *testing.T, c *clitool.Cluster, mat *tlsconf.Material, p int, standbys []int, ids []uint64, what string) {
+	t.Helper()
 	stop(t, c, p, syscall.SIGKILL)
 	np, _ := waitAnyPrimary(t, c, standbys, 15*time.Second)
 	cl, err := newDoer(peersOf(c, standbys...), mat, 10*time.Second)
@@ -86,8 +102,8 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 	if err := waitServing(context.Background(), cl, 15*time.Second); err != nil {
 		t.Fatalf("new primary %s: %v", c.Names[np], err)
 	}
-	if err := checkListed(context.Background(), cl, loadQueue, res.IDs, 0); err != nil {
-		t.Fatalf("new primary %s (fresh standby was %s): %v", c.Names[np], c.Names[fresh], err)
+	if err := checkListed(context.Background(), cl, loadQueue, ids, 0); err != nil {
+		t.Fatalf("new primary %s (%s): %v", c.Names[np], what, err)
 	}
 }
 
@@ -99,16 +115,7 @@ func TestScaleReplicationAndFreshStandby(t *testing.T) {
 func TestStandbyFarBehindCatchesUpFromTheLog(t *testing.T) {
 	const jobs = 10_000
 	c := newCluster(t, 3, fastTimings...)
-	install(t, c, 0, configBlob(t, "scale", 2, 0))
-	start(t, c, 0, 1, 2)
-	_, p := converge(t, c, -1, 30*time.Second)
-	mat := admin(t, c)
-	var standbys []int
-	for i := range c.Names {
-		if i != p {
-			standbys = append(standbys, i)
-		}
-	}
+	p, standbys, mat := startScaleCluster(t, c)
 	if _, err := waitInSync(c, mat, p, standbys, 30*time.Second); err != nil {
 		t.Fatalf("before the load: %v", err)
 	}
@@ -131,19 +138,7 @@ func TestStandbyFarBehindCatchesUpFromTheLog(t *testing.T) {
 		t.Fatalf("%s was synced by a snapshot, want its records from the log:\n%s", c.Names[behind], log)
 	}
 
-	stop(t, c, p, syscall.SIGKILL)
-	np, _ := waitAnyPrimary(t, c, standbys, 15*time.Second)
-	cl, err := newDoer(peersOf(c, standbys...), mat, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := waitServing(context.Background(), cl, 15*time.Second); err != nil {
-		t.Fatalf("new primary %s: %v", c.Names[np], err)
-	}
-	if err := checkListed(context.Background(), cl, loadQueue, res.IDs, 0); err != nil {
-		t.Fatalf("new primary %s (%s was caught up): %v", c.Names[np], c.Names[behind], err)
-	}
+	failoverListsAll(t, c, mat, p, standbys, res.IDs, c.Names[behind]+" was caught up")
 }
 
 // standbyState is the primary's view of standby name in rows[p] ("" if

@@ -33,12 +33,10 @@ import (
 // catchUpRead is a catch-up in progress on the primary.
 type catchUpRead struct {
 	from logPos
-	// buf: batches written since the read under way (or the last one) was
-	// issued, sent after what the reads find, without the LSNs they
-	// covered; overflow: more than the bound came, and was dropped.
-	buf       [][]byte
-	bufBytes  int
-	overflow  bool
+	// held: batches written since the read under way (or the last one)
+	// was issued, sent after what the reads find, without the LSNs they
+	// covered.
+	held      heldBatches
 	streaming bool           // the log matched: the records are going out
 	started   bool           // the catch-up's first message went
 	sent      uint64         // the last LSN queued (to send) or sent
@@ -59,21 +57,10 @@ type catchUpPiece struct {
 // below it.
 const catchUpWindow = 8
 
-// hold keeps a batch written during the catch-up, within limit bytes
-// since the last read was issued.
-func (cu *catchUpRead) hold(data []byte, limit int) {
-	if cu.overflow || cu.bufBytes+len(data) > limit {
-		cu.buf, cu.bufBytes, cu.overflow = nil, 0, true
-		return
-	}
-	cu.buf = append(cu.buf, data)
-	cu.bufBytes += len(data)
-}
-
 // newRound: a read is being issued; batches written from now on are not
 // in what it reads.
 func (cu *catchUpRead) newRound() {
-	cu.buf, cu.bufBytes, cu.overflow, cu.reading = nil, 0, false, true
+	cu.held, cu.reading = heldBatches{}, true
 }
 
 // canCatchUp: the standby's log ends exactly at logPos with nothing after
@@ -289,7 +276,7 @@ func (n *Node) pumpCatchUp(s int, rp *replPeer) {
 	}
 	switch {
 	case len(cu.queue) > 0 || cu.reading:
-	case cu.more || cu.overflow:
+	case cu.more || cu.held.overflow:
 		n.nextCatchUpRound(s, rp)
 	default:
 		n.finishCatchUp(s, rp)
@@ -423,7 +410,7 @@ func (n *Node) finishCatchUp(s int, rp *replPeer) {
 	cu := rp.catchUp
 	end := cu.sent
 	var frames []byte
-	for _, b := range cu.buf {
+	for _, b := range cu.held.batches {
 		rest := framesAfter(b, end)
 		if len(rest) == 0 {
 			continue

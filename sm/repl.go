@@ -85,13 +85,33 @@ func (n *Node) streamBatch(b walBatch) {
 		}
 		switch {
 		case rp.catchUp != nil:
-			rp.catchUp.hold(data, n.opt.SyncBufferBytes) // sent after the records read from the log
+			rp.catchUp.held.hold(data, n.opt.SyncBufferBytes) // sent after the records read from the log
 		case rp.snap != nil && rp.snap.data == nil:
-			rp.snap.hold(data, n.opt.SyncBufferBytes) // sent after the snapshot's first chunk
+			rp.snap.early.hold(data, n.opt.SyncBufferBytes) // sent after the snapshot's first chunk
 		default:
 			n.sendRecords(p, rp, data)
 		}
 	}
+}
+
+// heldBatches are batches written while a sync cannot take them yet (its
+// snapshot being encoded, its records being read from our log), at most
+// a bound of bytes (Options.SyncBufferBytes); past it none (overflow):
+// the standby gets them from the log.
+type heldBatches struct {
+	batches  [][]byte
+	bytes    int
+	overflow bool
+}
+
+// hold keeps a batch, within limit bytes.
+func (h *heldBatches) hold(data []byte, limit int) {
+	if h.overflow || h.bytes+len(data) > limit {
+		*h = heldBatches{overflow: true}
+		return
+	}
+	h.batches = append(h.batches, data)
+	h.bytes += len(data)
 }
 
 // sendRecords streams written records to standby s, split so that no

@@ -26,22 +26,9 @@ type snapSend struct {
 	data []byte
 	term uint64 // of the record at the snapshot's LSN
 	// early: batches written while the snapshot is encoded, sent after its
-	// first chunk (the standby drops records of a sync it has not seen),
-	// at most Options.SyncBufferBytes of them; past that none (overflow:
-	// the standby catches up from the log after its install).
-	early      [][]byte
-	earlyBytes int
-	overflow   bool
-}
-
-// hold keeps a batch written during the encode, within the bound.
-func (sn *snapSend) hold(data []byte, limit int) {
-	if sn.overflow || sn.earlyBytes+len(data) > limit {
-		sn.early, sn.earlyBytes, sn.overflow = nil, 0, true
-		return
-	}
-	sn.early = append(sn.early, data)
-	sn.earlyBytes += len(data)
+	// first chunk (the standby drops records of a sync it has not seen);
+	// past the bound the standby catches up from the log after its install.
+	early heldBatches
 }
 
 // snapRecv is the standby's side: the file being written.
@@ -80,10 +67,11 @@ func (n *Node) sendSnapshot(s int) {
 			// One run of frames, in messages of up to the frame limit: a
 			// message per batch would overflow the link's queue (64
 			// messages, oldest dropped) after an encode of seconds.
-			early := slices.Concat(rp.snap.early...)
-			rp.snap.early = nil
+			early := slices.Concat(rp.snap.early.batches...)
+			overflow := rp.snap.early.overflow
+			rp.snap.early = heldBatches{}
 			switch {
-			case rp.snap.overflow:
+			case overflow:
 				n.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", n.opt.SyncBufferBytes, n.peerName(s)))
 			case len(early) > 0:
 				n.sendRecords(s, rp, early)
