@@ -125,14 +125,17 @@ func (w *World) checkLog(nd *simNode, l sm.Log) {
 		w.bufferFulls++
 		w.rep.BufferFulls++
 	}
-	if w.cleanSyncs && l.Key == "repl.gap" && w.bufferFulls > 0 {
+	clean := w.cleanSyncs && n.Primary() != w.l2Killed // a sync of the killed primary may predate the calm
+	if clean && l.Key == "repl.gap" && w.bufferFulls > 0 {
 		w.bufferFulls-- // the primary dropped the records on purpose: they come from its log
-	} else if w.cleanSyncs && (l.Key == "repl.gap" || l.Key == "repl.bad-records") {
+	} else if clean && (l.Key == "repl.gap" || l.Key == "repl.bad-records") {
 		// No loss, no duplication, no reset, and every sync begun after
 		// the faults ended: only the primary can have left the hole.
 		w.violate("L4", "n%d: %s with every fault off, in a sync begun after them: %s", nd.id, l.Key, l.Text)
 	}
 	switch l.Key {
+	case "repl.behind":
+		w.rep.Behinds++
 	case "repl.catch-up":
 		w.rep.CatchUps++
 	case "repl.synced":

@@ -83,7 +83,11 @@ func (w *World) sendMsg(from, to int, m sm.Msg) {
 		w.transmit(from, to, m)
 		return
 	}
-	if len(q.waiting) >= sendQueueLen {
+	limit := sendQueueLen
+	if w.sc.SendQueue > 0 && nw.faultsOn {
+		limit = w.sc.SendQueue // BUGGIFY, while the faults are on
+	}
+	if len(q.waiting) >= limit {
 		q.waiting = q.waiting[1:]
 		q.dropped++
 		if q.dropped&(q.dropped-1) == 0 { // the daemon logs at 1, 2, 4, 8, ...

@@ -150,6 +150,13 @@ type Scenario struct {
 	// it they are dropped, and the standby must find the gap after its
 	// install and be caught up from the log, under the faults.
 	SyncBuffer int
+	// SendQueue, when set, is a tiny send queue per link (BUGGIFY: 2
+	// schedules in 10, 2–16 messages, while the faults are on; the
+	// transport's is 64): a backlogged link drops its oldest messages, as
+	// the transport does, far more often. The flow control of snapshots
+	// and catch-ups keeps them under 64, so without it the drop-oldest path
+	// was never taken.
+	SendQueue int
 	// FinalPowerLoss: the full restart at the end of the run, which the
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
@@ -176,9 +183,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d",
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d send-queue=%d",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer)
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer, s.SendQueue)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -319,6 +326,9 @@ func generate(seed uint64, d drawer) Scenario {
 	}
 	if d.coin(0.3, "tiny-sync-buffer") && s.Nodes > 1 { // drawn after the rest: older seeds keep it
 		s.SyncBuffer = 1 + d.intn(2048, "sync-buffer")
+	}
+	if d.coin(0.2, "tiny-send-queue") && s.Nodes > 1 { // drawn last: older seeds keep the rest
+		s.SendQueue = 2 + d.intn(15, "send-queue")
 	}
 	return s
 }

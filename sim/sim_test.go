@@ -76,7 +76,7 @@ func TestSimulate(t *testing.T) {
 		t.Logf("%s failed in %d schedules, e.g. seeds %v", p, len(ex), ex[:min(len(ex), 8)])
 	}
 	var sim time.Duration
-	var events, ops, unknown, acked, lost, lossy, catchUps, snapSyncs, truncs, compactions, fulls int
+	var events, ops, unknown, acked, lost, lossy, catchUps, snapSyncs, truncs, compactions, fulls, behinds int
 	var boot, fo, dual []time.Duration
 	for _, r := range reps {
 		sim += r.SimTime
@@ -85,6 +85,7 @@ func TestSimulate(t *testing.T) {
 		unknown += r.Unknown
 		catchUps, snapSyncs, truncs, compactions = catchUps+r.CatchUps, snapSyncs+r.SnapshotSyncs, truncs+r.Truncations, compactions+r.Compactions
 		fulls += r.BufferFulls
+		behinds += r.Behinds
 		if r.Scenario.SeedMode {
 			acked += r.Acked
 			lost += r.AckedLost
@@ -105,7 +106,7 @@ func TestSimulate(t *testing.T) {
 	t.Logf("%d schedules (%d failed) in %v: %.0f schedules/s, %d events, simulated %v = %.0fx real time (%d cores)",
 		len(reps), nfail, wall.Round(time.Millisecond), float64(len(reps))/wall.Seconds(), events, sim.Round(time.Second), float64(sim)/float64(wall), runtime.GOMAXPROCS(0))
 	t.Logf("client requests %d (%d of unknown outcome); seed mode: %d acknowledged writes checked, %d lost, in %d schedules", ops, unknown, acked, lost, lossy)
-	t.Logf("standby syncs: %d from the log, %d by snapshot (%d whose records written during the encode overflowed the bound); %d divergent suffixes cut; %d standby checkpoints", catchUps, snapSyncs, fulls, truncs, compactions)
+	t.Logf("standby syncs: %d from the log, %d by snapshot (%d whose records written during the encode overflowed the bound); %d divergent suffixes cut; %d standby checkpoints; %d standbys waited behind with nothing arriving and asked again (repl.behind)", catchUps, snapSyncs, fulls, truncs, compactions, behinds)
 	t.Logf("boot-to-converged %s", quantiles(boot))
 	t.Logf("failover %s", quantiles(fo))
 	t.Logf("dual-primary time in %d schedules %s", len(dual), quantiles(dual))

@@ -175,6 +175,7 @@ type Report struct {
 	Truncations    int           // divergent log suffixes cut (repl.truncated)
 	Compactions    int           // standby checkpoints written (repl.compacted)
 	BufferFulls    int           // snapshot syncs whose held records overflowed (repl.sync-buffer-full)
+	Behinds        int           // standbys that asked to be caught up after waiting behind (repl.behind)
 	TraceHash      uint64
 }
 
@@ -209,8 +210,12 @@ type World struct {
 	rep      Report
 	liveness bool
 	// cleanSyncs: every sync running began with every fault off (after the
-	// liveness phase's failover), so a standby may never see a gap (L4).
+	// liveness phase's failover), so a standby may never see a gap (L4) —
+	// but for a standby still in a sync of the primary that failover
+	// killed (l2Killed), which may have begun under the faults: it drains
+	// what it had queued before it notices the kill.
 	cleanSyncs bool
+	l2Killed   int
 	// bufferFulls: syncs whose records written during the snapshot's
 	// encode overflowed the primary's bound (repl.sync-buffer-full), each
 	// excusing one gap after its install.

@@ -319,12 +319,13 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 	cu.newRound()
 	n.as(n.jobsOwner(), func() {
 		n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-			if j.repl[s] != rp || rp.catchUp != cu {
-				return // resynced meanwhile
-			}
+			live := j.repl[s] == rp && rp.catchUp == cu
 			if d.Err != IOOK {
-				n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+				n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
 				return
+			}
+			if !live {
+				return // resynced meanwhile
 			}
 			seg, next := segmentAfter(d.Entries, cu.sent)
 			if seg == "" {
@@ -333,11 +334,12 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 			}
 			cu.more = next > 0
 			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
-				if j.repl[s] != rp || rp.catchUp != cu {
+				live := j.repl[s] == rp && rp.catchUp == cu
+				if d.Err != IOOK {
+					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
 					return
 				}
-				if d.Err != IOOK {
-					n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
+				if !live {
 					return
 				}
 				frames, end, why := framesFrom(d.Data, cu.sent)
@@ -354,6 +356,17 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 			})
 		})
 	})
+}
+
+// catchUpRoundIOFailed: an I/O error of a round's list or read falls back
+// to a snapshot, or, for a catch-up abandoned meanwhile, is logged (an
+// error is never dropped unseen).
+func (n *Node) catchUpRoundIOFailed(s int, rp *replPeer, live bool, why string) {
+	if !live {
+		n.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
+		return
+	}
+	n.catchUpIOFailed(s, rp, why)
 }
 
 // segmentAfter is the segment holding the record after lsn (the last

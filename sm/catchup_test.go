@@ -385,3 +385,28 @@ func TestPromotionStopsStandbyInstall(t *testing.T) {
 		t.Errorf("n%d did not recover as primary:\n%s", s, hn.logDump())
 	}
 }
+
+// A standby whose last batch was lost, with nothing written after it
+// (so no later batch shows the gap), sees from its primary's heartbeats
+// that it stays behind, asks again after a failure timeout, and is
+// caught up (L5: before, it waited forever).
+func TestStandbyBehindWithNothingArrivingAsksAgain(t *testing.T) {
+	h, p := threeNodes(t)
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 3, 100)
+	h.cutLink(p, s)
+	h.enqueue(p, sm.ClientOp{ID: 200, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("lost on the way")}})
+	h.run() // the batch to s is lost; the other standby makes the quorum
+	h.heal()
+	if pt, pl := h.node(p).n.LogPosition(); func() bool { st, sl := h.node(s).n.LogPosition(); return st == pt && sl == pl }() {
+		t.Fatalf("n%d already at the primary's position (term %d, lsn %d): the batch was not lost", s, pt, pl)
+	}
+	h.advance(5 * time.Second) // heartbeats only: nothing else is written
+	if !hasLog(h, s, "repl.behind") {
+		t.Errorf("n%d never said it stayed behind", s)
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d): never caught up", s, st, sl, pt, pl)
+	}
+}

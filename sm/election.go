@@ -351,6 +351,7 @@ func (n *Node) onMsg(from int, m Msg) {
 			n.lastRound = max(n.lastRound, m.Round)
 			n.checkPrimaryTag(m.ConfigTag)
 			n.ackRepl() // liveness and position, every heartbeat
+			n.checkBehind(m)
 		}
 	case MsgJoin:
 		n.onJoin(from, m)

@@ -90,6 +90,7 @@ type Node struct {
 	jobs          *jobState    // primary: durable job state (nil until recovery starts)
 	upgrade       *upgradeState
 	srepl         *standbyRepl     // standby: the log replicated from the primary
+	behind        behindMark       // standby: since when its log stays behind its primary's (checkBehind)
 	logPos        logPos           // freshness of this node's durable job log
 	views         map[int]peerView // what each peer last said about itself
 	deferrals     int              // election deadlines deferred to a fresher peer

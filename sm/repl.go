@@ -331,6 +331,39 @@ func (n *Node) appendRepl(sr *standbyRepl, seg string, newSeg bool, end logPos, 
 	})
 }
 
+// behindMark is where a standby's log stood when it was first seen behind
+// its primary's with nothing arriving, and when.
+type behindMark struct {
+	lsn   uint64
+	since int64 // Mono; 0: not behind
+}
+
+// checkBehind runs at each heartbeat of our primary, which carries the
+// primary's durable position. A standby in a sync whose log stays behind
+// it with nothing arriving or being written lost the message that carried
+// the records (a lost batch shows as a gap only when a later one comes):
+// with no later write it would wait forever, and in quorum mode the
+// primary's last records could never commit (L5). After a failure timeout
+// without progress it asks to be caught up from its position.
+func (n *Node) checkBehind(m Msg) {
+	sr := n.srepl
+	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || n.logUnknown || m.WALPos <= n.logPos.lsn {
+		n.behind = behindMark{}
+		return
+	}
+	now := int64(n.now.Mono)
+	if n.behind.since == 0 || n.behind.lsn != n.logPos.lsn {
+		n.behind = behindMark{lsn: n.logPos.lsn, since: now}
+		return
+	}
+	if now-n.behind.since < int64(n.opt.FailureTimeout) {
+		return
+	}
+	n.behind = behindMark{}
+	n.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", n.logPos.lsn, n.opt.FailureTimeout, n.peerName(n.primary), m.WALPos))
+	n.resync()
+}
+
 // resync asks the primary for a fresh snapshot (a Join restarts the sync).
 func (n *Node) resync() {
 	n.setSync(nil)
