@@ -36,14 +36,13 @@ type catchUpRead struct {
 	// held: batches written since the read under way (or the last one)
 	// was issued, sent after what the reads find, without the LSNs they
 	// covered.
-	held      heldBatches
-	streaming bool           // the log matched: the records are going out
-	started   bool           // the catch-up's first message went
-	sent      uint64         // the last LSN queued (to send) or sent
-	queue     []catchUpPiece // read, not yet sent
-	inflight  []uint64       // the last LSN of each piece sent and not yet acknowledged
-	more      bool           // segments after the one read last
-	reading   bool           // a round's list or read is under way
+	held     heldBatches
+	started  bool           // the catch-up's first message went
+	sent     uint64         // the last LSN queued (to send) or sent
+	queue    []catchUpPiece // read, not yet sent
+	inflight []uint64       // the last LSN of each piece sent and not yet acknowledged
+	more     bool           // segments after the one read last
+	reading  bool           // a round's list or read is under way
 }
 
 // catchUpPiece is a run of frames to send and the LSN it ends at.
@@ -99,7 +98,7 @@ func (n *Node) tryCatchUp(s int) bool {
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(n.now.Mono)), catchUp: &catchUpRead{from: from}}
 	j.setPeer(s, rp)
 	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
-		rp.catchUp.streaming, rp.catchUp.sent = true, from.lsn
+		rp.catchUp.sent = from.lsn
 		n.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
@@ -110,15 +109,17 @@ func (n *Node) tryCatchUp(s int) bool {
 // readForCatchUp lists our segments and reads those after the standby's
 // position.
 func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
-	from := rp.catchUp.from
-	rp.catchUp.reading = true
+	cu := rp.catchUp
+	from := cu.from
+	cu.reading = true
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if j.repl[s] != rp {
-			return // resynced meanwhile
-		}
+		live := j.repl[s] == rp && rp.catchUp == cu
 		if d.Err != IOOK {
-			n.catchUpIOFailed(s, rp, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+			n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
 			return
+		}
+		if !live {
+			return // resynced meanwhile
 		}
 		segs := catchUpSegments(d.Entries, from.lsn)
 		if len(segs) == 0 {
@@ -134,20 +135,15 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 			}
 			k++
 		}
-		segs, rp.catchUp.more = segs[:k], k < len(segs)
+		segs, cu.more = segs[:k], k < len(segs)
 		// Issued together, the reads run before any removal issued later.
 		data := make([][]byte, len(segs))
 		left := len(segs)
 		for i, seg := range segs {
 			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
-				live := j.repl[s] == rp && rp.catchUp != nil // (a step-down drops this completion)
+				live := j.repl[s] == rp && rp.catchUp == cu // (a step-down drops this completion)
 				if d.Err != IOOK {
-					why := fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail)
-					if !live {
-						n.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
-						return
-					}
-					n.catchUpIOFailed(s, rp, why)
+					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
 					return
 				}
 				if !live {
@@ -223,7 +219,7 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 	switch {
 	case matched:
 		cu := rp.catchUp
-		cu.streaming, cu.reading, cu.sent = true, false, from.lsn
+		cu.reading, cu.sent = false, from.lsn
 		n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): records from our log, no snapshot", n.peerName(s), from.lsn, from.term))
 		n.queueCatchUp(cu, frames, max(end, from.lsn))
 		n.pumpCatchUp(s, rp)
@@ -257,8 +253,7 @@ func (n *Node) queueCatchUp(cu *catchUpRead, frames []byte, end uint64) {
 		return // an empty message is "unusable" to the standby
 	}
 	for _, c := range splitFrames(frames, n.opt.SnapshotChunk) {
-		_, last := lsnRange(c)
-		cu.queue = append(cu.queue, catchUpPiece{data: c, last: last})
+		cu.queue = append(cu.queue, catchUpPiece{data: c, last: lastLSN(c)})
 	}
 }
 
@@ -299,10 +294,11 @@ func (n *Node) sendCatchUp(s int, rp *replPeer, data []byte) {
 // no longer in flight.
 func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
 	cu := rp.catchUp
-	if cu == nil || !cu.streaming {
+	if cu == nil {
 		return
 	}
-	k := 0
+	k := 0 // none in flight before the log matched
+
 	for k < len(cu.inflight) && cu.inflight[k] <= lsn {
 		k++
 	}
@@ -358,7 +354,8 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 	})
 }
 
-// catchUpRoundIOFailed: an I/O error of a round's list or read falls back
+// catchUpRoundIOFailed: an I/O error of a round's list or read (the first
+// round's too) falls back
 // to a snapshot, or, for a catch-up abandoned meanwhile, is logged (an
 // error is never dropped unseen).
 func (n *Node) catchUpRoundIOFailed(s int, rp *replPeer, live bool, why string) {
@@ -397,7 +394,7 @@ func framesFrom(data []byte, lsn uint64) (frames []byte, end uint64, why string)
 			return nil
 		}
 		if l != end+1 {
-			why = fmt.Sprintf("our segments skip from lsn %d to %d", end, l)
+			why = fmt.Sprintf("the records skip from lsn %d to %d", end, l)
 			return errStop
 		}
 		if cut < 0 {
@@ -424,48 +421,38 @@ func (n *Node) finishCatchUp(s int, rp *replPeer) {
 	end := cu.sent
 	var frames []byte
 	for _, b := range cu.held.batches {
-		rest := framesAfter(b, end)
-		if len(rest) == 0 {
-			continue
-		}
-		first, last := lsnRange(rest)
-		if first != end+1 {
-			n.catchUpFailed(s, rp, fmt.Sprintf("records written meanwhile start at lsn %d, after %d", first, end))
+		rest, last, why := framesFrom(b, end)
+		if why != "" {
+			n.catchUpFailed(s, rp, "records written meanwhile: "+why)
 			return
 		}
-		frames = append(frames, rest...)
-		end = last
+		frames, end = append(frames, rest...), last
 	}
-	rp.catchUp = nil
 	n.log(Info, "repl.caught-up", fmt.Sprintf("%s caught up from lsn %d (term %d): %d records, no snapshot; streaming live", n.peerName(s), cu.from.lsn, cu.from.term, end-cu.from.lsn))
-	chunks := splitFrames(frames, MaxConfigSize)
-	if len(frames) == 0 {
-		chunks = nil // none when it has every record: an empty one is "unusable" to it
+	var chunks [][]byte // none when it has every record: an empty one is "unusable" to it
+	if len(frames) > 0 {
+		chunks = splitFrames(frames, MaxConfigSize)
 	}
 	if !cu.started { // it had every record: the first message says where it stands
-		rp.catchUp = cu
 		var first []byte
 		if len(chunks) > 0 {
 			first, chunks = chunks[0], chunks[1:]
 		}
 		n.sendCatchUp(s, rp, first)
-		rp.catchUp = nil
 	}
+	rp.catchUp = nil
 	for _, c := range chunks {
 		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: c})
 	}
 }
 
-// lsnRange is the first and last LSN of a run of frames.
-func lsnRange(frames []byte) (first, last uint64) {
+// lastLSN is the LSN of the last of a run of frames.
+func lastLSN(frames []byte) (last uint64) {
 	_, _ = wal.WalkPositions(frames, func(_ int, lsn, _ uint64) error {
-		if first == 0 {
-			first = lsn
-		}
 		last = lsn
 		return nil
 	})
-	return first, last
+	return last
 }
 
 // catchUpFailed falls back to a snapshot: the records are not ours to
