@@ -20,8 +20,10 @@ func newBackWriter(f *os.File, off int64, rate int64) *backWriter {
 	return &backWriter{f: f, fd: int(f.Fd()), start: off, off: off, pace: newPacer(rate)}
 }
 
-// at sets where the next Write goes (the file's end, for an append).
-func (w *backWriter) at(off int64) { w.off = off }
+// at starts the next Write at off (the file's end, for an append), paced
+// on its own: the lag still counts from the first write, but the time
+// between two appends is no budget for the next one.
+func (w *backWriter) at(off int64) { w.off, w.pace = off, newPacer(w.pace.rate) }
 
 func (w *backWriter) Write(data []byte) (int, error) {
 	n := 0

@@ -15,8 +15,9 @@ func newBackWriter(f *os.File, _ int64, rate int64) *backWriter {
 	return &backWriter{f: f, pace: newPacer(rate)}
 }
 
-// at: off Linux the writes follow the file's offset.
-func (w *backWriter) at(int64) {}
+// at: off Linux the writes follow the file's offset; the next Write is
+// paced on its own.
+func (w *backWriter) at(int64) { w.pace = newPacer(w.pace.rate) }
 
 func (w *backWriter) Write(data []byte) (int, error) {
 	n := 0
