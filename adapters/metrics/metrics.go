@@ -44,6 +44,9 @@ type Config struct {
 	// Conns counts open client and peer connections (transport
 	// OpenConns); nil reports none.
 	Conns func() (clients, peers int)
+	// Refused counts refused connections by reason (transport Refused);
+	// nil reports none.
+	Refused func() map[string]uint64
 	// LoopTimeout: 0 means DefaultLoopTimeout.
 	LoopTimeout time.Duration
 	// Profiling adds Go's profiles under /debug/pprof/ (--pprof): CPU,
@@ -109,7 +112,7 @@ func New(cfg Config) (*Metrics, error) {
 		}),
 	}
 	m.reg.MustRegister(
-		&nodeCollector{view: m.view, conns: cfg.Conns},
+		&nodeCollector{view: m.view, conns: cfg.Conns, refused: cfg.Refused},
 		m.requests, m.claim, m.fsync, m.checkpoint, m.step,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,17 +78,20 @@ var (
 		"Writes this process acknowledged in seed mode while no standby held them (each can be lost by a failover; status shows degraded).", nil, nil)
 	descConns = prometheus.NewDesc("xce_connections",
 		"Accepted connections open, by kind: client (the API's) or peer (another controller's link to us).", []string{"kind"}, nil)
+	descRefused = prometheus.NewDesc("xce_connections_refused_total",
+		"Connections refused by the admission limits, by reason: source, pool, rate, peer-pool (before the TLS handshake), clients, per-cn (API connections after it); docs/operations.md, \"Threat model\".", []string{"reason"}, nil)
 )
 
 // nodeCollector reads the node's state at each scrape: view takes one
 // look (on the event loop), conns counts connections (nil: not reported).
 type nodeCollector struct {
-	view  func() (View, error)
-	conns func() (clients, peers int)
+	view    func() (View, error)
+	conns   func() (clients, peers int)
+	refused func() map[string]uint64
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descTerm, descConfig, descStale, descReady, descLostFound, descQueue, descWAL, descLag, descAlone, descConns} {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descConfig, descStale, descReady, descLostFound, descQueue, descWAL, descLag, descAlone, descConns, descRefused} {
 		ch <- d
 	}
 }
@@ -97,6 +101,17 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		clients, peers := c.conns()
 		ch <- gauge(descConns, float64(clients), "client")
 		ch <- gauge(descConns, float64(peers), "peer")
+	}
+	if c.refused != nil {
+		rs := c.refused()
+		reasons := make([]string, 0, len(rs))
+		for r := range rs {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(rs[r]), r)
+		}
 	}
 	v, err := c.view()
 	if err != nil {

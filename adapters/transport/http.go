@@ -80,15 +80,24 @@ func (t *Transport) serveHTTP(ctx context.Context, raw net.Conn, tc net.Conn, cn
 	}
 	t.mu.Lock()
 	n := t.perCN[cn]
-	if n >= t.cfg.MaxConnsPerClient {
+	switch {
+	case t.clients >= t.cfg.MaxConns:
 		t.mu.Unlock()
+		t.gate.refuse(RefusedClients)
+		t.refused(RefusedClients, remote)
+		return
+	case n >= t.cfg.MaxConnsPerClient:
+		t.mu.Unlock()
+		t.gate.refuse(RefusedPerCN)
 		t.logf("from %s: refusing client %q: %d connections open (max %d per client)", remote, tlsconf.SanitizeCN(cn), n, t.cfg.MaxConnsPerClient)
 		return
 	}
 	t.perCN[cn] = n + 1
+	t.clients++
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
+		t.clients--
 		if t.perCN[cn]--; t.perCN[cn] == 0 {
 			delete(t.perCN, cn)
 		}

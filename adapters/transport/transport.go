@@ -42,11 +42,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/wire"
@@ -61,8 +63,11 @@ const (
 	DefaultWriteTimeout     = 5 * time.Second
 	DefaultQueueLen         = 64
 	// Bounds on what connections may hold (issue 8): a slow or silent
-	// client never costs more than its share.
-	DefaultMaxConns          = 512              // accepted connections at once
+	// client never costs more than its share. Peers' connections count
+	// against neither (one per peer: a newer replaces the older), and a
+	// connection still in its handshake counts against the gate's pools
+	// only (gate.go).
+	DefaultMaxConns          = 512              // API connections at once
 	DefaultMaxConnsPerClient = 64               // per client certificate CN
 	DefaultIdleTimeout       = 2 * time.Minute  // no frame started for this long: closed
 	DefaultBodyTimeout       = 10 * time.Second // a frame's body after its header
@@ -109,6 +114,13 @@ type Config struct {
 	IdleTimeout       time.Duration
 	BodyTimeout       time.Duration
 	MaxBuffered       int64
+	// Handshakes, HandshakesPerSource, PeerHandshakes, NewConnsPerSecond:
+	// the admission of connections before they are authenticated
+	// (gate.go); 0 means the Default of the same name.
+	Handshakes          int
+	HandshakesPerSource int
+	PeerHandshakes      int
+	NewConnsPerSecond   int
 	// Logf receives diagnostics (refused connections, bad frames, dial
 	// failures — the latter once per change of error); nil discards them.
 	Logf func(format string, args ...any)
@@ -143,9 +155,14 @@ type Transport struct {
 	// peerConn holds, per peer index, the current accepted connection from
 	// that peer; a newer one replaces (closes) it.
 	peerConn map[int]net.Conn
-	bound    net.Listener        // from Bind, for the next Listen
-	conns    atomic.Int64        // accepted connections open
-	perCN    map[string]int      // client connections per certificate CN (mu)
+	bound    net.Listener   // from Bind, for the next Listen
+	clients  int            // API connections open (mu)
+	perCN    map[string]int // API connections per certificate CN (mu)
+	gate     *gate          // handshake slots before authentication
+	// local is the address this node dials its peers from: its own
+	// --peers address, so that the others admit it from their peer pool.
+	local    *net.TCPAddr
+	refusals atomic.Uint64 // refused connections, to log at powers of two
 	buffered *semaphore.Weighted // bytes of frame bodies being read
 	http     *httpSide           // nil without Config.HTTP
 
@@ -199,6 +216,10 @@ func New(cfg Config) (*Transport, error) {
 	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&cfg.BodyTimeout, DefaultBodyTimeout)
 	orDefault(&cfg.MaxBuffered, DefaultMaxBuffered)
+	orDefault(&cfg.Handshakes, DefaultHandshakes)
+	orDefault(&cfg.HandshakesPerSource, DefaultHandshakesPerSource)
+	orDefault(&cfg.PeerHandshakes, DefaultPeerHandshakes)
+	orDefault(&cfg.NewConnsPerSecond, DefaultNewConnsPerSecond)
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -211,6 +232,25 @@ func New(cfg Config) (*Transport, error) {
 		buffered: semaphore.NewWeighted(cfg.MaxBuffered),
 		perCN:    make(map[string]int),
 	}
+	peerIPs := make(map[netip.Addr]bool)
+	for i, p := range cfg.Peers {
+		ips, err := hostIPs(p.Addr)
+		if err != nil {
+			// Not fatal: the peer may come to resolve; until this node
+			// restarts, its connections are admitted as a stranger's.
+			cfg.Logf("transport: peer %s (%s): %v; its connections are admitted as any other address's", p.Name, p.Addr, err)
+		}
+		for _, ip := range ips {
+			peerIPs[ip] = true
+			if i == cfg.Self && t.local == nil && !ip.IsUnspecified() {
+				t.local = &net.TCPAddr{IP: ip.AsSlice()}
+			}
+		}
+	}
+	t.gate = newGate(gateLimits{
+		handshakes: cfg.Handshakes, perSource: cfg.HandshakesPerSource, peerPool: cfg.PeerHandshakes,
+		rate: rate.Limit(cfg.NewConnsPerSecond), burst: 2 * cfg.NewConnsPerSecond,
+	}, peerIPs)
 	t.mat.Store(cfg.TLS)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	if cfg.HTTP != nil {
@@ -429,6 +469,9 @@ func (o *outConn) write(m sm.Msg, timeout time.Duration) error {
 // a CA-signed certificate for l.name) and sends our Hello.
 func (t *Transport) dial(l *link) (*outConn, error) {
 	d := net.Dialer{Timeout: t.cfg.DialTimeout}
+	if t.local != nil {
+		d.LocalAddr = t.local
+	}
 	raw, err := d.DialContext(t.ctx, "tcp", l.addr)
 	if err != nil {
 		return nil, err
@@ -543,6 +586,7 @@ func (t *Transport) Listen(ctx context.Context) error {
 	var conns sync.WaitGroup // each connection closes itself when lctx is done
 	defer conns.Wait()
 	var backoff time.Duration
+	swept := time.Now()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -563,22 +607,28 @@ func (t *Transport) Listen(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		if n := t.conns.Add(1); n > int64(t.cfg.MaxConns) {
-			t.conns.Add(-1)
-			t.logf("refusing a connection from %s: %d connections open (max %d)", c.RemoteAddr(), n-1, t.cfg.MaxConns)
-			c.Close()
+		now := time.Now()
+		if now.Sub(swept) > sourceIdle {
+			t.gate.sweep(now)
+			swept = now
+		}
+		leave, why := t.gate.enter(addrOf(c.RemoteAddr()), now)
+		if why != "" {
+			c.Close() // before any TLS work: a refusal costs an accept and a close
+			t.refused(why, c.RemoteAddr().String())
 			continue
 		}
 		conns.Go(func() {
-			defer t.conns.Add(-1)
 			defer c.Close()
-			t.serve(lctx, c)
+			defer leave()
+			t.serve(lctx, c, leave)
 		})
 	}
 }
 
-// serve runs one accepted connection until it fails or ctx is done.
-func (t *Transport) serve(ctx context.Context, raw net.Conn) {
+// serve runs one accepted connection until it fails or ctx is done;
+// leave gives back its handshake slot once it is known what it is.
+func (t *Transport) serve(ctx context.Context, raw net.Conn, leave func()) {
 	remote := raw.RemoteAddr().String()
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
@@ -603,6 +653,7 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 	}
 	cn := tlsconf.PeerCN(tc.ConnectionState())
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "" {
+		leave()
 		t.serveHTTP(ctx, raw, tc, cn, remote)
 		return
 	}
@@ -617,6 +668,7 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 		return
 	}
 	if first[0] != 0 {
+		leave()
 		t.serveHTTP(ctx, raw, &prefixConn{Conn: tc, prefix: first[:], state: tc.ConnectionState()}, cn, remote)
 		return
 	}
@@ -627,6 +679,7 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn) {
 		}
 		return
 	}
+	leave()
 	if err := raw.SetDeadline(time.Time{}); err != nil {
 		return
 	}

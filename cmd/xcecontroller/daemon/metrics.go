@@ -31,6 +31,7 @@ func newMetrics(addr string, profiling bool, rnp *atomic.Pointer[runner.Runner],
 			return rn.Inspect(ctx, f)
 		},
 		Conns:     tr.OpenConns,
+		Refused:   tr.Refused,
 		Profiling: profiling,
 	})
 	if err != nil {
