@@ -162,7 +162,7 @@ type Transport struct {
 	// local is the address this node dials its peers from: its own
 	// --peers address, so that the others admit it from their peer pool.
 	local    *net.TCPAddr
-	refusals atomic.Uint64 // refused connections, to log at powers of two
+	refusals atomic.Uint64       // refused connections, to log at powers of two
 	buffered *semaphore.Weighted // bytes of frame bodies being read
 	http     *httpSide           // nil without Config.HTTP
 
