@@ -123,6 +123,6 @@ func (c *Client) UpgradeConfig(ctx context.Context, r *schema.UpgradeConfigReque
 // ClusterStatus asks node i (an index into Peers) for its view of the
 // cluster, a primary's queue depths included; that node only, no search.
 func (c *Client) ClusterStatus(ctx context.Context, i int) (*schema.StatusReply, error) {
-	st, _, err := once(ctx, c, i, "", &schema.ClusterStatusRequest{Queues: true}, schemaconnect.XceClient.ClusterStatus)
+	st, _, err := once(ctx, c, i, OnBehalf{}, &schema.ClusterStatusRequest{Queues: true}, schemaconnect.XceClient.ClusterStatus)
 	return st, err
 }

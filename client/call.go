@@ -67,17 +67,21 @@ func find(ctx context.Context, c *Client, k kind, wait time.Duration, send sendF
 	return s.run(send)
 }
 
-// Forward sends msg to node i only, on behalf of the certificate named
-// onBehalf (OnBehalfHeader; "" sends none), on the kept connection or a
-// new one: no search, no redirect. It is how a standby forwards a call
+// OnBehalf is the caller a node forwards a call for: its certificate's CN
+// and its role (OnBehalfHeader, OnBehalfRoleHeader).
+type OnBehalf struct{ CN, Role string }
+
+// Forward sends msg to node i only, on behalf of the caller onBehalf (its
+// zero value sends no header), on the kept connection or a new one: no
+// search, no redirect. It is how a standby forwards a call
 // to the primary. The error is a *NodeError for the node's answer, an
 // *OutcomeUnknownError when the request was written and no answer came,
 // else the reason nothing was sent.
-func Forward[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf string, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
+func Forward[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehalf, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
 	return once(ctx, c, i, onBehalf, msg, m)
 }
 
-func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf string, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
+func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehalf, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
 	if i < 0 || i >= len(c.nodes) {
 		return nil, nil, fmt.Errorf("client: no node %d", i)
 	}
@@ -96,8 +100,9 @@ func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf string,
 	cctx, cancel = context.WithTimeout(cctx, c.opt.Timeout+waitOf(msg))
 	defer cancel()
 	req := connect.NewRequest(msg)
-	if onBehalf != "" {
-		req.Header().Set(OnBehalfHeader, onBehalf)
+	if onBehalf.CN != "" {
+		req.Header().Set(OnBehalfHeader, onBehalf.CN)
+		req.Header().Set(OnBehalfRoleHeader, onBehalf.Role)
 	}
 	rep, err := m(cn.api, cctx, req)
 	if err != nil {

@@ -73,9 +73,12 @@ const (
 	// primary that answered.
 	PrimaryHeader = "Xce-Primary"
 	// OnBehalfHeader: on a call a standby forwards, the common name of the
-	// certificate that made it. The primary believes it only from a
-	// controller's certificate (a name in --peers).
-	OnBehalfHeader = "Xce-On-Behalf-Of"
+	// certificate that made it, and OnBehalfRoleHeader the role that
+	// standby gave it. The primary believes them only from a node's own
+	// certificate (a name in --peers, issued for serverAuth and
+	// clientAuth), and never for an admin operation.
+	OnBehalfHeader     = "Xce-On-Behalf-Of"
+	OnBehalfRoleHeader = "Xce-On-Behalf-Role"
 )
 
 // Peer is one controller of --peers: its name (its certificate's CN) and

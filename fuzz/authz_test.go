@@ -59,17 +59,35 @@ func FuzzAuthorize(f *testing.F) {
 				t.Fatalf("allowed %v with reason %q", d.Allowed, d.Reason)
 			}
 			need, _ := authz.Need(req)
+			peer := cn == "n0" || cn == "n1" || cn == "n2"
 			switch {
-			case d.Allowed && d.Role != authz.RoleAdmin && !(d.Role == authz.RoleWorker && need == authz.RoleWorker):
+			case d.Allowed && peer && req.GetStatus() == nil:
+				t.Fatalf("peer %q allowed %s (a peer may ask for status only)", cn, d.Op)
+			case d.Allowed && !peer && d.Role != authz.RoleAdmin && !(d.Role == authz.RoleWorker && need == authz.RoleWorker):
 				t.Fatalf("%q with role %v allowed %s, which needs %v", cn, d.Role, d.Op, need)
-			case d.Allowed && (cn == "n0" || cn == "n1" || cn == "n2"):
-				t.Fatalf("peer %q allowed %s", cn, d.Op)
 			case d.Allowed && need == authz.RoleAdmin && cn != "admin":
 				t.Fatalf("%q allowed the admin operation %s", cn, d.Op)
 			case d.Allowed && req.GetUpgradeConfig() != nil && cn != "admin":
 				t.Fatalf("%q allowed OP_upgradeConfig", cn)
 			case !d.Allowed && cn == "admin":
 				t.Fatalf("admin refused: %s", d.Reason)
+			}
+			// On behalf of cn: never an admin operation, never from a
+			// forwarder that is not a peer, never above cn's own role.
+			for _, via := range []string{"n1", "admin", cn} {
+				for _, claimed := range []authz.Role{authz.RoleNone, authz.RolePeer, authz.RoleWorker, authz.RoleAdmin} {
+					o := p.DecideOnBehalf(via, cn, claimed, req)
+					switch {
+					case o.Allowed != (o.Reason == ""):
+						t.Fatalf("on behalf: allowed %v with reason %q", o.Allowed, o.Reason)
+					case o.Allowed && need != authz.RoleWorker:
+						t.Fatalf("%q allowed %s on behalf of %q (needs %v)", via, o.Op, cn, need)
+					case o.Allowed && p.RoleOf(via) != authz.RolePeer:
+						t.Fatalf("%q, not a peer, allowed to act on behalf of %q", via, cn)
+					case o.Allowed && (claimed < authz.RoleWorker || p.RoleOf(cn) < authz.RoleWorker):
+						t.Fatalf("%q allowed %s on behalf of %q claimed %v, own role %v", via, o.Op, cn, claimed, p.RoleOf(cn))
+					}
+				}
 			}
 			// The reason is logged: one line of printable text.
 			for _, r := range strings.ReplaceAll(d.Reason, "—", "-") {

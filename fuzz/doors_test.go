@@ -49,7 +49,7 @@ func FuzzAPIRequest(f *testing.F) {
 		f.Add(uint8(s.proc), b)
 	}
 	f.Add(uint8(4), []byte{0x0a, 0xff})
-	door := func(_ context.Context, _ string, req *schema.ClientRequest) *schema.ClientReply {
+	door := func(_ context.Context, _ api.Caller, req *schema.ClientRequest) *schema.ClientReply {
 		if err := wire.CheckRequest(req); err != nil {
 			panic(fmt.Sprintf("the door got a request that fails the check: %v", err))
 		}

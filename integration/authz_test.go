@@ -72,7 +72,7 @@ func TestAuthorisationByRole(t *testing.T) {
 
 	// A controller's certificate speaks only the peer protocol.
 	out, code = toolAs(t, c, "xcecli", "n1", "job", "submit", "--queue", q, "--payload", "p")
-	refused(out, code, `job enqueue needs the worker role; certificate "n1" has the peer role; a controller's certificate speaks only the peer protocol`)
+	refused(out, code, `job enqueue needs the worker role; certificate "n1" has the peer role; a controller's certificate speaks the peer protocol and asks for status only`)
 	out, code = toolAs(t, c, "xcecli", "n1", "job", "list", "--queue", q)
 	refused(out, code, "job list needs the worker role")
 

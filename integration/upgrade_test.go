@@ -284,7 +284,7 @@ func TestUpgradeConfigStandbyRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = client.Forward(context.Background(), cl, 0, "", &schema.UpgradeConfigRequest{Bytes: next, Sha256: sum[:]}, schemaconnect.XceClient.UpgradeConfig)
+	_, _, err = client.Forward(context.Background(), cl, 0, client.OnBehalf{}, &schema.UpgradeConfigRequest{Bytes: next, Sha256: sum[:]}, schemaconnect.XceClient.UpgradeConfig)
 	cl.Close()
 	var ne *client.NodeError
 	var np *schema.NotPrimary

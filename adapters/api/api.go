@@ -17,28 +17,56 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"net/http"
 
 	"connectrpc.com/connect"
 
+	"xce/adapters/authz"
+	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
 )
 
-// Door serves one internal request from the certificate named cn: the
-// daemon's authorisation, metrics and node.
-type Door func(ctx context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply
+// Door serves one internal request from caller: the daemon's
+// authorisation, metrics and node.
+type Door func(ctx context.Context, caller Caller, req *schema.ClientRequest) *schema.ClientReply
+
+// Caller is who a request is from, as the door authorises it.
+type Caller struct {
+	// CN is the verified certificate's common name or, on a forwarded
+	// call, the name of the certificate the call is forwarded for.
+	CN string
+	// Via is the node that forwarded the call ("" for a direct call), and
+	// Role the caller's role as that node's allowlists gave it.
+	Via, Role string
+	// Ignored is an OnBehalfHeader sent by a certificate that may not
+	// forward (not a node's): the call runs as that certificate itself.
+	Ignored string
+}
+
+// String names the caller for audit lines: "CN=alice", or "CN=alice via
+// n1" on a forwarded call.
+func (c Caller) String() string {
+	s := "CN=" + tlsconf.SanitizeCN(c.CN)
+	if c.Via != "" {
+		s += " via " + tlsconf.SanitizeCN(c.Via)
+	}
+	return s
+}
 
 // Config configures the handler.
 type Config struct {
 	Door  Door
 	Self  int           // this node's index in Peers
 	Peers []client.Peer // --peers
-	// IsPeer tells a controller's certificate CN (only those may forward
-	// a call on behalf of another certificate).
-	IsPeer func(cn string) bool
+	// Policy tells the controllers' certificates (only those may forward
+	// a call on behalf of another certificate) and the role a forwarded
+	// call's caller has; nil: no call is believed forwarded, none is
+	// forwarded.
+	Policy *authz.Policy
 	// Forward reaches the primary with this node's own certificate; nil
 	// never forwards.
 	Forward *client.Client
@@ -56,7 +84,7 @@ func Handler(cfg Config) (string, http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	serveReflection(mux)
-	return path, withCaller(cfg.IsPeer, mux)
+	return path, withCaller(cfg.Policy, mux)
 }
 
 // compressMinBytes: replies below it are sent uncompressed.
@@ -68,27 +96,35 @@ type server struct {
 
 // caller is who a call is from, set by withCaller.
 type caller struct {
-	cn        string // the certificate the call is authorised as
-	forwarded bool   // a controller forwarded it (OnBehalfHeader)
+	Caller
 	// stream is the transport's control of the request body, for a
 	// streaming RPC; nil when not served by a Transport.
 	stream *transport.Stream
 }
 
+func (c caller) forwarded() bool { return c.Via != "" }
+
 type callerKey struct{}
 
-// withCaller puts the verified client certificate's CN in the request's
-// context (or, from a controller's certificate with OnBehalfHeader, the
-// CN it forwards for). A request without a verified certificate cannot
-// arrive: the listener requires one.
-func withCaller(isPeer func(string) bool, h http.Handler) http.Handler {
+// withCaller puts the caller in the request's context: the verified
+// client certificate's CN or, from a node's own certificate (a CN in
+// --peers, issued for both serverAuth and clientAuth) with
+// OnBehalfHeader, the CN and role it forwards for. A request without a
+// verified certificate cannot arrive: the listener requires one.
+func withCaller(policy *authz.Policy, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := caller{stream: transport.StreamOf(r.Body)}
+		var cert *x509.Certificate
 		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-			c.cn = r.TLS.PeerCertificates[0].Subject.CommonName
+			cert = r.TLS.PeerCertificates[0]
+			c.CN = cert.Subject.CommonName
 		}
-		if on := r.Header.Get(client.OnBehalfHeader); on != "" && isPeer != nil && isPeer(c.cn) {
-			c.cn, c.forwarded = on, true
+		if on := r.Header.Get(client.OnBehalfHeader); on != "" {
+			if policy != nil && policy.RoleOf(c.CN) == authz.RolePeer && tlsconf.IsNodeCert(cert) {
+				c.Via, c.CN, c.Role = c.CN, on, r.Header.Get(client.OnBehalfRoleHeader)
+			} else {
+				c.Ignored = on
+			}
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"xce/adapters/api"
+	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
 	"xce/client"
@@ -26,7 +27,7 @@ import (
 type node struct {
 	mu     sync.Mutex
 	answer func(*schema.ClientRequest) *schema.ClientReply
-	cns    []string
+	cns    []api.Caller
 	paths  map[string]int // HTTP requests served, by path
 }
 
@@ -37,10 +38,10 @@ func (n *node) served(path string) int {
 	return n.paths[path]
 }
 
-func (n *node) door(_ context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
+func (n *node) door(_ context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
 	n.mu.Lock()
 	if req.GetStatus() == nil { // not package client's check of a new connection
-		n.cns = append(n.cns, cn)
+		n.cns = append(n.cns, c)
 	}
 	a := n.answer
 	n.mu.Unlock()
@@ -53,10 +54,22 @@ func (n *node) set(a func(*schema.ClientRequest) *schema.ClientReply) {
 	n.mu.Unlock()
 }
 
+// callers names the callers the door saw, by CN.
 func (n *node) callers() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]string(nil), n.cns...)
+	var out []string
+	for _, c := range n.cns {
+		out = append(out, c.CN)
+	}
+	return out
+}
+
+// seen is every caller the door saw, whole.
+func (n *node) seen() []api.Caller {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]api.Caller(nil), n.cns...)
 }
 
 type cluster struct {
@@ -109,6 +122,13 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 	for _, cn := range []string{"admin", "other"} {
 		c.mats[cn] = material(t, caCert, caKey, cn, false)
 	}
+	// A client certificate (clientAuth only) that the CA issued with a
+	// node's name: not a node's certificate.
+	c.mats["n1-client"] = material(t, caCert, caKey, "n1", false)
+	policy, err := authz.NewPolicy([]string{"n0", "n1", "n2"}, []string{"admin"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, p := range c.peers {
@@ -123,8 +143,7 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, h := api.Handler(api.Config{Door: n.door, Self: i, Peers: c.peers, Forward: fwd,
-			IsPeer: func(cn string) bool { return cn == "n0" || cn == "n1" || cn == "n2" }})
+		_, h := api.Handler(api.Config{Door: n.door, Self: i, Peers: c.peers, Forward: fwd, Policy: policy})
 		counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n.mu.Lock()
 			n.paths[r.URL.Path]++
@@ -168,7 +187,7 @@ func (c *cluster) submitVia(t *testing.T, i int, cn string, hdr http.Header) (*s
 	var out *schema.JobResponse
 	var h http.Header
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		out, h, err = client.Forward(context.Background(), cl, i, "", &schema.SubmitRequest{Queue: "q"}, schemaconnect.XceClient.Submit)
+		out, h, err = client.Forward(context.Background(), cl, i, client.OnBehalf{}, &schema.SubmitRequest{Queue: "q"}, schemaconnect.XceClient.Submit)
 		var ne *client.NodeError
 		if err == nil || errors.As(err, &ne) || time.Now().After(deadline) {
 			return out, h, err // an answer, or the listener never came up
@@ -210,23 +229,59 @@ func TestStandbyForwards(t *testing.T) {
 	}
 }
 
-// Only a controller's certificate may speak for another: a client's
-// on-behalf header is ignored.
-func TestOnBehalfOnlyFromPeers(t *testing.T) {
+// Only a node's own certificate may speak for another (issue 20 finding
+// 2): a client's on-behalf header is ignored (and reported to the door),
+// and so is that of a client certificate (clientAuth only) whose CN is a
+// node's; a node's certificate carries the caller's CN and role.
+func TestOnBehalfOnlyFromNodeCertificates(t *testing.T) {
 	c := startCluster(t, true, false) // n1's certificate, not its process
-	c.nodes[0].set(submitted)
-	if _, _, err := c.submitVia(t, 0, "other", http.Header{client.OnBehalfHeader: {"admin"}}); err != nil {
+	for _, tc := range []struct {
+		cert string
+		hdr  http.Header
+		want api.Caller
+	}{
+		{"other", http.Header{client.OnBehalfHeader: {"admin"}}, api.Caller{CN: "other", Ignored: "admin"}},
+		{"n1-client", http.Header{client.OnBehalfHeader: {"admin"}, client.OnBehalfRoleHeader: {"admin"}}, api.Caller{CN: "n1", Ignored: "admin"}},
+		{"n1", http.Header{client.OnBehalfHeader: {"alice"}, client.OnBehalfRoleHeader: {"worker"}}, api.Caller{CN: "alice", Via: "n1", Role: "worker"}},
+	} {
+		c.nodes[0].set(submitted)
+		if _, _, err := c.submitVia(t, 0, tc.cert, tc.hdr); err != nil {
+			t.Fatalf("%s: %v", tc.cert, err)
+		}
+		if got := c.nodes[0].seen(); len(got) != 1 || got[0] != tc.want {
+			t.Fatalf("certificate %s with %v: the door saw %+v, want %+v", tc.cert, tc.hdr, got, tc.want)
+		}
+	}
+}
+
+// A standby forwards a worker operation with the caller's CN and role,
+// and never an admin operation: the admin's call is answered unavailable
+// naming the primary (its tool follows the redirect) and the primary sees
+// nothing of it.
+func TestStandbyForwardsWorkerOperationsOnly(t *testing.T) {
+	c := startCluster(t, true, true)
+	c.nodes[0].set(notPrimary(1))
+	c.nodes[1].set(submitted)
+	if _, _, err := c.submitVia(t, 0, "other", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nodes[0].callers(); len(got) != 1 || got[0] != "other" {
-		t.Fatalf("callers %q: a client's %s was believed", got, client.OnBehalfHeader)
+	if got, want := c.nodes[1].seen(), (api.Caller{CN: "other", Via: "n0", Role: "worker"}); len(got) != 1 || got[0] != want {
+		t.Fatalf("the primary saw %+v, want %+v", got, want)
 	}
-	c.nodes[0].set(submitted)
-	if _, _, err := c.submitVia(t, 0, "n1", http.Header{client.OnBehalfHeader: {"admin"}}); err != nil {
+	c.nodes[0].set(notPrimary(1))
+	c.nodes[1].set(submitted)
+	cl, err := client.New(c.peers, c.mats["admin"], client.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.nodes[0].callers(); len(got) != 1 || got[0] != "admin" {
-		t.Fatalf("callers %q: a controller's forwarding was not believed", got)
+	defer cl.Close()
+	_, _, err = client.Forward(context.Background(), cl, 0, client.OnBehalf{}, &schema.SweepRequest{}, schemaconnect.XceClient.Sweep)
+	np := detail(t, err)
+	if connect.CodeOf(err) != connect.CodeUnavailable || np.GetPrimaryName() != "n1" {
+		t.Fatalf("an admin's sweep through the standby: %v (detail %v), want unavailable naming n1", err, np)
+	}
+	if got := c.nodes[1].seen(); len(got) != 0 {
+		t.Fatalf("the primary saw %+v of an admin operation sent to the standby", got)
 	}
 }
 

@@ -38,7 +38,7 @@ func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.
 	if err := wire.CheckRequest(req); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	rep := s.cfg.Door(ctx, callerOf(ctx).cn, req)
+	rep := s.cfg.Door(ctx, callerOf(ctx).Caller, req)
 	if rep == nil {
 		return nil, connect.NewError(connect.CodeInternal, errors.New("the node gave no reply"))
 	}
@@ -103,14 +103,17 @@ func (s *server) local(err error) error {
 	return err
 }
 
-// forward sends a call a standby refused to the primary it named, once.
-func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[Req], rd *redirectError, m client.Method[Req, Resp]) (*connect.Response[Resp], error) {
+// forward sends a call a standby refused to the primary it named, once,
+// with the caller's CN and role. An admin operation (need) is never
+// forwarded: the primary would refuse it (authz.DecideOnBehalf), and the
+// admin's tool follows the redirect itself.
+func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[Req], rd *redirectError, need authz.Role, m client.Method[Req, Resp]) (*connect.Response[Resp], error) {
 	c := callerOf(ctx)
 	p := rd.primary
-	if c.forwarded || s.cfg.Forward == nil || p < 0 || p >= len(s.cfg.Peers) || p == s.cfg.Self {
+	if c.forwarded() || need == authz.RoleAdmin || s.cfg.Forward == nil || s.cfg.Policy == nil || p < 0 || p >= len(s.cfg.Peers) || p == s.cfg.Self {
 		return nil, s.notPrimary(rd)
 	}
-	out, _, err := client.Forward(ctx, s.cfg.Forward, p, c.cn, r.Msg, m)
+	out, _, err := client.Forward(ctx, s.cfg.Forward, p, client.OnBehalf{CN: c.CN, Role: s.cfg.Policy.RoleOf(c.CN).String()}, r.Msg, m)
 	if err != nil {
 		var ne *client.NodeError
 		var ue *client.OutcomeUnknownError
@@ -131,9 +134,11 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 // serveJob serves one job operation: its answer, forwarded to the primary
 // from a standby.
 func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *schema.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
-	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}})
+	req := &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}}
+	rep, err := s.serve(ctx, req)
 	if rd := new(redirectError); errors.As(err, &rd) {
-		return forward(ctx, s, r, rd, m)
+		need, _ := authz.Need(req)
+		return forward(ctx, s, r, rd, need, m)
 	}
 	if err != nil {
 		return nil, err

@@ -7,15 +7,23 @@
 // Roles, from the CN of a certificate already verified against the
 // cluster CA:
 //
-//   - peer: a name in --peers. Controllers speak the peer protocol only
-//     (the transport authenticates that separately); as a client a peer
-//     certificate may do nothing.
+//   - peer: a name in --peers. Controllers speak the peer protocol (the
+//     transport authenticates that separately); as a client a peer
+//     certificate may ask for status only, which is how package client
+//     confirms a new connection before a node forwards a call on it.
 //   - admin: a name in --admin-cn. Everything a worker may do, plus
 //     OP_upgradeConfig and the operator commands (redrive, sweep, tick,
 //     lost-and-found drain).
 //   - worker (workers and submitters): a name in --client-cn, or, when
 //     --client-cn is not given, any other CA-signed certificate with a
 //     non-empty CN. Status, config and the job operations.
+//
+// Forwarding (DecideOnBehalf): a standby forwards a worker's call to the
+// primary over its own node certificate, naming the caller's CN and role.
+// The primary runs it under the lesser of that role and the role its own
+// allowlists give the CN, never above worker: an admin operation is never
+// accepted on behalf of anyone (the admin's tool follows the redirect to
+// the primary itself), so a stolen node certificate is worth a worker's.
 //
 // Jobs record no submitter, so "cancel of others' jobs" cannot be told
 // from cancel of one's own: cancel is a worker operation (any worker may
@@ -51,6 +59,16 @@ const (
 	RoleWorker
 	RoleAdmin
 )
+
+// ParseRole is the Role that String names; RoleNone for any other text.
+func ParseRole(s string) Role {
+	for _, r := range []Role{RolePeer, RoleWorker, RoleAdmin} {
+		if s == r.String() {
+			return r
+		}
+	}
+	return RoleNone
+}
 
 func (r Role) String() string {
 	switch r {
@@ -176,14 +194,14 @@ func (p *Policy) Decide(cn string, req *schema.ClientRequest) Decision {
 	role := p.RoleOf(cn)
 	need, op := Need(req)
 	d := Decision{Role: role, Need: need, Op: op}
-	if role == RoleAdmin || role == RoleWorker && need == RoleWorker {
+	if role == RoleAdmin || role == RoleWorker && need == RoleWorker || role == RolePeer && op == "status" {
 		d.Allowed = true
 		return d
 	}
 	var why string
 	switch {
 	case role == RolePeer:
-		why = "; a controller's certificate speaks only the peer protocol"
+		why = "; a controller's certificate speaks the peer protocol and asks for status only"
 	case need == RoleAdmin && len(p.admins) == 0:
 		why = "; this controller allows no admin (start it with --admin-cn)"
 	case need == RoleAdmin:
@@ -195,5 +213,36 @@ func (p *Policy) Decide(cn string, req *schema.ClientRequest) Decision {
 	}
 	d.Reason = fmt.Sprintf("%s — %s needs the %s role; certificate %q has the %s role%s",
 		ReasonPrefix, op, need, tlsconf.SanitizeCN(cn), role, why)
+	return d
+}
+
+// DecideOnBehalf is Decide for a call the node named via forwarded on
+// behalf of the certificate named cn, whose role via says is claimed. The
+// call runs under the least of claimed, the role this policy gives cn, and
+// worker; via must be a controller in --peers (the caller of
+// DecideOnBehalf has checked that its certificate is a node's). The
+// refusal names both.
+func (p *Policy) DecideOnBehalf(via, cn string, claimed Role, req *schema.ClientRequest) Decision {
+	need, op := Need(req)
+	role := min(claimed, p.RoleOf(cn), RoleWorker)
+	if claimed == RolePeer || p.RoleOf(cn) == RolePeer {
+		role = RoleNone // a controller is never a caller on another's behalf
+	}
+	d := Decision{Role: role, Need: need, Op: op}
+	if p.RoleOf(via) != RolePeer {
+		d.Reason = fmt.Sprintf("%s — %s forwarded by %q on behalf of %q: %q is not a controller in --peers",
+			ReasonPrefix, op, tlsconf.SanitizeCN(via), tlsconf.SanitizeCN(cn), tlsconf.SanitizeCN(via))
+		return d
+	}
+	if need == RoleWorker && role == RoleWorker {
+		d.Allowed = true
+		return d
+	}
+	why := fmt.Sprintf("certificate %q runs as the %s role here", tlsconf.SanitizeCN(cn), role)
+	if need == RoleAdmin {
+		why = "admin operations are never accepted on behalf of another certificate; call the primary directly"
+	}
+	d.Reason = fmt.Sprintf("%s — %s forwarded by %s on behalf of %q needs the %s role; %s",
+		ReasonPrefix, op, tlsconf.SanitizeCN(via), tlsconf.SanitizeCN(cn), need, why)
 	return d
 }

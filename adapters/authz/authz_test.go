@@ -64,8 +64,9 @@ func TestDecide(t *testing.T) {
 		{"admin redrive", open, "ops", job(schema.JobRequest_REDRIVE), true, RoleAdmin, ""},
 		{"admin submits", open, "ops", job(schema.JobRequest_ENQUEUE), true, RoleAdmin, ""},
 		{"admin status", closed, "ops", status, true, RoleAdmin, ""},
-		{"peer job", open, "n1", job(schema.JobRequest_ENQUEUE), false, RolePeer, "speaks only the peer protocol"},
-		{"peer status", open, "n0", status, false, RolePeer, `certificate "n0" has the peer role`},
+		{"peer job", open, "n1", job(schema.JobRequest_ENQUEUE), false, RolePeer, `certificate "n1" has the peer role; a controller's certificate speaks the peer protocol and asks for status only`},
+		{"peer status", open, "n0", status, true, RolePeer, ""}, // a forwarding node confirms its connection
+		{"peer config", open, "n0", config, false, RolePeer, `certificate "n0" has the peer role`},
 		{"peer upgrade", open, "n0", upgrade, false, RolePeer, "peer protocol"},
 		{"listed worker", closed, "w1", job(schema.JobRequest_CLAIM), true, RoleWorker, ""},
 		{"unlisted client", closed, "alice", job(schema.JobRequest_CLAIM), false, RoleNone, `certificate "alice" has the none role (--client-cn)`},
@@ -115,5 +116,49 @@ func TestNewPolicyRefuses(t *testing.T) {
 	}
 	if p, _ := NewPolicy(peers, nil, nil); p.UpgradeEnabled() {
 		t.Fatal("upgrade enabled without an admin")
+	}
+}
+
+// A forwarded call (issue 20 finding 2) runs under the least of the role
+// the forwarder claims, the role this node gives the caller, and worker;
+// only a peer forwards; an admin operation is never run on behalf of
+// anyone; the refusal names the forwarder and the caller.
+func TestDecideOnBehalf(t *testing.T) {
+	p, err := NewPolicy([]string{"n0", "n1"}, []string{"ops"}, []string{"w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		via, cn string
+		claimed Role
+		req     *schema.ClientRequest
+		allow   bool
+		reason  string
+	}{
+		{"worker submit", "n1", "w1", RoleWorker, job(schema.JobRequest_ENQUEUE), true, ""},
+		{"admin's submit", "n1", "ops", RoleAdmin, job(schema.JobRequest_ENQUEUE), true, ""},
+		{"admin's sweep", "n1", "ops", RoleAdmin, job(schema.JobRequest_SWEEP), false, `job sweep forwarded by n1 on behalf of "ops" needs the admin role; admin operations are never accepted on behalf of another certificate`},
+		{"admin's upgrade", "n1", "ops", RoleAdmin, upgrade, false, "admin operations are never accepted on behalf"},
+		{"claimed admin for a worker", "n1", "w1", RoleAdmin, job(schema.JobRequest_REDRIVE), false, "never accepted on behalf"},
+		{"claimed worker, unlisted here", "n1", "mallory", RoleWorker, job(schema.JobRequest_CLAIM), false, `certificate "mallory" runs as the none role here`},
+		{"claimed none", "n1", "w1", RoleNone, job(schema.JobRequest_CLAIM), false, "runs as the none role"},
+		{"on behalf of a peer", "n1", "n0", RoleWorker, job(schema.JobRequest_CLAIM), false, "runs as the none role"},
+		{"forwarder not a peer", "w1", "ops", RoleAdmin, job(schema.JobRequest_ENQUEUE), false, `forwarded by "w1" on behalf of "ops": "w1" is not a controller in --peers`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := p.DecideOnBehalf(c.via, c.cn, c.claimed, c.req)
+			if d.Allowed != c.allow || !strings.Contains(d.Reason, c.reason) {
+				t.Fatalf("DecideOnBehalf(%q, %q, %v) = %+v, want allowed=%v and %q in the reason", c.via, c.cn, c.claimed, d, c.allow, c.reason)
+			}
+		})
+	}
+	for _, r := range []Role{RoleNone, RolePeer, RoleWorker, RoleAdmin} {
+		if ParseRole(r.String()) != r {
+			t.Fatalf("ParseRole(%q) = %v", r.String(), ParseRole(r.String()))
+		}
+	}
+	if ParseRole("root") != RoleNone {
+		t.Fatal("an unknown role parsed as a role")
 	}
 }

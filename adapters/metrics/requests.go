@@ -55,10 +55,19 @@ func Code(status int32) string {
 // ObserveRequest counts one answered client request and, for a claim, its
 // latency.
 func (m *Metrics) ObserveRequest(op string, status int32, took time.Duration) {
+	m.ObserveRequestCode(op, Code(status), took)
+}
+
+// CodeRedirect counts a standby's "not primary" answer, which its API
+// forwards to the primary or turns into a redirect: not an error.
+const CodeRedirect = "redirect"
+
+// ObserveRequestCode is ObserveRequest with the code label given.
+func (m *Metrics) ObserveRequestCode(op, code string, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(op, Code(status)).Inc()
+	m.requests.WithLabelValues(op, code).Inc()
 	if op == claimOp {
 		m.claim.Observe(took.Seconds())
 	}

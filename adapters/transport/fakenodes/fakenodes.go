@@ -33,7 +33,7 @@ type Node struct {
 }
 
 // Handle is the API handler's door.
-func (f *Node) Handle(_ context.Context, _ string, req *schema.ClientRequest) *schema.ClientReply {
+func (f *Node) Handle(_ context.Context, _ api.Caller, req *schema.ClientRequest) *schema.ClientReply {
 	f.mu.Lock()
 	f.seen = append(f.seen, req)
 	answer := f.answer

@@ -58,7 +58,7 @@ func TestStatusShowsOwnCertificate(t *testing.T) {
 	peers := []transport.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}}
 	for i, m := range []*tlsconf.Material{expired, soon} {
 		_, h := api.Handler(api.Config{Self: i, Peers: []client.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}},
-			Door: func(context.Context, string, *schema.ClientRequest) *schema.ClientReply {
+			Door: func(context.Context, api.Caller, *schema.ClientRequest) *schema.ClientReply {
 				return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
 					Name: peers[i].Name, Role: "standby", CertNotAfter: m.Leaf.NotAfter.Unix()}}}
 			}})

@@ -199,19 +199,33 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	var tr *transport.Transport // set before the listener starts
 	// The one door of client requests: authorised here, or refused with
 	// a definite error (nothing was applied).
-	door := func(ctx context.Context, cn string, req *schema.ClientRequest) *schema.ClientReply {
+	door := func(ctx context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
 		start := time.Now()
 		rep := func() *schema.ClientReply {
-			if d := policy.Decide(cn, req); !d.Allowed {
+			if c.Ignored != "" {
+				log.Warn(fmt.Sprintf("ignored %s %q from %s: only a node's own certificate may forward a call; the call runs as that certificate",
+					client.OnBehalfHeader, tlsconf.SanitizeCN(c.Ignored), c), zap.String("key", "authz.on-behalf-ignored"))
+			}
+			d := policy.Decide(c.CN, req)
+			if c.Via != "" {
+				d = policy.DecideOnBehalf(c.Via, c.CN, authz.ParseRole(c.Role), req)
+			}
+			if !d.Allowed {
 				log.Warn(d.Reason, zap.String("key", "authz.refused"))
 				return &schema.ClientReply{Status: authz.StatusForbidden, Error: d.Reason}
 			}
 			flight.enter()
 			defer flight.leave(req.GetUpgradeConfig() != nil)
-			return answer(ctx, req, tlsconf.SanitizeCN(cn), rnp.Load(), tr.TLS().Leaf, peers, self)
+			// Only a direct call reaches an upgrade (DecideOnBehalf refuses
+			// admin operations), so its audit line's CN is the caller's own.
+			return answer(ctx, req, tlsconf.SanitizeCN(c.CN), rnp.Load(), tr.TLS().Leaf, peers, self)
 		}()
 		if mx != nil { // refusals count too: errors by operation and code
-			mx.ObserveRequest(metrics.Op(req), rep.GetStatus(), time.Since(start))
+			code := metrics.Code(rep.GetStatus())
+			if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), api.NotPrimaryPrefix) {
+				code = metrics.CodeRedirect
+			}
+			mx.ObserveRequestCode(metrics.Op(req), code, time.Since(start))
 		}
 		return rep
 	}
@@ -223,8 +237,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		return 1, err
 	}
 	defer fwd.Close()
-	_, apiHandler := api.Handler(api.Config{Door: door, Self: self, Peers: cpeers, Forward: fwd,
-		IsPeer: func(cn string) bool { return policy.RoleOf(cn) == authz.RolePeer }})
+	_, apiHandler := api.Handler(api.Config{Door: door, Self: self, Peers: cpeers, Forward: fwd, Policy: policy})
 	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
 		Logf: func(format string, args ...any) {
