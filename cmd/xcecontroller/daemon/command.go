@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"xce/adapters/transport"
 )
 
 // NewCommand is xcecontroller's command line; exit receives the node's
@@ -58,6 +60,8 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.IntVar(&cfg.GCHeadroomMinMiB, "gc-headroom-min-mib", cfg.GCHeadroomMinMiB, "the least headroom of --gc-headroom, in MiB")
 	f.IntVar(&cfg.BulkWriteMiB, "bulk-write-rate", cfg.BulkWriteMiB, "write checkpoints and snapshots received from the primary at most this many MiB/s, so WAL fsyncs on the same disk do not wait behind them; 0: as fast as the disk takes them")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
+	f.IntVar(&cfg.HandshakesPerSource, "handshakes-per-source", transport.DefaultHandshakesPerSource, "connections one source address (other than a --peers host's) may have in their TLS handshake at once; more are closed before any TLS work")
+	f.IntVar(&cfg.NewConnsPerSecond, "new-conns-per-source", transport.DefaultNewConnsPerSecond, "new connections a second one source address (other than a --peers host's) may open, in bursts of twice that; raise it for many clients behind one NAT address")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiles (CPU, heap, goroutines, execution trace) under /debug/pprof/ on --metrics-addr")
 
 	// Authorisation (package authz; docs/operations.md, "Roles") and the

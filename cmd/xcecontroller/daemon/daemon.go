@@ -73,6 +73,10 @@ type Config struct {
 	// snapshot received from the primary) to that many MiB a second
 	// (--bulk-write-rate, fileio.Executor.WriteRate); 0: unpaced.
 	BulkWriteMiB int
+	// HandshakesPerSource and NewConnsPerSecond are the transport's
+	// admission of connections from a source address that is not a
+	// --peers host's (transport.Config; 0: its default).
+	HandshakesPerSource, NewConnsPerSecond int
 }
 
 // DefaultConfig carries the seed's defaults.
@@ -116,6 +120,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	}
 	if cfg.GCHeadroom < 0 || cfg.GCHeadroom > 100 || cfg.GCHeadroomMinMiB < 0 {
 		return 1, fmt.Errorf("--gc-headroom %d (want 0 to 100) or --gc-headroom-min-mib %d (want >= 0) out of range", cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	}
+	if cfg.HandshakesPerSource < 0 || cfg.NewConnsPerSecond < 0 {
+		return 1, fmt.Errorf("--handshakes-per-source %d or --new-conns-per-source %d: want >= 0 (0: the default)", cfg.HandshakesPerSource, cfg.NewConnsPerSecond)
 	}
 	if cfg.BulkWriteMiB < 0 {
 		return 1, fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
@@ -240,6 +247,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	_, apiHandler := api.Handler(api.Config{Door: door, Self: self, Peers: cpeers, Forward: fwd, Policy: policy})
 	tr, err = transport.New(transport.Config{
 		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
+		HandshakesPerSource: cfg.HandshakesPerSource, NewConnsPerSecond: cfg.NewConnsPerSecond,
 		Logf: func(format string, args ...any) {
 			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
