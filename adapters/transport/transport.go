@@ -37,6 +37,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -697,11 +698,24 @@ func (t *Transport) serve(ctx context.Context, raw net.Conn, leave func()) {
 		case idx == t.cfg.Self:
 			t.logf("from %s: refusing peer %q: that is this node's own name", remote, tlsconf.SanitizeCN(cn))
 			return
+		case !tlsconf.IsNodeCert(leafOf(tc)):
+			// A client certificate the CA issued with a node's name is
+			// not that node.
+			t.logf("from %s: refusing peer %q: its certificate is not a node's (serverAuth and clientAuth)", remote, tlsconf.SanitizeCN(cn))
+			return
 		}
 		t.servePeer(ctx, raw, tc, idx, remote)
 	default:
 		t.logf("from %s (cert %q): refusing a %s hello: clients use the API (TLS ALPN h2 or http/1.1)", remote, tlsconf.SanitizeCN(cn), hello.GetKind())
 	}
+}
+
+// leafOf is the verified certificate of the other side of tc.
+func leafOf(tc *tls.Conn) *x509.Certificate {
+	if cs := tc.ConnectionState(); len(cs.PeerCertificates) > 0 {
+		return cs.PeerCertificates[0]
+	}
+	return nil
 }
 
 // admit bounds the bytes every connection's frame bodies hold while being

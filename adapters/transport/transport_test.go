@@ -44,7 +44,7 @@ var (
 func certs(t testing.TB) (cluster, evil *pki) {
 	t.Helper()
 	pkiOnce.Do(func() {
-		testPKI, pkiError = newPKI("cluster CA", nil, "n0", "n1", "n2", "n9", "operator")
+		testPKI, pkiError = newPKI("cluster CA", nil, "n0", "n1", "n2", "n9", "operator", "n1-client")
 		if pkiError == nil {
 			evilPKI, pkiError = newPKI("evil CA", testPKI.caCert, "n0", "n1", "operator")
 		}
@@ -62,8 +62,11 @@ func newPKI(caName string, trust []byte, names ...string) (*pki, error) {
 	}
 	p := &pki{caCert: caCert, caKey: caKey, mats: map[string]*tlsconf.Material{}}
 	for _, n := range names {
-		server := n != "operator"
-		c, k, err := tlsconf.GenerateCert(caCert, caKey, n, []string{"127.0.0.1"}, time.Hour, true, server)
+		// "operator" and "<name>-client" are client certificates
+		// (clientAuth only), the latter with a node's CN.
+		cn, isClient := strings.CutSuffix(n, "-client")
+		server := n != "operator" && !isClient
+		c, k, err := tlsconf.GenerateCert(caCert, caKey, cn, []string{"127.0.0.1"}, time.Hour, true, server)
 		if err != nil {
 			return nil, err
 		}
@@ -429,6 +432,7 @@ func TestPeerIdentityChecks(t *testing.T) {
 		{"not in peers", "n9", &schema.Hello{Kind: schema.Hello_PEER, Name: "n9"}, `refusing peer "n9": not in --peers`},
 		{"our own name", "n0", &schema.Hello{Kind: schema.Hello_PEER, Name: "n0"}, `this node's own name`},
 		{"client cert as peer", "operator", &schema.Hello{Kind: schema.Hello_PEER, Name: "operator"}, `refusing peer "operator"`},
+		{"client cert with a peer's name", "n1-client", &schema.Hello{Kind: schema.Hello_PEER, Name: "n1"}, `refusing peer "n1": its certificate is not a node's (serverAuth and clientAuth)`},
 		{"control bytes in hello name", "n2", &schema.Hello{Kind: schema.Hello_PEER, Name: "n\x1b[31m2"}, `hello says "n?[31m2"`},
 		{"no hello", "n1", nil, "hello:"},
 	}
