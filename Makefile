@@ -20,8 +20,12 @@ RIVER_ROUNDS ?= 3
 RIVER_WORKERS ?=
 RIVER_ARGS ?=
 RIVER_TIMEOUT ?= 60m
+HOSTILE_TIME ?= 20s
+HOSTILE_CONNS ?= 1000
+HOSTILE_HANDSHAKERS ?= 200
+HOSTILE_TIMEOUT ?= 30m
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench bench-scale bench-river chaos clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries sim-demo generate fuzz sim-long bench bench-scale bench-river chaos hostile clean
 
 all: build
 
@@ -91,6 +95,20 @@ chaos:
 	$(GO) vet -tags chaos ./integration
 	CHAOS_TIME=$(CHAOS_TIME) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ARGS="$(CHAOS_ARGS)" \
 	  $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./integration
+
+# The hostile suite (issue 20) against three real processes, a fresh
+# cluster per attack: pre-handshake and handshake floods of the primary
+# for HOSTILE_TIME each (HOSTILE_CONNS connections, HOSTILE_HANDSHAKERS
+# handshaking clients), from 127.0.0.2 and from 127.0.0.1, with status
+# probes, an election watch, the node's RSS and a standby restarted
+# during each flood; forged Xce-On-Behalf-Of headers; 100 MiB bodies; a
+# JSON claim whose answer outgrows the send limit. One table per attack.
+# Not part of `make test` (build tag hostile); its short versions are
+# (integration/hostile_test.go). About 3 min at the defaults.
+hostile:
+	$(GO) vet -tags hostile ./integration
+	HOSTILE_TIME=$(HOSTILE_TIME) HOSTILE_CONNS=$(HOSTILE_CONNS) HOSTILE_HANDSHAKERS=$(HOSTILE_HANDSHAKERS) \
+	  $(GO) test -tags hostile -count=1 -timeout $(HOSTILE_TIMEOUT) -run '^TestHostileSuite$$' -v ./integration
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./sim/...
