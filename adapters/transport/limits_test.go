@@ -67,8 +67,8 @@ func TestConnectionLimits(t *testing.T) {
 			held = append(held, c)
 		}
 		if !eventually(time.Second, func() bool {
-			if a.tr.buffered.TryAcquire(16 + 1) {
-				a.tr.buffered.Release(16 + 1)
+			if a.tr.peerBuffered.TryAcquire(16 + 1) {
+				a.tr.peerBuffered.Release(16 + 1)
 				return false
 			}
 			return true
@@ -77,7 +77,7 @@ func TestConnectionLimits(t *testing.T) {
 		}
 		// A frame that cannot get its share within the body timeout fails
 		// busy, the connection is not served.
-		quick := &Transport{cfg: Config{BodyTimeout: 50 * time.Millisecond}, buffered: a.tr.buffered}
+		quick := &Transport{cfg: Config{BodyTimeout: 50 * time.Millisecond}, peerBuffered: a.tr.peerBuffered}
 		if _, err := quick.admit(t.Context(), held[0])(wire.MaxFrameSize); !errors.Is(err, ErrBusy) {
 			t.Fatalf("admit past the budget: %v, want ErrBusy", err)
 		}
@@ -85,8 +85,8 @@ func TestConnectionLimits(t *testing.T) {
 			expectClosed(t, h)
 		}
 		if !eventually(time.Second, func() bool {
-			if a.tr.buffered.TryAcquire(2 * wire.MaxFrameSize) {
-				a.tr.buffered.Release(2 * wire.MaxFrameSize)
+			if a.tr.peerBuffered.TryAcquire(2 * wire.MaxFrameSize) {
+				a.tr.peerBuffered.Release(2 * wire.MaxFrameSize)
 				return true
 			}
 			return false
@@ -94,4 +94,30 @@ func TestConnectionLimits(t *testing.T) {
 			t.Fatal("the budget was not released when the stalled connections closed")
 		}
 	})
+}
+
+// Peer frames have a budget of their own (issue 20 finding 4, as the
+// hostile suite found it): with every byte of the API bodies' budget
+// held, as a client's 100 MiB body holds it, a peer's heartbeat is still
+// delivered at once, not refused busy after the body timeout.
+func TestPeerFramesDoNotWaitForClientBodies(t *testing.T) {
+	pk, _ := certs(t)
+	peers := peersOf(freeAddrs(t, 2))
+	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) {
+		c.BodyTimeout = 300 * time.Millisecond
+		c.MaxBuffered = 4 * wire.MaxFrameSize
+	})
+	if !a.tr.buffered.TryAcquire(4 * wire.MaxFrameSize) {
+		t.Fatal("the API bodies' budget is not free at start")
+	}
+	defer a.tr.buffered.Release(4 * wire.MaxFrameSize)
+	b := start(t, 1, peers, pk.mats["n1"], nil)
+	begin := time.Now()
+	in := sendUntil(t, b.tr, 0, payloadMsg(), a.tr)
+	if in.From != 1 {
+		t.Fatalf("delivered from %d", in.From)
+	}
+	if d := time.Since(begin); d > 250*time.Millisecond {
+		t.Fatalf("a peer frame took %v with the API bodies' budget taken", d)
+	}
 }

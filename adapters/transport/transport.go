@@ -164,8 +164,12 @@ type Transport struct {
 	// --peers address, so that the others admit it from their peer pool.
 	local    *net.TCPAddr
 	refusals atomic.Uint64       // refused connections, to log at powers of two
-	buffered *semaphore.Weighted // bytes of frame bodies being read
-	http     *httpSide           // nil without Config.HTTP
+	buffered *semaphore.Weighted // bytes of API request bodies being read
+	// peerBuffered is the same bound for peer frames, apart: a client's
+	// large bodies must never hold up a heartbeat (a 100 MiB body took
+	// the shared budget for seconds and the primary stepped down).
+	peerBuffered *semaphore.Weighted
+	http         *httpSide // nil without Config.HTTP
 
 	closeOnce sync.Once
 }
@@ -225,13 +229,14 @@ func New(cfg Config) (*Transport, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	t := &Transport{
-		cfg:      cfg,
-		byName:   byName,
-		links:    make([]*link, len(cfg.Peers)),
-		in:       make(chan Inbound, InboundLen),
-		peerConn: make(map[int]net.Conn),
-		buffered: semaphore.NewWeighted(cfg.MaxBuffered),
-		perCN:    make(map[string]int),
+		cfg:          cfg,
+		byName:       byName,
+		links:        make([]*link, len(cfg.Peers)),
+		in:           make(chan Inbound, InboundLen),
+		peerConn:     make(map[int]net.Conn),
+		buffered:     semaphore.NewWeighted(cfg.MaxBuffered),
+		peerBuffered: semaphore.NewWeighted(cfg.MaxBuffered),
+		perCN:        make(map[string]int),
 	}
 	peerIPs := make(map[netip.Addr]bool)
 	for i, p := range cfg.Peers {
@@ -718,24 +723,24 @@ func leafOf(tc *tls.Conn) *x509.Certificate {
 	return nil
 }
 
-// admit bounds the bytes every connection's frame bodies hold while being
-// read (MaxBuffered), and gives a body BodyTimeout to arrive once its
-// header has: a client that sends a header and then stalls holds its
-// share for that long at most.
+// admit bounds the bytes every peer connection's frame bodies hold while
+// being read (MaxBuffered, apart from the API's bodies), and gives a body
+// BodyTimeout to arrive once its header has: a peer that sends a header
+// and then stalls holds its share for that long at most.
 func (t *Transport) admit(ctx context.Context, raw net.Conn) wire.Admit {
 	return func(n int) (func(), error) {
 		deadline := time.Now().Add(t.cfg.BodyTimeout)
 		if err := raw.SetReadDeadline(deadline); err != nil {
 			return nil, err
 		}
-		if !t.buffered.TryAcquire(int64(n)) {
+		if !t.peerBuffered.TryAcquire(int64(n)) {
 			actx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
-			if err := t.buffered.Acquire(actx, int64(n)); err != nil {
+			if err := t.peerBuffered.Acquire(actx, int64(n)); err != nil {
 				return nil, fmt.Errorf("%w: no room for %d more bytes within %v (frame bodies being read are bounded to %d bytes)", ErrBusy, n, t.cfg.BodyTimeout, t.cfg.MaxBuffered)
 			}
 		}
-		return func() { t.buffered.Release(int64(n)) }, nil
+		return func() { t.peerBuffered.Release(int64(n)) }, nil
 	}
 }
 
