@@ -76,6 +76,11 @@ const (
 	// certificate that made it. The primary believes it only from a
 	// controller's certificate (a name in --peers).
 	OnBehalfHeader = "Xce-On-Behalf-Of"
+	// EncodingHeader "json": the answer is for a caller that reads JSON
+	// (a standby forwards a JSON call in binary): the node sizes a claim's
+	// jobs and a list's page for JSON, smaller than binary's. Anyone may
+	// send it; it only makes answers smaller.
+	EncodingHeader = "Xce-Encoding"
 )
 
 // Peer is one controller of --peers: its name (its certificate's CN) and
