@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"xce/adapters/tlsconf"
+	"xce/client"
 	"xce/schema"
+	"xce/schema/schemaconnect"
 )
 
 // httpClient is a plain HTTP client of c's nodes as cn, over proto ("h2"
@@ -186,5 +189,44 @@ func TestWrongContentTypeOverHTTP2(t *testing.T) {
 		if code, _ := post(t, httpClient(t, c, "admin", proto), c, "Submit", "text/plain", body); code != http.StatusUnsupportedMediaType {
 			t.Fatalf("%s: a wrong Content-Type: %d, want 415", proto, code)
 		}
+	}
+}
+
+// The node sizes a claim's answer for the caller's encoding: a JSON call
+// says so to the node (JobRequest.json), and so does a standby that
+// forwards it, in binary, to the primary (EncodingHeader); a binary call
+// does not.
+func TestCallersEncodingReachesThePrimary(t *testing.T) {
+	c := startCluster(t, true, true)
+	var s seen
+	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply { s.add(r); return submitted(r) })
+	c.nodes[1].set(notPrimary(0))
+	claim := `{"queue":"batch","host":"h","max":4}`
+	for _, tc := range []struct {
+		node int
+		ct   string
+		json bool
+	}{{0, "application/json", true}, {1, "application/json", true}, {1, "application/json; charset=utf-8", true}} {
+		cl := httpClient(t, c, "admin", "h2")
+		rep, err := cl.Post("https://"+c.peers[tc.node].Addr+"/xce.v1.Xce/Claim", tc.ct, strings.NewReader(claim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Body.Close()
+		got := s.all()
+		if rep.StatusCode != http.StatusOK || len(got) != 1 || got[0].GetJson() != tc.json {
+			t.Fatalf("a %s claim through n%d: %s, the primary saw %v", tc.ct, tc.node, rep.Status, got)
+		}
+		s = seen{}
+	}
+	cl := newClient(t, c, client.Options{})
+	for _, node := range []int{0, 1} {
+		if _, _, err := client.Forward(context.Background(), cl, node, "", &schema.ClaimRequest{Queue: "batch", Host: "h", Max: 4}, schemaconnect.XceClient.Claim); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.all(); len(got) != 1 || got[0].GetJson() {
+			t.Fatalf("a binary claim through n%d: the primary saw %v", node, got)
+		}
+		s = seen{}
 	}
 }
