@@ -249,10 +249,13 @@ func (b *budgetBody) release() {
 }
 
 // overLimit fails the body: every later read returns the error, and an
-// HTTP/1.1 connection is closed after the answer (http.MaxBytesReader's
-// signal to the server, which then writes the answer whole and waits a
-// moment before closing, so that the client still reads it while it is
-// sending the rest of its body).
+// HTTP/1.1 connection is closed after the answer. The server is told so
+// the one way it can be, by an http.MaxBytesReader passing its limit
+// (here over one byte of its own, not the body's): it then writes the
+// answer whole, with "Connection: close", and waits a moment before it
+// closes, so that a client still sending its body reads the answer
+// (closed at once, the unread body makes the close a reset, which cut
+// the answer).
 func (b *budgetBody) overLimit() error {
 	b.tooLarge = true
 	var one [1]byte
