@@ -81,6 +81,19 @@ func Forward[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBe
 	return once(ctx, c, i, onBehalf, msg, m)
 }
 
+type headersKey struct{}
+
+// WithHeaders is ctx with headers that a Forward made with it sends too
+// (a standby passes on EncodingHeader).
+func WithHeaders(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, headersKey{}, h)
+}
+
+func headersOf(ctx context.Context) http.Header {
+	h, _ := ctx.Value(headersKey{}).(http.Header)
+	return h
+}
+
 func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehalf, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
 	if i < 0 || i >= len(c.nodes) {
 		return nil, nil, fmt.Errorf("client: no node %d", i)
@@ -103,6 +116,9 @@ func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehal
 	if onBehalf.CN != "" {
 		req.Header().Set(OnBehalfHeader, onBehalf.CN)
 		req.Header().Set(OnBehalfRoleHeader, onBehalf.Role)
+	}
+	for k, v := range headersOf(ctx) {
+		req.Header()[k] = v
 	}
 	rep, err := m(cn.api, cctx, req)
 	if err != nil {

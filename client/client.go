@@ -79,6 +79,11 @@ const (
 	// clientAuth), and never for an admin operation.
 	OnBehalfHeader     = "Xce-On-Behalf-Of"
 	OnBehalfRoleHeader = "Xce-On-Behalf-Role"
+	// EncodingHeader "json": the answer is for a caller that reads JSON
+	// (a standby forwards a JSON call in binary): the node sizes a claim's
+	// jobs and a list's page for JSON, smaller than binary's. Anyone may
+	// send it; it only makes answers smaller.
+	EncodingHeader = "Xce-Encoding"
 )
 
 // Peer is one controller of --peers: its name (its certificate's CN) and

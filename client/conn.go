@@ -74,7 +74,7 @@ func (n *node) dial(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", n.peer.Addr, err)
 	}
 	c := &conn{cc: cc}
-	c.api = schemaconnect.NewXceClient(doer{cc: cc, hdr: n.hdr}, "https://"+n.peer.Addr, connect.WithReadMaxBytes(MaxMessageBytes))
+	c.api = schemaconnect.NewXceClient(doer{cc: cc, hdr: n.hdr}, "https://"+n.peer.Addr, connect.WithReadMaxBytes(MaxJSONMessageBytes))
 	// In TLS 1.3 a node that refuses our certificate says so only after our
 	// side of the handshake, so a request written first would have an
 	// unknown outcome although it was never read. One node-local call
@@ -126,11 +126,19 @@ func (n *node) close() {
 	}
 }
 
-// MaxMessageBytes bounds every request and reply of the API, as it bounds
-// every peer frame: the largest log record and room around it. The
-// server refuses a larger request; the client does not send one
-// (checkSize).
+// MaxMessageBytes bounds every request and reply of the API in binary
+// protobuf, as it bounds every peer frame: the largest log record and
+// room around it. The server refuses a larger request; the client does
+// not send one (checkSize).
 const MaxMessageBytes = sm.MaxFrameSize
+
+// MaxJSONMessageBytes bounds every request and reply of the API in JSON
+// (larger: bytes in base64, strings escaped): the JSON of the largest
+// request, and a claim or list page sized for a JSON caller (sm's
+// ClaimReplyBudgetJSON) with room around it. The client reads replies
+// up to it: a standby forwards a JSON caller's call, in binary, and its
+// answer is sized for JSON.
+const MaxJSONMessageBytes = sm.MaxJSONFrameSize
 
 // doer sends every request on one connection, with the client's headers.
 type doer struct {

@@ -903,6 +903,7 @@ type JobRequest struct {
 	AfterId       uint64                 `protobuf:"varint,19,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"` // LIST: only jobs with a larger id (the next page)
 	Cancel        bool                   `protobuf:"varint,20,opt,name=cancel,proto3" json:"cancel,omitempty"`                  // LOST_AND_FOUND_DRAIN: delete instead of move
 	WaitMs        uint32                 `protobuf:"varint,21,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`    // CLAIM: long-poll bound (at most 20000)
+	Json          bool                   `protobuf:"varint,22,opt,name=json,proto3" json:"json,omitempty"`                      // CLAIM, LIST: the caller reads the answer in JSON; sized for it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1082,6 +1083,13 @@ func (x *JobRequest) GetWaitMs() uint32 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *JobRequest) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
 }
 
 type JobReply struct {
@@ -1486,7 +1494,7 @@ const file_client_proto_rawDesc = "" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +
 	"\fconfig_reply\x18\f \x01(\v2\x17.xce.schema.ConfigReplyH\x00R\vconfigReply\x12R\n" +
 	"\x14upgrade_config_reply\x18\r \x01(\v2\x1e.xce.schema.UpgradeConfigReplyH\x00R\x12upgradeConfigReplyB\x06\n" +
-	"\x04body\"\xd4\x06\n" +
+	"\x04body\"\xe8\x06\n" +
 	"\n" +
 	"JobRequest\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.xce.schema.JobRequest.KindR\x04kind\x12\x14\n" +
@@ -1510,7 +1518,8 @@ const file_client_proto_rawDesc = "" +
 	"\bpayloads\x18\x12 \x03(\fR\bpayloads\x12\x19\n" +
 	"\bafter_id\x18\x13 \x01(\x04R\aafterId\x12\x16\n" +
 	"\x06cancel\x18\x14 \x01(\bR\x06cancel\x12\x17\n" +
-	"\await_ms\x18\x15 \x01(\rR\x06waitMs\"\xfc\x01\n" +
+	"\await_ms\x18\x15 \x01(\rR\x06waitMs\x12\x12\n" +
+	"\x04json\x18\x16 \x01(\bR\x04json\"\xfc\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aENQUEUE\x10\x01\x12\t\n" +

@@ -469,11 +469,15 @@ func (x *WalEnqueueBatch) GetHost() string {
 }
 
 type WalClaimBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	QueueId       uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Host          string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"` // claimant host name
-	Max           uint32                 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`  // the node clamps the caller's max to uint32 before logging
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	QueueId uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Host    string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"` // claimant host name
+	Max     uint32                 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`  // the node clamps the caller's max to uint32 before logging
+	// The reply is JSON: the jobs claimed are those whose JSON fits
+	// sm.ClaimReplyBudgetJSON; false (older logs too): binary, within
+	// sm.ClaimReplyBudget.
+	Json          bool `protobuf:"varint,5,opt,name=json,proto3" json:"json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +538,13 @@ func (x *WalClaimBatch) GetMax() uint32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *WalClaimBatch) GetJson() bool {
+	if x != nil {
+		return x.Json
+	}
+	return false
 }
 
 // Ack(now, handle).
@@ -2011,12 +2022,13 @@ const file_wal_proto_rawDesc = "" +
 	"\aexpires\x18\b \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\t \x01(\rR\bresource\x12\x12\n" +
 	"\x04host\x18\n" +
-	" \x01(\tR\x04host\"f\n" +
+	" \x01(\tR\x04host\"z\n" +
 	"\rWalClaimBatch\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\rR\aqueueId\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x10\n" +
-	"\x03max\x18\x04 \x01(\rR\x03max\"7\n" +
+	"\x03max\x18\x04 \x01(\rR\x03max\x12\x12\n" +
+	"\x04json\x18\x05 \x01(\bR\x04json\"7\n" +
 	"\x06WalAck\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\">\n" +
 	"\vWalAckBatch\x12/\n" +

@@ -408,6 +408,10 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		return req
 	case k < 52:
 		req := sm.JobRequest{Kind: sm.JobClaim, Queue: qname(), Host: []string{"h0", "h1"}[r.IntN(2)], Max: 1 + r.IntN(3)}
+		// A third of the claims are a JSON caller's (sized for JSON, the
+		// record saying so): from a draw made already, so that every
+		// seed's schedule stays the one it was.
+		req.JSON = req.Max == 2
 		if r.IntN(3) == 0 { // a long poll (sm/longpoll.go), answered before the client gives up
 			req.Wait = time.Duration(1+r.IntN(1500)) * time.Millisecond
 		}

@@ -162,7 +162,7 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
 			Resource: req.Resource, Host: req.Host}}
 	case JobClaim:
-		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max)}}
+		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max), Json: req.JSON}}
 	case JobAck:
 		rec.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: WalHandle(req.Handle)}}
 	case JobAckBatch:
@@ -275,11 +275,14 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 		// record is applied, live and on replay alike).
 		at := queue.ClaimStamp{Term: rec.GetTerm(), LSN: rec.GetLsn()}
 		name, host := r.queue(c.GetQueue(), false), r.host(c.GetHost())
+		// The reply's encoding, logged with the claim, sizes it: replay
+		// claims the jobs the live claim did.
+		budget := budgetFor(c.GetJson())
 		if !reply {
-			rep.OK = q.ClaimBatchCount(now, name, host, int(c.GetMax()), ClaimReplyBudget, at) > 0
+			rep.OK = q.ClaimBatchCount(now, name, host, int(c.GetMax()), budget, at) > 0
 			break
 		}
-		rep.Jobs = q.ClaimBatchWithin(now, name, host, int(c.GetMax()), ClaimReplyBudget, at)
+		rep.Jobs = q.ClaimBatchWithin(now, name, host, int(c.GetMax()), budget, at)
 		rep.OK = len(rep.Jobs) > 0
 	case *schema.WalRecord_Ack:
 		rep.OK = q.Ack(now, HandleOf(op.Ack.GetHandle()))

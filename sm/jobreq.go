@@ -74,6 +74,10 @@ type JobRequest struct {
 	// Wait: a claim that finds no ready job waits up to this long for one
 	// (at most MaxClaimWait; longpoll.go) instead of answering empty.
 	Wait time.Duration
+	// JSON: the caller reads the reply in JSON (protojson), larger than
+	// binary; a claim's jobs and a list's page are sized for it
+	// (ClaimReplyBudgetJSON), and a claim logs it for its replay.
+	JSON bool
 }
 
 // ClientOp is a client request arriving at the node.

@@ -86,7 +86,7 @@ func (n *Node) onClientOp(c ClientOp) {
 				rep.Jobs = []queue.Job{job}
 			}
 		case JobList:
-			rep.Jobs, rep.More = listPage(j.q.List(req.Queue), req.AfterID)
+			rep.Jobs, rep.More = listPage(j.q.List(req.Queue), req.AfterID, req.JSON)
 		}
 		n.answerRead(rep)
 		return

@@ -28,17 +28,41 @@ const (
 	// queue.Job.SizeBound: a claim whose jobs would not fit claims fewer
 	// (at least one), and the rest stay ready.
 	ClaimReplyBudget = MaxRecordSize
+	// ClaimReplyBudgetJSON is ClaimReplyBudget for a caller that speaks
+	// JSON, by queue.Job.SizeIn(queue.JSON): the largest job a node
+	// stores (a MaxJobPayload payload, MaxJobStrings of names and error)
+	// fits it alone.
+	ClaimReplyBudgetJSON = 3 << 19 // 1.5 MiB
+	// MaxJSONFrameSize bounds a client message in JSON: a reply within
+	// ClaimReplyBudgetJSON plus its envelope (up to 1,000 ack results
+	// and the counters), and the JSON of the largest request (a
+	// MaxJobPayload payload in base64 with its names and options).
+	MaxJSONFrameSize = ClaimReplyBudgetJSON + 64<<10
+	// MaxJobStrings bounds the strings one job carries: its queue, pin
+	// and claimant host (names of at most 255 bytes each) and its last
+	// error (at most 4,096 bytes); the door refuses longer ones.
+	MaxJobStrings = 3*255 + 4096
 )
 
+// budgetFor is the reply budget of a claim or list page answered in the
+// caller's encoding (JobRequest.JSON).
+func budgetFor(json bool) queue.Budget {
+	if json {
+		return queue.Budget{Bytes: ClaimReplyBudgetJSON, Enc: queue.JSON}
+	}
+	return queue.Budget{Bytes: ClaimReplyBudget, Enc: queue.Binary}
+}
+
 // listPage is the page of jobs (sorted by ID) after afterID that fits a
-// reply: at least one job, then as many as ClaimReplyBudget holds; more
-// says jobs were left out.
-func listPage(jobs []queue.Job, afterID uint64) (page []queue.Job, more bool) {
+// reply in the caller's encoding: at least one job, then as many as its
+// budget (budgetFor) holds; more says jobs were left out.
+func listPage(jobs []queue.Job, afterID uint64, json bool) (page []queue.Job, more bool) {
 	i := sort.Search(len(jobs), func(i int) bool { return jobs[i].ID > afterID })
+	b := budgetFor(json)
 	used := 0
 	for k, j := range jobs[i:] {
-		size := j.SizeBound()
-		if k > 0 && used+size > ClaimReplyBudget {
+		size := j.SizeIn(b.Enc)
+		if k > 0 && used+size > b.Bytes {
 			return jobs[i : i+k], true
 		}
 		used += size

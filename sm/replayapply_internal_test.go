@@ -56,7 +56,8 @@ func TestReplayApplyIsApplyRecord(t *testing.T) {
 					Payloads: rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 8), 0, 4).Draw(t, "payloads"), Stamps: stamps(),
 					Delay: rapid.Int64Range(-1, 3).Draw(t, "delay"), Host: hosts.Draw(t, "pin")}}
 			case 4, 5, 6:
-				rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: queues.Draw(t, "queue"), Host: hosts.Draw(t, "host"), Max: rapid.Uint32Range(0, 3).Draw(t, "max")}}
+				rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: queues.Draw(t, "queue"), Host: hosts.Draw(t, "host"), Max: rapid.Uint32Range(0, 3).Draw(t, "max"),
+					Json: rapid.Bool().Draw(t, "json")}}
 			case 7:
 				rec.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: handle()}}
 			case 8:

@@ -74,18 +74,45 @@ type Config struct {
 
 // Handler is the API's path prefix and handler (the Xce service and its
 // gRPC server reflection).
+//
+// A call's limits are its encoding's: binary protobuf's requests are
+// bounded as peer frames are (client.MaxMessageBytes), JSON's to
+// client.MaxJSONMessageBytes, so that the JSON of the largest request
+// (a payload at the limit, in base64) fits; a request body longer than
+// its limit is refused before it is read (transport.LimitBody). Answers
+// are sized for the caller's encoding before anything is applied (a
+// claim's jobs, a list's page: sm's reply budgets), so a send limit never
+// refuses one: both handlers send up to JSON's (a standby forwards a JSON
+// call in binary, and its answer is sized for JSON).
 func Handler(cfg Config) (string, http.Handler) {
 	s := &server{cfg: cfg}
-	path, h := schemaconnect.NewXceHandler(s, connect.WithReadMaxBytes(client.MaxMessageBytes), connect.WithSendMaxBytes(client.MaxMessageBytes),
-		// Connect gzips every reply a client accepts gzip for by default:
-		// that cost more than the rest of a small call (the benchmark in
-		// docs/performance.md); a list page or a config still is.
-		connect.WithCompressMinBytes(compressMinBytes))
+	opts := func(readMax int) []connect.HandlerOption {
+		return append(jsonCodecs(), connect.WithReadMaxBytes(readMax), connect.WithSendMaxBytes(client.MaxJSONMessageBytes),
+			// Connect gzips every reply a client accepts gzip for by
+			// default: that cost more than the rest of a small call (the
+			// benchmark in docs/performance.md); a list page or a config
+			// still is.
+			connect.WithCompressMinBytes(compressMinBytes))
+	}
+	path, binary := schemaconnect.NewXceHandler(s, opts(client.MaxMessageBytes)...)
+	_, json := schemaconnect.NewXceHandler(s, opts(client.MaxJSONMessageBytes)...)
 	mux := http.NewServeMux()
-	mux.Handle(path, h)
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, limit := binary, int64(client.MaxMessageBytes)
+		if isJSON(r.Header.Get("Content-Type")) {
+			h, limit = json, client.MaxJSONMessageBytes
+		}
+		transport.LimitBody(r, limit+bodySlack)
+		h.ServeHTTP(w, r)
+	}))
 	serveReflection(mux)
 	return path, withCaller(cfg.Policy, mux)
 }
+
+// bodySlack is what a request body may hold beyond its message limit:
+// the envelope of a stream's message, and room for connect to see the
+// message is too long and answer resource_exhausted itself.
+const bodySlack = 64 << 10
 
 // compressMinBytes: replies below it are sent uncompressed.
 const compressMinBytes = 64 << 10
@@ -97,6 +124,9 @@ type server struct {
 // caller is who a call is from, set by withCaller.
 type caller struct {
 	Caller
+	// json: the caller reads the answer in JSON (its Content-Type, or
+	// EncodingHeader from a standby that forwards a JSON call).
+	json bool
 	// stream is the transport's control of the request body, for a
 	// streaming RPC; nil when not served by a Transport.
 	stream *transport.Stream
@@ -113,7 +143,8 @@ type callerKey struct{}
 // verified certificate cannot arrive: the listener requires one.
 func withCaller(policy *authz.Policy, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := caller{stream: transport.StreamOf(r.Body)}
+		c := caller{stream: transport.StreamOf(r.Body),
+			json: isJSON(r.Header.Get("Content-Type")) || r.Header.Get(client.EncodingHeader) == "json"}
 		var cert *x509.Certificate
 		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 			cert = r.TLS.PeerCertificates[0]

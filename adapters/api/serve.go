@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -113,6 +114,9 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 	if c.forwarded() || need == authz.RoleAdmin || s.cfg.Forward == nil || s.cfg.Policy == nil || p < 0 || p >= len(s.cfg.Peers) || p == s.cfg.Self {
 		return nil, s.notPrimary(rd)
 	}
+	if c.json { // the primary sizes the answer for the caller, not for this hop
+		ctx = client.WithHeaders(ctx, http.Header{client.EncodingHeader: {"json"}})
+	}
 	out, _, err := client.Forward(ctx, s.cfg.Forward, p, client.OnBehalf{CN: c.CN, Role: s.cfg.Policy.RoleOf(c.CN).String()}, r.Msg, m)
 	if err != nil {
 		var ne *client.NodeError
@@ -134,6 +138,7 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 // serveJob serves one job operation: its answer, forwarded to the primary
 // from a standby.
 func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *schema.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
+	jr.Json = callerOf(ctx).json // a claim's jobs, a list's page, sized for the caller
 	req := &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}}
 	rep, err := s.serve(ctx, req)
 	if rd := new(redirectError); errors.As(err, &rd) {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"xce/adapters/tlsconf"
 )
 
@@ -47,6 +49,10 @@ func newHTTPSide(t *Transport) *httpSide {
 		// A connection without ALPN reaches the server as a prefixConn,
 		// not a *tls.Conn: its TLS state travels in the context instead.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			// Each connection's request bodies share connShare bytes of
+			// the budget, so that no client (one HTTP/2 connection may
+			// carry hundreds of streams) holds the budget others need.
+			ctx = context.WithValue(ctx, connShareKey{}, semaphore.NewWeighted(t.connShare()))
 			if pc, ok := c.(*prefixConn); ok {
 				return context.WithValue(ctx, tlsStateKey{}, &pc.state)
 			}
@@ -161,20 +167,45 @@ func (l *connListener) Close() error {
 
 func (l *connListener) Addr() net.Addr { return &net.TCPAddr{} }
 
+// DefaultMaxBody bounds the bytes one request body holds at once (a
+// stream's: one message's) unless its handler sets its own (LimitBody):
+// a body announced longer is refused before any of it is read, and one
+// of unknown length (chunked, HTTP/2 without a length) is cut there.
+const DefaultMaxBody = 2 << 20
+
+// connShare is the most of MaxBuffered one connection's bodies hold
+// together: a few of the largest bodies, so that a connection that sends
+// more waits for its own, not others' (at most the whole budget).
+func (t *Transport) connShare() int64 { return min(t.cfg.MaxBuffered, 4*DefaultMaxBody) }
+
+type connShareKey struct{}
+
 // budget bounds the request bodies all API connections hold while their
 // handlers read them to MaxBuffered bytes, as admit bounds the peer
-// frames: a body that cannot get its share within BodyTimeout fails
-// (ErrBusy), and what a handler read is released when it returns (a
-// stream's, as it consumes each message: see Stream).
+// frames, each connection's to connShare, each body's to its limit
+// (DefaultMaxBody, or LimitBody's): a body that cannot get its share
+// within BodyTimeout fails (ErrBusy), one over its limit is refused
+// (*http.MaxBytesError), and what a handler read is released when it
+// returns (a stream's, as it consumes each message: see Stream).
+//
+// A handler that answers without reading any of its body (a wrong
+// Content-Type, an unknown path) has the body, up to its limit, read and
+// dropped before its answer goes: an HTTP/2 answer sent while the client
+// is still sending is followed by a reset of the stream, which some
+// clients (curl) report instead of the answer.
 func (t *Transport) budget(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
 			r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
 		}
-		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout), w: w}
-		defer func() { t.buffered.Release(b.held) }()
+		conn, _ := r.Context().Value(connShareKey{}).(*semaphore.Weighted)
+		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout), w: w, conn: conn}
+		b.limit(r.ContentLength, DefaultMaxBody)
+		defer b.release()
 		r.Body = b
-		h.ServeHTTP(w, r)
+		a := &answerWriter{ResponseWriter: w}
+		h.ServeHTTP(a, r)
+		b.dropUnread(a, r.ContentLength)
 	})
 }
 
@@ -183,15 +214,73 @@ type budgetBody struct {
 	t        *Transport
 	ctx      context.Context
 	deadline time.Time // for the budget's share of what is read now
-	held     int64     // bytes acquired from t.buffered
+	held     int64     // bytes acquired from t.buffered and conn
 	w        http.ResponseWriter
+	conn     *semaphore.Weighted // the connection's share; nil: none
+	max      int64               // the most held at once
+	refused  bool                // announced longer than max: never read
+	tooLarge bool                // over max: every read fails
+	read     bool                // the handler read (or tried to)
 	// A stream's, from its first Stream.Received: idle is true from a
 	// reply until the next message's first bytes.
 	rc   *http.ResponseController
 	idle bool
 }
 
+// LimitBody bounds the body of r (which came through a Transport; else
+// it does nothing) to n bytes held at once (a stream's: one message's)
+// instead of DefaultMaxBody, before its handler reads it: a body
+// announced longer is refused before any of it is read, one of unknown
+// length is cut at n. A refused body's reads fail with an
+// *http.MaxBytesError (which connect answers as resource_exhausted); over
+// HTTP/1.1 the connection is closed once the answer is written whole.
+// More than connShare cannot be held however large n is.
+func LimitBody(r *http.Request, n int64) {
+	if b, ok := r.Body.(*budgetBody); ok && !b.read {
+		b.limit(r.ContentLength, n)
+	}
+}
+
+func (b *budgetBody) limit(length, n int64) {
+	b.max = n
+	b.refused = length > n
+}
+
+func (b *budgetBody) release() {
+	if b.held == 0 {
+		return
+	}
+	b.t.buffered.Release(b.held)
+	if b.conn != nil {
+		b.conn.Release(b.held)
+	}
+	b.held = 0
+}
+
+// overLimit fails the body: every later read returns the error, and an
+// HTTP/1.1 connection is closed after the answer. The server is told so
+// the one way it can be, by an http.MaxBytesReader passing its limit
+// (here over one byte of its own, not the body's): it then writes the
+// answer whole, with "Connection: close", and waits a moment before it
+// closes, so that a client still sending its body reads the answer
+// (closed at once, the unread body makes the close a reset, which cut
+// the answer).
+func (b *budgetBody) overLimit() error {
+	b.tooLarge = true
+	var one [1]byte
+	_, _ = http.MaxBytesReader(b.w, io.NopCloser(strings.NewReader("x")), 0).Read(one[:])
+	return &http.MaxBytesError{Limit: b.max}
+}
+
 func (b *budgetBody) Read(p []byte) (int, error) {
+	b.read = true
+	if b.refused || b.tooLarge {
+		return 0, b.overLimit()
+	}
+	if room := b.max - b.held; int64(len(p)) > room+1 {
+		// No read past the limit but the one byte that shows it passed.
+		p = p[:room+1]
+	}
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 && b.idle {
 		// A stream's next message began: it has BodyTimeout to arrive
@@ -202,16 +291,72 @@ func (b *budgetBody) Read(p []byte) (int, error) {
 			return 0, derr
 		}
 	}
-	if n > 0 && !b.t.buffered.TryAcquire(int64(n)) {
-		ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
-		defer cancel()
-		if aerr := b.t.buffered.Acquire(ctx, int64(n)); aerr != nil {
-			return 0, fmt.Errorf("%w: no room for %d more bytes of a request body within %v (bodies being read are bounded to %d bytes)", ErrBusy, n, b.t.cfg.BodyTimeout, b.t.cfg.MaxBuffered)
-		}
+	if n == 0 {
+		return 0, err
+	}
+	if b.held+int64(n) > b.max {
+		return 0, b.overLimit()
+	}
+	if err := b.acquire(int64(n)); err != nil {
+		return 0, err
 	}
 	b.held += int64(n)
 	return n, err
 }
+
+// acquire takes n bytes of the connection's share, then of the budget,
+// waiting until the body's deadline at most.
+func (b *budgetBody) acquire(n int64) error {
+	busy := func() error {
+		return fmt.Errorf("%w: no room for %d more bytes of a request body within %v (bodies being read are bounded to %d bytes, a connection's to %d)", ErrBusy, n, b.t.cfg.BodyTimeout, b.t.cfg.MaxBuffered, b.t.connShare())
+	}
+	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
+	defer cancel()
+	if b.conn != nil && !b.conn.TryAcquire(n) {
+		if err := b.conn.Acquire(ctx, n); err != nil {
+			return busy()
+		}
+	}
+	if !b.t.buffered.TryAcquire(n) {
+		if err := b.t.buffered.Acquire(ctx, n); err != nil {
+			if b.conn != nil {
+				b.conn.Release(n)
+			}
+			return busy()
+		}
+	}
+	return nil
+}
+
+// answerWriter is a handler's ResponseWriter, which tells budget whether
+// the handler flushed its answer (a stream's, sent as it goes).
+type answerWriter struct {
+	http.ResponseWriter
+	flushed bool
+}
+
+func (a *answerWriter) Flush() {
+	a.flushed = true
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// dropUnread reads and drops the body of a request whose handler
+// returned without reading any of it, up to its limit (see budget), when
+// its answer still waits to be sent (not flushed).
+func (b *budgetBody) dropUnread(a *answerWriter, length int64) {
+	// Not when the handler closes the connection anyway (connect does
+	// for a stream over HTTP/1.1, whose client may not end its body), nor
+	// for a body refused by its length (the reset is the point).
+	if b.read || a.flushed || length == 0 || b.refused || a.Header().Get("Connection") == "close" {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(b.ReadCloser, b.max))
+}
+
+// Unwrap is for http.ResponseController.
+func (a *answerWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // Stream is the body of a long-lived request (a bidi-streaming RPC) that
 // its handler reads one message at a time, answering each before reading
@@ -239,8 +384,7 @@ func StreamOf(body io.Reader) *Stream {
 // Received: a message was read whole. Its bytes are released, and no
 // read deadline runs while it is served.
 func (s *Stream) Received() error {
-	s.t.buffered.Release(s.held)
-	s.held = 0
+	(*budgetBody)(s).release()
 	if s.rc == nil {
 		s.rc = http.NewResponseController(s.w)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -372,4 +373,94 @@ func TestAPIStreams(t *testing.T) {
 			t.Fatalf("a message stalled halfway: %q after %v, want closed after the 300 ms BodyTimeout", got, d)
 		}
 	})
+}
+
+// One connection's bodies hold at most connShare of the budget, however
+// many streams it opens (HTTP/2: hundreds per connection), so the rest
+// stays for other connections; a body announced over its limit is
+// refused unread, and over HTTP/1.1 the answer arrives whole and the
+// connection closes.
+func TestAPIBodyShares(t *testing.T) {
+	pk, _ := certs(t)
+	peers := peersOf(freeAddrs(t, 1))
+	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) { c.HTTP = cnHandler })
+	addr := peers[0].Addr
+	cl := apiConnected(t, addr, pk.mats["operator"])
+	cl.Timeout = 0
+
+	// 8 streams on one connection, each stalling after 1.5 MiB: 12 MiB
+	// sent, at most connShare (8 MiB) held.
+	const streams, each = 8, 3 << 19
+	var writers []*io.PipeWriter
+	done := make(chan struct{}, streams)
+	for range streams {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/x", pr)
+			if rep, err := cl.Do(req); err == nil {
+				rep.Body.Close()
+			}
+		}()
+		go func() { _, _ = pw.Write(make([]byte, each)) }()
+	}
+	defer func() {
+		for _, pw := range writers {
+			pw.CloseWithError(errors.New("test over"))
+		}
+		for range streams {
+			<-done
+		}
+	}()
+	share := a.tr.connShare()
+	held := func() int64 { // what the bodies hold now, by what is left
+		for free := a.tr.cfg.MaxBuffered; free > 0; free -= 64 << 10 {
+			if a.tr.buffered.TryAcquire(free) {
+				a.tr.buffered.Release(free)
+				return a.tr.cfg.MaxBuffered - free
+			}
+		}
+		return a.tr.cfg.MaxBuffered
+	}
+	var most int64
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, held())
+	}
+	if most > share || most < share/2 {
+		t.Fatalf("one connection's bodies held %d bytes at most, want about its share, %d (of %d sent)", most, share, streams*each)
+	}
+
+	// Another connection's body is read at once meanwhile.
+	other := apiClient(t, pk.mats["operator"], "h2")
+	t0 := time.Now()
+	rep, err := other.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Body.Close()
+	if rep.StatusCode != http.StatusOK || time.Since(t0) > 500*time.Millisecond {
+		t.Fatalf("another connection's body: %s after %v", rep.Status, time.Since(t0))
+	}
+
+	// Announced over DefaultMaxBody: refused before it is read, the
+	// answer whole, the connection closed.
+	tc := pk.mats["operator"].ClientConfig()
+	tc.NextProtos = []string{"http/1.1"}
+	c, err := tls.Dial("tcp", addr, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 = time.Now()
+	fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", DefaultMaxBody+1)
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil || !r.Close || !strings.Contains(string(b), "request body too large") || time.Since(t0) > 300*time.Millisecond {
+		t.Fatalf("a body announced over the limit: %s %q (%v), close %v, after %v", r.Status, b, err, r.Close, time.Since(t0))
+	}
 }

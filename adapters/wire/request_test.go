@@ -73,3 +73,11 @@ func TestCheckRequest(t *testing.T) {
 		}
 	}
 }
+
+// sm sizes a JSON reply by the strings a job may carry (sm.MaxJobStrings):
+// a queue, pin and host name and a last error, as bounded here.
+func TestJobStringsWithinSMBound(t *testing.T) {
+	if n := 3*MaxNameLen + MaxErrorLen; n > sm.MaxJobStrings {
+		t.Fatalf("a job may carry %d bytes of strings, sm bounds its replies for %d", n, sm.MaxJobStrings)
+	}
+}

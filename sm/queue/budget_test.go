@@ -18,7 +18,7 @@ func TestClaimBatchWithinBudget(t *testing.T) {
 		}
 	}
 	one := Job{Queue: "q", Payload: make([]byte, 1000), Host: "h"}.SizeBound()
-	got := q.ClaimBatchWithin(101, "q", "h", 10, 2*one+one/2, ClaimStamp{Term: 1, LSN: 7})
+	got := q.ClaimBatchWithin(101, "q", "h", 10, Budget{Bytes: 2*one + one/2}, ClaimStamp{Term: 1, LSN: 7})
 	if len(got) != 2 {
 		t.Fatalf("claimed %d jobs within a budget of 2.5 jobs, want 2", len(got))
 	}
@@ -26,11 +26,11 @@ func TestClaimBatchWithinBudget(t *testing.T) {
 		t.Fatalf("pending %d processing %d, want 3 and 2", p, r)
 	}
 	// A budget below one job still hands out one.
-	if got := q.ClaimBatchWithin(101, "q", "h", 10, 1, ClaimStamp{Term: 1, LSN: 8}); len(got) != 1 {
+	if got := q.ClaimBatchWithin(101, "q", "h", 10, Budget{Bytes: 1}, ClaimStamp{Term: 1, LSN: 8}); len(got) != 1 {
 		t.Fatalf("claimed %d with a tiny budget, want 1", len(got))
 	}
 	// Unbounded takes the rest, in order.
-	rest := q.ClaimBatchWithin(101, "q", "h", 10, 0, ClaimStamp{Term: 1, LSN: 9})
+	rest := q.ClaimBatchWithin(101, "q", "h", 10, Budget{}, ClaimStamp{Term: 1, LSN: 9})
 	if len(rest) != 2 || rest[0].ID > rest[1].ID {
 		t.Fatalf("rest %v", rest)
 	}
@@ -61,7 +61,7 @@ func TestClaimBatchCountIsClaimBatchWithin(t *testing.T) {
 			queue := rapid.SampledFrom([]string{"q", "r", "none"}).Draw(t, "claim queue")
 			host := rapid.SampledFrom([]string{"h1", "h2", ""}).Draw(t, "host")
 			max := rapid.IntRange(-1, 5).Draw(t, "max")
-			budget := rapid.IntRange(0, 3000).Draw(t, "budget")
+			budget := Budget{Bytes: rapid.IntRange(0, 3000).Draw(t, "budget"), Enc: Encoding(rapid.IntRange(0, 1).Draw(t, "encoding"))}
 			at := ClaimStamp{Term: 1, LSN: uint64(i + 1)}
 			jobs := a.ClaimBatchWithin(now, queue, host, max, budget, at)
 			if k := b.ClaimBatchCount(now, queue, host, max, budget, at); k != len(jobs) {

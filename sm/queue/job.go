@@ -82,9 +82,12 @@ func (j *job) diedAt() int64         { return j.info().DiedAt }
 // sidelined is Job.Sidelined.
 func (j *job) sidelined(lf string) bool { return j.Queue() == lf || j.pin() == lf }
 
-// sizeBound is Job.SizeBound.
-func (j *job) sizeBound() int {
+// sizeIn is Job.SizeIn.
+func (j *job) sizeIn(enc Encoding) int {
 	x := j.info()
+	if enc == JSON {
+		return JSONSizeBound(len(j.Payload), len(j.Queue())+len(x.Pin)+len(x.Host)+len(x.LastError))
+	}
 	return sizeBound(len(j.Payload), len(j.Queue()), len(x.Pin), len(x.Host), len(x.LastError))
 }
 

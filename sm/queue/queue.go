@@ -518,25 +518,62 @@ func (q *Queues) AdvanceNextID(floor uint64) { q.nextID = max(q.nextID, floor) }
 // An empty host, max <= 0 or a stamp naming no record (at.LSN == 0) is
 // refused (nil, nothing changes).
 func (q *Queues) ClaimBatch(now int64, queue, host string, max int, at ClaimStamp) []Job {
-	return q.ClaimBatchWithin(now, queue, host, max, 0, at)
+	return q.ClaimBatchWithin(now, queue, host, max, Budget{}, at)
 }
 
-// SizeBound bounds the bytes j takes in a reply: its variable-length
-// fields plus a fixed allowance for the rest.
+// SizeBound bounds the bytes j takes in a binary (protobuf) reply: its
+// variable-length fields plus a fixed allowance for the rest.
 func (j Job) SizeBound() int {
 	return sizeBound(len(j.Payload), len(j.Queue), len(j.Pin), len(j.Host), len(j.LastError))
+}
+
+// SizeIn bounds the bytes j takes in a reply in enc.
+func (j Job) SizeIn(enc Encoding) int {
+	if enc == JSON {
+		return JSONSizeBound(len(j.Payload), len(j.Queue)+len(j.Pin)+len(j.Host)+len(j.LastError))
+	}
+	return j.SizeBound()
 }
 
 func sizeBound(payload, queue, pin, host, lastError int) int {
 	return payload + queue + pin + host + lastError + 256
 }
 
+// Encoding is the encoding of a reply that carries jobs, for their size
+// bound.
+type Encoding uint8
+
+const (
+	Binary Encoding = iota // protobuf
+	JSON                   // protobuf's JSON mapping (protojson)
+)
+
+// JSONJobFixed bounds the JSON of a job without its payload and strings:
+// every field name, every number at its longest (64-bit ones quoted),
+// the longest state name, the quotes and separators.
+const JSONJobFixed = 1024
+
+// JSONSizeBound bounds the JSON of a job with a payload of payload bytes
+// and strings (queue, pin, host, last error) of strs bytes together: the
+// payload in base64 (4 bytes per 3, padded), each string byte escaped at
+// worst as \u00XX (6 bytes: a control byte), and JSONJobFixed.
+func JSONSizeBound(payload, strs int) int {
+	return 4*((payload+2)/3) + 6*strs + JSONJobFixed
+}
+
+// Budget bounds the jobs one reply hands out: their SizeIn(Enc) together
+// at most Bytes (0: no bound).
+type Budget struct {
+	Bytes int
+	Enc   Encoding
+}
+
 // ClaimBatchWithin is ClaimBatch that stops before the claimed jobs'
-// SizeBound would pass budget bytes (0 = no bound), so that the reply
+// size in the reply's encoding would pass the budget, so that the reply
 // handing them out fits its message: the first candidate is always
 // claimed, and the ones left stay ready for the next claim, never
 // stranded in a reply that cannot be sent.
-func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int, at ClaimStamp) []Job {
+func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max int, budget Budget, at ClaimStamp) []Job {
 	var out []Job
 	q.claimBatch(now, queue, host, max, budget, at, &out)
 	return out
@@ -545,13 +582,13 @@ func (q *Queues) ClaimBatchWithin(now int64, queue, host string, max, budget int
 // ClaimBatchCount is ClaimBatchWithin returning only how many jobs it
 // claimed, not copies of them: for a caller that discards the reply, as
 // replaying a log does. The state it leaves is ClaimBatchWithin's.
-func (q *Queues) ClaimBatchCount(now int64, queue, host string, max, budget int, at ClaimStamp) int {
+func (q *Queues) ClaimBatchCount(now int64, queue, host string, max int, budget Budget, at ClaimStamp) int {
 	return q.claimBatch(now, queue, host, max, budget, at, nil)
 }
 
 // claimBatch is ClaimBatchWithin: it claims up to max jobs and returns how
 // many, appending a copy of each to *out unless out is nil.
-func (q *Queues) claimBatch(now int64, queue, host string, max, budget int, at ClaimStamp, out *[]Job) int {
+func (q *Queues) claimBatch(now int64, queue, host string, max int, budget Budget, at ClaimStamp, out *[]Job) int {
 	l := q.findLane(queue)
 	if host == "" || max <= 0 || at.LSN == 0 || l == nil {
 		return 0
@@ -592,8 +629,8 @@ func (q *Queues) claimBatch(now int64, queue, host string, max, budget int, at C
 			l.parked.push(e)
 			continue
 		}
-		size := e.sizeBound()
-		if budget > 0 && claimed > 0 && used+size > budget {
+		size := e.sizeIn(budget.Enc)
+		if budget.Bytes > 0 && claimed > 0 && used+size > budget.Bytes {
 			h.push(e) // for the next claim
 			break
 		}

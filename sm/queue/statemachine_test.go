@@ -242,7 +242,7 @@ func (h *harness) claim(t *rapid.T) {
 	if count {
 		// ClaimBatchCount (replay's): the count, and the jobs it claimed
 		// are ClaimBatch's.
-		if k := h.q.ClaimBatchCount(h.now, queue, host, n, 0, at); k != len(want) {
+		if k := h.q.ClaimBatchCount(h.now, queue, host, n, Budget{}, at); k != len(want) {
 			h.fatalf(t, "ClaimBatchCount(%q, %q, %d, %+v) = %d, model claimed %d", queue, host, n, at, k, len(want))
 		}
 		for _, w := range want {

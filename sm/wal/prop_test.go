@@ -42,7 +42,8 @@ func genOp(t *rapid.T, r *schema.WalRecord) {
 		}}
 	case 1:
 		r.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: genName.Draw(t, "queue"),
-			QueueId: rapid.Uint32().Draw(t, "qid"), Host: genName.Draw(t, "host"), Max: rapid.Uint32().Draw(t, "max")}}
+			QueueId: rapid.Uint32().Draw(t, "qid"), Host: genName.Draw(t, "host"), Max: rapid.Uint32().Draw(t, "max"),
+			Json: rapid.Bool().Draw(t, "json")}}
 	case 2:
 		r.Op = &schema.WalRecord_Ack{Ack: &schema.WalAck{Handle: genHandle(t)}}
 	case 3:

@@ -289,6 +289,8 @@ func (d *recordDecoder) claimFields(b []byte) bool {
 			c.QueueId = uint32(v)
 		case typ == protowire.VarintType && num == 4:
 			c.Max = uint32(v)
+		case typ == protowire.VarintType && num == 5:
+			c.Json = v != 0
 		case typ == protowire.BytesType && num == 1:
 			if c.Queue, ok = d.str(recQueue, s); !ok {
 				return false

@@ -12,7 +12,7 @@ func JobRequestFromProto(j *schema.JobRequest) sm.JobRequest {
 	req := sm.JobRequest{Kind: sm.JobKind(j.GetKind()), Queue: j.GetQueue(), Payload: j.GetPayload(), Priority: j.GetPriority(),
 		Delay: j.GetDelay(), RunAt: j.GetRunAt(), Expires: j.GetExpires(), Resource: j.GetResource(), Host: j.GetHost(),
 		Max: int(j.GetMax()), Wait: time.Duration(j.GetWaitMs()) * time.Millisecond, ID: j.GetId(), AfterID: j.GetAfterId(), Error: j.GetError(), Name: j.GetName(), Spec: j.GetSpec(),
-		Handle: sm.HandleOf(j.GetHandle()), Cancel: j.GetCancel(),
+		Handle: sm.HandleOf(j.GetHandle()), Cancel: j.GetCancel(), JSON: j.GetJson(),
 		Fire: queue.FireOpts{Priority: j.GetFire().GetPriority(), ExpiresS: j.GetFire().GetExpiresS()}}
 	req.Payloads = j.GetPayloads()
 	for _, h := range j.GetHandles() {
