@@ -1,6 +1,9 @@
 package tlsconf
 
-import "crypto/x509"
+import (
+	"crypto/x509"
+	"strings"
+)
 
 // IsNodeCert reports whether cert was issued for a controller node: for
 // both serverAuth and clientAuth (docs/operations.md, "Certificates"). A
@@ -20,4 +23,26 @@ func IsNodeCert(cert *x509.Certificate) bool {
 		}
 	}
 	return server && client
+}
+
+// EKUNames lists cert's extended key usages for an error message, e.g.
+// "[clientAuth]"; "[none]" when it has none.
+func EKUNames(cert *x509.Certificate) string {
+	var names []string
+	for _, u := range cert.ExtKeyUsage {
+		switch u {
+		case x509.ExtKeyUsageServerAuth:
+			names = append(names, "serverAuth")
+		case x509.ExtKeyUsageClientAuth:
+			names = append(names, "clientAuth")
+		case x509.ExtKeyUsageAny:
+			names = append(names, "any")
+		default:
+			names = append(names, "other")
+		}
+	}
+	if len(names) == 0 {
+		names = []string{"none"}
+	}
+	return "[" + strings.Join(names, ", ") + "]"
 }

@@ -284,6 +284,13 @@ func checkOwn(m *tlsconf.Material, self string) error {
 		return fmt.Errorf("transport: own certificate is for %q but --peers names this node %q; the other controllers would refuse it",
 			tlsconf.SanitizeCN(cn), self)
 	}
+	if !tlsconf.IsNodeCert(m.Leaf) {
+		// It serves the peers and the clients and dials the peers: without
+		// serverAuth no one verifies it, without clientAuth the peers
+		// refuse it as a dialler.
+		return fmt.Errorf("transport: own certificate %q has extended key usages %s; a node's certificate needs both serverAuth and clientAuth",
+			tlsconf.SanitizeCN(m.Leaf.Subject.CommonName), tlsconf.EKUNames(m.Leaf))
+	}
 	return nil
 }
 

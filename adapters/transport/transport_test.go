@@ -329,6 +329,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"empty address", func(c *Config) { c.Peers[1].Addr = "" }},
 		{"duplicate name", func(c *Config) { c.Peers[1].Name = "n0" }},
 		{"cert for another name", func(c *Config) { c.TLS = pk.mats["n1"] }},
+		{"client-only cert (no serverAuth)", func(c *Config) { c.TLS = pk.mats["n1-client"]; c.Self = 1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,7 +56,14 @@ func newReloadFixture(t *testing.T) *reloadFixture {
 // writeCert replaces n0.crt and n0.key with a certificate for cn.
 func (f *reloadFixture) writeCert(t *testing.T, cn string, validFor time.Duration) {
 	t.Helper()
-	c, k, err := tlsconf.GenerateCert(f.caCert, f.caKey, cn, []string{"127.0.0.1"}, validFor, true, true)
+	f.writeCertEKU(t, cn, validFor, true)
+}
+
+// writeCertEKU is writeCert with serverAuth only if server (clientAuth
+// always).
+func (f *reloadFixture) writeCertEKU(t *testing.T, cn string, validFor time.Duration, server bool) {
+	t.Helper()
+	c, k, err := tlsconf.GenerateCert(f.caCert, f.caKey, cn, []string{"127.0.0.1"}, validFor, true, server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +120,7 @@ func TestReloadTLS(t *testing.T) {
 			}
 		}, "private key does not match"},
 		{"another node's name", func() { f.writeCert(t, "n9", time.Hour) }, `own certificate is for "n9"`},
+		{"no serverAuth", func() { f.writeCertEKU(t, "n0", time.Hour, false) }, `own certificate "n0" has extended key usages [clientAuth]; a node's certificate needs both serverAuth and clientAuth`},
 		{"expired", func() { f.writeCert(t, "n0", time.Millisecond); time.Sleep(5 * time.Millisecond) }, "the new certificate expired 0 days ago"},
 		{"missing CA", func() {
 			f.writeCert(t, "n0", time.Hour)
