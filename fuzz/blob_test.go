@@ -12,7 +12,7 @@ import (
 
 var (
 	decodeErrs   = []error{schema.ErrEmptyBlob, schema.ErrBlobTooBig, schema.ErrBlobDecode}
-	validateErrs = []error{schema.ErrNoQueues, schema.ErrBadPort, schema.ErrReservedName, schema.ErrDuplicate, schema.ErrBadStamps}
+	validateErrs = []error{schema.ErrNoQueues, schema.ErrBadPort, schema.ErrReservedName, schema.ErrDuplicate, schema.ErrBadStamps, schema.ErrBadName}
 )
 
 // FuzzDecodeClusterConfig: DecodeClusterConfig and Validate never panic and

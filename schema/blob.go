@@ -80,7 +80,8 @@ func CheckReservedNames(c *ClusterConfig) error {
 
 // Validate is the minimum viability check of seed 002 §6.4 plus the
 // admin tool's semantic checks: at least one queue, a port in range, no
-// reserved names, no duplicate queue names/ids, host names or resource ids.
+// reserved names, every name by the name rule (CheckName), no duplicate
+// queue names/ids, host names or resource ids.
 // Errors about one entry are *EntryError.
 func Validate(c *ClusterConfig) error {
 	if len(c.GetQueues()) == 0 {
@@ -90,6 +91,9 @@ func Validate(c *ClusterConfig) error {
 		return fmt.Errorf("%w: %d", ErrBadPort, p)
 	}
 	if err := CheckReservedNames(c); err != nil {
+		return err
+	}
+	if err := checkNames(c); err != nil {
 		return err
 	}
 	qn, qi := map[string]int{}, map[uint32]int{}
@@ -123,6 +127,27 @@ func Validate(c *ClusterConfig) error {
 			return entryErr("resources", i, "id", fmt.Errorf("%w: id %d already used by resources[%d]", ErrDuplicate, r.GetId(), j))
 		}
 		ri[r.GetId()] = i
+	}
+	return nil
+}
+
+// checkNames applies the name rule (CheckName) to every queue, host and
+// resource name.
+func checkNames(c *ClusterConfig) error {
+	for i, q := range c.GetQueues() {
+		if err := CheckName("name", q.GetName()); err != nil {
+			return entryErr("queues", i, "name", err)
+		}
+	}
+	for i, h := range c.GetHosts() {
+		if err := CheckName("name", h.GetName()); err != nil {
+			return entryErr("hosts", i, "name", err)
+		}
+	}
+	for i, r := range c.GetResources() {
+		if err := CheckName("name", r.GetName()); err != nil {
+			return entryErr("resources", i, "name", err)
+		}
 	}
 	return nil
 }

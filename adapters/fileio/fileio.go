@@ -245,6 +245,11 @@ var errTooBig = fileop.ErrTooBig
 // ErrNotRegular: a file the daemon reads is a FIFO, device or socket.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrSymlink: a file the daemon reads is a symbolic link. Every file it
+// reads it wrote itself, by rename, so a link there was put by hand (a
+// conf/current pointing elsewhere, say): refused, not followed.
+var ErrSymlink = errors.New("is a symbolic link (the controller reads only the files it wrote, never through a link)")
+
 // Writes of writeBackMin bytes or more (a snapshot, a received snapshot's
 // chunk) are written back as they go (writeBack), in pieces of
 // writeBackPiece bytes, at most writeBackLag pieces ahead of the disk.
@@ -311,9 +316,13 @@ func mkdir(path string) error {
 
 // readFile reads a regular file of at most maxSize bytes (0: any). It
 // opens non-blocking, so a FIFO or device in its place is refused at once
-// instead of hanging the reader (and with it SIGTERM handling).
+// instead of hanging the reader (and with it SIGTERM handling), and
+// without following a symbolic link (ErrSymlink).
 func readFile(path string, maxSize int64) ([]byte, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, 0, fmt.Errorf("read %s: %w", path, ErrSymlink)
+	}
 	if err != nil {
 		return nil, 0, err
 	}

@@ -260,6 +260,27 @@ func TestReadRefusesFIFO(t *testing.T) {
 	}
 }
 
+// A symbolic link where a file should be is refused, not followed (issue
+// 20 finding 9): the pointer conf/current linked to a pointer file of the
+// right form elsewhere is not read, nor is a linked versioned file.
+func TestReadRefusesSymlink(t *testing.T) {
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, "elsewhere"), []byte("cluster.bin.0123456789ab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("elsewhere", filepath.Join(base, "current")); err != nil {
+		t.Fatal(err)
+	}
+	e := &Executor{Base: base}
+	d := e.Exec(sm.FileOp{ID: 4, Op: sm.OpRead, Path: "current", MaxSize: 256})
+	if d.Err != sm.IOFailed || !strings.Contains(d.Detail, "is a symbolic link") || len(d.Data) != 0 {
+		t.Fatalf("symlink read: err=%v detail=%q data=%q", d.Err, d.Detail, d.Data)
+	}
+	if d := e.Exec(sm.FileOp{ID: 5, Op: sm.OpRead, Path: "elsewhere", MaxSize: 256}); d.Err != sm.IOOK {
+		t.Fatalf("the file itself: %v %s", d.Err, d.Detail)
+	}
+}
+
 // Large writes go through writeBack in pieces: every size around the piece
 // and threshold boundaries lands whole, at the right offset, in both modes.
 func TestLargeWritesLandWhole(t *testing.T) {

@@ -87,10 +87,18 @@ func checkJobRequest(j *schema.JobRequest) error {
 	case j.GetWaitMs() > 0 && j.GetKind() != schema.JobRequest_CLAIM:
 		return fmt.Errorf("a wait on a %s: only a claim waits", j.GetKind())
 	}
-	for _, n := range []string{j.GetQueue(), j.GetHost(), j.GetName(), j.GetSpec()} {
-		if len(n) > MaxNameLen {
-			return fmt.Errorf("name of %d bytes exceeds %d", len(n), MaxNameLen)
+	// Names are required or not by the operation (the node says which);
+	// one that is given follows the name rule.
+	for _, n := range []struct{ field, v string }{{"queue", j.GetQueue()}, {"host", j.GetHost()}, {"name", j.GetName()}} {
+		if n.v == "" {
+			continue
 		}
+		if err := schema.CheckName(n.field, n.v); err != nil {
+			return err
+		}
+	}
+	if len(j.GetSpec()) > MaxNameLen {
+		return fmt.Errorf("schedule spec of %d bytes exceeds %d", len(j.GetSpec()), MaxNameLen)
 	}
 	return nil
 }

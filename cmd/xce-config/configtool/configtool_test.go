@@ -124,6 +124,10 @@ func TestEncodeErrors(t *testing.T) {
 		{"duplicate queue id", dupQueue, schema.ErrDuplicate, "id 1 already used"},
 		{"duplicate host", strings.Replace(goodYAML, "  - name: h1\n", "  - name: h1\n  - name: h1\n", 1), schema.ErrDuplicate, "line 12:"},
 		{"duplicate resource id", goodYAML + "  - id: 1\n    name: fpga\n    count: 1\n", schema.ErrDuplicate, "line 16:"},
+		// The name rule (issue 20 finding 6), with the entry's line.
+		{"slash in a queue name", strings.Replace(goodYAML, "name: batch", "name: a/b", 1), schema.ErrBadName, `line 5: queues[0]: name "a/b": byte 0x2f '/' at offset 1 is not allowed`},
+		{"NUL in a host name", strings.Replace(goodYAML, "name: h1", `name: "h\0"`, 1), schema.ErrBadName, `name "h\x00": byte 0x00 at offset 1`},
+		{"escape in a resource name", strings.Replace(goodYAML, "name: gpu", `name: "\e[2Jgpu"`, 1), schema.ErrBadName, `resources[0]: name "\x1b[2Jgpu": byte 0x1b at offset 0`},
 		{"unknown key", goodYAML + "colour: blue\n", nil, "colour"},
 		{"wrong type", strings.Replace(goodYAML, "max_attempts: 3", "max_attempts: three", 1), nil, "line 7"},
 		{"empty document", "", nil, "empty document"},
@@ -292,6 +296,33 @@ func TestVerifyFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "Reserved name"},
+		{"a queue name with a NUL", func(t *testing.T, conf, _ string) {
+			c := &schema.ClusterConfig{ConfigGeneration: 1, Port: 7000, Queues: []*schema.Queue{{Id: 1, Name: "a\x00b", VisibilityTimeoutS: 30, MaxAttempts: 3}}}
+			blob, err := schema.Encode(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := sm.VersionName(sha256.Sum256(blob))
+			if err := os.WriteFile(filepath.Join(conf, name), blob, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(conf, "current"), sm.PointerContents(name), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, `queues[0]: name "a\x00b": byte 0x00 at offset 1 is not allowed`},
+		// A symlinked pointer (issue 20 finding 9): the pointer is this
+		// program's own file, written by rename; a link there was made by
+		// hand and is refused, as the daemon refuses it.
+		{"pointer is a symlink", func(t *testing.T, conf, name string) {
+			p := filepath.Join(conf, "current")
+			writeFile(t, conf, "current.real", string(sm.PointerContents(name)))
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("current.real", p); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
 		{"pointer is a FIFO", func(t *testing.T, conf, _ string) {
 			p := filepath.Join(conf, "current")
 			if err := os.Remove(p); err != nil {
@@ -400,11 +431,16 @@ func TestInstallRefusesGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	badName, err := schema.Encode(&schema.ClusterConfig{Port: 7600, Queues: []*schema.Queue{{Id: 1, Name: "batch\x00", MaxAttempts: 1, VisibilityTimeoutS: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, bad := range map[string][]byte{
 		"garbage":  {0xff, 0xff, 0xff, 0xff},
 		"empty":    {},
 		"oversize": bytes.Repeat([]byte{0}, schema.MaxBlobSize+1),
 		"reserved": reserved,
+		"bad name": badName,
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := Install(base, "n0", 2, bad)
