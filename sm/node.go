@@ -352,20 +352,27 @@ func (n *Node) LostAndFoundCount() int {
 	return n.jobs.r.routed
 }
 
+// verifyBlob checks a config blob; name is its versioned file name in
+// conf/, or "" for a blob with no such name (one to install, a file
+// outside conf/), which the refusal then calls "The config blob".
 func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
+	what := fmt.Sprintf("Config file '%s'", name)
+	if name == "" {
+		what = "The config blob"
+	}
 	if len(blob) == 0 {
-		return nil, fmt.Sprintf("Config file '%s' is empty — not a valid ClusterConfig blob", name)
+		return nil, what + " is empty — not a valid ClusterConfig blob"
 	}
 	if len(blob) > MaxConfigSize {
-		return nil, fmt.Sprintf("Config file '%s' exceeds CONF_MAX_SIZE (%d bytes)", name, MaxConfigSize)
+		return nil, fmt.Sprintf("%s exceeds CONF_MAX_SIZE (%d bytes)", what, MaxConfigSize)
 	}
 	sum := sha256.Sum256(blob)
 	if name != "" && !NameMatches(name, sum) {
-		return nil, fmt.Sprintf("Config file '%s' does not match its SHA-256 (%s) — corrupted", name, VersionName(sum))
+		return nil, fmt.Sprintf("%s does not match its SHA-256 (%s) — corrupted", what, VersionName(sum))
 	}
 	gen, err := decodeGeneration(blob)
 	if err != nil {
-		return nil, fmt.Sprintf("Config file '%s': %v", name, err)
+		return nil, fmt.Sprintf("%s: %v", what, err)
 	}
 	return &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: modTime}, ""
 }

@@ -120,10 +120,12 @@ func Marshal(c *schema.ClusterConfig) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// parserContext matches yaml.v3's parser errors that name the line of
-// the construct they were parsing: it prints that mark 0-based, one line
-// early (its scanner errors and the other parser errors are 1-based).
-var parserContext = regexp.MustCompile(`^yaml: line (\d+): (did not find expected (node content|key|'-' indicator|',' or '\]'|',' or '\}'|<document start>))`)
+// parserContext matches yaml.v3's errors that name the line of the
+// construct they were parsing: it prints that mark 0-based, one line
+// early (its other scanner and parser errors are 1-based). A tab that
+// breaks the indentation is one of them: the scanner names the line of
+// the mapping it was in, 0-based.
+var parserContext = regexp.MustCompile(`^yaml: line (\d+): (did not find expected (node content|key|'-' indicator|',' or '\]'|',' or '\}'|<document start>)|found a tab character that violates indentation)`)
 
 // fixLine is err with such a line number made 1-based.
 func fixLine(err error) error {

@@ -69,6 +69,10 @@ func TestParseErrors(t *testing.T) {
 		// reports the line of the unclosed construct (issue 8 defect 7).
 		{"unclosed flow sequence", "cluster_name: c\nport: 7600\nqueues: [1, 2\nhosts: []\n", ErrYAML, "line 3:"},
 		{"bad indentation in a list", "cluster_name: c\nqueues:\n  - id: 1\n   name: q\n", ErrYAML, "line 3:"},
+		// A tab in the indentation: the line of the tab (issue 20 finding
+		// 10; yaml.v3 names the line before it).
+		{"tab in an entry", "cluster_name: c\nport: 7600\nqueues:\n  - id: 1\n\t name: x\n", ErrYAML, "line 5: found a tab character"},
+		{"tab deeper down", "cluster_name: c\nport: 7600\nqueues:\n  - id: 1\n    name: x\n    max_attempts: 3\n\t  priority: 1\n", ErrYAML, "line 7: found a tab character"},
 		{"max_attempts 0", strings.Replace(good, "max_attempts: 3", "max_attempts: 0", 1), schema.ErrBadStamps, "line 7:"},
 		{"two documents", good + "---\n" + good, ErrYAML, "more than one"},
 	}

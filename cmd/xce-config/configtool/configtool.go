@@ -99,6 +99,9 @@ func installCmd() *cobra.Command {
 			}
 			base := filepath.Join(workdir, name)
 			if err := Install(base, name, keepN, blob); err != nil {
+				if blobFile != "" {
+					return fmt.Errorf("--blob %s: %w", blobFile, err)
+				}
 				return err
 			}
 			sum := sha256.Sum256(blob)

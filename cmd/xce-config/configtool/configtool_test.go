@@ -452,7 +452,10 @@ func TestInstallRefusesGarbage(t *testing.T) {
 			if err := os.WriteFile(p, bad, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := run(t, "install", "--workdir", filepath.Dir(base), "--name", "n0", "--blob", p); !errors.Is(err, ErrInstall) {
+			// The error names the file given (issue 20 finding 10: it said
+			// "Config file ''").
+			if _, err := run(t, "install", "--workdir", filepath.Dir(base), "--name", "n0", "--blob", p); !errors.Is(err, ErrInstall) ||
+				!strings.Contains(err.Error(), "--blob "+p+": ") || strings.Contains(err.Error(), "''") {
 				t.Fatalf("install --blob: %v", err)
 			}
 			after, err := os.ReadFile(filepath.Join(conf, "current"))

@@ -123,12 +123,18 @@ func (r PeerStatus) replText() string {
 	if r.Degraded {
 		parts = append(parts, fmt.Sprintf("degraded (%d acked without a standby)", r.AckedWithoutStandby))
 	}
+	ignored := make(map[string]bool, len(r.PeersMismatch))
 	for _, p := range r.PeersMismatch {
 		parts = append(parts, p+": other --peers, ignored")
+		ignored[p] = true
 	}
 	for _, s := range r.Standbys {
-		switch s.State {
-		case "lagging":
+		switch {
+		case ignored[s.Name]:
+			// Its --peers list differs: the primary ignores it, and says
+			// so once (it also keeps a standby's state for it, "not
+			// joined", which would name it twice).
+		case s.State == "lagging":
 			parts = append(parts, fmt.Sprintf("%s: lagging by %d", s.Name, s.Behind))
 		default:
 			parts = append(parts, s.Name+": "+s.State)
