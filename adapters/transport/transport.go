@@ -160,6 +160,7 @@ type Transport struct {
 	clients  int            // API connections open (mu)
 	perCN    map[string]int // API connections per certificate CN (mu)
 	gate     *gate          // handshake slots before authentication
+	tarpit   *tarpit        // refused connections, held a while before they are closed
 	// local is the address this node dials its peers from: its own
 	// --peers address, so that the others admit it from their peer pool.
 	local    *net.TCPAddr
@@ -253,6 +254,7 @@ func New(cfg Config) (*Transport, error) {
 			}
 		}
 	}
+	t.tarpit = newTarpit(tarpitCap, tarpitHold)
 	t.gate = newGate(gateLimits{
 		handshakes: cfg.Handshakes, perSource: cfg.HandshakesPerSource, peerPool: cfg.PeerHandshakes,
 		rate: rate.Limit(cfg.NewConnsPerSecond), burst: 2 * cfg.NewConnsPerSecond,
@@ -595,6 +597,11 @@ func (t *Transport) Listen(ctx context.Context) error {
 	}
 	stopLn := context.AfterFunc(lctx, func() { ln.Close() })
 	defer stopLn()
+	// The tarpit closes every connection it holds when Listen returns.
+	tctx, stopTarpit := context.WithCancel(lctx)
+	var tarpitDone sync.WaitGroup
+	tarpitDone.Go(func() { t.tarpit.run(tctx) })
+	defer func() { stopTarpit(); tarpitDone.Wait() }()
 
 	var conns sync.WaitGroup // each connection closes itself when lctx is done
 	defer conns.Wait()
@@ -627,8 +634,8 @@ func (t *Transport) Listen(ctx context.Context) error {
 		}
 		leave, why := t.gate.enter(addrOf(c.RemoteAddr()), now)
 		if why != "" {
-			c.Close() // before any TLS work: a refusal costs an accept and a close
 			t.refused(why, c.RemoteAddr().String())
+			t.tarpit.put(c, now) // before any TLS work; closed in a while
 			continue
 		}
 		conns.Go(func() {
