@@ -12,6 +12,26 @@ import (
 	"xce/sm"
 )
 
+// fakeConn is a connection the gate may close (when it takes its slot).
+type fakeConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *fakeConn) Close() error { c.closed.Store(true); return nil }
+
+// enterNew is g.enter for a new connection that has read nothing.
+func enterNew(g *gate, addr netip.Addr, now time.Time) (func(), string) {
+	leave, why, _, _ := enterConn(g, addr, now)
+	return leave, why
+}
+
+func enterConn(g *gate, addr netip.Addr, now time.Time) (func(), string, *fakeConn, *atomic.Int64) {
+	c, read := &fakeConn{}, new(atomic.Int64)
+	leave, why := g.enter(addr, now, c, read)
+	return leave, why, c, read
+}
+
 // The gate's pools, one step at a time: a stranger address holds at most
 // its own share, the strangers together at most theirs, a peer address
 // has a pool of its own that strangers never take, new connections of a
@@ -32,7 +52,7 @@ func TestGatePools(t *testing.T) {
 		{peer, ""}, {peer, ""}, {peer, RefusedPeerPool}, // the peer's own pool, untouched by the strangers
 	}
 	for i, s := range steps {
-		leave, why := g.enter(s.from, now)
+		leave, why := enterNew(g, s.from, now)
 		if why != s.want {
 			t.Fatalf("step %d from %v: refused %q, want %q", i, s.from, why, s.want)
 		}
@@ -42,10 +62,10 @@ func TestGatePools(t *testing.T) {
 	}
 	leaves[0]()
 	leaves[0]() // twice: the second is a no-op
-	if _, why := g.enter(c, now); why != "" {
+	if _, why := enterNew(g, c, now); why != "" {
 		t.Fatalf("after a slot came back: refused %q", why)
 	}
-	if _, why := g.enter(c, now); why != RefusedPool {
+	if _, why := enterNew(g, c, now); why != RefusedPool {
 		t.Fatalf("one slot came back, two taken: %q, want %q", why, RefusedPool)
 	}
 	if got := g.refusedCount(RefusedPool); got != 2 {
@@ -55,12 +75,58 @@ func TestGatePools(t *testing.T) {
 	// The rate: a burst of 2, then one a second.
 	g = newGate(gateLimits{handshakes: 100, perSource: 100, peerPool: 1, rate: rate.Limit(1), burst: 2}, nil)
 	for i, want := range []string{"", "", RefusedRate} {
-		if _, why := g.enter(a, now); why != want {
+		if _, why := enterNew(g, a, now); why != want {
 			t.Fatalf("rate step %d: %q, want %q", i, why, want)
 		}
 	}
-	if _, why := g.enter(a, now.Add(time.Second)); why != "" {
+	if _, why := enterNew(g, a, now.Add(time.Second)); why != "" {
 		t.Fatalf("a second later: %q", why)
+	}
+}
+
+// A full pool gives way (evictAge): a new connection takes the slot of
+// the connection that has read the fewest bytes among those older than
+// evictAge, which is closed; a pool of younger slots refuses it. This
+// holds for a stranger address's share, the strangers' pool and a peer
+// address's pool.
+func TestGateEvictsTheLeastProgress(t *testing.T) {
+	peer, a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.8")
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name     string
+		lim      gateLimits
+		fill, in netip.Addr
+		refusal  string
+	}{
+		{"a stranger's share", gateLimits{handshakes: 100, perSource: 3, peerPool: 1, rate: 1000, burst: 1000}, a, a, RefusedSource},
+		{"the strangers' pool", gateLimits{handshakes: 3, perSource: 100, peerPool: 1, rate: 1000, burst: 1000}, a, b, RefusedPool},
+		{"a peer's pool", gateLimits{handshakes: 1, perSource: 1, peerPool: 3, rate: 1, burst: 1}, peer, peer, RefusedPeerPool},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate(tc.lim, map[netip.Addr]bool{peer: true})
+			var conns []*fakeConn
+			for i, n := range []int64{300, 3, 3} { // a handshake under way, two that sent 3 bytes
+				_, why, c, read := enterConn(g, tc.fill, now.Add(time.Duration(i)*time.Millisecond))
+				if why != "" {
+					t.Fatalf("filling: %s", why)
+				}
+				read.Store(n)
+				conns = append(conns, c)
+			}
+			if _, why := enterNew(g, tc.in, now.Add(evictAge/2)); why != tc.refusal {
+				t.Fatalf("with every slot younger than evictAge: %q, want %q", why, tc.refusal)
+			}
+			if _, why := enterNew(g, tc.in, now.Add(evictAge+10*time.Millisecond)); why != "" {
+				t.Fatalf("past evictAge: refused %q", why)
+			}
+			// The oldest of the two that read least went; the handshake under way stays.
+			if got := []bool{conns[0].closed.Load(), conns[1].closed.Load(), conns[2].closed.Load()}; got[0] || !got[1] || got[2] {
+				t.Fatalf("closed %v, want only the second (3 bytes, the oldest of those)", got)
+			}
+			if g.refusedCount(Evicted) != 1 {
+				t.Fatalf("evictions counted %d", g.refusedCount(Evicted))
+			}
+		})
 	}
 }
 
@@ -70,7 +136,7 @@ func TestGateForgetsIdleSources(t *testing.T) {
 	g := newGate(gateLimits{handshakes: 1 << 20, perSource: 1, peerPool: 1, rate: 1000, burst: 1000}, nil)
 	now := time.Unix(1000, 0)
 	for i := range maxSources + 10 {
-		leave, why := g.enter(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), now)
+		leave, why := enterNew(g, netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), now)
 		if why != "" {
 			t.Fatalf("source %d refused: %s", i, why)
 		}

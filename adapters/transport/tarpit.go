@@ -27,7 +27,7 @@ type held struct {
 // Defaults of the tarpit: how long a refused connection is held, and how
 // many are held at once.
 const (
-	tarpitHold = time.Second
+	tarpitHold = 2 * time.Second
 	tarpitCap  = 4096
 )
 

@@ -632,7 +632,8 @@ func (t *Transport) Listen(ctx context.Context) error {
 			t.gate.sweep(now)
 			swept = now
 		}
-		leave, why := t.gate.enter(addrOf(c.RemoteAddr()), now)
+		cc := &countingConn{Conn: c}
+		leave, why := t.gate.enter(addrOf(c.RemoteAddr()), now, c, &cc.read)
 		if why != "" {
 			t.refused(why, c.RemoteAddr().String())
 			t.tarpit.put(c, now) // before any TLS work; closed in a while
@@ -641,7 +642,7 @@ func (t *Transport) Listen(ctx context.Context) error {
 		conns.Go(func() {
 			defer c.Close()
 			defer leave()
-			t.serve(lctx, c, leave)
+			t.serve(lctx, cc, leave)
 		})
 	}
 }
