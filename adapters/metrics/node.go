@@ -79,7 +79,7 @@ var (
 	descConns = prometheus.NewDesc("xce_connections",
 		"Accepted connections open, by kind: client (the API's) or peer (another controller's link to us).", []string{"kind"}, nil)
 	descRefused = prometheus.NewDesc("xce_connections_refused_total",
-		"Connections refused by the admission limits, by reason: source, pool, rate, peer-pool (before the TLS handshake), clients, per-cn (API connections after it); docs/operations.md, \"Threat model\".", []string{"reason"}, nil)
+		"Connections refused by the admission limits, by reason: source, pool, rate, peer-pool (before the TLS handshake), clients, per-cn (API connections after it), and evicted (a handshake that made the least progress of a full pool, closed for a new connection); docs/operations.md, \"Threat model\".", []string{"reason"}, nil)
 )
 
 // nodeCollector reads the node's state at each scrape: view takes one
