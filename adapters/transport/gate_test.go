@@ -203,6 +203,14 @@ func TestStrangerFloodLeavesPeersAndClients(t *testing.T) {
 	if !eventually(5*time.Second, func() bool { return dials.Load() > 2*flood }) {
 		t.Fatalf("the flood made only %d connections", dials.Load())
 	}
+	// Refused connections are held, not closed at once (the tarpit): the
+	// flood cannot turn refusals into a storm of accepts. Closed at once,
+	// the same flood redials tens of thousands of times a second.
+	before := dials.Load()
+	time.Sleep(time.Second)
+	if n := dials.Load() - before; n > 3*flood {
+		t.Fatalf("the flood redialled %d times in a second: refusals are not held", n)
+	}
 
 	b := start(t, 1, peers, pk.mats["n1"], nil)
 	in := sendUntil(t, b.tr, 0, sm.Msg{Type: sm.MsgHeartbeat, Term: 7, ReqID: 42}, a.tr)
