@@ -284,31 +284,11 @@ func TestVerifyFailures(t *testing.T) {
 		}, "longer than"},
 		{"reserved queue name", func(t *testing.T, conf, _ string) {
 			c := &schema.ClusterConfig{ConfigGeneration: 1, Port: 7000, Queues: []*schema.Queue{{Id: 1, Name: schema.ReservedName, VisibilityTimeoutS: 30, MaxAttempts: 3}}}
-			blob, err := schema.Encode(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := sm.VersionName(sha256.Sum256(blob))
-			if err := os.WriteFile(filepath.Join(conf, name), blob, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(conf, "current"), sm.PointerContents(name), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			pointAt(t, conf, c)
 		}, "Reserved name"},
 		{"a queue name with a NUL", func(t *testing.T, conf, _ string) {
 			c := &schema.ClusterConfig{ConfigGeneration: 1, Port: 7000, Queues: []*schema.Queue{{Id: 1, Name: "a\x00b", VisibilityTimeoutS: 30, MaxAttempts: 3}}}
-			blob, err := schema.Encode(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := sm.VersionName(sha256.Sum256(blob))
-			if err := os.WriteFile(filepath.Join(conf, name), blob, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(conf, "current"), sm.PointerContents(name), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			pointAt(t, conf, c)
 		}, `queues[0]: name "a\x00b": byte 0x00 at offset 1 is not allowed`},
 		// A symlinked pointer (issue 20 finding 9): the pointer is this
 		// program's own file, written by rename; a link there was made by
@@ -352,6 +332,23 @@ func TestVerifyFailures(t *testing.T) {
 				t.Fatal("show accepted a broken conf/")
 			}
 		})
+	}
+}
+
+// pointAt writes c as a versioned file in conf and points conf/current
+// at it, as a node's save would, but with no check of c.
+func pointAt(t *testing.T, conf string, c *schema.ClusterConfig) {
+	t.Helper()
+	blob, err := schema.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := sm.VersionName(sha256.Sum256(blob))
+	if err := os.WriteFile(filepath.Join(conf, name), blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, "current"), sm.PointerContents(name), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

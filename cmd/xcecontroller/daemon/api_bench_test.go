@@ -3,10 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,8 +10,6 @@ import (
 	"time"
 
 	"xce/client"
-	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 )
 
@@ -39,42 +33,9 @@ func BenchmarkDaemonClaimAck(b *testing.B) {
 
 func daemonClaimAck(b *testing.B, stream bool) {
 	const conns, batch, insertBatch = 64, 16, 50
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := b.TempDir()
-	c := clitool.NewClusterPorts(dir, "", []int{port})
-	yaml := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(yaml, []byte("cluster_name: bench\nport: 7600\nqueues:\n  - id: 1\n    name: q000001-\n    visibility_timeout_s: 300\n"+
-		"    max_attempts: 3\n    backoff_base_s: 10\n    dead_letter_retention_s: 604800\n"+
-		"hosts:\n  - name: node001\n    address: 10.0.0.1\n    resource_ids: [1]\nresources:\n  - id: 1\n    name: a100\n    count: 4\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Prepare(yaml, 0); err != nil {
-		b.Fatal(err)
-	}
-	cfg := daemon.DefaultConfig()
-	cfg.Peers, cfg.Name, cfg.Workdir = c.PeersFlag(), c.Names[0], filepath.Dir(c.NodeDir(0))
-	certs := filepath.Join(dir, "certs")
-	cfg.Cert, cfg.Key, cfg.CA = filepath.Join(certs, c.Names[0]+".crt"), filepath.Join(certs, c.Names[0]+".key"), filepath.Join(certs, "ca.crt")
-	cfg.LogLevel = "warn"
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() { exited <- daemon.Run(ctx, cfg, io.Discard) }()
-	b.Cleanup(func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			b.Errorf("the node exited with code %d", code)
-		}
-	})
-	mat, err := c.Admin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	peers := []client.Peer{{Name: c.Names[0], Addr: fmt.Sprintf("127.0.0.1:%d", port)}}
+	peer, mat := startOneNode(b, "q000001-")
+	peers := []client.Peer{peer}
+	ctx := context.Background()
 	clients := make([]*client.Client, conns)
 	for i := range clients {
 		// A loaded machine may take longer than the default for 64 TLS

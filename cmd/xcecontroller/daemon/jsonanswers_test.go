@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/client"
-	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
 	"xce/sm"
 )
@@ -31,49 +26,15 @@ import (
 // with the admin's certificate.
 func oneNode(t *testing.T) (string, *client.Client, *http.Client) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	c := clitool.NewClusterPorts(dir, "", []int{port})
-	yaml := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(yaml, []byte("cluster_name: t\nport: 7600\nqueues:\n  - id: 1\n    name: batch\n    visibility_timeout_s: 300\n"+
-		"    max_attempts: 3\n    backoff_base_s: 10\n    dead_letter_retention_s: 604800\n"+
-		"hosts:\n  - name: node001\n    address: 10.0.0.1\n    resource_ids: [1]\nresources:\n  - id: 1\n    name: a100\n    count: 4\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Prepare(yaml, 0); err != nil {
-		t.Fatal(err)
-	}
-	cfg := daemon.DefaultConfig()
-	cfg.Peers, cfg.Name, cfg.Workdir = c.PeersFlag(), c.Names[0], filepath.Dir(c.NodeDir(0))
-	certs := filepath.Join(dir, "certs")
-	cfg.Cert, cfg.Key, cfg.CA = filepath.Join(certs, c.Names[0]+".crt"), filepath.Join(certs, c.Names[0]+".key"), filepath.Join(certs, "ca.crt")
-	cfg.LogLevel = "warn"
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() { exited <- daemon.Run(ctx, cfg, io.Discard) }()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("the node exited with code %d", code)
-		}
-	})
-	mat, err := c.Admin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cl, err := client.New([]client.Peer{{Name: c.Names[0], Addr: addr}}, mat, client.Options{ConnectTimeout: 5 * time.Second})
+	peer, mat := startOneNode(t, "batch")
+	addr := peer.Addr
+	cl, err := client.New([]client.Peer{peer}, mat, client.Options{ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := cl.List(ctx, &schema.ListRequest{Queue: "batch"}); err == nil {
+		if _, err := cl.List(context.Background(), &schema.ListRequest{Queue: "batch"}); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the node never served jobs: %v", err)
