@@ -20,9 +20,10 @@ import (
 	"xce/sm"
 )
 
-// A standby whose conf/current is corrupt, empty or holds a path
-// separator logs the WARN/ERROR, fetches from the primary and ends with a
-// verifying config; the versioned file it had is still there.
+// A standby whose conf/current is corrupt, empty, holds a path separator
+// or is a symbolic link logs the WARN/ERROR, fetches from the primary and
+// ends with a verifying config in a regular pointer file; the versioned
+// file it had is still there.
 func TestStandbyBadPointerRefetches(t *testing.T) {
 	c := newCluster(t, 2, fastTimings...)
 	blob := configBlob(t, "bad-pointer", 3, 8)
@@ -33,16 +34,31 @@ func TestStandbyBadPointerRefetches(t *testing.T) {
 	for _, tc := range []struct {
 		name, level, want string
 		pointer           []byte
+		link              bool // conf/current a symbolic link to a file holding pointer
 	}{
-		{"corrupt", "ERROR", "conf/current filename does not start with 'cluster.bin.'", []byte("\x00\x9c\xffnot a pointer\n")},
-		{"corrupt-suffix", "ERROR", "conf/current suffix is not 12 hex chars", []byte("cluster.bin.NOTHEX\n")},
-		{"dangling", "ERROR", "conf/current names 'conf/cluster.bin.0123456789ab' which is not readable", []byte("cluster.bin.0123456789ab\n")},
-		{"empty", "WARN", "Config pointer file 'conf/current' exists but is empty — treating as missing config. This can occur if the controller crashed during a config write.", nil},
-		{"path-separator", "ERROR", "conf/current contains path separator — corrupted pointer file", []byte("../../n0/conf/" + name + "\n")},
+		{"corrupt", "ERROR", "conf/current filename does not start with 'cluster.bin.'", []byte("\x00\x9c\xffnot a pointer\n"), false},
+		{"corrupt-suffix", "ERROR", "conf/current suffix is not 12 hex chars", []byte("cluster.bin.NOTHEX\n"), false},
+		{"dangling", "ERROR", "conf/current names 'conf/cluster.bin.0123456789ab' which is not readable", []byte("cluster.bin.0123456789ab\n"), false},
+		{"empty", "WARN", "Config pointer file 'conf/current' exists but is empty — treating as missing config. This can occur if the controller crashed during a config write.", nil, false},
+		{"path-separator", "ERROR", "conf/current contains path separator — corrupted pointer file", []byte("../../n0/conf/" + name + "\n"), false},
+		// A link, even to the right pointer, is a hand edit (issue 20
+		// item 9); the save replaces it with a regular file.
+		{"symlink", "ERROR", "conf/current: is a symbolic link (the controller reads only the files it wrote, never through a link)", sm.PointerContents(name), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stop(t, c, 1, syscall.SIGTERM)
-			if err := os.WriteFile(filepath.Join(confDir(c, 1), "current"), tc.pointer, 0o600); err != nil {
+			ptr := filepath.Join(confDir(c, 1), "current")
+			if tc.link {
+				if err := os.WriteFile(filepath.Join(confDir(c, 1), "pointer.copy"), tc.pointer, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(ptr); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("pointer.copy", ptr); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(ptr, tc.pointer, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			off := logOffset(c, 1)
@@ -57,6 +73,9 @@ func TestStandbyBadPointerRefetches(t *testing.T) {
 				t.Fatalf("after the refetch:\n%s", fmtRows(rows))
 			}
 			verifyConf(t, c, 1, blob)
+			if st, err := os.Lstat(ptr); err != nil || !st.Mode().IsRegular() {
+				t.Fatalf("conf/current after the refetch: %v, %v", st.Mode(), err)
+			}
 			if v, _ := checkVersionedFiles(t, confDir(c, 1)); v != 1 {
 				t.Fatalf("n1 holds %d versioned files, want 1", v)
 			}
