@@ -113,3 +113,19 @@ func TestAnswersCatchDeposedPrimary(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsAfterReelectionWaitForThisTerm replays the schedule that found
+// a standby echoing an earlier term's heartbeat round (seed 300252, found
+// by a 15,000-schedule run on 2026-12-02): the primary's rounds count
+// from 1 again in each of its terms, so the echo of a larger round from
+// its previous term confirmed every read of the new term at once, and
+// the primary, paused and deposed meanwhile, answered reads sent after a
+// majority held the next term (S4).
+func TestReadsAfterReelectionWaitForThisTerm(t *testing.T) {
+	_, fails := runSeeds(300252, 1, nil)
+	for _, f := range fails {
+		if f != nil {
+			t.Fatal(f.Error())
+		}
+	}
+}

@@ -256,7 +256,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.scanned = nil // a standby recovers nothing: let the boot scan's reads go
 	n.promoting = false
 	n.ballot = ballot{}
-	n.lastRound = 0
+	n.lastRound, n.lastRoundTerm = 0, 0
 	n.setSync(nil)
 	n.epochSeen = 0 // sync epochs count per primary
 	n.primary = p
@@ -348,6 +348,12 @@ func (n *Node) onMsg(from int, m Msg) {
 		n.onVoteReply(from, m, false)
 	case MsgProbeReply, MsgHeartbeat:
 		if m.Type == MsgHeartbeat && n.role == RoleStandby && from == n.primary {
+			if m.Term != n.lastRoundTerm {
+				// Rounds count from 1 in each term of a primary: an echo
+				// of an earlier term's round would confirm this term's
+				// reads unasked.
+				n.lastRound, n.lastRoundTerm = 0, m.Term
+			}
 			n.lastRound = max(n.lastRound, m.Round)
 			n.checkPrimaryTag(m.ConfigTag)
 			n.ackRepl() // liveness and position, every heartbeat

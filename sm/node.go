@@ -49,6 +49,7 @@ type Node struct {
 	roundPending      bool   // a round is unconfirmed
 	roundWanted       bool   // a read waits for a round after the pending one
 	lastRound         uint64 // standby: newest round seen from its primary
+	lastRoundTerm     uint64 // standby: the term lastRound's heartbeats were sent in
 	installBusy       bool   // standby: a snapshot install is writing files
 	logUnknown        bool   // the log is being replaced or rescanned: claim no position, grant no vote
 	// logClean: the log on disk ends exactly at logPos (no torn tail, no
