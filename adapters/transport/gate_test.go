@@ -240,3 +240,27 @@ func canBind(ip string) bool {
 	l.Close()
 	return true
 }
+
+// Peers named by host name, not address, still reach each other: the
+// dialler binds its --peers address only when it is an IP literal (a name
+// such as localhost may resolve to an address of another family than the
+// peer listens on).
+func TestPeersByHostName(t *testing.T) {
+	pk, _ := certs(t)
+	peers := peersOf(freeAddrs(t, 2))
+	for i := range peers {
+		_, port, err := net.SplitHostPort(peers[i].Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[i].Addr = net.JoinHostPort("localhost", port)
+	}
+	a := start(t, 0, peers, pk.mats["n0"], nil)
+	b := start(t, 1, peers, pk.mats["n1"], nil)
+	if a.tr.local != nil {
+		t.Fatalf("bound to %v for a --peers host name", a.tr.local)
+	}
+	if in := sendUntil(t, a.tr, 1, sm.Msg{Type: sm.MsgHeartbeat, Term: 3}, b.tr); in.From != 0 {
+		t.Fatalf("delivered from %d", in.From)
+	}
+}

@@ -249,8 +249,15 @@ func New(cfg Config) (*Transport, error) {
 		}
 		for _, ip := range ips {
 			peerIPs[ip] = true
-			if i == cfg.Self && t.local == nil && !ip.IsUnspecified() {
-				t.local = &net.TCPAddr{IP: ip.AsSlice()}
+		}
+		// Dial from our own --peers address when it is an IP literal, so
+		// that the other nodes admit us from its pool whatever address
+		// the route would pick. A name is left to the route: it may
+		// resolve to several addresses, and one of another family than a
+		// peer's would leave no address to dial it at.
+		if host, _, err := net.SplitHostPort(p.Addr); i == cfg.Self && err == nil {
+			if ip, err := netip.ParseAddr(host); err == nil && !ip.IsUnspecified() {
+				t.local = &net.TCPAddr{IP: ip.Unmap().AsSlice()}
 			}
 		}
 	}
