@@ -3,8 +3,10 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ var (
 	seedFlag      = flag.Uint64("seed", 0, "replay only this schedule, printing its trace with -v")
 	schedulesFlag = flag.Int("schedules", 5000, "schedules TestSimulate runs (the cluster world with its client workload costs ~18 ms of CPU per schedule)")
 	firstSeedFlag = flag.Uint64("first-seed", 1, "first seed TestSimulate runs")
+	hashesFlag    = flag.String("trace-hashes", "", "write each schedule's seed and trace hash, one per line, to this file (compare two runs with diff: a refactor keeps every line)")
 )
 
 // runSeeds runs count schedules from first on every core and returns the
@@ -55,6 +58,11 @@ func TestSimulate(t *testing.T) {
 	start := time.Now()
 	reps, fails := runSeeds(*firstSeedFlag, *schedulesFlag, nil)
 	wall := time.Since(start)
+	if *hashesFlag != "" {
+		if err := writeHashes(*hashesFlag, *firstSeedFlag, reps); err != nil {
+			t.Fatal(err)
+		}
+	}
 	nfail := 0
 	byProp := map[string][]uint64{}
 	for _, f := range fails {
@@ -110,6 +118,18 @@ func TestSimulate(t *testing.T) {
 	t.Logf("boot-to-converged %s", quantiles(boot))
 	t.Logf("failover %s", quantiles(fo))
 	t.Logf("dual-primary time in %d schedules %s", len(dual), quantiles(dual))
+}
+
+// writeHashes writes "seed trace-hash" for each report, in seed order.
+func writeHashes(path string, first uint64, reps []Report) error {
+	var b strings.Builder
+	for i, r := range reps {
+		fmt.Fprintf(&b, "%d %016x\n", first+uint64(i), r.TraceHash)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("-trace-hashes: %w", err)
+	}
+	return nil
 }
 
 func quantiles(d []time.Duration) string {

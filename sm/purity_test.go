@@ -36,12 +36,27 @@ func checkPurity(t *testing.T, fset *token.FileSet, name string, f *ast.File) []
 			bad = append(bad, name+": imports "+p)
 		}
 	}
+	// The names the file gives package time: "time" unless renamed; a dot
+	// import would let Now() be called unqualified, so it is refused.
+	timeNames := map[string]bool{}
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "time" {
+			switch {
+			case imp.Name == nil:
+				timeNames["time"] = true
+			case imp.Name.Name == ".":
+				bad = append(bad, name+": dot-imports time")
+			case imp.Name.Name != "_":
+				timeNames[imp.Name.Name] = true
+			}
+		}
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.GoStmt:
 			bad = append(bad, fset.Position(x.Pos()).String()+": starts a goroutine")
 		case *ast.SelectorExpr:
-			if id, ok := x.X.(*ast.Ident); ok && id.Name == "time" && forbiddenTimeCalls[x.Sel.Name] {
+			if id, ok := x.X.(*ast.Ident); ok && timeNames[id.Name] && forbiddenTimeCalls[x.Sel.Name] {
 				bad = append(bad, fset.Position(x.Pos()).String()+": calls time."+x.Sel.Name)
 			}
 		}
@@ -89,5 +104,28 @@ func f() { go f(); _ = time.Now() }`
 	bad := checkPurity(t, fset, "planted.go", f)
 	if len(bad) != 4 {
 		t.Fatalf("want 4 violations (os, sync, go, time.Now), got %d: %v", len(bad), bad)
+	}
+}
+
+// An aliased or dot import of time does not hide a clock read (issue 21
+// item 6: the checker matched the identifier time only).
+func TestPurityCatchesAliasedTime(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want string
+	}{
+		{"package sm\nimport clock \"time\"\nfunc f() { _ = clock.Now() }", "calls time.Now"},
+		{"package sm\nimport . \"time\"\nfunc f() { _ = Now() }", "dot-imports time"},
+		{"package sm\nimport clock \"time\"\nvar sleep = clock.Sleep", "calls time.Sleep"},
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "planted.go", c.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := checkPurity(t, fset, "planted.go", f)
+		if len(bad) != 1 || !strings.Contains(bad[0], c.want) {
+			t.Fatalf("%q: %v, want one violation %q", c.src, bad, c.want)
+		}
 	}
 }
