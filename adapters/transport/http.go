@@ -31,10 +31,39 @@ type httpSide struct {
 
 	mu   sync.Mutex
 	open map[net.Conn]chan struct{} // closed when the server is done with the conn
+	// certs holds each client certificate's share of the body budget
+	// while any of its requests is being served (mu).
+	certs map[string]*certShare
+}
+
+// certShare is one certificate's share of the bodies' budget (cnShare)
+// and how many of its requests hold it.
+type certShare struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+// certShareOf is cn's share, held until done is called.
+func (h *httpSide) certShareOf(cn string, size int64) (sem *semaphore.Weighted, done func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.certs[cn]
+	if c == nil {
+		c = &certShare{sem: semaphore.NewWeighted(size)}
+		h.certs[cn] = c
+	}
+	c.users++
+	return c.sem, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if c.users--; c.users == 0 {
+			delete(h.certs, cn)
+		}
+	}
 }
 
 func newHTTPSide(t *Transport) *httpSide {
-	h := &httpSide{ln: newConnListener(), open: make(map[net.Conn]chan struct{})}
+	h := &httpSide{ln: newConnListener(), open: make(map[net.Conn]chan struct{}), certs: make(map[string]*certShare)}
 	h.srv = &http.Server{
 		Handler:           t.budget(t.cfg.HTTP),
 		IdleTimeout:       t.cfg.IdleTimeout,
@@ -178,6 +207,13 @@ const DefaultMaxBody = 2 << 20
 // more waits for its own, not others' (at most the whole budget).
 func (t *Transport) connShare() int64 { return min(t.cfg.MaxBuffered, 4*DefaultMaxBody) }
 
+// cnShare is the most of MaxBuffered one client certificate's bodies hold
+// over all its connections: two connections' shares, so that it takes
+// four certificates to fill the budget. A --peers CN has none: a standby
+// forwards every client's call over its own certificate, and each of
+// those calls was held to its caller's share where it arrived.
+func (t *Transport) cnShare() int64 { return min(t.cfg.MaxBuffered, 2*t.connShare()) }
+
 type connShareKey struct{}
 
 // budget bounds the request bodies all API connections hold while their
@@ -200,6 +236,14 @@ func (t *Transport) budget(h http.Handler) http.Handler {
 		}
 		conn, _ := r.Context().Value(connShareKey{}).(*semaphore.Weighted)
 		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout), w: w, conn: conn}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && t.http != nil {
+			cn := r.TLS.PeerCertificates[0].Subject.CommonName
+			if _, peer := t.byName[cn]; !peer {
+				var done func()
+				b.cert, done = t.http.certShareOf(cn, t.cnShare())
+				defer done()
+			}
+		}
 		b.limit(r.ContentLength, DefaultMaxBody)
 		defer b.release()
 		r.Body = b
@@ -217,6 +261,7 @@ type budgetBody struct {
 	held     int64     // bytes acquired from t.buffered and conn
 	w        http.ResponseWriter
 	conn     *semaphore.Weighted // the connection's share; nil: none
+	cert     *semaphore.Weighted // the client certificate's share; nil: none (a peer's)
 	max      int64               // the most held at once
 	refused  bool                // announced longer than max: never read
 	tooLarge bool                // over max: every read fails
@@ -253,6 +298,9 @@ func (b *budgetBody) release() {
 	b.t.buffered.Release(b.held)
 	if b.conn != nil {
 		b.conn.Release(b.held)
+	}
+	if b.cert != nil {
+		b.cert.Release(b.held)
 	}
 	b.held = 0
 }
@@ -304,26 +352,27 @@ func (b *budgetBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// acquire takes n bytes of the connection's share, then of the budget,
-// waiting until the body's deadline at most.
+// acquire takes n bytes of the connection's share, of the certificate's,
+// then of the budget, waiting until the body's deadline at most.
 func (b *budgetBody) acquire(n int64) error {
-	busy := func() error {
-		return fmt.Errorf("%w: no room for %d more bytes of a request body within %v (bodies being read are bounded to %d bytes, a connection's to %d)", ErrBusy, n, b.t.cfg.BodyTimeout, b.t.cfg.MaxBuffered, b.t.connShare())
-	}
 	ctx, cancel := context.WithDeadline(b.ctx, b.deadline)
 	defer cancel()
-	if b.conn != nil && !b.conn.TryAcquire(n) {
-		if err := b.conn.Acquire(ctx, n); err != nil {
-			return busy()
+	var taken []*semaphore.Weighted
+	for _, sem := range []*semaphore.Weighted{b.conn, b.cert, b.t.buffered} {
+		if sem == nil || sem.TryAcquire(n) {
+			taken = append(taken, sem)
+			continue
 		}
-	}
-	if !b.t.buffered.TryAcquire(n) {
-		if err := b.t.buffered.Acquire(ctx, n); err != nil {
-			if b.conn != nil {
-				b.conn.Release(n)
+		if err := sem.Acquire(ctx, n); err != nil {
+			for _, s := range taken {
+				if s != nil {
+					s.Release(n)
+				}
 			}
-			return busy()
+			return fmt.Errorf("%w: no room for %d more bytes of a request body within %v (bodies being read are bounded to %d bytes, a connection's to %d, a certificate's to %d)",
+				ErrBusy, n, b.t.cfg.BodyTimeout, b.t.cfg.MaxBuffered, b.t.connShare(), b.t.cnShare())
 		}
+		taken = append(taken, sem)
 	}
 	return nil
 }

@@ -464,3 +464,69 @@ func TestAPIBodyShares(t *testing.T) {
 		t.Fatalf("a body announced over the limit: %s %q (%v), close %v, after %v", r.Status, b, err, r.Close, time.Since(t0))
 	}
 }
+
+// One client certificate's bodies hold at most its share (cnShare) over
+// all its connections (issue 20: one certificate may not take more than
+// its share): four connections of one certificate, four streams each,
+// each body stalling after 1.5 MiB (24 MiB sent, 6 MiB a connection,
+// within its own share), hold at most 16 MiB of the 64 MiB budget, and
+// another certificate's body is read at once meanwhile.
+func TestAPIBodySharePerCertificate(t *testing.T) {
+	pk, _ := certs(t)
+	peers := peersOf(freeAddrs(t, 1))
+	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) { c.HTTP = cnHandler })
+	addr := peers[0].Addr
+	const conns, streams, each = 4, 4, 3 << 19
+	var writers []*io.PipeWriter
+	done := make(chan struct{}, conns*streams)
+	for range conns {
+		cl := apiConnected(t, addr, pk.mats["operator"]) // a connection of its own each
+		cl.Timeout = 0
+		for range streams {
+			pr, pw := io.Pipe()
+			writers = append(writers, pw)
+			go func() {
+				defer func() { done <- struct{}{} }()
+				req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/x", pr)
+				if rep, err := cl.Do(req); err == nil {
+					rep.Body.Close()
+				}
+			}()
+			go func() { _, _ = pw.Write(make([]byte, each)) }()
+		}
+	}
+	defer func() {
+		for _, pw := range writers {
+			pw.CloseWithError(errors.New("test over"))
+		}
+		for range conns * streams {
+			<-done
+		}
+	}()
+	held := func() int64 {
+		for free := a.tr.cfg.MaxBuffered; free > 0; free -= 64 << 10 {
+			if a.tr.buffered.TryAcquire(free) {
+				a.tr.buffered.Release(free)
+				return a.tr.cfg.MaxBuffered - free
+			}
+		}
+		return a.tr.cfg.MaxBuffered
+	}
+	var most int64
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, held())
+	}
+	if share := a.tr.cnShare(); most > share || most < share/2 {
+		t.Fatalf("one certificate's bodies held %d bytes at most, want about its share, %d (of %d sent on %d connections)", most, share, conns*streams*each, conns)
+	}
+	other := apiClient(t, pk.mats["n1-client"], "h2")
+	t0 := time.Now()
+	rep, err := other.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Body.Close()
+	if rep.StatusCode != http.StatusOK || time.Since(t0) > 500*time.Millisecond {
+		t.Fatalf("another certificate's body: %s after %v", rep.Status, time.Since(t0))
+	}
+}
