@@ -108,16 +108,20 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 	}
 	c := &cluster{mats: map[string]*tlsconf.Material{}}
 	var tpeers []transport.Peer
+	var lns []net.Listener // all held until every port is picked: a port closed at once may be picked again
 	for i := range up {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		lns = append(lns, ln)
 		name := []string{"n0", "n1", "n2"}[i]
 		c.peers = append(c.peers, client.Peer{Name: name, Addr: ln.Addr().String()})
 		tpeers = append(tpeers, transport.Peer{Name: name, Addr: ln.Addr().String()})
-		ln.Close()
 		c.mats[name] = material(t, caCert, caKey, name, true)
+	}
+	for _, ln := range lns {
+		ln.Close()
 	}
 	for _, cn := range []string{"admin", "other"} {
 		c.mats[cn] = material(t, caCert, caKey, cn, false)

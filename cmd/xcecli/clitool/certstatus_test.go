@@ -47,12 +47,16 @@ func TestStatusShowsOwnCertificate(t *testing.T) {
 	}
 	expired, soon := node("n0", time.Millisecond), node("n1", 10*24*time.Hour+time.Hour)
 	var addrs []string
+	var lns []net.Listener // held until both are picked: a port closed at once may be picked again
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
 		ln.Close()
 	}
 	peers := []transport.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}}
