@@ -68,8 +68,12 @@ func find(ctx context.Context, c *Client, k kind, wait time.Duration, send sendF
 }
 
 // OnBehalf is the caller a node forwards a call for: its certificate's CN
-// and its role (OnBehalfHeader, OnBehalfRoleHeader).
-type OnBehalf struct{ CN, Role string }
+// and its role (OnBehalfHeader, OnBehalfRoleHeader), and whether it reads
+// the answer in JSON (EncodingHeader: the node forwards in binary).
+type OnBehalf struct {
+	CN, Role string
+	JSON     bool
+}
 
 // Forward sends msg to node i only, on behalf of the caller onBehalf (its
 // zero value sends no header), on the kept connection or a new one: no
@@ -79,19 +83,6 @@ type OnBehalf struct{ CN, Role string }
 // else the reason nothing was sent.
 func Forward[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehalf, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
 	return once(ctx, c, i, onBehalf, msg, m)
-}
-
-type headersKey struct{}
-
-// WithHeaders is ctx with headers that a Forward made with it sends too
-// (a standby passes on EncodingHeader).
-func WithHeaders(ctx context.Context, h http.Header) context.Context {
-	return context.WithValue(ctx, headersKey{}, h)
-}
-
-func headersOf(ctx context.Context) http.Header {
-	h, _ := ctx.Value(headersKey{}).(http.Header)
-	return h
 }
 
 func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehalf, msg *Req, m Method[Req, Resp]) (*Resp, http.Header, error) {
@@ -117,8 +108,8 @@ func once[Req, Resp any](ctx context.Context, c *Client, i int, onBehalf OnBehal
 		req.Header().Set(OnBehalfHeader, onBehalf.CN)
 		req.Header().Set(OnBehalfRoleHeader, onBehalf.Role)
 	}
-	for k, v := range headersOf(ctx) {
-		req.Header()[k] = v
+	if onBehalf.JSON {
+		req.Header().Set(EncodingHeader, "json")
 	}
 	rep, err := m(cn.api, cctx, req)
 	if err != nil {

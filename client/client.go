@@ -80,9 +80,9 @@ const (
 	OnBehalfHeader     = "Xce-On-Behalf-Of"
 	OnBehalfRoleHeader = "Xce-On-Behalf-Role"
 	// EncodingHeader "json": the answer is for a caller that reads JSON
-	// (a standby forwards a JSON call in binary): the node sizes a claim's
-	// jobs and a list's page for JSON, smaller than binary's. Anyone may
-	// send it; it only makes answers smaller.
+	// (a standby forwards a JSON call in binary: OnBehalf.JSON): the node
+	// sizes a claim's jobs and a list's page for JSON, smaller than
+	// binary's. Anyone may send it; it only makes answers smaller.
 	EncodingHeader = "Xce-Encoding"
 )
 

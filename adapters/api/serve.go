@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -114,10 +113,9 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 	if c.forwarded() || need == authz.RoleAdmin || s.cfg.Forward == nil || s.cfg.Policy == nil || p < 0 || p >= len(s.cfg.Peers) || p == s.cfg.Self {
 		return nil, s.notPrimary(rd)
 	}
-	if c.json { // the primary sizes the answer for the caller, not for this hop
-		ctx = client.WithHeaders(ctx, http.Header{client.EncodingHeader: {"json"}})
-	}
-	out, _, err := client.Forward(ctx, s.cfg.Forward, p, client.OnBehalf{CN: c.CN, Role: s.cfg.Policy.RoleOf(c.CN).String()}, r.Msg, m)
+	// The primary sizes the answer for the caller (JSON), not for this hop.
+	on := client.OnBehalf{CN: c.CN, Role: s.cfg.Policy.RoleOf(c.CN).String(), JSON: c.json}
+	out, _, err := client.Forward(ctx, s.cfg.Forward, p, on, r.Msg, m)
 	if err != nil {
 		var ne *client.NodeError
 		var ue *client.OutcomeUnknownError
