@@ -224,8 +224,9 @@ func (p *Policy) Decide(cn string, req *schema.ClientRequest) Decision {
 // refusal names both.
 func (p *Policy) DecideOnBehalf(via, cn string, claimed Role, req *schema.ClientRequest) Decision {
 	need, op := Need(req)
-	role := min(claimed, p.RoleOf(cn), RoleWorker)
-	if claimed == RolePeer || p.RoleOf(cn) == RolePeer {
+	own := p.RoleOf(cn)
+	role := min(claimed, own, RoleWorker)
+	if claimed == RolePeer || own == RolePeer {
 		role = RoleNone // a controller is never a caller on another's behalf
 	}
 	d := Decision{Role: role, Need: need, Op: op}

@@ -236,7 +236,7 @@ func (t *Transport) budget(h http.Handler) http.Handler {
 		}
 		conn, _ := r.Context().Value(connShareKey{}).(*semaphore.Weighted)
 		b := &budgetBody{ReadCloser: r.Body, t: t, ctx: r.Context(), deadline: time.Now().Add(t.cfg.BodyTimeout), w: w, conn: conn}
-		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && t.http != nil {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 			cn := r.TLS.PeerCertificates[0].Subject.CommonName
 			if _, peer := t.byName[cn]; !peer {
 				var done func()

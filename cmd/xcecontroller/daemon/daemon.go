@@ -213,9 +213,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 				log.Warn(fmt.Sprintf("ignored %s %q from %s: only a node's own certificate may forward a call; the call runs as that certificate",
 					client.OnBehalfHeader, tlsconf.SanitizeCN(c.Ignored), c), zap.String("key", "authz.on-behalf-ignored"))
 			}
-			d := policy.Decide(c.CN, req)
+			var d authz.Decision
 			if c.Via != "" {
 				d = policy.DecideOnBehalf(c.Via, c.CN, authz.ParseRole(c.Role), req)
+			} else {
+				d = policy.Decide(c.CN, req)
 			}
 			if !d.Allowed {
 				log.Warn(d.Reason, zap.String("key", "authz.refused"))
