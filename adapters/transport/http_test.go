@@ -391,57 +391,12 @@ func TestAPIBodyShares(t *testing.T) {
 	// 8 streams on one connection, each stalling after 1.5 MiB: 12 MiB
 	// sent, at most connShare (8 MiB) held.
 	const streams, each = 8, 3 << 19
-	var writers []*io.PipeWriter
-	done := make(chan struct{}, streams)
-	for range streams {
-		pr, pw := io.Pipe()
-		writers = append(writers, pw)
-		go func() {
-			defer func() { done <- struct{}{} }()
-			req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/x", pr)
-			if rep, err := cl.Do(req); err == nil {
-				rep.Body.Close()
-			}
-		}()
-		go func() { _, _ = pw.Write(make([]byte, each)) }()
-	}
-	defer func() {
-		for _, pw := range writers {
-			pw.CloseWithError(errors.New("test over"))
-		}
-		for range streams {
-			<-done
-		}
-	}()
-	share := a.tr.connShare()
-	held := func() int64 { // what the bodies hold now, by what is left
-		for free := a.tr.cfg.MaxBuffered; free > 0; free -= 64 << 10 {
-			if a.tr.buffered.TryAcquire(free) {
-				a.tr.buffered.Release(free)
-				return a.tr.cfg.MaxBuffered - free
-			}
-		}
-		return a.tr.cfg.MaxBuffered
-	}
-	var most int64
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		most = max(most, held())
-	}
-	if most > share || most < share/2 {
+	stallBodies(t, cl, addr, streams, each)
+	if most, share := mostHeld(a.tr), a.tr.connShare(); most > share || most < share/2 {
 		t.Fatalf("one connection's bodies held %d bytes at most, want about its share, %d (of %d sent)", most, share, streams*each)
 	}
-
 	// Another connection's body is read at once meanwhile.
-	other := apiClient(t, pk.mats["operator"], "h2")
-	t0 := time.Now()
-	rep, err := other.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep.Body.Close()
-	if rep.StatusCode != http.StatusOK || time.Since(t0) > 500*time.Millisecond {
-		t.Fatalf("another connection's body: %s after %v", rep.Status, time.Since(t0))
-	}
+	postsAtOnce(t, pk.mats["operator"], addr, "another connection's")
 
 	// Announced over DefaultMaxBody: refused before it is read, the
 	// answer whole, the connection closed.
@@ -452,7 +407,7 @@ func TestAPIBodyShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	t0 = time.Now()
+	t0 := time.Now()
 	fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", DefaultMaxBody+1)
 	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 	r, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -477,56 +432,79 @@ func TestAPIBodySharePerCertificate(t *testing.T) {
 	a := start(t, 0, peers, pk.mats["n0"], func(c *Config) { c.HTTP = cnHandler })
 	addr := peers[0].Addr
 	const conns, streams, each = 4, 4, 3 << 19
-	var writers []*io.PipeWriter
-	done := make(chan struct{}, conns*streams)
 	for range conns {
 		cl := apiConnected(t, addr, pk.mats["operator"]) // a connection of its own each
 		cl.Timeout = 0
-		for range streams {
-			pr, pw := io.Pipe()
-			writers = append(writers, pw)
-			go func() {
-				defer func() { done <- struct{}{} }()
-				req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/x", pr)
-				if rep, err := cl.Do(req); err == nil {
-					rep.Body.Close()
-				}
-			}()
-			go func() { _, _ = pw.Write(make([]byte, each)) }()
-		}
+		stallBodies(t, cl, addr, streams, each)
 	}
-	defer func() {
+	if most, share := mostHeld(a.tr), a.tr.cnShare(); most > share || most < share/2 {
+		t.Fatalf("one certificate's bodies held %d bytes at most, want about its share, %d (of %d sent on %d connections)", most, share, conns*streams*each, conns)
+	}
+	postsAtOnce(t, pk.mats["n1-client"], addr, "another certificate's")
+}
+
+// stallBodies sends streams bodies of each bytes on cl to addr that never
+// end (each stalls once its bytes are written); they are cut when the
+// test ends.
+func stallBodies(t *testing.T, cl *http.Client, addr string, streams, each int) {
+	t.Helper()
+	var writers []*io.PipeWriter
+	done := make(chan struct{}, streams)
+	for range streams {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			// t.Context ends all of them at once, before any cleanup:
+			// one ended alone may wait for the share the others hold.
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+addr+"/x", pr)
+			if rep, err := cl.Do(req); err == nil {
+				rep.Body.Close()
+			}
+		}()
+		go func() { _, _ = pw.Write(make([]byte, each)) }()
+	}
+	t.Cleanup(func() {
 		for _, pw := range writers {
 			pw.CloseWithError(errors.New("test over"))
 		}
-		for range conns * streams {
+		for range streams {
 			<-done
 		}
-	}()
+	})
+}
+
+// mostHeld is the most the API bodies held of tr's budget over a second,
+// by what was left of it.
+func mostHeld(tr *Transport) int64 {
 	held := func() int64 {
-		for free := a.tr.cfg.MaxBuffered; free > 0; free -= 64 << 10 {
-			if a.tr.buffered.TryAcquire(free) {
-				a.tr.buffered.Release(free)
-				return a.tr.cfg.MaxBuffered - free
+		for free := tr.cfg.MaxBuffered; free > 0; free -= 64 << 10 {
+			if tr.buffered.TryAcquire(free) {
+				tr.buffered.Release(free)
+				return tr.cfg.MaxBuffered - free
 			}
 		}
-		return a.tr.cfg.MaxBuffered
+		return tr.cfg.MaxBuffered
 	}
 	var most int64
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		most = max(most, held())
 	}
-	if share := a.tr.cnShare(); most > share || most < share/2 {
-		t.Fatalf("one certificate's bodies held %d bytes at most, want about its share, %d (of %d sent on %d connections)", most, share, conns*streams*each, conns)
-	}
-	other := apiClient(t, pk.mats["n1-client"], "h2")
+	return most
+}
+
+// postsAtOnce: a 1 MiB body from mat's certificate on a new connection is
+// read and answered within 500 ms.
+func postsAtOnce(t *testing.T, mat *tlsconf.Material, addr, who string) {
+	t.Helper()
+	cl := apiClient(t, mat, "h2")
 	t0 := time.Now()
-	rep, err := other.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
+	rep, err := cl.Post("https://"+addr+"/x", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep.Body.Close()
 	if rep.StatusCode != http.StatusOK || time.Since(t0) > 500*time.Millisecond {
-		t.Fatalf("another certificate's body: %s after %v", rep.Status, time.Since(t0))
+		t.Fatalf("%s body: %s after %v", who, rep.Status, time.Since(t0))
 	}
 }
