@@ -95,32 +95,14 @@ func attackDialer(from net.IP) *net.Dialer {
 // only burn this machine's CPU, which the nodes share). It runs until ctx
 // ends.
 func preHandshakeFlood(ctx context.Context, from net.IP, target string, conns int) *floodStats {
-	st := &floodStats{}
 	d := attackDialer(from)
-	var wg sync.WaitGroup
-	for k := range conns {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", target)
-				if err != nil {
-					if ctx.Err() == nil {
-						st.dialErrs.Add(1)
-					}
-					sleepCtx(ctx, 10*time.Millisecond)
-					continue
-				}
-				st.dials.Add(1)
-				st.opened()
-				if k%2 == 1 {
-					_, _ = c.Write(clientHelloStart)
-				}
-				holdUntilClosed(ctx, c)
-				st.closed()
+	return flood(ctx, conns, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", target) },
+		func(st *floodStats, k int, c net.Conn) {
+			if k%2 == 1 {
+				_, _ = c.Write(clientHelloStart)
 			}
+			holdUntilClosed(ctx, c)
 		})
-	}
-	wg.Wait()
-	return st
 }
 
 // handshakeFlood (attack 2) runs workers goroutines that each complete
@@ -130,15 +112,31 @@ func preHandshakeFlood(ctx context.Context, from net.IP, target string, conns in
 // at once and dial again. A failed dial or handshake is retried after
 // 10 ms. It runs until ctx ends.
 func handshakeFlood(ctx context.Context, from net.IP, target string, tc *tls.Config, workers int) *floodStats {
-	st := &floodStats{}
 	tc = tc.Clone()
 	tc.NextProtos = []string{"h2"}
 	d := &tls.Dialer{NetDialer: attackDialer(from), Config: tc}
+	return flood(ctx, workers, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", target) },
+		func(st *floodStats, k int, c net.Conn) {
+			st.handshakes.Add(1)
+			if k%2 == 0 {
+				holdUntilClosed(ctx, c)
+			} else {
+				c.Close()
+			}
+		})
+}
+
+// flood runs workers goroutines until ctx ends, each dialling with dial
+// over and over (a failed dial retried after 10 ms) and handing each
+// connection to use, worker k's with k; it counts dials and open
+// connections.
+func flood(ctx context.Context, workers int, dial func(context.Context) (net.Conn, error), use func(st *floodStats, k int, c net.Conn)) *floodStats {
+	st := &floodStats{}
 	var wg sync.WaitGroup
 	for k := range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", target)
+				c, err := dial(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
 						st.dialErrs.Add(1)
@@ -147,13 +145,8 @@ func handshakeFlood(ctx context.Context, from net.IP, target string, tc *tls.Con
 					continue
 				}
 				st.dials.Add(1)
-				st.handshakes.Add(1)
 				st.opened()
-				if k%2 == 0 {
-					holdUntilClosed(ctx, c)
-				} else {
-					c.Close()
-				}
+				use(st, k, c)
 				st.closed()
 			}
 		})
