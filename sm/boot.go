@@ -61,7 +61,7 @@ func (n *Node) onTermRead(d IODone) {
 						n.releaseHeld()
 					}
 				}
-				n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
+				n.loadSaved(func() { n.scanBootLog() })
 			})
 		})
 		return
@@ -71,7 +71,7 @@ func (n *Node) onTermRead(d IODone) {
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
+	n.loadSaved(func() { n.scanBootLog() })
 }
 
 // afterBootScan: a log holding records of a term above data/term (a

@@ -300,14 +300,17 @@ func (n *Node) installDone() {
 		return
 	}
 	n.installBusy = true
-	n.as(n.logOwner(), func() {
-		n.scanLogPosition(func(pos logPos, clean bool) {
-			n.installBusy = false
-			n.logPos, n.logUnknown = pos, false
-			n.logClean = clean
-			n.startReady()
-		})
-	})
+	prev := n.own(n.logOwner())
+	n.scanLogPosition(scanForRescan) // afterRescan
+	n.cur = prev
+}
+
+// afterRescan: the rescan of installDone found the log's position.
+func (n *Node) afterRescan(pos logPos, clean bool) {
+	n.installBusy = false
+	n.logPos, n.logUnknown = pos, false
+	n.logClean = clean
+	n.startReady()
 }
 
 // startReady starts the install of a complete snapshot that waited.
