@@ -1,7 +1,5 @@
 package sm
 
-import "xce/sm/wal"
-
 // Closure-taking forms of the sequences in cont.go, while the callers'
 // continuations are converted to data.
 
@@ -27,20 +25,6 @@ func (n *Node) mkdirs2(dirs []string, parent string, then func()) {
 
 func (n *Node) removeFiles(paths []string, dir string, then func()) {
 	n.run(removeOps(paths, dir, "wal.remove-failed", ""), fn(func(result) { then() }))
-}
-
-func (n *Node) removeEach(paths []string, fail func(what string, d IODone), then func()) {
-	n.run(removeEachOps(paths, wal.WALDir), fn(func(r result) {
-		if r.failed != "" {
-			fail(r.failed, r.IODone)
-			return
-		}
-		then()
-	}))
-}
-
-func (n *Node) readDurably(path string, k func(IODone)) {
-	n.run(readDurablyOps(path), fn(func(r result) { k(r.IODone) }))
 }
 
 func (n *Node) listNames(dir string, then func([]string)) {
