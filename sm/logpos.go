@@ -45,7 +45,7 @@ type scanStep struct {
 	who   scanFor
 	segs  []string // the listing of data/wal
 	snaps []string // the listing of data/snap
-	bad   string   // the newest snapshot found corrupt so far ("" if none): mustReach
+	bad   string   // the newest snapshot found corrupt so far ("" if none): scanDone
 	path  string   // the file being read
 	rest  []string // the plan's segments still to walk, rest[0] the one read
 	snap  logPos   // the position of the plan's snapshot
