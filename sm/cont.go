@@ -208,11 +208,3 @@ func readDurablyOps(path string) []seqOp {
 func listOps(dir, key string) []seqOp {
 	return []seqOp{{op: FileOp{Op: OpList, Path: dir}, onErr: errFatal, key: key}}
 }
-
-// --- while continuations are converted ---
-
-// fn is a continuation still written as a closure.
-type fn func(result)
-
-func (f fn) resume(_ *Node, r result) { f(r) }
-func (f fn) String() string           { return "func" }

@@ -184,10 +184,10 @@ func (n *Node) removeForRecovery(j *jobState, segs []string) {
 	n.run(removeOps(prefixAll(wal.WALDir, segs), wal.WALDir, "wal.remove-failed", ""), recoveryStep{kind: recoveryRemoved, j: j})
 }
 
-// readRecovering is readForRecovery (logpos.go) with a continuation as
-// data: a file the boot scan read and fsync'd, unchanged since, is handed
-// on without reading it again, with what the scan checked of it in
-// next's checked and frames.
+// readRecovering is recovery's read-then-fsync (readDurablyOps): a file
+// the boot scan read and fsync'd, unchanged since, is handed on without
+// reading it again, with what the scan checked of it in next's checked
+// and frames (scannedFiles, logpos.go).
 func (n *Node) readRecovering(path string, next recoveryStep) {
 	if n.scanned != nil {
 		if data, ok := n.scanned.data[path]; ok {

@@ -250,9 +250,6 @@ func (n *Node) io(op FileOp, next cont) {
 	n.emit(op)
 }
 
-// ioFn is io with a continuation still written as a closure.
-func (n *Node) ioFn(op FileOp, k func(IODone)) { n.io(op, fn(func(r result) { k(r.IODone) })) }
-
 func (n *Node) setTimer(k TimerKind, after time.Duration) {
 	n.timerGen[k]++
 	n.emit(SetTimer{Kind: k, Gen: n.timerGen[k], After: after})
