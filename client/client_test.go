@@ -25,7 +25,7 @@ type door = func(*schema.ClientRequest) *schema.ClientReply
 
 func notPrimary(p int32) door {
 	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
 			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}
 	}
 }

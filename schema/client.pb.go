@@ -744,6 +744,9 @@ type ClientReply struct {
 	Id     uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`         // unused since the API
 	Status int32                  `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"` // 0 ok; non-zero is an errno-style failure (negative errno)
 	Error  string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`    // human text for a non-zero status; empty when status = 0
+	// With status EAGAIN: the refusal is a standby's "not primary" redirect
+	// (seed 002 §10.12), the body's primary naming the one it follows.
+	NotPrimary bool `protobuf:"varint,4,opt,name=not_primary,json=notPrimary,proto3" json:"not_primary,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*ClientReply_StatusReply
@@ -804,6 +807,13 @@ func (x *ClientReply) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ClientReply) GetNotPrimary() bool {
+	if x != nil {
+		return x.NotPrimary
+	}
+	return false
 }
 
 func (x *ClientReply) GetBody() isClientReply_Body {
@@ -1361,7 +1371,7 @@ type UpgradeConfigReply struct {
 	VersionTag    uint64                 `protobuf:"varint,1,opt,name=version_tag,json=versionTag,proto3" json:"version_tag,omitempty"` // the saved config's tag if accepted; 0 on error
 	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`                              // non-empty if refused
 	AckedCount    uint32                 `protobuf:"varint,3,opt,name=acked_count,json=ackedCount,proto3" json:"acked_count,omitempty"` // standbys that confirmed the push
-	Primary       int32                  `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`                         // with "Not primary — redirect to primary": the primary's index, -1 unknown
+	Primary       int32                  `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`                         // with a "not primary" refusal: the primary's index, -1 unknown
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1484,11 +1494,13 @@ const file_client_proto_rawDesc = "" +
 	"\x03job\x18\v \x01(\v2\x16.xce.schema.JobRequestH\x00R\x03job\x123\n" +
 	"\x06config\x18\f \x01(\v2\x19.xce.schema.ConfigRequestH\x00R\x06config\x12I\n" +
 	"\x0eupgrade_config\x18\r \x01(\v2 .xce.schema.UpgradeConfigRequestH\x00R\rupgradeConfigB\x04\n" +
-	"\x02op\"\xd8\x02\n" +
+	"\x02op\"\xf9\x02\n" +
 	"\vClientReply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\x05R\x06status\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\x12<\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
+	"\vnot_primary\x18\x04 \x01(\bR\n" +
+	"notPrimary\x12<\n" +
 	"\fstatus_reply\x18\n" +
 	" \x01(\v2\x17.xce.schema.StatusReplyH\x00R\vstatusReply\x123\n" +
 	"\tjob_reply\x18\v \x01(\v2\x14.xce.schema.JobReplyH\x00R\bjobReply\x12<\n" +

@@ -171,7 +171,7 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 
 func notPrimary(p int32) func(*schema.ClientRequest) *schema.ClientReply {
 	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
 			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}
 	}
 }
@@ -352,5 +352,32 @@ func TestCodes(t *testing.T) {
 		if connect.CodeOf(err) != tc.want {
 			t.Errorf("status %d: %v, want %v", tc.status, err, tc.want)
 		}
+	}
+}
+
+// "Not primary" is a code (ClientReply.not_primary), not a text: a reply
+// flagged so is a redirect whatever its words, and an unavailable one
+// whose text begins "Not primary" but is not flagged is no redirect (no
+// forward, no NotPrimary detail).
+func TestNotPrimaryIsACode(t *testing.T) {
+	c := startCluster(t, true, true)
+	c.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "a standby, in other words", NotPrimary: true,
+			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: 1}}}
+	})
+	c.nodes[1].set(submitted)
+	if rep, _, err := c.submitVia(t, 0, "other", nil); err != nil || len(rep.GetJobs()) != 1 {
+		t.Fatalf("a flagged refusal was not forwarded: %v, %v", rep, err)
+	}
+	c.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary yet: still recovering",
+			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: 1}}}
+	})
+	_, _, err := c.submitVia(t, 0, "other", nil)
+	if connect.CodeOf(err) != connect.CodeUnavailable || detail(t, err) != nil {
+		t.Fatalf("an unflagged refusal: %v (detail %v), want unavailable without a redirect", err, detail(t, err))
+	}
+	if got := c.nodes[1].seen(); len(got) != 1 {
+		t.Fatalf("the primary saw %d calls, want the flagged one only", len(got))
 	}
 }

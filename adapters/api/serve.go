@@ -15,11 +15,6 @@ import (
 	"xce/sm"
 )
 
-// NotPrimaryPrefix begins the error text of a standby's refusal of a
-// primary-only request (seed 002 §10.12: "Not primary — redirect to
-// primary"); a node may add detail after it.
-const NotPrimaryPrefix = "Not primary"
-
 var errNoBody = errors.New("the node's reply has no body")
 
 // redirectError is a standby's "not primary" refusal: nothing was
@@ -33,7 +28,7 @@ func (e *redirectError) Error() string { return e.why }
 
 // serve checks req (the one validation of client input) and hands it to
 // the door. A reply with a non-zero status is an error: a *redirectError
-// for "not primary", else a *connect.Error with the status's code.
+// when the reply says not primary (ClientReply.not_primary), else a *connect.Error with the status's code.
 func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.ClientReply, error) {
 	if err := wire.CheckRequest(req); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
@@ -45,7 +40,7 @@ func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.
 	if rep.GetStatus() == sm.StatusOK {
 		return rep, nil
 	}
-	if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), NotPrimaryPrefix) {
+	if rep.GetNotPrimary() {
 		prim := -1
 		switch {
 		case rep.GetJobReply() != nil:

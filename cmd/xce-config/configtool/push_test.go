@@ -67,13 +67,21 @@ func upgradeErr(status int32, msg string, primary int32) func(*schema.ClientRequ
 
 const notPrimary = "Not primary — redirect to primary"
 
+// upgradeNotPrimary is a standby's refusal naming primary (-1: none).
+func upgradeNotPrimary(primary int32) func(*schema.ClientRequest) *schema.ClientReply {
+	return func(*schema.ClientRequest) *schema.ClientReply {
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: notPrimary, NotPrimary: true,
+			Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: notPrimary, Primary: primary}}}
+	}
+}
+
 // The YAML is encoded and sent with its SHA-256; a standby's redirect is
 // followed (n1 is never asked); the ACK is printed without a warning when
 // standbys confirmed.
 func TestPushFollowsRedirect(t *testing.T) {
 	pc := startPushCluster(t, true, true, true)
-	pc.nodes[0].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[0].Set(upgradeNotPrimary(2))
+	pc.nodes[1].Set(upgradeNotPrimary(2))
 	pc.nodes[2].Set(upgradeOK(0x0123456789abcdef, 2))
 	out, err := run(t, pc.flags("--config", sample)...)
 	if err != nil {
@@ -143,7 +151,7 @@ func TestPushRefused(t *testing.T) {
 // the caller (upgrades disabled there) is a definite answer.
 func TestPushSkipsAndLists(t *testing.T) {
 	pc := startPushCluster(t, false, true, true, true)
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
+	pc.nodes[1].Set(upgradeNotPrimary(-1))
 	// n2 keeps answering "starting"
 	pc.nodes[3].Set(upgradeOK(9, 2))
 	res, err := Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
@@ -154,7 +162,7 @@ func TestPushSkipsAndLists(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 
-	pc.nodes[3].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
+	pc.nodes[3].Set(upgradeNotPrimary(-1))
 	_, err = Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
 	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("nobody accepting: %v", err)
@@ -313,7 +321,7 @@ func hungListener(t *testing.T) string {
 func TestPushPastHungPeer(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	pc.nodes[0].Set(upgradeOK(5, 1))
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 1))
+	pc.nodes[1].Set(upgradeNotPrimary(1))
 	peers := "hung=" + hungListener(t) + "," + pc.peers
 	start := time.Now()
 	res, err := Push(context.Background(), peers, pc.admin(t), 0, mustEncode(t))

@@ -56,7 +56,7 @@ func standby(primary int32) func(*schema.ClientRequest) *schema.ClientReply {
 		if req.GetJob() == nil {
 			return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "unsupported request"}
 		}
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
+		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
 			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: primary}}}
 	}
 }

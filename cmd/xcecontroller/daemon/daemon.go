@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -231,7 +230,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 		}()
 		if mx != nil { // refusals count too: errors by operation and code
 			code := metrics.Code(rep.GetStatus())
-			if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), api.NotPrimaryPrefix) {
+			if rep.GetNotPrimary() {
 				code = metrics.CodeRedirect
 			}
 			mx.ObserveRequestCode(metrics.Op(req), code, time.Since(start))
@@ -429,7 +428,7 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep
 		}
-		rep.Status, rep.Error = r.Status, r.Error
+		rep.Status, rep.Error, rep.NotPrimary = r.Status, r.Error, r.NotPrimary
 		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(jr.Kind, r)}
 	default:
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
@@ -477,24 +476,26 @@ func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, ca
 	rep.Body = &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{
 		VersionTag: r.VersionTag, Error: r.Error, AckedCount: uint32(max(r.AckedCount, 0)), Primary: int32(r.Primary),
 	}}
-	if r.Error != "" {
-		rep.Status, rep.Error = upgradeStatus(r.Error), r.Error
+	if r.Outcome != sm.UpgradeOK {
+		rep.Status, rep.Error, rep.NotPrimary = upgradeStatus(r.Outcome), r.Error, r.Outcome == sm.UpgradeNotPrimary
 	}
 	return rep
 }
 
-// upgradeStatus maps a refusal text of sm's onUpgrade to a status.
-func upgradeStatus(msg string) int32 {
-	switch {
-	case strings.HasPrefix(msg, "Not primary"):
+// upgradeStatus is the client status of an upgrade that did not succeed.
+func upgradeStatus(o sm.UpgradeOutcome) int32 {
+	switch o {
+	case sm.UpgradeNotPrimary:
 		return sm.StatusEAGAIN
-	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
+	case sm.UpgradeDisabled:
 		return authz.StatusForbidden
-	case strings.HasPrefix(msg, "an upgrade is already in progress"):
+	case sm.UpgradeBusy:
 		return wire.StatusBusy
-	case strings.HasPrefix(msg, "Failed to save"):
+	case sm.UpgradeSaveFailed:
 		return sm.StatusEIO
-	default:
+	case sm.UpgradeUnknown: // stepped down after the save may have begun
+		return sm.StatusOutcomeUnknown
+	default: // UpgradeInvalid, and an outcome this build does not know
 		return sm.StatusEINVAL
 	}
 }
