@@ -16,6 +16,7 @@ import (
 	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
+	"xce/adapters/wire"
 	"xce/schema"
 	"xce/sm"
 )
@@ -52,26 +53,26 @@ func (pc *pushCluster) admin(t *testing.T) *tlsconf.Material {
 	return mat
 }
 
-func upgradeOK(tag uint64, acked uint32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{VersionTag: tag, AckedCount: acked}}}
+func upgradeOK(tag uint64, acked uint32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Upgrade: &schema.UpgradeConfigReply{VersionTag: tag, AckedCount: acked}}
 	}
 }
 
-func upgradeErr(status int32, msg string, primary int32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: status, Error: msg,
-			Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: msg, Primary: primary}}}
+func upgradeErr(status int32, msg string, primary int32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: status, Error: msg,
+			Upgrade: &schema.UpgradeConfigReply{Error: msg, Primary: primary}}
 	}
 }
 
 const notPrimary = "Not primary — redirect to primary"
 
 // upgradeNotPrimary is a standby's refusal naming primary (-1: none).
-func upgradeNotPrimary(primary int32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: notPrimary, NotPrimary: true,
-			Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: notPrimary, Primary: primary}}}
+func upgradeNotPrimary(primary int32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: notPrimary, NotPrimary: true,
+			Upgrade: &schema.UpgradeConfigReply{Error: notPrimary, Primary: primary}}
 	}
 }
 
@@ -94,14 +95,14 @@ func TestPushFollowsRedirect(t *testing.T) {
 		t.Fatalf("n1 asked %d times; the redirect to n2 should have been followed", n)
 	}
 	reqs := pc.nodes[2].Requests()
-	if len(reqs) != 1 || reqs[0].GetUpgradeConfig() == nil {
+	if len(reqs) != 1 || reqs[0].Upgrade == nil {
 		t.Fatalf("n2 requests %v", reqs)
 	}
 	want, err := EncodeFile(sample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := reqs[0].GetUpgradeConfig()
+	u := reqs[0].Upgrade
 	sum := sha256.Sum256(want)
 	if !bytes.Equal(u.GetBytes(), want) || !bytes.Equal(u.GetSha256(), sum[:]) {
 		t.Fatal("n2 did not receive the encoded YAML with its SHA-256")
@@ -190,12 +191,12 @@ func TestPushUnknownOutcome(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	release := make(chan struct{})
 	defer close(release)
-	pc.nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetUpgradeConfig() == nil { // the client's check of a new connection
-			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "n0", Primary: -1}}}
+	pc.nodes[0].Set(func(req *wire.Request) *wire.Reply {
+		if req.Upgrade == nil { // the client's check of a new connection
+			return &wire.Reply{StatusReply: &schema.StatusReply{Name: "n0", Primary: -1}}
 		}
 		<-release
-		return &schema.ClientReply{}
+		return &wire.Reply{}
 	})
 	pc.nodes[1].Set(upgradeOK(1, 0))
 	_, err := Push(context.Background(), pc.peers, pc.admin(t), 300*time.Millisecond, mustEncode(t))

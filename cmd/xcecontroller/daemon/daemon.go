@@ -302,12 +302,12 @@ func nodeOptions(cfg Config, self int, names []string, peersHash uint64, policy 
 // door is the one door of client requests: authorised here, or refused
 // with a definite error (nothing was applied); counted when metrics are
 // on.
-func (d *daemon) door(ctx context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
+func (d *daemon) door(ctx context.Context, c api.Caller, req *wire.Request) *wire.Reply {
 	start := time.Now()
 	rep := d.authorised(ctx, c, req)
 	if d.mx != nil { // refusals count too: errors by operation and code
-		code := metrics.Code(rep.GetStatus())
-		if rep.GetNotPrimary() {
+		code := metrics.Code(rep.Status)
+		if rep.NotPrimary {
 			code = metrics.CodeRedirect
 		}
 		d.mx.ObserveRequestCode(metrics.Op(req), code, time.Since(start))
@@ -316,7 +316,7 @@ func (d *daemon) door(ctx context.Context, c api.Caller, req *schema.ClientReque
 }
 
 // authorised answers req if the policy lets c make it.
-func (d *daemon) authorised(ctx context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
+func (d *daemon) authorised(ctx context.Context, c api.Caller, req *wire.Request) *wire.Reply {
 	if c.Ignored != "" {
 		d.log.Warn(fmt.Sprintf("ignored %s %q from %s: only a node's own certificate may forward a call; the call runs as that certificate",
 			client.OnBehalfHeader, tlsconf.SanitizeCN(c.Ignored), c), zap.String("key", "authz.on-behalf-ignored"))
@@ -329,10 +329,10 @@ func (d *daemon) authorised(ctx context.Context, c api.Caller, req *schema.Clien
 	}
 	if !dec.Allowed {
 		d.log.Warn(dec.Reason, zap.String("key", "authz.refused"))
-		return &schema.ClientReply{Status: authz.StatusForbidden, Error: dec.Reason}
+		return &wire.Reply{Status: authz.StatusForbidden, Error: dec.Reason}
 	}
 	d.flight.enter()
-	defer d.flight.leave(req.GetUpgradeConfig() != nil)
+	defer d.flight.leave(req.Upgrade != nil)
 	// Only a direct call reaches an upgrade (DecideOnBehalf refuses admin
 	// operations), so its audit line's CN is the caller's own.
 	return answer(ctx, req, tlsconf.SanitizeCN(c.CN), d.rnp.Load(), d.tr.TLS().Leaf, d.peers, d.self)
@@ -461,14 +461,14 @@ func exitCode(log *zap.Logger, err error, ee *runner.ExitError, lerr error) (int
 // answer serves an authorised client request from the runner's published
 // status; caller is the client certificate's CN, sanitised, and own the
 // node's certificate in use.
-func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []peerlist.Peer, self int) *schema.ClientReply {
-	rep := &schema.ClientReply{}
+func answer(ctx context.Context, req *wire.Request, caller string, rn *runner.Runner, own *x509.Certificate, peers []peerlist.Peer, self int) *wire.Reply {
+	rep := &wire.Reply{}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
 		return rep
 	}
-	switch op := req.GetOp().(type) {
-	case *schema.ClientRequest_Status:
+	switch {
+	case req.Status != nil:
 		st := rn.Status()
 		pname := ""
 		if st.Primary >= 0 && st.Primary < len(peers) {
@@ -494,23 +494,23 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
 			}
 		}
-		if st.Role == sm.RolePrimary && req.GetStatus().GetQueues() {
+		if st.Role == sm.RolePrimary && req.Status.GetQueues() {
 			sr.Queues, sr.QueuesError = queueDepths(ctx, rn)
 		}
-		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
-	case *schema.ClientRequest_Config:
+		rep.StatusReply = sr
+	case req.Config:
 		st := rn.Status()
 		if len(st.Config) == 0 {
 			rep.Status, rep.Error = int32(sm.StatusEAGAIN), "no config loaded yet"
 			return rep
 		}
-		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
-	case *schema.ClientRequest_UpgradeConfig:
-		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
-	case *schema.ClientRequest_Job:
+		rep.Config = &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}
+	case req.Upgrade != nil:
+		return answerUpgrade(rep, req.Upgrade, caller, rn)
+	case req.Job != nil:
 		// The caller's context: a client that goes away takes its long
 		// poll with it (sm.ClientGone); a claim's wait extends the bound.
-		jr := JobRequestFromProto(op.Job)
+		jr := JobRequestFromProto(req.Job)
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout+jr.Wait)
 		defer cancel()
 		r, err := rn.Do(ctx, jr)
@@ -519,7 +519,7 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 			return rep
 		}
 		rep.Status, rep.Error, rep.NotPrimary = r.Status, r.Error, r.NotPrimary
-		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(jr.Kind, r)}
+		rep.Job = JobReplyToProto(jr.Kind, r)
 	default:
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
 	}
@@ -555,7 +555,7 @@ const requestTimeout = 30 * time.Second
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
-func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *schema.ClientReply {
+func answerUpgrade(rep *wire.Reply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *wire.Reply {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
@@ -563,9 +563,9 @@ func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, ca
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
 	}
-	rep.Body = &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{
+	rep.Upgrade = &schema.UpgradeConfigReply{
 		VersionTag: r.VersionTag, Error: r.Error, AckedCount: uint32(max(r.AckedCount, 0)), Primary: int32(r.Primary),
-	}}
+	}
 	if r.Outcome != sm.UpgradeOK {
 		rep.Status, rep.Error, rep.NotPrimary = upgradeStatus(r.Outcome), r.Error, r.Outcome == sm.UpgradeNotPrimary
 	}
