@@ -68,7 +68,7 @@ func (n *Node) onClientOp(c ClientOp) {
 		if n.role == RolePrimary {
 			why = "primary is recovering its job state; retry"
 		}
-		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary, NotPrimary: n.role != RolePrimary})
 		return
 	}
 	j := n.jobs
@@ -409,7 +409,7 @@ func (n *Node) failWaiting(why string) {
 		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.primary})
 	}
 	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
-		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary})
+		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary, NotPrimary: true})
 	}
 	n.releasePolls("Not primary — redirect to primary")
 	n.jobs = nil // a future promotion recovers from disk again
