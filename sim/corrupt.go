@@ -43,6 +43,8 @@ type blindFaults struct {
 	genuine  map[[32]byte]bool // SHA-256 of every config issued
 	running  []string          // per node: the config name last judged
 	upgrades int               // upgrades sent
+	// spoof, set by a test only, sees every message sent (synccheck_test.go).
+	spoof func(from, to int, m sm.Msg)
 }
 
 func (b *blindFaults) init(w *World) {
@@ -76,6 +78,9 @@ func drawBlindFaults(s *Scenario, d drawer) {
 // flip a bit of its payload, and a config fetch may find rot in the
 // primary's conf/ (both only while the faults are on).
 func (w *World) inFlight(from, to int, m sm.Msg) sm.Msg {
+	if w.bf.spoof != nil {
+		w.bf.spoof(from, to, m)
+	}
 	if !w.net.faultsOn || w.liveness || from == to || w.sc.CorruptMsg == 0 && w.sc.ConfRotLive == 0 {
 		return m
 	}
