@@ -91,6 +91,12 @@ func TestNewFaultsFire(t *testing.T) {
 		"torn":              "torn=",
 		"zeroed":            "zeroed=",
 		"disk stall":        "disk stall of",
+		"corrupted message": "corrupted in flight",
+		"corrupted push":    "repl-config-push, bit",
+		"conf/ rot live":    "while it runs",
+		"upgrade":           "upgrade.saved",
+		"push refused":      "conf.push-invalid",
+		"serve mismatch":    "conf.serve-mismatch",
 	}
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= uint64(*faultSeedsFlag); seed++ {

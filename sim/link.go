@@ -71,6 +71,7 @@ func (nw *network) shaped(from, to int) bool {
 
 // sendMsg hands m from node from to the network towards node to.
 func (w *World) sendMsg(from, to int, m sm.Msg) {
+	m = w.inFlight(from, to, m) // corruption, live conf/ rot (corrupt.go)
 	nw := w.net
 	if !nw.shaped(from, to) {
 		for _, at := range nw.deliveries(w.now, from, to) {

@@ -23,10 +23,12 @@ const (
 	TargetPower                     // kill -9 with power loss
 	TargetPause                     // SIGSTOP for Dur
 	targetKinds
+	// TargetUpgrade: an admin's OP_upgradeConfig (drawn apart: corrupt.go).
+	TargetUpgrade = targetKinds
 )
 
 func (k TargetKind) String() string {
-	return [...]string{"isolate", "kill", "power-loss", "pause"}[k]
+	return [...]string{"isolate", "kill", "power-loss", "pause", "upgrade"}[k]
 }
 
 // PrimaryFault strikes the primary at At.
@@ -78,6 +80,8 @@ func (w *World) strikePrimary(f PrimaryFault) {
 		w.kill(p, "nemesis", f.Kind == TargetPower)
 	case TargetPause:
 		w.pause(p, f.Dur, true) // probed with reads while it is frozen
+	case TargetUpgrade:
+		w.upgradeConfig(p)
 	}
 }
 

@@ -161,6 +161,17 @@ type Scenario struct {
 	// durability check reads the state back after, is a power loss of
 	// every node rather than a kill -9 of every process.
 	FinalPowerLoss bool
+	// Faults of issue 21 item 7 (corrupt.go, drawn by drawBlindFaults).
+	// CorruptMsg: chance that a message carrying a payload (a config, a
+	// snapshot chunk, WAL records) has a bit of it flipped in flight,
+	// while the faults are on.
+	CorruptMsg float64
+	// ConfRotLive: chance that a primary asked to serve its config finds
+	// a bit of its conf/ file flipped by rot since it loaded it.
+	ConfRotLive float64
+	// Upgrades: how many admin upgrades of the config (OP_upgradeConfig)
+	// the schedule sends its primary (TargetUpgrade in PrimaryFaults).
+	Upgrades int
 }
 
 // Pause freezes node Node from At for Dur: its inputs, timer fires and
@@ -183,9 +194,9 @@ func (s Scenario) String() string {
 	if s.SeedMode {
 		mode = "seed"
 	}
-	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d send-queue=%d",
+	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d send-queue=%d corrupt-msg=%.3f conf-rot-live=%.2f upgrades=%d",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer, s.SendQueue)
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer, s.SendQueue, s.CorruptMsg, s.ConfRotLive, s.Upgrades)
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -330,6 +341,7 @@ func generate(seed uint64, d drawer) Scenario {
 	if d.coin(0.2, "tiny-send-queue") && s.Nodes > 1 { // drawn last: older seeds keep the rest
 		s.SendQueue = 2 + d.intn(15, "send-queue")
 	}
+	drawBlindFaults(&s, d) // drawn last: older seeds keep the rest
 	return s
 }
 

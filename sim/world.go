@@ -233,6 +233,8 @@ type World struct {
 	cc          chainCheck    // the canonical chain (chain.go)
 	ans         answerCheck   // S4 judged on answers (answers.go)
 	js          jobStateCheck // recovery replay, S6 on live state (jobstate.go)
+	sx          syncCheck     // acks and records judged by their sync (synccheck.go)
+	bf          blindFaults   // message corruption, live conf/ rot, upgrades (corrupt.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -268,6 +270,7 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o.SeedLiteralP0 = sc.SeedLiteralP0
 		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
 		o.PeersHash = 0x5eed                         // one --peers list: the check runs, and must never drop a message
+		o.EnableUpgrade = sc.Upgrades > 0            // the admin upgrades of corrupt.go
 		if sc.SnapshotChunk > 0 {
 			o.SnapshotChunk = sc.SnapshotChunk
 		}
@@ -675,6 +678,9 @@ type simHost struct {
 
 func (h simHost) Stepped(in sm.Input, effs []sm.Effect) bool {
 	h.w.checkStep(h.nd, in, effs)
+	h.w.checkSyncs(h.nd, in, effs)
+	h.w.checkSweepDue(h.nd, in)
+	h.w.checkConfigIssued(h.nd, effs)
 	h.w.strikeLogWork(h.nd, effs)
 	return true
 }
