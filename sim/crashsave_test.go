@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sim/simdisk"
 	"xce/sm"
 )

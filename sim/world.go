@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"

@@ -63,7 +63,7 @@ type LoadedSnapshot struct {
 func (ld *LoadedSnapshot) Err() error { return ld.err }
 
 // An import runs in two stages, so that an executor may run them at once
-// on two goroutines (adapters/fileop does; decoding the file and building
+// on two goroutines (host/fileop does; decoding the file and building
 // the state are each about half of a large import): Decode reads the file
 // as a stream (wal.ReadSnapshot), checks and converts its jobs and hands
 // them on in batches, in file order; an ImportBuild routes the names and

@@ -52,7 +52,7 @@ import (
 	"syscall"
 	"time"
 
-	"xce/adapters/fileop"
+	"xce/host/fileop"
 	"xce/sm"
 )
 

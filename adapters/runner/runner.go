@@ -24,7 +24,7 @@ import (
 
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sm"
 )
 

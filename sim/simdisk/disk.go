@@ -34,7 +34,7 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/adapters/fileop"
+	"xce/host/fileop"
 	"xce/sm"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"xce/adapters/fileio"
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sm"
 )
 
