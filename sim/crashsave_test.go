@@ -39,7 +39,9 @@ func (d *ioDriver) feed(in sm.Input) {
 }
 
 // The ioDriver is its node's loop.Host: each FileOp runs on the disk when
-// emitted (then onOp sees the disk), its IODone queued.
+// emitted (then onOp sees the disk), its IODone queued. Every lane
+// (loop.LaneOf) is so run at once: completions come in issue order, which
+// is each lane's issue order too, one of the orders loop.Host allows.
 func (d *ioDriver) File(x sm.FileOp) {
 	res := d.disk.Exec(x, epoch+int64(d.now))
 	res.ID = x.ID

@@ -6,14 +6,16 @@ import (
 	"strings"
 	"time"
 
+	"xce/host/loop"
 	"xce/sm"
 )
 
-// issueIO queues a file operation on the node's one I/O worker, the way
-// the daemon's runner executes them: strictly in issue order, each taking
-// effect on the disk only when it completes. A crash before then drops it
-// (the event carries the incarnation), so a write the process never saw
-// complete may never have happened — the window durability bugs hide in.
+// issueIO queues a file operation on its lane's worker (loop.LaneOf), the
+// way the daemon's runner executes them: strictly in issue order within
+// the lane, each taking effect on the disk only when it completes. A
+// crash before then drops it (the event carries the incarnation), so a
+// write the process never saw complete may never have happened — the
+// window durability bugs hide in.
 func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 	if op.Snapshot != nil && op.Data == nil {
 		// A checkpoint, encoded off the node's Step from a copy-on-write
@@ -41,32 +43,33 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		w.kill(nd.id, "in a WAL fsync window", true)
 		return
 	}
-	if op.Snapshot != nil || op.Load != nil {
+	lane := loop.LaneOf(op)
+	lat := w.ioLatency(op.Op)
+	switch lane {
+	case loop.LaneSnapshot:
 		// A checkpoint is encoded and written, and a snapshot imported at
 		// recovery, on a lane of its own, as the runner does: it takes
 		// time with the number of jobs, and in one of four much longer,
 		// so the node goes on changing its state (or, recovering, sending
 		// heartbeats) meanwhile (the copy-on-write view must not see it).
-		lat := w.ioLatency(op.Op) + time.Duration(snapJobs(op))*5*time.Microsecond
+		lat += time.Duration(snapJobs(op)) * 5 * time.Microsecond
 		if w.rng.IntN(4) == 0 {
 			lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
 		}
-		done := max(nd.snapBusy, w.now) + lat
-		nd.snapBusy = done
-		w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
-		return
-	}
-	lat := w.ioLatency(op.Op)
-	if w.sc.DiskStall > 0 && !w.liveness && !w.faultsOff && w.rng.Float64() < w.sc.DiskStall {
-		stall := time.Duration(200+w.rng.IntN(3800)) * time.Millisecond
-		if w.now+stall >= w.sc.Safety {
-			stall = 0 // a fault ends with the safety phase
+	default:
+		if w.sc.DiskStall > 0 && !w.liveness && !w.faultsOff && w.rng.Float64() < w.sc.DiskStall {
+			stall := time.Duration(200+w.rng.IntN(3800)) * time.Millisecond
+			if w.now+stall >= w.sc.Safety {
+				stall = 0 // a fault ends with the safety phase
+			}
+			lat += stall
+			w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 		}
-		lat += stall
-		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 	}
-	done := max(nd.ioBusy, w.now) + lat
-	nd.ioBusy = done
+	// Each lane completes its operations in issue order, apart from the
+	// other lane (loop.Host's contract).
+	done := max(nd.busy[lane], w.now) + lat
+	nd.busy[lane] = done
 	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
 }
 
@@ -98,7 +101,7 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.checkRotTerm(nd, op, res)
 }
 
-// snapJobs is how many jobs a snapshot-lane op handles: a checkpoint's
+// snapJobs is how many jobs a LaneSnapshot op handles: a checkpoint's
 // count, or for an import an estimate from the bytes (as SnapshotData.Jobs
 // makes for a standby's checkpoint).
 func snapJobs(op sm.FileOp) int {

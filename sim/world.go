@@ -122,7 +122,6 @@ type simNode struct {
 	node      *sm.Node
 	disk      *simdisk.Disk
 	snapAt    map[uint64][]byte // checkpoint bytes at issue, by op ID (io.go)
-	snapBusy  time.Duration     // when its checkpoint lane is free (io.go)
 	up        bool
 	inc       int // incarnation: events of a dead process are dropped
 	starts    []time.Duration
@@ -140,9 +139,10 @@ type simNode struct {
 	// snapWritten: the data/snap files this promotion wrote (snapterm.go).
 	snapWritten map[string]bool
 	timers      [16]uint64 // armed generation per timer kind (stale fires are dropped)
-	// ioBusy is when the node's one I/O worker finishes the operations
-	// queued so far: file operations run strictly in issue order.
-	ioBusy time.Duration
+	// busy is when each lane's worker (loop.LaneOf) finishes the file
+	// operations queued on it so far: each lane runs them strictly in
+	// issue order, apart from the other.
+	busy [loop.NumLanes]time.Duration
 	// pausedUntil: the process is stopped (SIGSTOP) until then; events
 	// for it are held and delivered at that time, each source in its
 	// original order, the sources in the pause's burst order (pause.go).
@@ -581,7 +581,10 @@ func (w *World) start(i int) {
 	}
 	nd.node, nd.up = n, true
 	nd.inc++
-	nd.ioBusy, nd.snapBusy, nd.pausedUntil = w.now, w.now, 0
+	for l := range nd.busy {
+		nd.busy[l] = w.now
+	}
+	nd.pausedUntil = 0
 	nd.snapAt = nil
 	nd.monoBase, nd.monoOff = w.now, time.Duration(1+w.rng.IntN(1000))*time.Millisecond
 	nd.chk.booting = true

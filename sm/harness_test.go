@@ -5,6 +5,8 @@ package sm_test
 // queue of pending inputs, and "mock peers" the test plays by hand.
 //
 //   - FileOps run on the node's disk when emitted; their IODone is queued.
+//     Each lane (loop.LaneOf) keeps its issue order: an op parked by hold
+//     keeps the later ops of its lane behind it, the other lane goes on.
 //   - Sends to another harness node are queued as Recv (instant delivery,
 //     dropped across a cut link or to a node that is not up). Sends to a
 //     peer index without a harness node are recorded in h.outbox and, if a
@@ -85,7 +87,9 @@ type harness struct {
 	// kills the node there (kill -9: the op and later effects never run).
 	killBefore func(i int, op sm.FileOp) bool
 	// hold, if set, is asked before each FileOp is executed; true parks
-	// it unexecuted (an executor still busy with it) until releaseHeld.
+	// it unexecuted (an executor still busy with it) until releaseHeld,
+	// and with it every later op of its lane on that node (a lane runs
+	// its ops in issue order, loop.Host).
 	hold func(i int, op sm.FileOp) bool
 	held []heldOp
 }
@@ -157,12 +161,14 @@ func (h *harness) restart(i int) {
 	h.boot(i)
 }
 
-// kill ends node i's process: its queued inputs and timers are dropped.
+// kill ends node i's process: its queued inputs, timers and parked ops
+// are dropped (a crash drops what its executor had not yet run).
 func (h *harness) kill(i int) {
 	hn := h.nodes[i]
 	hn.up = false
 	hn.timers = map[sm.TimerKind]armed{}
 	h.queue = slices.DeleteFunc(h.queue, func(q queued) bool { return q.node == i })
+	h.held = slices.DeleteFunc(h.held, func(q heldOp) bool { return q.node == i })
 }
 
 func (h *harness) enqueue(i int, in sm.Input) { h.queue = append(h.queue, queued{i, in}) }
@@ -252,9 +258,24 @@ func (x harnessHost) File(op sm.FileOp) {
 		h.held = append(h.held, heldOp{hn.id, op})
 		return
 	}
+	if h.laneHeld(hn.id, loop.LaneOf(op)) {
+		h.held = append(h.held, heldOp{hn.id, op})
+		return
+	}
 	r := hn.disk.Exec(op, h.wall())
 	r.ID = op.ID
 	h.enqueue(hn.id, r)
+}
+
+// laneHeld reports whether node i has an op of lane parked: a later op of
+// that lane waits behind it.
+func (h *harness) laneHeld(i int, lane loop.Lane) bool {
+	for _, q := range h.held {
+		if q.node == i && loop.LaneOf(q.op) == lane {
+			return true
+		}
+	}
+	return false
 }
 
 func (x harnessHost) Send(m sm.Send) {
@@ -301,8 +322,9 @@ func (x harnessHost) Exit(e sm.Exit) {
 
 func (x harnessHost) Unknown(e sm.Effect) { x.h.t.Errorf("n%d emitted unknown effect %T", x.hn.id, e) }
 
-// releaseHeld executes the parked FileOps (outside any Step) and queues
-// their completions; it does not drain the queue.
+// releaseHeld executes the parked FileOps (outside any Step), each lane's
+// in issue order, and queues their completions; it does not drain the
+// queue.
 func (h *harness) releaseHeld() {
 	held := h.held
 	h.held = nil

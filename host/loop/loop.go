@@ -3,20 +3,27 @@
 // harnesses all feed a node through Step, which executes the effects of
 // each input in the order the node emitted them, through a Host that does
 // each kind, and runs nothing after an Exit. The Host decides how: the
-// runner sends on real sockets and queues file operations on its one I/O
-// worker; the simulator schedules them in simulated time; a harness runs
-// them at once. What they share is here.
+// runner sends on real sockets and queues file operations on a worker per
+// lane; the simulator schedules them in simulated time; a harness runs
+// them at once. What they share is here, the lanes too: a host runs file
+// operations on more than one queue, and LaneOf is the one rule of which.
 package loop
 
-import "xce/sm"
+import (
+	"fmt"
+
+	"xce/sm"
+)
 
 // Host executes effects, one method per kind.
 type Host interface {
 	Send(sm.Send)
 	SetTimer(sm.SetTimer)
 	CancelTimer(sm.CancelTimer)
-	// File queues a file operation behind the ones before it: the node
-	// learns of its completion as an sm.IODone, in issue order.
+	// File queues a file operation on its lane (LaneOf) behind the ones
+	// issued before it on that lane: the node learns of its completion as
+	// an sm.IODone, in issue order within the lane. Completions of
+	// different lanes may come in either order.
 	File(sm.FileOp)
 	Log(sm.Log)
 	Reply(sm.Reply)
@@ -26,6 +33,44 @@ type Host interface {
 	// Unknown is an effect of a kind this package does not know (a newer
 	// sm): a defect the host reports.
 	Unknown(sm.Effect)
+}
+
+// Lane is one of a host's queues of file operations: each runs its
+// operations one at a time, in issue order, apart from the other lanes.
+type Lane int
+
+const (
+	// LaneIO is the file operations proper (the WAL's appends and fsyncs,
+	// config saves, reads, renames): the one ordered I/O worker.
+	LaneIO Lane = iota
+	// LaneSnapshot is the work that takes time with the number of jobs: a
+	// checkpoint encoded and written (a Snapshot to encode) and a snapshot
+	// imported at recovery (a Load). On a lane of its own, WAL fsyncs
+	// never wait for it; sm issues nothing on a checkpoint's file until
+	// its write completes, so the two lanes never touch a file at once.
+	LaneSnapshot
+	// NumLanes is how many lanes there are (for a host's array of them).
+	NumLanes
+)
+
+func (l Lane) String() string {
+	switch l {
+	case LaneIO:
+		return "io"
+	case LaneSnapshot:
+		return "snapshot"
+	default:
+		return fmt.Sprintf("lane(%d)", int(l))
+	}
+}
+
+// LaneOf is the lane op runs on, the same in every host: the runner, the
+// simulator, xce-config install and the test harnesses.
+func LaneOf(op sm.FileOp) Lane {
+	if op.Snapshot != nil || op.Load != nil {
+		return LaneSnapshot
+	}
+	return LaneIO
 }
 
 // Observer, if the Host implements it, sees each step's effects before

@@ -92,3 +92,26 @@ func TestStepObserver(t *testing.T) {
 		t.Fatalf("%d effects emitted, %d ran: %v", len(effs), len(r.did), r.did)
 	}
 }
+
+// LaneOf puts the work that grows with the number of jobs (a checkpoint's
+// encode and write, an import) on the snapshot lane, and every file
+// operation proper, the WAL's among them, on the I/O lane.
+func TestLaneOf(t *testing.T) {
+	snap, load := &sm.SnapshotData{}, &sm.SnapshotLoad{}
+	for _, tc := range []struct {
+		op   sm.FileOp
+		want Lane
+	}{
+		{sm.FileOp{Op: sm.OpAppend, Path: "data/wal/1"}, LaneIO},
+		{sm.FileOp{Op: sm.OpFsync, Path: "data/wal/1"}, LaneIO},
+		{sm.FileOp{Op: sm.OpWrite, Path: "conf/x", Data: []byte("x")}, LaneIO},
+		{sm.FileOp{Op: sm.OpRead, Path: "data/snap/1", Check: &sm.SnapshotCheck{LSN: 1}}, LaneIO},
+		{sm.FileOp{Op: sm.OpWrite, Path: "data/snap/1", Snapshot: snap}, LaneSnapshot},
+		{sm.FileOp{Op: sm.OpEncode, Snapshot: snap}, LaneSnapshot},
+		{sm.FileOp{Op: sm.OpImport, Path: "data/snap/1", Load: load}, LaneSnapshot},
+	} {
+		if got := LaneOf(tc.op); got != tc.want {
+			t.Errorf("LaneOf(%s %s) = %v, want %v", tc.op.Op, tc.op.Path, got, tc.want)
+		}
+	}
+}

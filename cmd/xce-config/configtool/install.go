@@ -53,7 +53,9 @@ func Install(base, name string, keepN int, blob []byte) error {
 }
 
 // installHost runs an install node's effects: file operations at once, in
-// order, on the real files; warnings to stderr; nothing else leaves it.
+// order, on the real files (every lane, loop.LaneOf, run at once: each
+// lane's completions in its issue order, as loop.Host asks); warnings to
+// stderr; nothing else leaves it.
 type installHost struct {
 	files *fileio.Executor
 	queue []sm.Input
