@@ -27,23 +27,7 @@ func (n *Node) boot(b Boot) {
 		return
 	}
 	n.mkdirs([]string{ConfDir, DataDir}, func() {
-		n.io(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, n.onTermRead)
-	})
-}
-
-// mkdirs creates each directory (0700) and fsyncs the base directory so
-// the new entries are durable.
-func (n *Node) mkdirs(dirs []string, then func()) {
-	if len(dirs) == 0 {
-		n.io(FileOp{Op: OpFsyncDir, Path: ""}, func(IODone) { then() })
-		return
-	}
-	n.io(FileOp{Op: OpMkdir, Path: dirs[0]}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.mkdir", fmt.Sprintf("cannot create directory '%s': %s %s", dirs[0], d.Err, d.Detail))
-			return
-		}
-		n.mkdirs(dirs[1:], then)
+		n.ioFn(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, n.onTermRead)
 	})
 }
 
@@ -69,8 +53,8 @@ func (n *Node) onTermRead(d IODone) {
 		// after a failed fsync left it only in the page cache: until the
 		// fsyncs below complete, messages revealing it are held.
 		n.term, n.vote = t, v
-		n.io(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
-			n.io(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
+		n.ioFn(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
+			n.ioFn(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
 				if !n.haWriting && n.durTerm < t {
 					n.durTerm, n.durVote = t, v
 					if !n.haDirty() {
@@ -102,7 +86,7 @@ func (n *Node) afterBootScan(pos logPos, clean bool) {
 // problem leaves cfg nil and records why in cfgProblem; whether that is
 // FATAL depends on the role the election gives (seed 002 §10).
 func (n *Node) loadSaved(then func()) {
-	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, func(d IODone) {
 		name, problem, key, level := ResolvePointer(d)
 		// §10.6a: an empty pointer is a missing config; anything else wrong
 		// is a config the FATAL says is unusable, and why.
@@ -116,7 +100,7 @@ func (n *Node) loadSaved(then func()) {
 			return
 		}
 		path := ConfDir + "/" + name
-		n.io(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
 			c, problem, key := verifyVersioned(name, d)
 			if c == nil {
 				n.cfgProblem = problem
@@ -125,9 +109,9 @@ func (n *Node) loadSaved(then func()) {
 				return
 			}
 			// Make what we loaded durable before acting on it (see onTermRead).
-			n.io(FileOp{Op: OpFsync, Path: path}, func(IODone) {
-				n.io(FileOp{Op: OpFsync, Path: PointerPath}, func(IODone) {
-					n.io(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
+			n.ioFn(FileOp{Op: OpFsync, Path: path}, func(IODone) {
+				n.ioFn(FileOp{Op: OpFsync, Path: PointerPath}, func(IODone) {
+					n.ioFn(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
 						n.adoptLoaded(c, then)
 					})
 				})

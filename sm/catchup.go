@@ -112,7 +112,7 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 	cu := rp.catchUp
 	from := cu.from
 	cu.reading = true
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 		live := j.repl[s] == rp && rp.catchUp == cu
 		if d.Err != IOOK {
 			n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
@@ -140,7 +140,7 @@ func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 		data := make([][]byte, len(segs))
 		left := len(segs)
 		for i, seg := range segs {
-			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
+			n.ioFn(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
 				live := j.repl[s] == rp && rp.catchUp == cu // (a step-down drops this completion)
 				if d.Err != IOOK {
 					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
@@ -314,7 +314,7 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 	j, cu := n.jobs, rp.catchUp
 	cu.newRound()
 	n.as(n.jobsOwner(), func() {
-		n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 			live := j.repl[s] == rp && rp.catchUp == cu
 			if d.Err != IOOK {
 				n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
@@ -329,7 +329,7 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 				return
 			}
 			cu.more = next > 0
-			n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
+			n.ioFn(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
 				live := j.repl[s] == rp && rp.catchUp == cu
 				if d.Err != IOOK {
 					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))

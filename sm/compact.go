@@ -65,7 +65,7 @@ func (n *Node) firstSegLimit() int {
 }
 
 func (n *Node) startCompaction(c *compaction) {
-	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
 		if d.Err != IOOK && d.Err != IONotExist {
 			n.compactFailed(c, "list "+wal.SnapDir, d)
 			return
@@ -80,7 +80,7 @@ func (n *Node) startCompaction(c *compaction) {
 			return
 		}
 		newest := wal.SnapDir + "/" + snaps[len(snaps)-1]
-		n.io(FileOp{Op: OpRead, Path: newest, MaxSize: maxLogFile}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpRead, Path: newest, MaxSize: maxLogFile}, func(d IODone) {
 			if d.Err != IOOK {
 				n.compactFailed(c, "read "+newest, d)
 				return
@@ -101,7 +101,7 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 			return
 		}
 	}
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 		if d.Err != IOOK {
 			n.compactFailed(c, "list "+wal.WALDir, d)
 			return
@@ -123,7 +123,7 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 				return
 			}
 			path := wal.WALDir + "/" + rest[0]
-			n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
+			n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
 				if d.Err != IOOK {
 					n.compactFailed(c, "read "+path, d)
 					return

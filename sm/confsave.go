@@ -50,7 +50,7 @@ func (n *Node) saveConfig(blob []byte, done func(ok bool)) {
 		var cleanup string
 		fail := func(what string, d IODone) {
 			n.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", what, d.Err, d.Detail))
-			n.io(FileOp{Op: OpRemove, Path: cleanup}, func(d IODone) { // best effort; the trim cleans leftovers
+			n.ioFn(FileOp{Op: OpRemove, Path: cleanup}, func(d IODone) { // best effort; the trim cleans leftovers
 				if d.Err != IOOK && d.Err != IONotExist {
 					n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", cleanup, d.Err, d.Detail))
 				}
@@ -59,9 +59,9 @@ func (n *Node) saveConfig(blob []byte, done func(ok bool)) {
 			done(false)
 		}
 		cleanup = tmp
-		n.replaceDurably(tmp, ver, ConfDir, blob, fail, func() {
+		n.replaceDurablyFn(tmp, ver, ConfDir, blob, fail, func() {
 			cleanup = ptrTmp
-			n.replaceDurably(ptrTmp, PointerPath, ConfDir, PointerContents(name), fail, func() {
+			n.replaceDurablyFn(ptrTmp, PointerPath, ConfDir, PointerContents(name), fail, func() {
 				n.adopt(blob, sum)
 				done(true)
 				n.trim()
@@ -84,7 +84,7 @@ func (n *Node) adopt(blob []byte, sum [32]byte) {
 // It is best effort: failures are logged and left for the next trim.
 func (n *Node) trim() {
 	finish := func() { n.storeDone() }
-	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, func(d IODone) {
 		if d.Err != IOOK {
 			n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot read conf/current: %s %s", d.Err, d.Detail))
 			finish()
@@ -96,32 +96,24 @@ func (n *Node) trim() {
 			finish()
 			return
 		}
-		n.io(FileOp{Op: OpList, Path: ConfDir}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpList, Path: ConfDir}, func(d IODone) {
 			if d.Err != IOOK {
 				n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot list conf/: %s %s", d.Err, d.Detail))
 				finish()
 				return
 			}
 			n.removeAll(TrimPlan(d.Entries, target, n.opt.KeepN, nil), func() {
-				n.io(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
-					n.log(Debug, "conf.trimmed", "trim pass done")
-					finish()
-				})
+				n.log(Debug, "conf.trimmed", "trim pass done")
+				finish()
 			})
 		})
 	})
 }
 
 func (n *Node) removeAll(names []string, then func()) {
-	if len(names) == 0 {
-		then()
-		return
+	paths := make([]string, len(names))
+	for i, name := range names {
+		paths[i] = ConfDir + "/" + name
 	}
-	path := ConfDir + "/" + names[0]
-	n.io(FileOp{Op: OpRemove, Path: path}, func(d IODone) {
-		if d.Err != IOOK && d.Err != IONotExist {
-			n.log(Warn, "conf.trim-remove", fmt.Sprintf("trim: cannot remove %s: %s %s", path, d.Err, d.Detail))
-		}
-		n.removeAll(names[1:], then)
-	})
+	n.run(removeOps(paths, ConfDir, "conf.trim-remove", "trim: "), fn(func(result) { then() }))
 }

@@ -1,31 +1,55 @@
 package sm
 
-// replaceDurably is the one crash-safe file replacement every writer uses
-// (config versions and pointer, term, snapshots, a truncated WAL segment):
-// write tmp, fsync it, rename it over path, fsync dir. A failed write or
-// rename calls fail with what failed (fsync failures are fatal in io);
-// then runs once the replacement is durable.
-func (n *Node) replaceDurably(tmp, path, dir string, data []byte, fail func(what string, d IODone), then func()) {
+import "xce/sm/wal"
+
+// Closure-taking forms of the sequences in cont.go, while the callers'
+// continuations are converted to data.
+
+func (n *Node) replaceDurablyFn(tmp, path, dir string, data []byte, fail func(what string, d IODone), then func()) {
 	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Data: data}, path, dir, fail, then)
 }
 
-// replaceDurablyOp is replaceDurably with the write given: its Path is the
-// temporary file.
 func (n *Node) replaceDurablyOp(write FileOp, path, dir string, fail func(what string, d IODone), then func()) {
-	tmp := write.Path
-	n.io(write, func(d IODone) {
-		if d.Err != IOOK {
-			fail("write "+tmp, d)
+	n.run(replaceOps(write, path, dir), fn(func(r result) {
+		if r.failed != "" {
+			fail(r.failed, r.IODone)
 			return
 		}
-		n.io(FileOp{Op: OpFsync, Path: tmp}, func(IODone) {
-			n.io(FileOp{Op: OpRename, Path: tmp, To: path}, func(d IODone) {
-				if d.Err != IOOK {
-					fail("rename "+tmp+" -> "+path, d)
-					return
-				}
-				n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { then() })
-			})
-		})
-	})
+		then()
+	}))
+}
+
+func (n *Node) mkdirs(dirs []string, then func()) { n.mkdirs2(dirs, "", then) }
+
+func (n *Node) mkdirs2(dirs []string, parent string, then func()) {
+	n.run(mkdirOps(dirs, parent), fn(func(result) { then() }))
+}
+
+func (n *Node) removeFiles(paths []string, dir string, then func()) {
+	n.run(removeOps(paths, dir, "wal.remove-failed", ""), fn(func(result) { then() }))
+}
+
+func (n *Node) removeEach(paths []string, fail func(what string, d IODone), then func()) {
+	n.run(removeEachOps(paths, wal.WALDir), fn(func(r result) {
+		if r.failed != "" {
+			fail(r.failed, r.IODone)
+			return
+		}
+		then()
+	}))
+}
+
+func (n *Node) readDurably(path string, k func(IODone)) {
+	n.run(readDurablyOps(path), fn(func(r result) { k(r.IODone) }))
+}
+
+func (n *Node) listNames(dir string, then func([]string)) {
+	n.run(listOps(dir, "fatal.recovery"), fn(func(r result) { then(r.names()) }))
+}
+
+// as runs f with o as the owner of the operations it starts.
+func (n *Node) as(o owner, f func()) {
+	prev := n.own(o)
+	f()
+	n.cur = prev
 }

@@ -107,7 +107,7 @@ func (n *Node) syncHA() {
 }
 
 func (n *Node) writeTerm(t uint64, v int, fail func(string, IODone)) {
-	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), fail, func() {
+	n.replaceDurablyFn(termTmpPath, TermPath, DataDir, termFile(t, v), fail, func() {
 		n.haWriting = false
 		n.durTerm, n.durVote = t, v
 		if n.haDirty() {

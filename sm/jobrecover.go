@@ -36,35 +36,6 @@ func (n *Node) recoverAll(j *jobState) {
 	})
 }
 
-// mkdirs2 creates dirs (0700) and fsyncs their parent.
-func (n *Node) mkdirs2(dirs []string, parent string, then func()) {
-	if len(dirs) == 0 {
-		n.io(FileOp{Op: OpFsyncDir, Path: parent}, func(IODone) { then() })
-		return
-	}
-	n.io(FileOp{Op: OpMkdir, Path: dirs[0]}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.mkdir", fmt.Sprintf("cannot create directory '%s': %s %s", dirs[0], d.Err, d.Detail))
-			return
-		}
-		n.mkdirs2(dirs[1:], parent, then)
-	})
-}
-
-func (n *Node) listNames(dir string, then func([]string)) {
-	n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.recovery", fmt.Sprintf("cannot list %s: %s %s", dir, d.Err, d.Detail))
-			return
-		}
-		names := make([]string, len(d.Entries))
-		for i, e := range d.Entries {
-			names[i] = e.Name
-		}
-		then(names)
-	})
-}
-
 func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 	plan, err := wal.PlanRecovery(snaps, segs)
 	if err != nil {
@@ -94,7 +65,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 		// The executor builds the state (jobload.go): the node goes on
 		// answering meanwhile.
-		n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, func(d IODone) {
 			if d.Err != IOOK || d.Loaded == nil {
 				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
 				return
@@ -119,19 +90,6 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 			n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
 			replay(ld.lsn, j.lastTerm)
 		})
-	})
-}
-
-// readDurably reads path and, if that worked, fsyncs it before handing the
-// contents on: what recovery counts must be durable, even if an earlier
-// process died with it only in the page cache (a failed fsync is fatal).
-func (n *Node) readDurably(path string, k func(IODone)) {
-	n.io(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
-		if d.Err != IOOK {
-			k(d)
-			return
-		}
-		n.io(FileOp{Op: OpFsync, Path: path}, func(IODone) { k(d) })
 	})
 }
 
@@ -295,7 +253,7 @@ func (n *Node) rewriteFile(path string, data []byte, then func()) {
 	fail := func(what string, d IODone) {
 		n.die("fatal.recovery", fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
 	}
-	n.replaceDurably(path+".tmp", path, path[:lastSlash(path)], data, fail, then)
+	n.replaceDurablyFn(path+".tmp", path, path[:lastSlash(path)], data, fail, then)
 }
 
 func lastSlash(p string) int {
@@ -305,20 +263,6 @@ func lastSlash(p string) int {
 		}
 	}
 	return 0
-}
-
-// removeFiles unlinks paths (a missing one is fine) and fsyncs dir.
-func (n *Node) removeFiles(paths []string, dir string, then func()) {
-	if len(paths) == 0 {
-		n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { then() })
-		return
-	}
-	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
-		if d.Err != IOOK && d.Err != IONotExist {
-			n.log(Warn, "wal.remove-failed", fmt.Sprintf("cannot remove %s: %s %s", paths[0], d.Err, d.Detail))
-		}
-		n.removeFiles(paths[1:], dir, then)
-	})
 }
 
 // sortedKeys lists a peer-indexed map's keys in order (no map order may

@@ -375,12 +375,12 @@ func (n *Node) flushWAL() {
 // writeBatch appends and fsyncs one batch (the job state's operations:
 // a step-down drops their completions).
 func (n *Node) writeBatch(j *jobState, b walBatch, newSeg bool) {
-	n.io(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", b.seg, d.Err, d.Detail))
 			return
 		}
-		n.io(FileOp{Op: OpFsync, Path: b.seg}, func(IODone) {
+		n.ioFn(FileOp{Op: OpFsync, Path: b.seg}, func(IODone) {
 			done := func() {
 				j.liveSegs[b.seg] = true
 				j.batches = j.batches[1:]
@@ -388,7 +388,7 @@ func (n *Node) writeBatch(j *jobState, b walBatch, newSeg bool) {
 				n.walDurable(b.lastLSN)
 			}
 			if newSeg {
-				n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
+				n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
 				return
 			}
 			done()

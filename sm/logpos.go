@@ -88,7 +88,7 @@ func (n *Node) mustReach(bad string, then func(logPos, bool)) func(logPos, bool)
 }
 
 func (n *Node) listForScan(dir string, k func([]string)) {
-	n.io(FileOp{Op: OpList, Path: dir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: dir}, func(d IODone) {
 		if d.Err == IONotExist {
 			k(nil) // no log yet
 			return
@@ -103,7 +103,7 @@ func (n *Node) listForScan(dir string, k func([]string)) {
 		}
 		// The names we count must be durable too (a create whose
 		// directory fsync never ran may vanish at a power cut).
-		n.io(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { k(names) })
+		n.ioFn(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { k(names) })
 	})
 }
 

@@ -243,12 +243,15 @@ func (n *Node) id() uint64 { n.nextID++; return n.nextID }
 
 // io issues a file operation and registers its continuation. An fsync that
 // fails is fatal (never retry and trust it).
-func (n *Node) io(op FileOp, k func(IODone)) {
+func (n *Node) io(op FileOp, next cont) {
 	n.forgetScanned(op)
 	op.ID = n.id()
-	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, k: k} // the running continuation's owner (pending.go)
+	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, next: next} // the running continuation's owner (pending.go)
 	n.emit(op)
 }
+
+// ioFn is io with a continuation still written as a closure.
+func (n *Node) ioFn(op FileOp, k func(IODone)) { n.io(op, fn(func(r result) { k(r.IODone) })) }
 
 func (n *Node) setTimer(k TimerKind, after time.Duration) {
 	n.timerGen[k]++

@@ -51,7 +51,7 @@ type owner struct {
 type pendingOp struct {
 	op    FileOp
 	owner owner
-	k     func(IODone)
+	next  cont // what resumes when it completes
 }
 
 // jobsOwner is the current promotion's job state.
@@ -89,12 +89,13 @@ func (n *Node) setSync(sr *standbyRepl) {
 // sync's part only then.
 func (n *Node) syncLive(sr *standbyRepl) bool { return sr != nil && !n.abandoned(sr.owner) }
 
-// as runs f with o as the owner of the operations it starts.
-func (n *Node) as(o owner, f func()) {
-	prev := n.cur
+// own makes o the owner of the operations started from now on and returns
+// the owner before it, which the caller restores (n.cur = prev) when the
+// work it starts for o is issued.
+func (n *Node) own(o owner) (prev owner) {
+	prev = n.cur
 	n.cur = o
-	f()
-	n.cur = prev
+	return prev
 }
 
 func (n *Node) abandoned(o owner) bool { return o.gen != n.gens[o.concern] }
@@ -113,11 +114,13 @@ func (n *Node) complete(p pendingOp, d IODone) {
 		}
 		return
 	}
-	n.as(p.owner, func() { p.k(d) })
+	prev := n.own(p.owner)
+	p.next.resume(n, result{IODone: d})
+	n.cur = prev
 }
 
 // PendingOps describes the file operations in flight, oldest first (for
-// traces): "id op path (owner/generation)".
+// traces and tests): "id op path (owner/generation) → continuation".
 func (n *Node) PendingOps() []string {
 	ids := make([]uint64, 0, len(n.pending))
 	for id := range n.pending {
@@ -131,7 +134,7 @@ func (n *Node) PendingOps() []string {
 		if n.abandoned(p.owner) {
 			state = ", abandoned"
 		}
-		out[i] = fmt.Sprintf("io#%d %s %s (%s/%d%s)", id, p.op.Op, p.op.Path, p.owner.concern, p.owner.gen, state)
+		out[i] = fmt.Sprintf("io#%d %s %s (%s/%d%s) → %s", id, p.op.Op, p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
 	}
 	return out
 }

@@ -299,12 +299,12 @@ func (n *Node) drainRepl() {
 
 // appendRepl appends and fsyncs a batch of count records ending at end.
 func (n *Node) appendRepl(sr *standbyRepl, seg string, newSeg bool, end logPos, count int, data []byte) {
-	n.io(FileOp{Op: OpAppend, Path: seg, Data: data}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpAppend, Path: seg, Data: data}, func(d IODone) {
 		if d.Err != IOOK {
 			n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", seg, d.Err, d.Detail))
 			return
 		}
-		n.io(FileOp{Op: OpFsync, Path: seg}, func(IODone) {
+		n.ioFn(FileOp{Op: OpFsync, Path: seg}, func(IODone) {
 			done := func() {
 				n.replWriting--
 				if !n.logUnknown {
@@ -323,7 +323,7 @@ func (n *Node) appendRepl(sr *standbyRepl, seg string, newSeg bool, end logPos, 
 				n.drainRepl()
 			}
 			if newSeg {
-				n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
+				n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
 				return
 			}
 			done()

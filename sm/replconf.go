@@ -125,7 +125,7 @@ func (n *Node) onReplConfig(from int, m Msg) {
 	}
 	cfg := n.cfg
 	path := ConfDir + "/" + cfg.name
-	n.io(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
 		if n.role != RolePrimary || n.cfg != cfg {
 			return // lost the role or the config changed meanwhile; the standby retries
 		}

@@ -52,7 +52,7 @@ func (n *Node) sendSnapshot(s int) {
 	j.setPeer(s, rp)
 	op := FileOp{Op: OpEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
 	n.as(n.jobsOwner(), func() {
-		n.io(op, func(d IODone) {
+		n.ioFn(op, func(d IODone) {
 			if j.repl[s] != rp || rp.snap == nil {
 				return // resynced meanwhile
 			}
@@ -136,7 +136,7 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 		op = OpWrite // a tmp file left by an interrupted transfer is replaced
 	}
 	n.as(sr.owner, func() {
-		n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
+		n.ioFn(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
 			rc.writing = false
 			if d.Err != IOOK {
 				n.installFailed(sr, "write "+rc.tmp, d)
@@ -187,9 +187,9 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 		n.installFailed(sr, what, d)
 		n.installDone()
 	}
-	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
+	n.ioFn(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
 		check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term} // verified by the executor, off Step
-		n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, func(d IODone) {
 			if d.Err != IOOK && d.Err != IOCorrupt {
 				fail("read back "+rc.tmp, d)
 				return
@@ -233,12 +233,12 @@ func (n *Node) renameInstalled(sr *standbyRepl, segs []string, fail func(string,
 			n.installDone()
 			return
 		}
-		n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
+		n.ioFn(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
 			if d.Err != IOOK {
 				fail("rename "+rc.tmp, d)
 				return
 			}
-			n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
+			n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
 		})
 	})
 }

@@ -59,7 +59,7 @@ func (n *Node) truncateLog(m Msg) {
 }
 
 func (n *Node) startTruncation(limit logPos) {
-	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
 		if d.Err != IOOK && d.Err != IONotExist { // no directory: no snapshot
 			n.truncateFailed("list "+wal.SnapDir, d)
 			return
@@ -78,7 +78,7 @@ func (n *Node) startTruncation(limit logPos) {
 
 // readSegments reads every segment of our log, oldest first.
 func (n *Node) readSegments(then func([]logSegment)) {
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
+	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
 		if d.Err != IOOK {
 			n.truncateFailed("list "+wal.WALDir, d)
 			return
@@ -91,7 +91,7 @@ func (n *Node) readSegments(then func([]logSegment)) {
 		segs := make([]logSegment, len(paths))
 		left := len(paths)
 		for i, p := range paths {
-			n.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, func(d IODone) {
+			n.ioFn(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, func(d IODone) {
 				if d.Err != IOOK {
 					n.truncateFailed("read "+p, d)
 					return
@@ -192,23 +192,7 @@ func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
 			}
 		}
 		fail := func(what string, d IODone) { n.truncateFailed(what, d) }
-		n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, done)
-	})
-}
-
-// removeEach unlinks paths one at a time, each made durable before the
-// next.
-func (n *Node) removeEach(paths []string, fail func(what string, d IODone), then func()) {
-	if len(paths) == 0 {
-		then()
-		return
-	}
-	n.io(FileOp{Op: OpRemove, Path: paths[0]}, func(d IODone) {
-		if d.Err != IOOK && d.Err != IONotExist {
-			fail("remove "+paths[0], d)
-			return
-		}
-		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { n.removeEach(paths[1:], fail, then) })
+		n.replaceDurablyFn(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, done)
 	})
 }
 
