@@ -39,7 +39,7 @@ const (
 	evPrimaryFault // a fault aimed at the current primary
 	evLiveness
 	evWallStep
-	evIO          // a file operation completes (executes on the disk, then its result is delivered)
+	evIO          // a file operation or Compute completes (executes on the disk, then its result is delivered)
 	evClientWake  // client node issues its next request
 	evClientReq   // client request call arrives at node
 	evClientReply // the reply to call arrives at its client
@@ -61,7 +61,8 @@ type event struct {
 	in   sm.Input
 	nf   *NetFault
 	ws   *WallStep
-	op   *sm.FileOp
+	op   *sm.FileOp    // evIO of a file operation
+	comp *sm.Compute   // evIO of a Compute
 	call uint64        // client events: the request id
 	dur  time.Duration // evPause
 	pf   *PrimaryFault
@@ -460,7 +461,11 @@ func (w *World) dispatch(e event) {
 	case evIO:
 		nd := w.nodes[e.node]
 		if nd.up && nd.inc == e.inc && !w.hold(e) {
-			w.completeIO(nd, *e.op)
+			if e.comp != nil {
+				w.completeCompute(nd, *e.comp)
+			} else {
+				w.completeIO(nd, *e.op)
+			}
 		}
 	case evClientReq:
 		nd := w.nodes[e.node]
@@ -646,7 +651,9 @@ func (w *World) scheduleRestart(i int) {
 // loop, through the node's simHost, as the daemon's runner does).
 func (w *World) deliver(i int, in sm.Input) {
 	nd := w.nodes[i]
-	if _, io := in.(sm.IODone); !io { // completeIO traces it with its operation
+	switch in.(type) {
+	case sm.IODone, sm.Computed: // completeIO, completeCompute trace it with what it did
+	default:
 		w.tr.input(w.now, i, in)
 	}
 	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
@@ -669,7 +676,7 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 }
 
 // simHost is a simulated node's loop.Host: the simulated network, timers
-// in simulated time, the node's one I/O queue on its simulated disk, and
+// in simulated time, the node's lanes on its simulated disk, and
 // the checkers, which see every effect.
 type simHost struct {
 	w  *World
@@ -721,7 +728,8 @@ func (h simHost) CancelTimer(x sm.CancelTimer) {
 	}
 }
 
-func (h simHost) File(x sm.FileOp) { h.w.issueIO(h.nd, x) }
+func (h simHost) File(x sm.FileOp)     { h.w.issueIO(h.nd, x) }
+func (h simHost) Compute(x sm.Compute) { h.w.issueCompute(h.nd, x) }
 
 func (h simHost) Log(x sm.Log) {
 	h.w.tr.line(h.w.now, h.nd.id, x.Level.String()+" "+x.Key+": "+x.Text)

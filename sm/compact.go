@@ -93,7 +93,8 @@ func (n *Node) startCompaction(c *compaction) {
 // compactFrom reads the segments after the snapshot snap (nil: none) and
 // writes the compacted snapshot. Nothing here is proportional to the
 // number of jobs: the reads are the executor's, and the rebuild and the
-// encoding run in the write's Encode, on the executor's checkpoint lane.
+// encoding run in the ComputeEncodeTo's Encode, on the executor's compute
+// lane.
 func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 	if len(snaps) > 0 {
 		if lsn, _ := wal.ParseSnapshotName(snaps[len(snaps)-1]); lsn >= c.at.lsn {
@@ -194,7 +195,7 @@ func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) 
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
 	fail := func(what string, d IODone) { n.compactFailed(c, what, d) }
-	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, fail, func() {
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, fail, func() {
 		// The segment appends roll to may not exist yet: count it, so
 		// the one before it, wholly covered, goes too.
 		if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {

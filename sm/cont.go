@@ -22,6 +22,7 @@ type cont interface {
 type result struct {
 	IODone
 	failed string
+	loaded *LoadedSnapshot // a ComputeImport's (Computed.Loaded)
 }
 
 // names lists a directory listing's entry names, in the listing's order.

@@ -19,6 +19,27 @@ func (n *Node) replaceDurablyOp(write FileOp, path, dir string, fail func(what s
 	}))
 }
 
+// replaceComputed is replaceDurablyOp for a file the executor computes
+// off Step (a checkpoint: ComputeEncodeTo writes the temporary file):
+// once it is written, the rest of the one replacement sequence (fsync it,
+// rename it over path, fsync dir) makes it durable.
+func (n *Node) replaceComputed(write Compute, path, dir string, fail func(what string, d IODone), then func()) {
+	n.compute(write, fn(func(r result) {
+		if r.Err != IOOK {
+			fail("write "+write.Path, r.IODone)
+			return
+		}
+		rest := replaceOps(FileOp{Op: OpWrite, Path: write.Path}, path, dir)[1:] // the write is done
+		n.run(rest, fn(func(r result) {
+			if r.failed != "" {
+				fail(r.failed, r.IODone)
+				return
+			}
+			then()
+		}))
+	}))
+}
+
 func (n *Node) mkdirs(dirs []string, then func()) { n.mkdirs2(dirs, "", then) }
 
 func (n *Node) mkdirs2(dirs []string, parent string, then func()) {

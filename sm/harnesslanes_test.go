@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"xce/host/loop"
 	"xce/schema"
 	"xce/sm"
 )
@@ -20,25 +19,20 @@ func TestHarnessHoldParksItsLane(t *testing.T) {
 	h := newHarness(t, 1)
 	hn := h.add(0, nil, nil)
 	hn.up = true
-	h.hold = func(_ int, op sm.FileOp) bool { return op.Path == "a" }
+	h.hold = func(_ int, e sm.Effect) bool { op, ok := e.(sm.FileOp); return ok && op.Path == "a" }
 	x := harnessHost{h, hn}
-	ops := []sm.FileOp{
-		{ID: 1, Op: sm.OpWrite, Path: "a", Data: []byte("1")},
-		{ID: 2, Op: sm.OpWrite, Path: "b", Data: []byte("2")},
-		// An import: the snapshot lane, not behind the parked write.
-		{ID: 3, Op: sm.OpImport, Path: "s", Load: sm.NewSnapshotLoad(cfg)},
-		{ID: 4, Op: sm.OpAppend, Path: "a", Data: []byte("3")},
-	}
-	if loop.LaneOf(ops[2]) == loop.LaneOf(ops[0]) {
-		t.Fatalf("the import is on lane %v, as the writes are", loop.LaneOf(ops[2]))
-	}
-	for _, op := range ops {
-		x.File(op)
-	}
+	x.File(sm.FileOp{ID: 1, Op: sm.OpWrite, Path: "a", Data: []byte("1")})
+	x.File(sm.FileOp{ID: 2, Op: sm.OpWrite, Path: "b", Data: []byte("2")})
+	// An import: the compute lane, not behind the parked write.
+	x.Compute(sm.Compute{ID: 3, Kind: sm.ComputeImport, Path: "s", Load: sm.NewSnapshotLoad(cfg)})
+	x.File(sm.FileOp{ID: 4, Op: sm.OpAppend, Path: "a", Data: []byte("3")})
 	completed := func() []uint64 {
 		var ids []uint64
 		for _, q := range h.queue {
-			if d, ok := q.in.(sm.IODone); ok {
+			switch d := q.in.(type) {
+			case sm.IODone:
+				ids = append(ids, d.ID)
+			case sm.Computed:
 				ids = append(ids, d.ID)
 			}
 		}

@@ -14,9 +14,9 @@ import (
 
 // Loading a snapshot at recovery off the node's Step (issue 9): the node
 // reads the file (or takes the boot scan's copy), then hands its bytes to
-// the executor in an OpImport with a SnapshotLoad; the executor decodes
-// and builds the job state (Decode, ImportBuild) and returns it in the
-// completion (IODone.Loaded), which the node takes over. Meanwhile the
+// the executor in a ComputeImport with a SnapshotLoad; the executor
+// decodes and builds the job state (Decode, ImportBuild) and returns it in
+// the completion (Computed.Loaded), which the node takes over. Meanwhile the
 // node is primary and answers as one: its timers fire, heartbeats go
 // out, and client operations are told it is recovering.
 
@@ -47,7 +47,7 @@ func NewSnapshotLoad(cfg *schema.ClusterConfig) *SnapshotLoad {
 // them when it takes the state over).
 type routeWarning struct{ what, id string }
 
-// LoadedSnapshot is an OpImport's result, opaque outside sm: the state
+// LoadedSnapshot is a ComputeImport's result, opaque outside sm: the state
 // built, its position, or why the bytes are not a usable snapshot; and
 // what the routing did (also for a snapshot refused part way: the node
 // counts and logs that as recovery always has).

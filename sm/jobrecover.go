@@ -65,12 +65,12 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 		// The executor builds the state (jobload.go): the node goes on
 		// answering meanwhile.
-		n.ioFn(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, func(d IODone) {
-			if d.Err != IOOK || d.Loaded == nil {
+		n.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, fn(func(d result) {
+			if d.Err != IOOK || d.loaded == nil {
 				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
 				return
 			}
-			ld := d.Loaded
+			ld := d.loaded
 			for _, w := range ld.warnings {
 				n.logRouteWarning(w, 0, path)
 			}
@@ -89,7 +89,7 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 			j.q = ld.q
 			n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
 			replay(ld.lsn, j.lastTerm)
-		})
+		}))
 	})
 }
 

@@ -57,7 +57,7 @@ func (n *Node) checkpointIfDue() {
 		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", what, d.Err, d.Detail))
 		n.checkpointDone(j)
 	}
-	n.replaceDurablyOp(FileOp{Op: OpWrite, Path: tmp, Snapshot: snap}, path, wal.SnapDir, fail, func() {
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, fail, func() {
 		// The snapshot is durable: older segments may go once their last
 		// writes have landed.
 		j.ckpt.removeLSN = lsn

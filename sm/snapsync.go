@@ -42,7 +42,7 @@ type snapRecv struct {
 }
 
 // sendSnapshot starts a snapshot sync of standby s: the executor encodes
-// a copy-on-write view of the state (OpEncode, off Step), then the chunks
+// a copy-on-write view of the state (ComputeEncode, off Step), then the chunks
 // go one per progress ack.
 func (n *Node) sendSnapshot(s int) {
 	j := n.jobs
@@ -50,9 +50,9 @@ func (n *Node) sendSnapshot(s int) {
 	lsn := j.nextLSN - 1
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
-	op := FileOp{Op: OpEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
+	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
 	n.as(n.jobsOwner(), func() {
-		n.ioFn(op, func(d IODone) {
+		n.compute(c, fn(func(d result) {
 			if j.repl[s] != rp || rp.snap == nil {
 				return // resynced meanwhile
 			}
@@ -76,7 +76,7 @@ func (n *Node) sendSnapshot(s int) {
 			case len(early) > 0:
 				n.sendRecords(s, rp, early)
 			}
-		})
+		}))
 	})
 }
 
@@ -188,26 +188,33 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 		n.installDone()
 	}
 	n.ioFn(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
-		check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term} // verified by the executor, off Step
-		n.ioFn(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, func(d IODone) {
-			if d.Err != IOOK && d.Err != IOCorrupt {
+		n.ioFn(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, func(d IODone) {
+			if d.Err != IOOK {
 				fail("read back "+rc.tmp, d)
 				return
 			}
-			if d.Err == IOCorrupt {
-				n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
-				if n.syncLive(sr) {
-					n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
-					n.setSync(nil)
+			// Verified by the executor, off Step.
+			check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
+			n.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, fn(func(d result) {
+				if d.Err != IOOK && d.Err != IOCorrupt {
+					fail("verify "+rc.tmp, d.IODone)
+					return
 				}
-				n.installDone()
-				return
-			}
-			if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
-				n.installDone()
-				return
-			}
-			n.listNames(wal.WALDir, func(segs []string) { n.renameInstalled(sr, segs, fail) })
+				if d.Err == IOCorrupt {
+					n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
+					if n.syncLive(sr) {
+						n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
+						n.setSync(nil)
+					}
+					n.installDone()
+					return
+				}
+				if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
+					n.installDone()
+					return
+				}
+				n.listNames(wal.WALDir, func(segs []string) { n.renameInstalled(sr, segs, fail) })
+			}))
 		})
 	})
 }
@@ -326,7 +333,7 @@ func (n *Node) startReady() bool {
 // of the position the sync announced.
 type SnapshotCheck struct{ LSN, Term uint64 }
 
-// Verify checks data against c (the executor runs it: FileOp.Check).
+// Verify checks data against c (the executor runs it: ComputeVerify).
 func (c *SnapshotCheck) Verify(data []byte) error {
 	return wal.ReadSnapshot(data, wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {

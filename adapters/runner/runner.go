@@ -117,10 +117,10 @@ type Runner struct {
 	armed  map[sm.TimerKind]uint64
 	fired  chan sm.TimerFired
 	stop   chan struct{}
-	// lanes executes file operations, one worker per lane (loop.LaneOf),
-	// each in issue order: a checkpoint's encode and write and a
-	// snapshot's import at recovery take long with a large state, and WAL
-	// appends and fsyncs must not queue behind them.
+	// lanes executes file operations and Computes, one worker per lane
+	// (loop.LaneOf), each in issue order: a checkpoint's encode and write
+	// and a snapshot's import at recovery take long with a large state,
+	// and WAL appends and fsyncs must not queue behind them.
 	lanes [loop.NumLanes]*ioWorker
 
 	// Client operations: Do and Upgrade post, the loop feeds them to the
@@ -289,7 +289,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.timers = map[sm.TimerKind]*time.Timer{}
 	r.armed = map[sm.TimerKind]uint64{}
 	r.fired = make(chan sm.TimerFired)
-	done := make(chan sm.IODone)
+	done := make(chan sm.Input) // IODone, Computed
 	var wg sync.WaitGroup
 	for i := range r.lanes {
 		w := &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
@@ -438,7 +438,13 @@ func (h host) CancelTimer(x sm.CancelTimer) {
 	delete(r.armed, x.Kind)
 }
 
-func (h host) File(x sm.FileOp) { h.r.lanes[loop.LaneOf(x)].submit(x) }
+func (h host) File(x sm.FileOp)     { h.submit(x) }
+func (h host) Compute(x sm.Compute) { h.submit(x) }
+
+func (h host) submit(e sm.Effect) {
+	lane, _ := loop.LaneOf(e) // File and Compute: always on one
+	h.r.lanes[lane].submit(e)
+}
 
 func (h host) Log(x sm.Log) { h.r.logEffect(x) }
 
@@ -503,18 +509,19 @@ func (r *Runner) logEffect(l sm.Log) {
 	}
 }
 
-// ioWorker executes FileOps one at a time, in submission order, and posts
-// each completion back to the loop. submit never blocks the loop.
+// ioWorker executes a lane's effects (FileOps or Computes) one at a time,
+// in submission order, and posts each completion back to the loop. submit
+// never blocks the loop.
 type ioWorker struct {
 	exec *fileio.Executor
 	mu   sync.Mutex
-	q    []sm.FileOp
+	q    []sm.Effect
 	wake chan struct{} // capacity 1
-	done chan<- sm.IODone
+	done chan<- sm.Input
 	stop <-chan struct{}
 }
 
-func (w *ioWorker) submit(op sm.FileOp) {
+func (w *ioWorker) submit(op sm.Effect) {
 	w.mu.Lock()
 	w.q = append(w.q, op)
 	w.mu.Unlock()
@@ -537,7 +544,7 @@ func (w *ioWorker) run() {
 			}
 		}
 		op := w.q[0]
-		w.q[0] = sm.FileOp{} // release Data
+		w.q[0] = nil // release its data
 		w.q = w.q[1:]
 		w.mu.Unlock()
 		select {
@@ -545,8 +552,19 @@ func (w *ioWorker) run() {
 			return // do not start an op after Run ended
 		default:
 		}
-		d := w.exec.Exec(op)
-		d.ID = op.ID
+		var d sm.Input
+		switch x := op.(type) {
+		case sm.FileOp:
+			r := w.exec.Exec(x)
+			r.ID = x.ID
+			d = r
+		case sm.Compute:
+			r := w.exec.Compute(x)
+			r.ID = x.ID
+			d = r
+		default:
+			continue // submit is given only these
+		}
 		select {
 		case w.done <- d:
 		case <-w.stop:
