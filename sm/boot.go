@@ -23,12 +23,84 @@ func (n *Node) boot(b Boot) {
 	}
 	n.role = RoleBooting
 	if b.Install != nil {
-		n.mkdirs([]string{ConfDir}, func() { n.install(b.Install) })
+		n.run(mkdirOps([]string{ConfDir}, ""), bootStep{kind: bootInstall, blob: b.Install})
 		return
 	}
-	n.mkdirs([]string{ConfDir, DataDir}, func() {
-		n.ioFn(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, n.onTermRead)
-	})
+	n.run(mkdirOps([]string{ConfDir, DataDir}, ""), bootStep{kind: bootReadTerm})
+}
+
+// bootStep is what resumes in Phase 1 (boot, and the reads of conf/ that
+// an election without a config repeats).
+type bootStep struct {
+	kind bootKind
+	blob []byte  // bootInstall: the config to install
+	t    uint64  // bootTermDurable: the term read
+	v    int     // ... and the vote
+	name string  // loadVersioned, loadDurable: the versioned file
+	c    *loaded // loadDurable: the config read and verified
+	next bootKind
+}
+
+type bootKind uint8
+
+const (
+	bootInstall     bootKind = iota // conf/ is made: install the config
+	bootReadTerm                    // the directories are made: read data/term
+	bootTermRead                    // data/term read
+	bootTermDurable                 // the term read is durable: load the config
+	loadPointer                     // conf/current read
+	loadVersioned                   // the versioned file read
+	loadDurable                     // what was read is durable: adopt it
+	bootScan                        // the config is loaded: scan the job log (boot)
+	bootElect                       // the config is loaded: stand again (election)
+)
+
+var bootKindNames = [...]string{"install", "read term", "term read", "term durable", "pointer read", "versioned read", "config durable", "scan the log", "elect"}
+
+func (s bootStep) String() string {
+	out := "boot: " + bootKindNames[s.kind]
+	if s.name != "" {
+		out += " " + s.name
+	}
+	if s.kind >= loadPointer && s.kind <= loadDurable {
+		out += ", then " + bootKindNames[s.next]
+	}
+	return out
+}
+
+func (s bootStep) resume(n *Node, r result) {
+	switch s.kind {
+	case bootInstall:
+		n.install(s.blob)
+	case bootReadTerm:
+		n.io(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, bootStep{kind: bootTermRead})
+	case bootTermRead:
+		n.onTermRead(r.IODone)
+	case bootTermDurable:
+		if !n.haWriting && n.durTerm < s.t {
+			n.durTerm, n.durVote = s.t, s.v
+			if !n.haDirty() {
+				n.releaseHeld()
+			}
+		}
+		n.loadSaved(bootScan)
+	case loadPointer:
+		n.onPointerRead(r.IODone, s.next)
+	case loadVersioned:
+		n.onVersionedRead(s.name, r.IODone, s.next)
+	case loadDurable:
+		n.adoptLoaded(s.c)
+		n.afterLoad(s.next)
+	}
+}
+
+// afterLoad goes on once loadSaved is done, as next says.
+func (n *Node) afterLoad(next bootKind) {
+	if next == bootElect {
+		n.startElection(n.failover)
+		return
+	}
+	n.scanBootLog(n.afterBootScan)
 }
 
 // ErrBadTermFile reports an unreadable data/term.
@@ -53,17 +125,7 @@ func (n *Node) onTermRead(d IODone) {
 		// after a failed fsync left it only in the page cache: until the
 		// fsyncs below complete, messages revealing it are held.
 		n.term, n.vote = t, v
-		n.ioFn(FileOp{Op: OpFsync, Path: TermPath}, func(IODone) {
-			n.ioFn(FileOp{Op: OpFsyncDir, Path: DataDir}, func(IODone) {
-				if !n.haWriting && n.durTerm < t {
-					n.durTerm, n.durVote = t, v
-					if !n.haDirty() {
-						n.releaseHeld()
-					}
-				}
-				n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
-			})
-		})
+		n.run([]seqOp{{op: FileOp{Op: OpFsync, Path: TermPath}}, {op: FileOp{Op: OpFsyncDir, Path: DataDir}}}, bootStep{kind: bootTermDurable, t: t, v: v})
 		return
 	case IONotExist:
 		n.term = 0
@@ -71,7 +133,7 @@ func (n *Node) onTermRead(d IODone) {
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(func() { n.scanBootLog(n.afterBootScan) })
+	n.loadSaved(bootScan)
 }
 
 // afterBootScan: a log holding records of a term above data/term (a
@@ -85,39 +147,41 @@ func (n *Node) afterBootScan(pos logPos, clean bool) {
 // loadSaved resolves conf/current -> versioned file and verifies it. A
 // problem leaves cfg nil and records why in cfgProblem; whether that is
 // FATAL depends on the role the election gives (seed 002 §10).
-func (n *Node) loadSaved(then func()) {
-	n.ioFn(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, func(d IODone) {
-		name, problem, key, level := ResolvePointer(d)
-		// §10.6a: an empty pointer is a missing config; anything else wrong
-		// is a config the FATAL says is unusable, and why.
-		n.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
-		if problem != "" {
-			n.cfgProblem = problem
-			if key != "" {
-				n.log(level, key, problem)
-			}
-			then()
-			return
+// next is what goes on afterwards (bootScan or bootElect).
+func (n *Node) loadSaved(next bootKind) {
+	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, bootStep{kind: loadPointer, next: next})
+}
+
+func (n *Node) onPointerRead(d IODone, next bootKind) {
+	name, problem, key, level := ResolvePointer(d)
+	// §10.6a: an empty pointer is a missing config; anything else wrong
+	// is a config the FATAL says is unusable, and why.
+	n.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
+	if problem != "" {
+		n.cfgProblem = problem
+		if key != "" {
+			n.log(level, key, problem)
 		}
-		path := ConfDir + "/" + name
-		n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
-			c, problem, key := verifyVersioned(name, d)
-			if c == nil {
-				n.cfgProblem = problem
-				n.log(Error, key, problem)
-				then()
-				return
-			}
-			// Make what we loaded durable before acting on it (see onTermRead).
-			n.ioFn(FileOp{Op: OpFsync, Path: path}, func(IODone) {
-				n.ioFn(FileOp{Op: OpFsync, Path: PointerPath}, func(IODone) {
-					n.ioFn(FileOp{Op: OpFsyncDir, Path: ConfDir}, func(IODone) {
-						n.adoptLoaded(c, then)
-					})
-				})
-			})
-		})
-	})
+		n.afterLoad(next)
+		return
+	}
+	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + name, MaxSize: MaxConfigSize}, bootStep{kind: loadVersioned, name: name, next: next})
+}
+
+func (n *Node) onVersionedRead(name string, d IODone, next bootKind) {
+	c, problem, key := verifyVersioned(name, d)
+	if c == nil {
+		n.cfgProblem = problem
+		n.log(Error, key, problem)
+		n.afterLoad(next)
+		return
+	}
+	// Make what we loaded durable before acting on it (see onTermRead).
+	n.run([]seqOp{
+		{op: FileOp{Op: OpFsync, Path: ConfDir + "/" + name}},
+		{op: FileOp{Op: OpFsync, Path: PointerPath}},
+		{op: FileOp{Op: OpFsyncDir, Path: ConfDir}},
+	}, bootStep{kind: loadDurable, name: name, c: c, next: next})
 }
 
 // PointerReadLimit is how much of conf/current the daemon reads: a
@@ -175,14 +239,13 @@ func verifyVersioned(name string, d IODone) (*loaded, string, string) {
 
 // adoptLoaded makes a verified saved config the running one and computes
 // config_stale from its mtime (seed 002 §10.3).
-func (n *Node) adoptLoaded(c *loaded, then func()) {
+func (n *Node) adoptLoaded(c *loaded) {
 	n.cfg = c
 	n.stale = n.opt.StaleTimeout > 0 && time.Duration(n.now.Wall-c.modTime) > n.opt.StaleTimeout
 	if n.stale {
 		n.log(Warn, "conf.stale", fmt.Sprintf("saved config %s (tag=%016x) is older than conf_stale_timeout %v — flagged config_stale", c.name, c.tag, n.opt.StaleTimeout))
 	}
 	n.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
-	then()
 }
 
 // install saves blob as the node's config and exits: 0 once it is durable
@@ -192,15 +255,22 @@ func (n *Node) install(blob []byte) {
 		n.die("install.invalid", "refusing to install config: "+problem)
 		return
 	}
-	n.saveConfig(blob, func(ok bool) {
-		if !ok {
-			n.die("install.failed", "config install failed; conf/current unchanged")
-			return
-		}
-		n.enqueueStore(func() { // runs after the trim that follows the save
-			n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.cfg.name, n.cfg.tag))
-			n.emit(Exit{Code: 0, Reason: "config installed"})
-			n.role = RoleStopped
-		})
-	})
+	n.saveConfig(blob, saveFor{kind: savedInstall})
+}
+
+// installSaved: once the installed config is durable, the trim that
+// follows the save runs, then the node exits.
+func (n *Node) installSaved(ok bool) {
+	if !ok {
+		n.die("install.failed", "config install failed; conf/current unchanged")
+		return
+	}
+	n.enqueueStore(storeJob{kind: jobInstalled})
+}
+
+// installed ends an install (a store job: after the trim).
+func (n *Node) installed() {
+	n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.cfg.name, n.cfg.tag))
+	n.emit(Exit{Code: 0, Reason: "config installed"})
+	n.role = RoleStopped
 }

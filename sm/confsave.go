@@ -10,16 +10,69 @@ import (
 // stay unique per operation as seed 002 §10.11 requires.
 type storeQueue struct {
 	busy bool
-	jobs []func()
+	jobs []storeJob
 }
 
-func (n *Node) enqueueStore(job func()) {
+// storeJob is one job of the config store, waiting or running.
+type storeJob struct {
+	kind storeJobKind
+	blob []byte  // jobSave: the config to save
+	why  saveFor // jobSave: who asked, told the outcome
+}
+
+type storeJobKind uint8
+
+const (
+	jobSave      storeJobKind = iota // save a config (saveConfig)
+	jobInstalled                     // an install's save and trim are done: exit
+)
+
+// saveFor is who asked for a save and is told whether it is durable
+// (saved).
+type saveFor struct {
+	kind  saveForKind
+	up    *upgradeState // savedUpgrade
+	f     *fetchState   // savedFetch
+	from  int           // savedPush: the primary that pushed
+	reqID uint64        // savedPush: its request
+	tag   uint64        // savedFetch: the tag received
+}
+
+type saveForKind uint8
+
+const (
+	savedInstall saveForKind = iota // xce-config install
+	savedUpgrade                    // OP_upgradeConfig on the primary
+	savedRepair                     // the primary rewrites its own copy
+	savedFetch                      // a standby's fetch from its primary
+	savedPush                       // a standby's copy of an upgrade push
+)
+
+var saveForNames = [...]string{"install", "upgrade", "repair", "fetch", "push"}
+
+// saved tells the save's requester whether the config is durable.
+func (n *Node) saved(w saveFor, ok bool) {
+	switch w.kind {
+	case savedInstall:
+		n.installSaved(ok)
+	case savedUpgrade:
+		n.upgradeSaved(w.up, ok)
+	case savedRepair:
+		n.repairing = false
+	case savedFetch:
+		n.fetchSaved(w.f, w.tag, ok)
+	case savedPush:
+		n.pushSaved(w.from, w.reqID, ok)
+	}
+}
+
+func (n *Node) enqueueStore(job storeJob) {
 	if n.store.busy {
 		n.store.jobs = append(n.store.jobs, job)
 		return
 	}
 	n.store.busy = true
-	job()
+	n.runStoreJob(job)
 }
 
 func (n *Node) storeDone() {
@@ -29,45 +82,113 @@ func (n *Node) storeDone() {
 	}
 	job := n.store.jobs[0]
 	n.store.jobs = n.store.jobs[1:]
-	job()
+	n.runStoreJob(job)
+}
+
+func (n *Node) runStoreJob(job storeJob) {
+	switch job.kind {
+	case jobSave:
+		n.startSave(job.blob, job.why)
+	case jobInstalled:
+		n.installed()
+	}
+}
+
+// storeStep is what resumes in the config store: a save's two durable
+// replacements, the cleanup of a failed one, the trim's steps.
+type storeStep struct {
+	kind storeKind
+	save *saving // storeVersioned, storePointer
+	path string  // storeCleanup: the temporary file removed
+	name string  // trimList: the pointer's target
+}
+
+type storeKind uint8
+
+const (
+	storeVersioned storeKind = iota // the versioned file is durable (or failed)
+	storePointer                    // the pointer is durable (or failed)
+	storeCleanup                    // a failed save's temporary file removed
+	trimPointer                     // the trim read conf/current
+	trimList                        // the trim listed conf/
+	trimDone                        // the trim removed what it planned
+)
+
+var storeKindNames = [...]string{"versioned file durable", "pointer durable", "cleanup removed", "trim: pointer read", "trim: conf/ listed", "trim: done"}
+
+// saving is one save in progress.
+type saving struct {
+	blob        []byte
+	sum         [32]byte
+	name        string
+	tmp, ptrTmp string
+	why         saveFor
+}
+
+func (s storeStep) String() string {
+	out := "store: " + storeKindNames[s.kind]
+	if s.save != nil {
+		out += fmt.Sprintf(" %s for %s", s.save.name, saveForNames[s.save.why.kind])
+	}
+	return out + s.path + s.name
+}
+
+func (s storeStep) resume(n *Node, r result) {
+	switch s.kind {
+	case storeVersioned:
+		if r.failed != "" {
+			n.saveFailed(s.save, s.save.tmp, r)
+			return
+		}
+		n.replaceDurably(s.save.ptrTmp, PointerPath, ConfDir, PointerContents(s.save.name), storeStep{kind: storePointer, save: s.save})
+	case storePointer:
+		if r.failed != "" {
+			n.saveFailed(s.save, s.save.ptrTmp, r)
+			return
+		}
+		n.adopt(s.save.blob, s.save.sum)
+		n.saved(s.save.why, true)
+		n.trim()
+	case storeCleanup:
+		if r.Err != IOOK && r.Err != IONotExist {
+			n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", s.path, r.Err, r.Detail))
+		}
+	case trimPointer:
+		n.onTrimPointer(r.IODone)
+	case trimList:
+		n.onTrimList(s.name, r.IODone)
+	case trimDone:
+		n.log(Debug, "conf.trimmed", "trim pass done")
+		n.storeDone()
+	}
 }
 
 // saveConfig runs the seed 002 §3.2 write procedure as separate effects,
 // with a directory fsync after each rename: versioned tmp write, fsync,
 // rename, fsync conf/; pointer tmp write, fsync, rename, fsync conf/. Only
-// then is the config adopted and done(true) called; the trim follows.
-func (n *Node) saveConfig(blob []byte, done func(ok bool)) {
-	n.enqueueStore(func() {
-		if n.role == RoleStopped {
-			return
-		}
-		op := n.id()
-		sum := sha256.Sum256(blob)
-		name := VersionName(sum)
-		tmp := ConfDir + "/" + versionTmpName(sum, op)
-		ver := ConfDir + "/" + name
-		ptrTmp := ConfDir + "/" + pointerTmpName(op)
-		var cleanup string
-		fail := func(what string, d IODone) {
-			n.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", what, d.Err, d.Detail))
-			n.ioFn(FileOp{Op: OpRemove, Path: cleanup}, func(d IODone) { // best effort; the trim cleans leftovers
-				if d.Err != IOOK && d.Err != IONotExist {
-					n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", cleanup, d.Err, d.Detail))
-				}
-			})
-			n.storeDone()
-			done(false)
-		}
-		cleanup = tmp
-		n.replaceDurablyFn(tmp, ver, ConfDir, blob, fail, func() {
-			cleanup = ptrTmp
-			n.replaceDurablyFn(ptrTmp, PointerPath, ConfDir, PointerContents(name), fail, func() {
-				n.adopt(blob, sum)
-				done(true)
-				n.trim()
-			})
-		})
-	})
+// then is the config adopted and why told it is saved; the trim follows.
+func (n *Node) saveConfig(blob []byte, why saveFor) {
+	n.enqueueStore(storeJob{kind: jobSave, blob: blob, why: why})
+}
+
+func (n *Node) startSave(blob []byte, why saveFor) {
+	if n.role == RoleStopped {
+		return
+	}
+	op := n.id()
+	sum := sha256.Sum256(blob)
+	name := VersionName(sum)
+	sv := &saving{blob: blob, sum: sum, name: name, tmp: ConfDir + "/" + versionTmpName(sum, op), ptrTmp: ConfDir + "/" + pointerTmpName(op), why: why}
+	n.replaceDurably(sv.tmp, ConfDir+"/"+name, ConfDir, blob, storeStep{kind: storeVersioned, save: sv})
+}
+
+// saveFailed: a write or rename of a save failed; the temporary file it
+// left is removed (best effort; the trim cleans leftovers).
+func (n *Node) saveFailed(sv *saving, cleanup string, r result) {
+	n.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", r.failed, r.Err, r.Detail))
+	n.io(FileOp{Op: OpRemove, Path: cleanup}, storeStep{kind: storeCleanup, path: cleanup})
+	n.storeDone()
+	n.saved(sv.why, false)
 }
 
 // adopt makes a durably saved config the running one.
@@ -83,37 +204,34 @@ func (n *Node) adopt(blob []byte, sum [32]byte) {
 // first, never delete its target, keep keep_n versions, clean stale .tmp.
 // It is best effort: failures are logged and left for the next trim.
 func (n *Node) trim() {
-	finish := func() { n.storeDone() }
-	n.ioFn(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, func(d IODone) {
-		if d.Err != IOOK {
-			n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot read conf/current: %s %s", d.Err, d.Detail))
-			finish()
-			return
-		}
-		target, err := ParsePointer(d.Data)
-		if err != nil {
-			n.log(Warn, "conf.trim-skipped", "trim skipped: "+err.Error())
-			finish()
-			return
-		}
-		n.ioFn(FileOp{Op: OpList, Path: ConfDir}, func(d IODone) {
-			if d.Err != IOOK {
-				n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot list conf/: %s %s", d.Err, d.Detail))
-				finish()
-				return
-			}
-			n.removeAll(TrimPlan(d.Entries, target, n.opt.KeepN, nil), func() {
-				n.log(Debug, "conf.trimmed", "trim pass done")
-				finish()
-			})
-		})
-	})
+	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, storeStep{kind: trimPointer})
 }
 
-func (n *Node) removeAll(names []string, then func()) {
+func (n *Node) onTrimPointer(d IODone) {
+	if d.Err != IOOK {
+		n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot read conf/current: %s %s", d.Err, d.Detail))
+		n.storeDone()
+		return
+	}
+	target, err := ParsePointer(d.Data)
+	if err != nil {
+		n.log(Warn, "conf.trim-skipped", "trim skipped: "+err.Error())
+		n.storeDone()
+		return
+	}
+	n.io(FileOp{Op: OpList, Path: ConfDir}, storeStep{kind: trimList, name: target})
+}
+
+func (n *Node) onTrimList(target string, d IODone) {
+	if d.Err != IOOK {
+		n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot list conf/: %s %s", d.Err, d.Detail))
+		n.storeDone()
+		return
+	}
+	names := TrimPlan(d.Entries, target, n.opt.KeepN, nil)
 	paths := make([]string, len(names))
 	for i, name := range names {
 		paths[i] = ConfDir + "/" + name
 	}
-	n.run(removeOps(paths, ConfDir, "conf.trim-remove", "trim: "), fn(func(result) { then() }))
+	n.run(removeOps(paths, ConfDir, "conf.trim-remove", "trim: "), storeStep{kind: trimDone})
 }

@@ -428,7 +428,7 @@ func (n *Node) waitWithoutConfig() bool {
 	// Read conf/ again (an unreadable file may read now, an operator may
 	// have installed one), then stand again.
 	n.role = RoleBooting
-	n.loadSaved(func() { n.startElection(n.failover) })
+	n.loadSaved(bootElect)
 	return true
 }
 

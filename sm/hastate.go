@@ -91,32 +91,42 @@ func (n *Node) syncHA() {
 	}
 	t, v := n.term, n.vote
 	n.haWriting = true
-	fail := func(what string, d IODone) {
+	prev := n.own(owner{}) // the node's, whatever role asked
+	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), termWritten{t: t, v: v})
+	n.cur = prev
+}
+
+// termWritten resumes when a data/term write of (t, v) is durable, or
+// failed.
+type termWritten struct {
+	t uint64
+	v int
+}
+
+func (w termWritten) String() string { return fmt.Sprintf("ha: term %d vote %d written", w.t, w.v) }
+
+func (w termWritten) resume(n *Node, r result) {
+	if r.failed != "" {
 		// Not durable: nothing that depends on it goes out. The next
 		// timer or message tries again.
 		n.haWriting = false
-		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — term %d not durable, holding messages", what, d.Err, d.Detail, t))
+		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — term %d not durable, holding messages", r.failed, r.Err, r.Detail, w.t))
 		if n.role == RoleCandidate {
 			// The election waits for this write: start it over (its
 			// timers retry the write).
 			n.promoting = false
 			n.startElection(n.failover)
 		}
+		return
 	}
-	n.as(owner{}, func() { n.writeTerm(t, v, fail) }) // the node's, whatever role asked
-}
-
-func (n *Node) writeTerm(t uint64, v int, fail func(string, IODone)) {
-	n.replaceDurablyFn(termTmpPath, TermPath, DataDir, termFile(t, v), fail, func() {
-		n.haWriting = false
-		n.durTerm, n.durVote = t, v
-		if n.haDirty() {
-			n.syncHA()
-			return
-		}
-		n.releaseHeld()
-		n.onHADurable()
-	})
+	n.haWriting = false
+	n.durTerm, n.durVote = w.t, w.v
+	if n.haDirty() {
+		n.syncHA()
+		return
+	}
+	n.releaseHeld()
+	n.onHADurable()
 }
 
 // releaseHeld sends what waited for data/term, in order.

@@ -123,26 +123,40 @@ func (n *Node) onReplConfig(from int, m Msg) {
 		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, UpToDate: true})
 		return
 	}
-	cfg := n.cfg
-	path := ConfDir + "/" + cfg.name
-	n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: MaxConfigSize}, func(d IODone) {
-		if n.role != RolePrimary || n.cfg != cfg {
-			return // lost the role or the config changed meanwhile; the standby retries
-		}
-		if d.Err != IOOK {
-			n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", path, n.peerName(from), d.Err, d.Detail))
-			n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEIO, Error: "cannot read config"})
-			n.repair()
-			return
-		}
-		if sha256.Sum256(d.Data) != cfg.sum {
-			n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
-			n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEIO, Error: "config file changed since startup"})
-			n.repair()
-			return
-		}
-		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, ConfigTag: cfg.tag, SHA256: cfg.sum[:], Bytes: d.Data})
-	})
+	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + n.cfg.name, MaxSize: MaxConfigSize}, serveConfig{cfg: n.cfg, to: from, reqID: m.ReqID})
+}
+
+// serveConfig resumes when the primary has read its config file again to
+// serve a standby's fetch: it sends the bytes only if they still hash to
+// what it runs with.
+type serveConfig struct {
+	cfg   *loaded
+	to    int
+	reqID uint64
+}
+
+func (s serveConfig) String() string {
+	return fmt.Sprintf("config: serve %s to peer %d (request %d)", s.cfg.name, s.to, s.reqID)
+}
+
+func (s serveConfig) resume(n *Node, r result) {
+	cfg, from, d := s.cfg, s.to, r.IODone
+	if n.role != RolePrimary || n.cfg != cfg {
+		return // lost the role or the config changed meanwhile; the standby retries
+	}
+	if d.Err != IOOK {
+		n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", ConfDir+"/"+cfg.name, n.peerName(from), d.Err, d.Detail))
+		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "cannot read config"})
+		n.repair()
+		return
+	}
+	if sha256.Sum256(d.Data) != cfg.sum {
+		n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
+		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "config file changed since startup"})
+		n.repair()
+		return
+	}
+	n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, ConfigTag: cfg.tag, SHA256: cfg.sum[:], Bytes: d.Data})
 }
 
 // repair rewrites the verified in-memory config over a file that no longer
@@ -155,7 +169,7 @@ func (n *Node) repair() {
 	n.repairing = true
 	cfg := n.cfg
 	n.log(Warn, "conf.repair", fmt.Sprintf("rewriting %s from the verified in-memory copy", cfg.name))
-	n.saveConfig(cfg.bytes, func(ok bool) { n.repairing = false })
+	n.saveConfig(cfg.bytes, saveFor{kind: savedRepair})
 }
 
 // checkReceived validates a config carried by a reply or push: zero tag
@@ -214,20 +228,23 @@ func (n *Node) onReplConfigReply(from int, m Msg) {
 	}
 	f.saving = true
 	n.cancelTimer(TimerFetch)
-	n.saveConfig(m.Bytes, func(ok bool) {
-		if n.fetch != f {
-			return // superseded (new primary) while saving
-		}
-		f.saving = false
-		if !ok {
-			n.onFetchTimeout() // count the attempt and retry
-			return
-		}
-		n.fetch = nil
-		n.stale = false
-		n.serving = true
-		n.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", m.ConfigTag))
-	})
+	n.saveConfig(m.Bytes, saveFor{kind: savedFetch, f: f, tag: m.ConfigTag})
+}
+
+// fetchSaved: the config fetched from the primary (tag) is saved, or not.
+func (n *Node) fetchSaved(f *fetchState, tag uint64, ok bool) {
+	if n.fetch != f {
+		return // superseded (new primary) while saving
+	}
+	f.saving = false
+	if !ok {
+		n.onFetchTimeout() // count the attempt and retry
+		return
+	}
+	n.fetch = nil
+	n.stale = false
+	n.serving = true
+	n.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", tag))
 }
 
 // onPush is the standby side of OP_replConfigPush (seed 002 §5.2).
@@ -249,10 +266,13 @@ func (n *Node) onPush(from int, m Msg) {
 		n.send(from, reply)
 		return
 	}
-	n.saveConfig(m.Bytes, func(ok bool) {
-		r := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, Accepted: ok, ConfigTag: n.ConfigTag()}
-		if n.role == RoleStandby && n.primary == from {
-			n.send(from, r)
-		}
-	})
+	n.saveConfig(m.Bytes, saveFor{kind: savedPush, from: from, reqID: m.ReqID})
+}
+
+// pushSaved answers the primary's push once its config is saved (or not).
+func (n *Node) pushSaved(from int, reqID uint64, ok bool) {
+	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: n.ConfigTag()}
+	if n.role == RoleStandby && n.primary == from {
+		n.send(from, r)
+	}
 }

@@ -62,10 +62,7 @@ type upgradeState struct {
 // names; then generation = current + 1, re-encode, crash-safe save, push
 // to the joined standbys, ACK the admin with the count, and restart.
 func (n *Node) onUpgrade(u UpgradeConfig) {
-	refuse := func(msg string) {
-		n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", u.Peer, msg))
-		n.emit(UpgradeReply{ID: u.ID, Error: msg, Primary: n.primary})
-	}
+	refuse := func(msg string) { n.refuseUpgrade(u.ID, u.Peer, msg) }
 	switch {
 	case n.role != RolePrimary || n.cfg == nil:
 		refuse("Not primary — redirect to primary") // §10.12
@@ -104,16 +101,24 @@ func (n *Node) onUpgrade(u UpgradeConfig) {
 	}
 	up := &upgradeState{id: u.ID, peer: u.Peer}
 	n.upgrade = up
-	n.saveConfig(blob, func(ok bool) {
-		if !ok {
-			n.upgrade = nil
-			refuse("Failed to save new config")
-			return
-		}
-		up.tag = n.cfg.tag
-		n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.cfg.gen, n.cfg.name, n.cfg.tag))
-		n.pushConfig(up)
-	})
+	n.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
+}
+
+func (n *Node) refuseUpgrade(id uint64, peer, msg string) {
+	n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", peer, msg))
+	n.emit(UpgradeReply{ID: id, Error: msg, Primary: n.primary})
+}
+
+// upgradeSaved: the upgrade's new config is saved (then pushed), or not.
+func (n *Node) upgradeSaved(up *upgradeState, ok bool) {
+	if !ok {
+		n.upgrade = nil
+		n.refuseUpgrade(up.id, up.peer, "Failed to save new config")
+		return
+	}
+	up.tag = n.cfg.tag
+	n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.cfg.gen, n.cfg.name, n.cfg.tag))
+	n.pushConfig(up)
 }
 
 // pushConfig sends the new config to every joined standby in parallel and

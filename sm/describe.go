@@ -1,0 +1,57 @@
+package sm
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Describe prints the node's state, one concern per line, then the file
+// operations in flight with what resumes when each completes: the golden
+// interaction tests compare it, and a failure report can show it. Every
+// list in it is in a fixed order (peer index, LSN, issue order).
+func (n *Node) Describe() string {
+	var b strings.Builder
+	primary := "none"
+	if n.primary >= 0 {
+		primary = n.peerName(n.primary)
+	}
+	fmt.Fprintf(&b, "election: %s term=%d vote=%d primary=%s", n.role, n.term, n.vote, primary)
+	if n.durTerm != n.term || n.durVote != n.vote || n.haWriting {
+		fmt.Fprintf(&b, " durable=%d/%d writing=%t held=%d", n.durTerm, n.durVote, n.haWriting, len(n.held))
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "config: tag=%016x serving=%t stale=%t", n.ConfigTag(), n.serving, n.stale)
+	if n.cfgProblem != "" && n.cfg == nil {
+		fmt.Fprintf(&b, " problem=%q", n.cfgProblem)
+	}
+	if n.store.busy {
+		fmt.Fprintf(&b, " store-busy queued=%d", len(n.store.jobs))
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "log: term=%d lsn=%d clean=%t unknown=%t\n", n.logPos.term, n.logPos.lsn, n.logClean, n.logUnknown)
+	if j := n.jobs; j != nil {
+		fmt.Fprintf(&b, "journal: recovered=%t next=%d durable=%d commit=%d batches=%d writing=%t waiting=%d reads=%d polls=%d\n",
+			j.recovered, j.nextLSN, j.durableLSN, n.commitLSN(), len(j.batches), j.writing, len(j.waiting), len(j.reads), len(j.polls))
+		for _, s := range sortedKeys(j.repl) {
+			rp := j.repl[s]
+			fmt.Fprintf(&b, "  %s: epoch=%d start=%d acked=%d synced=%t", n.peerName(s), rp.Epoch, rp.StartLSN, rp.Acked, rp.Synced)
+			if rp.catchUp != nil {
+				b.WriteString(" catching-up")
+			}
+			if rp.snap != nil {
+				b.WriteString(" snapshot")
+			}
+			if rp.truncating {
+				b.WriteString(" truncating")
+			}
+			b.WriteByte('\n')
+		}
+	}
+	if sr := n.srepl; sr != nil {
+		fmt.Fprintf(&b, "standby: epoch=%d expect=%d seg=%s installing=%t writing=%t queued=%d\n", sr.epoch, sr.expect, sr.seg, sr.installing, sr.writing, len(sr.queue))
+	}
+	for _, p := range n.PendingOps() {
+		b.WriteString("pending " + p + "\n")
+	}
+	return b.String()
+}
