@@ -66,6 +66,14 @@ func (p pendingOp) what() string {
 	return p.op.Op.String()
 }
 
+// tag is how traces name the operation: io#ID, compute#ID.
+func (p pendingOp) tag() string {
+	if p.compute != 0 {
+		return fmt.Sprintf("compute#%d", p.op.ID)
+	}
+	return fmt.Sprintf("io#%d", p.op.ID)
+}
+
 // jobsOwner is the current promotion's job state.
 func (n *Node) jobsOwner() owner { return owner{concernJobs, n.gens[concernJobs]} }
 
@@ -148,7 +156,7 @@ func (n *Node) PendingOps() []string {
 		if n.abandoned(p.owner) {
 			state = ", abandoned"
 		}
-		out[i] = fmt.Sprintf("io#%d %s %s (%s/%d%s) → %s", id, p.what(), p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
+		out[i] = fmt.Sprintf("%s %s %s (%s/%d%s) → %s", p.tag(), p.what(), p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
 	}
 	return out
 }
