@@ -6,18 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 )
 
 // ackResults answers a job request with one job and, per handle it
 // carries, true except for handle id 2.
-func ackResults(req *schema.ClientRequest) *schema.ClientReply {
+func ackResults(req *wire.Request) *wire.Reply {
 	var oks []bool
-	for _, h := range req.GetJob().GetHandles() {
+	for _, h := range req.Job.GetHandles() {
 		oks = append(oks, h.GetId() != 2)
 	}
-	return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Oks: oks, Jobs: []*schema.SnapshotJob{{Id: 3}}}}}
+	return &wire.Reply{Job: &schema.JobReply{Ok: true, Oks: oks, Jobs: []*schema.SnapshotJob{{Id: 3}}}}
 }
 
 func claimWithAcks(ctx context.Context, cl *client.Client, ids ...uint64) (*schema.JobResponse, error) {
@@ -43,8 +44,8 @@ func TestClaimWithAcksIsOneCall(t *testing.T) {
 	}
 	var jobs []*schema.JobRequest
 	for _, r := range f.c.Nodes[0].Requests() {
-		if r.GetJob() != nil {
-			jobs = append(jobs, r.GetJob())
+		if r.Job != nil {
+			jobs = append(jobs, r.Job)
 		}
 	}
 	if len(jobs) != 1 || jobs[0].GetKind() != schema.JobRequest_CLAIM || len(jobs[0].GetHandles()) != 2 {
@@ -60,8 +61,8 @@ func TestClaimWithAcksSentThenHungIsUnknown(t *testing.T) {
 	front := newFrozenNode(t, f.c.Nodes[0].Addr)
 	peers := f.peers()
 	peers[0].Addr = front.Addr()
-	f.c.Nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetStatus() == nil { // not the client's check of the new connection
+	f.c.Nodes[0].Set(func(req *wire.Request) *wire.Reply {
+		if req.Status == nil { // not the client's check of the new connection
 			front.Freeze() // the request arrived; the reply will not leave
 		}
 		return ackResults(req)

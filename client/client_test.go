@@ -13,6 +13,7 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 	"xce/sm"
@@ -21,21 +22,21 @@ import (
 // Each fake node serves the real API handler (package api) in front of
 // a door answering from a function; "down" nodes refuse connections.
 
-type door = func(*schema.ClientRequest) *schema.ClientReply
+type door = func(*wire.Request) *wire.Reply
 
 func notPrimary(p int32) door {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
-			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
+			Job: &schema.JobReply{Primary: p}}
 	}
 }
 
-func okReply(*schema.ClientRequest) *schema.ClientReply {
-	return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true}}}
+func okReply(*wire.Request) *wire.Reply {
+	return &wire.Reply{Job: &schema.JobReply{Ok: true}}
 }
 
-func unknownReply(*schema.ClientRequest) *schema.ClientReply {
-	return &schema.ClientReply{Status: sm.StatusOutcomeUnknown, Error: "stepped down: outcome unknown"}
+func unknownReply(*wire.Request) *wire.Reply {
+	return &wire.Reply{Status: sm.StatusOutcomeUnknown, Error: "stepped down: outcome unknown"}
 }
 
 type fake struct {
@@ -149,8 +150,8 @@ func TestRouting(t *testing.T) {
 // with nobody primary the error names every node and why.
 func TestRefusalAndNoPrimaryList(t *testing.T) {
 	f := startFake(t, true, true, false)
-	f.c.Nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEINVAL, Error: `unknown queue "nope"`}
+	f.c.Nodes[0].Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEINVAL, Error: `unknown queue "nope"`}
 	})
 	f.c.Nodes[1].Set(okReply)
 	cl := newClient(t, f.peers(), f.mat, client.Options{})
@@ -162,8 +163,8 @@ func TestRefusalAndNoPrimaryList(t *testing.T) {
 	}
 
 	// A refused handle is failed_precondition, a missing job not_found.
-	f.c.Nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: false}}}
+	f.c.Nodes[0].Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Job: &schema.JobReply{Ok: false}}
 	})
 	if _, err := ack(context.Background(), cl); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("refused handle: %v", err)
@@ -283,8 +284,8 @@ func TestSentThenHungIsNotRetried(t *testing.T) {
 	front := newFrozenNode(t, f.c.Nodes[0].Addr)
 	peers := f.peers()
 	peers[0].Addr = front.Addr()
-	hangAfter := func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetStatus() == nil { // not the client's check of the new connection
+	hangAfter := func(req *wire.Request) *wire.Reply {
+		if req.Status == nil { // not the client's check of the new connection
 			front.Freeze() // the request arrived; the reply will not leave
 		}
 		return okReply(req)
@@ -352,12 +353,12 @@ func TestStatusAsksForQueuesOnlyWhenCalled(t *testing.T) {
 	f := startFake(t, true)
 	var mu sync.Mutex
 	var asked []bool
-	f.c.Nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if st := req.GetStatus(); st != nil {
+	f.c.Nodes[0].Set(func(req *wire.Request) *wire.Reply {
+		if st := req.Status; st != nil {
 			mu.Lock()
 			asked = append(asked, st.GetQueues())
 			mu.Unlock()
-			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{}}}
+			return &wire.Reply{StatusReply: &schema.StatusReply{}}
 		}
 		return okReply(req)
 	})

@@ -21,20 +21,24 @@ import (
 // for admins only.
 func FuzzAuthorize(f *testing.F) {
 	for _, s := range []struct {
-		cn  string
-		req *schema.ClientRequest
+		cn   string
+		op   uint8
+		body proto.Message
 	}{
-		{"worker", &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch"}}}},
-		{"worker", &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: 3}}}},
-		{"admin", &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: []byte{1}}}}},
-		{"n1", &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}},
-		{"", &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}},
+		{"worker", opJob, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch"}},
+		{"worker", opJob, &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: 3}},
+		{"admin", opUpgrade, &schema.UpgradeConfigRequest{Bytes: []byte{1}}},
+		{"n1", opStatus, &schema.StatusRequest{}},
+		{"", opConfig, nil},
 	} {
-		b, err := proto.Marshal(s.req)
-		if err != nil {
-			f.Fatal(err)
+		var b []byte
+		if s.body != nil {
+			var err error
+			if b, err = proto.Marshal(s.body); err != nil {
+				f.Fatal(err)
+			}
 		}
-		f.Add(s.cn, b)
+		f.Add(s.cn, s.op, b)
 	}
 	peers := []string{"n0", "n1", "n2"}
 	open, err := authz.NewPolicy(peers, []string{"admin"}, nil)
@@ -45,9 +49,9 @@ func FuzzAuthorize(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, cn string, b []byte) {
-		req := new(schema.ClientRequest)
-		if proto.Unmarshal(b, req) != nil || wire.CheckRequest(req) != nil {
+	f.Fuzz(func(t *testing.T, cn string, op uint8, b []byte) {
+		req, ok := requestOf(op, b)
+		if !ok || wire.CheckRequest(req) != nil {
 			return // refused before any decision
 		}
 		for _, p := range []*authz.Policy{open, closed} {
@@ -61,13 +65,13 @@ func FuzzAuthorize(f *testing.F) {
 			need, _ := authz.Need(req)
 			peer := cn == "n0" || cn == "n1" || cn == "n2"
 			switch {
-			case d.Allowed && peer && req.GetStatus() == nil:
+			case d.Allowed && peer && req.Status == nil:
 				t.Fatalf("peer %q allowed %s (a peer may ask for status only)", cn, d.Op)
 			case d.Allowed && !peer && d.Role != authz.RoleAdmin && !(d.Role == authz.RoleWorker && need == authz.RoleWorker):
 				t.Fatalf("%q with role %v allowed %s, which needs %v", cn, d.Role, d.Op, need)
 			case d.Allowed && need == authz.RoleAdmin && cn != "admin":
 				t.Fatalf("%q allowed the admin operation %s", cn, d.Op)
-			case d.Allowed && req.GetUpgradeConfig() != nil && cn != "admin":
+			case d.Allowed && req.Upgrade != nil && cn != "admin":
 				t.Fatalf("%q allowed OP_upgradeConfig", cn)
 			case !d.Allowed && cn == "admin":
 				t.Fatalf("admin refused: %s", d.Reason)
@@ -100,4 +104,31 @@ func FuzzAuthorize(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The kinds of request a fuzzed one is (the op byte, modulo opKinds).
+const (
+	opStatus uint8 = iota
+	opConfig
+	opUpgrade
+	opJob
+	opKinds
+)
+
+// requestOf is the request of kind op (modulo opKinds) whose body is b, a
+// protobuf of the body's message; false if b does not decode.
+func requestOf(op uint8, b []byte) (*wire.Request, bool) {
+	switch op % opKinds {
+	case opStatus:
+		st := new(schema.StatusRequest)
+		return &wire.Request{Status: st}, proto.Unmarshal(b, st) == nil
+	case opConfig:
+		return &wire.Request{Config: true}, true
+	case opUpgrade:
+		u := new(schema.UpgradeConfigRequest)
+		return &wire.Request{Upgrade: u}, proto.Unmarshal(b, u) == nil
+	default:
+		j := new(schema.JobRequest)
+		return &wire.Request{Job: j}, proto.Unmarshal(b, j) == nil
+	}
 }

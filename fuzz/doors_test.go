@@ -49,11 +49,11 @@ func FuzzAPIRequest(f *testing.F) {
 		f.Add(uint8(s.proc), b)
 	}
 	f.Add(uint8(4), []byte{0x0a, 0xff})
-	door := func(_ context.Context, _ api.Caller, req *schema.ClientRequest) *schema.ClientReply {
+	door := func(_ context.Context, _ api.Caller, req *wire.Request) *wire.Reply {
 		if err := wire.CheckRequest(req); err != nil {
 			panic(fmt.Sprintf("the door got a request that fails the check: %v", err))
 		}
-		return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "fuzz"}
+		return &wire.Reply{Status: sm.StatusEINVAL, Error: "fuzz"}
 	}
 	_, h := api.Handler(api.Config{Door: door, Peers: []client.Peer{{Name: "n0", Addr: "127.0.0.1:1"}}})
 	procs := apiProcedures()

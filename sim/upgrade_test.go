@@ -2,6 +2,7 @@ package sim
 
 import (
 	"crypto/sha256"
+	"math/rand/v2"
 	"testing"
 
 	"xce/schema"
@@ -174,4 +175,62 @@ func TestUpgradeConfigGated(t *testing.T) {
 	if r := s.upgradeReplies(); len(r) != 1 || r[0].Error != "Not primary — redirect to primary" || r[0].Primary != 0 {
 		t.Fatalf("standby: %+v", r)
 	}
+}
+
+// TestUpgradeOutcomes: every reply carries its outcome as a code, the one
+// the daemon's status comes from (never the text): a refusal before any
+// change, a save that failed, and an accepted upgrade abandoned when the
+// primary steps down before its ACK.
+func TestUpgradeOutcomes(t *testing.T) {
+	last := func(d *ioDriver) sm.UpgradeReply {
+		t.Helper()
+		r := d.upgradeReplies()
+		if len(r) == 0 {
+			t.Fatal("no upgrade reply")
+		}
+		return r[len(r)-1]
+	}
+	check := func(label string, r sm.UpgradeReply, want sm.UpgradeOutcome) {
+		t.Helper()
+		if r.Outcome != want || (want == sm.UpgradeOK) != (r.Error == "") {
+			t.Errorf("%s: outcome %d (%q), want %d", label, r.Outcome, r.Error, want)
+		}
+	}
+
+	off, _ := upgradePrimary(t, false)
+	off.feed(upgradeReq(1, newConfig(t)))
+	check("disabled", last(off), sm.UpgradeDisabled)
+
+	d, _ := upgradePrimary(t, true)
+	bad := upgradeReq(2, newConfig(t))
+	bad.SHA256[0] ^= 1
+	d.feed(bad)
+	check("sha-256 mismatch", last(d), sm.UpgradeInvalid)
+	d.feed(upgradeReq(3, []byte{0xff, 0xff, 0xff}))
+	check("undecodable", last(d), sm.UpgradeInvalid)
+	d.feed(upgradeReq(4, newConfig(t))) // accepted: waits for n1's push ACK
+	if n := len(d.upgradeReplies()); n != 2 {
+		t.Fatalf("accepted upgrade answered before its push ACK: %+v", d.upgradeReplies())
+	}
+	d.feed(upgradeReq(5, newConfig(t)))
+	check("second upgrade", last(d), sm.UpgradeBusy)
+	// n1 is primary in a later term: n0 steps down with the upgrade saved
+	// but unacknowledged.
+	d.feed(sm.Recv{From: 1, Msg: sm.Msg{Type: sm.MsgHeartbeat, Role: sm.RolePrimary, Term: d.node.Term() + 1, Priority: 1}})
+	if r := last(d); r.ID != 4 {
+		t.Fatalf("stepping down did not answer the accepted upgrade: %+v", d.upgradeReplies())
+	} else {
+		check("stepped down", r, sm.UpgradeUnknown)
+	}
+	d.feed(upgradeReq(6, newConfig(t)))
+	if r := last(d); r.Primary != 1 {
+		t.Errorf("standby's refusal names primary %d, want 1", r.Primary)
+	}
+	check("standby", last(d), sm.UpgradeNotPrimary)
+
+	ok, _ := upgradePrimary(t, true)
+	ok.disk.SetRand(rand.New(rand.NewPCG(1, 2)))
+	ok.disk.SetFaults(simdisk.Faults{WriteErr: 1})
+	ok.feed(upgradeReq(7, newConfig(t)))
+	check("save failed", last(ok), sm.UpgradeSaveFailed)
 }

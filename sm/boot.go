@@ -100,7 +100,7 @@ func (n *Node) afterLoad(next bootKind) {
 		n.startElection(n.failover)
 		return
 	}
-	n.scanBootLog(n.afterBootScan)
+	n.scanBootLog()
 }
 
 // ErrBadTermFile reports an unreadable data/term.
@@ -268,8 +268,8 @@ func (n *Node) installSaved(ok bool) {
 	n.enqueueStore(storeJob{kind: jobInstalled})
 }
 
-// installed ends an install (a store job: after the trim).
-func (n *Node) installed() {
+// configInstalled ends an install (a store job: after the trim).
+func (n *Node) configInstalled() {
 	n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.cfg.name, n.cfg.tag))
 	n.emit(Exit{Code: 0, Reason: "config installed"})
 	n.role = RoleStopped

@@ -102,7 +102,9 @@ func (n *Node) tryCatchUp(s int) bool {
 		n.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
-	n.as(n.jobsOwner(), func() { n.readForCatchUp(j, s, rp) })
+	prev := n.own(n.jobsOwner())
+	n.readForCatchUp(j, s, rp)
+	n.cur = prev
 	return true
 }
 
@@ -110,52 +112,72 @@ func (n *Node) tryCatchUp(s int) bool {
 // position.
 func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
 	cu := rp.catchUp
-	from := cu.from
 	cu.reading = true
-	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		live := j.repl[s] == rp && rp.catchUp == cu
-		if d.Err != IOOK {
-			n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
-			return
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpListed, j: j, s: s, rp: rp, cu: cu})
+}
+
+// live reports whether the catch-up the step serves is still standby
+// s's (a step-down drops its completions; a resync replaces it).
+func (c catchUpStep) live() bool { return c.j.repl[c.s] == c.rp && c.rp.catchUp == c.cu }
+
+// catchUpListed: the first round's listing is in; read the segments that
+// may hold the standby's position and the records before it.
+func (n *Node) catchUpListed(c catchUpStep, d IODone) {
+	s, rp, cu := c.s, c.rp, c.cu
+	from := cu.from
+	live := c.live()
+	if d.Err != IOOK {
+		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+		return
+	}
+	if !live {
+		return // resynced meanwhile
+	}
+	segs := catchUpSegments(d.Entries, from.lsn)
+	if len(segs) == 0 {
+		n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
+		return
+	}
+	// The segments that may hold from.lsn and the records before it
+	// (where the logs last agree); the rest are read one by one.
+	k := 1
+	for k < len(segs) {
+		if first, _ := wal.ParseSegmentName(segs[k][len(wal.WALDir)+1:]); first > from.lsn {
+			break
 		}
-		if !live {
-			return // resynced meanwhile
-		}
-		segs := catchUpSegments(d.Entries, from.lsn)
-		if len(segs) == 0 {
-			n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
-			return
-		}
-		// The segments that may hold from.lsn and the records before it
-		// (where the logs last agree); the rest are read one by one.
-		k := 1
-		for k < len(segs) {
-			if first, _ := wal.ParseSegmentName(segs[k][len(wal.WALDir)+1:]); first > from.lsn {
-				break
-			}
-			k++
-		}
-		segs, cu.more = segs[:k], k < len(segs)
-		// Issued together, the reads run before any removal issued later.
-		data := make([][]byte, len(segs))
-		left := len(segs)
-		for i, seg := range segs {
-			n.ioFn(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
-				live := j.repl[s] == rp && rp.catchUp == cu // (a step-down drops this completion)
-				if d.Err != IOOK {
-					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
-					return
-				}
-				if !live {
-					return
-				}
-				data[i] = d.Data
-				if left--; left == 0 {
-					n.catchUpRead(s, rp, data)
-				}
-			})
-		}
-	})
+		k++
+	}
+	segs, cu.more = segs[:k], k < len(segs)
+	// Issued together, the reads run before any removal issued later.
+	g := &catchUpGather{data: make([][]byte, len(segs)), left: len(segs)}
+	for i, seg := range segs {
+		next := c
+		next.kind, next.seg, next.i, next.g = catchUpSegmentRead, seg, i, g
+		n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, next)
+	}
+}
+
+// catchUpGather collects the first round's reads, issued together.
+type catchUpGather struct {
+	data [][]byte // by segment, oldest first
+	left int      // reads not yet in
+}
+
+// catchUpSegmentRead: one of the first round's reads is in; with the
+// last, what they found is checked and sent.
+func (n *Node) catchUpSegmentRead(c catchUpStep, d IODone) {
+	live := c.live() // (a step-down drops this completion)
+	if d.Err != IOOK {
+		n.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot read %s: %s %s", c.seg, d.Err, d.Detail))
+		return
+	}
+	if !live {
+		return
+	}
+	c.g.data[c.i] = d.Data
+	if c.g.left--; c.g.left == 0 {
+		n.catchUpRead(c.s, c.rp, c.g.data)
+	}
 }
 
 // catchUpSegments lists every segment, oldest first, if they still hold
@@ -313,45 +335,57 @@ func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
 func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 	j, cu := n.jobs, rp.catchUp
 	cu.newRound()
-	n.as(n.jobsOwner(), func() {
-		n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-			live := j.repl[s] == rp && rp.catchUp == cu
-			if d.Err != IOOK {
-				n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
-				return
-			}
-			if !live {
-				return // resynced meanwhile
-			}
-			seg, next := segmentAfter(d.Entries, cu.sent)
-			if seg == "" {
-				n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", cu.sent))
-				return
-			}
-			cu.more = next > 0
-			n.ioFn(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, func(d IODone) {
-				live := j.repl[s] == rp && rp.catchUp == cu
-				if d.Err != IOOK {
-					n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", seg, d.Err, d.Detail))
-					return
-				}
-				if !live {
-					return
-				}
-				frames, end, why := framesFrom(d.Data, cu.sent)
-				if why == "" && next > 0 && next != end+1 {
-					why = fmt.Sprintf("our segments skip from lsn %d to %d", end, next)
-				}
-				if why != "" {
-					n.catchUpFailed(s, rp, why)
-					return
-				}
-				cu.reading = false
-				n.queueCatchUp(cu, frames, end)
-				n.pumpCatchUp(s, rp)
-			})
-		})
-	})
+	prev := n.own(n.jobsOwner())
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpRoundListed, j: j, s: s, rp: rp, cu: cu})
+	n.cur = prev
+}
+
+// catchUpRoundListed: a later round's listing is in; read the segment
+// holding the record after cu.sent.
+func (n *Node) catchUpRoundListed(c catchUpStep, d IODone) {
+	s, rp, cu := c.s, c.rp, c.cu
+	live := c.live()
+	if d.Err != IOOK {
+		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+		return
+	}
+	if !live {
+		return // resynced meanwhile
+	}
+	seg, next := segmentAfter(d.Entries, cu.sent)
+	if seg == "" {
+		n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", cu.sent))
+		return
+	}
+	cu.more = next > 0
+	step := c
+	step.kind, step.seg, step.next = catchUpRoundRead, seg, next
+	n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, step)
+}
+
+// catchUpRoundRead: a later round's segment is read; its records after
+// cu.sent are queued and sent.
+func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
+	s, rp, cu := c.s, c.rp, c.cu
+	live := c.live()
+	if d.Err != IOOK {
+		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", c.seg, d.Err, d.Detail))
+		return
+	}
+	if !live {
+		return
+	}
+	frames, end, why := framesFrom(d.Data, cu.sent)
+	if why == "" && c.next > 0 && c.next != end+1 {
+		why = fmt.Sprintf("our segments skip from lsn %d to %d", end, c.next)
+	}
+	if why != "" {
+		n.catchUpFailed(s, rp, why)
+		return
+	}
+	cu.reading = false
+	n.queueCatchUp(cu, frames, end)
+	n.pumpCatchUp(s, rp)
 }
 
 // catchUpRoundIOFailed: an I/O error of a round's list or read (the first
@@ -496,11 +530,15 @@ func (n *Node) onCatchUp(from int, m Msg) {
 	if m.Bytes != nil {
 		sr.queue = append(sr.queue, m)
 	}
-	n.as(sr.owner, func() {
-		n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
-			sr.installing = false
-			n.ackRepl()
-			n.drainRepl()
-		})
-	})
+	prev := n.own(sr.owner)
+	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), catchUpStep{kind: catchUpDirsMade, sr: sr})
+	n.cur = prev
+}
+
+// catchUpDirsMade: the standby's log directories exist; its sync
+// acknowledges and writes what it was sent.
+func (n *Node) catchUpDirsMade(sr *standbyRepl) {
+	sr.installing = false
+	n.ackRepl()
+	n.drainRepl()
 }

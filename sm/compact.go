@@ -48,7 +48,9 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 	sr.seg, sr.segRecords, sr.segLimit = wal.SegmentPath(c.at.lsn+1), 0, n.opt.MaxWALRecords
 	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
-	n.as(n.logOwner(), func() { n.startCompaction(c) })
+	prev := n.own(n.logOwner())
+	n.startCompaction(c)
+	n.cur = prev
 }
 
 // firstSegLimit is the compaction threshold of a standby's first segment
@@ -65,13 +67,58 @@ func (n *Node) firstSegLimit() int {
 }
 
 func (n *Node) startCompaction(c *compaction) {
-	n.ioFn(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
-		if d.Err != IOOK && d.Err != IONotExist {
-			n.compactFailed(c, "list "+wal.SnapDir, d)
+	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, compactStep{kind: compactSnapsListed, c: c})
+}
+
+// compactStep is what resumes in a standby checkpoint: the listing of
+// data/snap and the read of its newest snapshot, the listing of data/wal
+// and the read of each segment after it, one at a time, then the write
+// and the removal of what it makes obsolete.
+type compactStep struct {
+	kind  compactKind
+	c     *compaction
+	snaps []string      // data/snap, sorted
+	snap  []byte        // compactSegsListed: the newest snapshot (nil: none)
+	in    *compactInput // compactSegRead: what the snapshot is built from so far
+	names []string      // data/wal
+	rest  []string      // compactSegRead: the segments still to read, rest[0] the one read
+}
+
+type compactKind uint8
+
+const (
+	compactSnapsListed   compactKind = iota // data/snap listed: read its newest snapshot
+	compactSnapRead                         // the newest snapshot read: list data/wal
+	compactSegsListed                       // data/wal listed: read the segments after the snapshot
+	compactSegRead                          // a segment read: the next, or write the snapshot
+	compactWritten                          // the snapshot written durably: remove the segments it covers
+	compactSegsRemoved                      // those removed: list data/snap
+	compactSnapsRelisted                    // data/snap listed: remove the snapshots beyond the newest two
+	compactSnapsRemoved                     // those removed: done
+)
+
+var compactKindNames = [...]string{
+	"data/snap listed", "newest snapshot read", "data/wal listed", "segment read", "snapshot written",
+	"covered segments removed", "data/snap listed again", "old snapshots removed",
+}
+
+func (s compactStep) String() string {
+	if s.kind == compactSegRead {
+		return fmt.Sprintf("standby checkpoint at lsn %d: %s %s/%s (%d left)", s.c.at.lsn, compactKindNames[s.kind], wal.WALDir, s.rest[0], len(s.rest)-1)
+	}
+	return fmt.Sprintf("standby checkpoint at lsn %d: %s", s.c.at.lsn, compactKindNames[s.kind])
+}
+
+func (s compactStep) resume(n *Node, r result) {
+	c := s.c
+	switch s.kind {
+	case compactSnapsListed:
+		if r.Err != IOOK && r.Err != IONotExist {
+			n.compactFailed(c, "list "+wal.SnapDir, r.IODone)
 			return
 		}
 		var snaps []string
-		for _, e := range d.Entries {
+		for _, e := range r.Entries {
 			snaps = append(snaps, e.Name)
 		}
 		snaps = wal.SortSnapshots(snaps)
@@ -79,15 +126,37 @@ func (n *Node) startCompaction(c *compaction) {
 			n.compactFrom(c, snaps, nil)
 			return
 		}
-		newest := wal.SnapDir + "/" + snaps[len(snaps)-1]
-		n.ioFn(FileOp{Op: OpRead, Path: newest, MaxSize: maxLogFile}, func(d IODone) {
-			if d.Err != IOOK {
-				n.compactFailed(c, "read "+newest, d)
-				return
-			}
-			n.compactFrom(c, snaps, d.Data)
-		})
-	})
+		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
+	case compactSnapRead:
+		if r.Err != IOOK {
+			n.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
+			return
+		}
+		n.compactFrom(c, s.snaps, r.Data)
+	case compactSegsListed:
+		n.compactSegsListed(s, r.IODone)
+	case compactSegRead:
+		path := wal.WALDir + "/" + s.rest[0]
+		if r.Err != IOOK {
+			n.compactFailed(c, "read "+path, r.IODone)
+			return
+		}
+		s.in.segs, s.in.paths = append(s.in.segs, r.Data), append(s.in.paths, path)
+		s.rest = s.rest[1:]
+		n.compactRead(s)
+	case compactWritten:
+		if r.failed != "" {
+			n.compactFailed(c, r.failed, r.IODone)
+			return
+		}
+		n.compactWritten(c, s.names)
+	case compactSegsRemoved:
+		n.run(listOps(wal.SnapDir, "fatal.recovery"), compactStep{kind: compactSnapsRelisted, c: c})
+	case compactSnapsRelisted:
+		n.run(removeOps(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(r.names(), 2)), wal.SnapDir, "wal.remove-failed", ""), compactStep{kind: compactSnapsRemoved, c: c})
+	case compactSnapsRemoved:
+		n.compactDone(c, "snapshot "+wal.SnapshotPath(c.at.lsn)+" written")
+	}
 }
 
 // compactFrom reads the segments after the snapshot snap (nil: none) and
@@ -102,39 +171,37 @@ func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 			return
 		}
 	}
-	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if d.Err != IOOK {
-			n.compactFailed(c, "list "+wal.WALDir, d)
-			return
-		}
-		var names []string
-		for _, e := range d.Entries {
-			names = append(names, e.Name)
-		}
-		plan, err := wal.PlanRecovery(snaps, names)
-		if err != nil {
-			n.compactRefused(c, err.Error())
-			return
-		}
-		in := &compactInput{cfg: n.cfgDecoded(), snap: snap, upto: c.at}
-		var read func(rest []string)
-		read = func(rest []string) {
-			if len(rest) == 0 {
-				n.writeCompaction(c, in, names)
-				return
-			}
-			path := wal.WALDir + "/" + rest[0]
-			n.ioFn(FileOp{Op: OpRead, Path: path, MaxSize: maxLogFile}, func(d IODone) {
-				if d.Err != IOOK {
-					n.compactFailed(c, "read "+path, d)
-					return
-				}
-				in.segs, in.paths = append(in.segs, d.Data), append(in.paths, path)
-				read(rest[1:])
-			})
-		}
-		read(plan.Segments)
-	})
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap})
+}
+
+// compactSegsListed plans the segments to read after the snapshot and
+// reads them.
+func (n *Node) compactSegsListed(s compactStep, d IODone) {
+	c := s.c
+	if d.Err != IOOK {
+		n.compactFailed(c, "list "+wal.WALDir, d)
+		return
+	}
+	var names []string
+	for _, e := range d.Entries {
+		names = append(names, e.Name)
+	}
+	plan, err := wal.PlanRecovery(s.snaps, names)
+	if err != nil {
+		n.compactRefused(c, err.Error())
+		return
+	}
+	in := &compactInput{cfg: n.cfgDecoded(), snap: s.snap, upto: c.at}
+	n.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
+}
+
+// compactRead reads s.rest[0], or writes the snapshot once all are read.
+func (n *Node) compactRead(s compactStep) {
+	if len(s.rest) == 0 {
+		n.writeCompaction(s.c, s.in, s.names)
+		return
+	}
+	n.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile}, s)
 }
 
 // compactInput is what a standby checkpoint rebuilds its snapshot from:
@@ -194,21 +261,17 @@ func (in *compactInput) encode() ([]byte, error) {
 func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) {
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
-	fail := func(what string, d IODone) { n.compactFailed(c, what, d) }
-	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, fail, func() {
-		// The segment appends roll to may not exist yet: count it, so
-		// the one before it, wholly covered, goes too.
-		if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {
-			names = append(names, next)
-		}
-		n.removeFiles(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, func() {
-			n.listNames(wal.SnapDir, func(snaps []string) {
-				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
-					n.compactDone(c, "snapshot "+path+" written")
-				})
-			})
-		})
-	})
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names})
+}
+
+// compactWritten: the snapshot is durable; the segments it covers go.
+func (n *Node) compactWritten(c *compaction, names []string) {
+	// The segment appends roll to may not exist yet: count it, so
+	// the one before it, wholly covered, goes too.
+	if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {
+		names = append(names, next)
+	}
+	n.run(removeOps(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, "wal.remove-failed", ""), compactStep{kind: compactSegsRemoved, c: c})
 }
 
 // compactRefused: the log cannot be compacted from what is on disk; a

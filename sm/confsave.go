@@ -90,7 +90,7 @@ func (n *Node) runStoreJob(job storeJob) {
 	case jobSave:
 		n.startSave(job.blob, job.why)
 	case jobInstalled:
-		n.installed()
+		n.configInstalled()
 	}
 }
 

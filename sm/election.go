@@ -412,7 +412,7 @@ func orDefault(s, def string) string {
 // from — for the §5.5 fetch window (~88 s), then the §10.1 FATAL.
 func (n *Node) waitWithoutConfig() bool {
 	heard := false
-	for p, v := range n.views {
+	for p, v := range n.views { // unordered: an "any" over the views is the same in every order
 		heard = heard || p != n.opt.Self && v.at >= n.electionStart
 	}
 	if !heard {

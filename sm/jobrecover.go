@@ -23,17 +23,9 @@ func (n *Node) startRecovery() {
 	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
 	n.jobs = j
 	n.endJobs() // a new generation: this promotion's operations
-	n.as(n.jobsOwner(), func() { n.recoverAll(j) })
-}
-
-func (n *Node) recoverAll(j *jobState) {
-	n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() {
-		n.listNames(wal.SnapDir, func(snaps []string) {
-			n.listNames(wal.WALDir, func(segs []string) {
-				n.recoverFrom(j, snaps, segs)
-			})
-		})
-	})
+	prev := n.own(n.jobsOwner())
+	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
+	n.cur = prev
 }
 
 func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
@@ -47,50 +39,63 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 			j.liveSegs[wal.WALDir+"/"+s] = true
 		}
 	}
-	replay := func(snapLSN, snapTerm uint64) {
-		j.nextLSN = snapLSN + 1
-		n.replaySegments(j, plan.Segments, plan.Segments, logPos{term: snapTerm, lsn: snapLSN})
-	}
 	if plan.Snapshot == "" {
-		replay(0, 0)
+		n.replayFrom(j, plan, logPos{})
 		return
 	}
+	n.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
+}
+
+// replayFrom replays the plan's segments after the snapshot at snap.
+func (n *Node) replayFrom(j *jobState, plan wal.Plan, snap logPos) {
+	j.nextLSN = snap.lsn + 1
+	n.replaySegments(j, plan.Segments, plan.Segments, snap)
+}
+
+// snapshotRead: the plan's snapshot is read (checked: the head the boot
+// scan verified, if it did); the executor builds the state from it
+// (jobload.go) while the node goes on answering.
+func (n *Node) snapshotRead(s recoveryStep, d IODone) {
+	path := wal.SnapDir + "/" + s.plan.Snapshot
+	if err := ioErr(d); err != nil {
+		// Unreadable is not invalid: falling back would rebuild less
+		// than this node holds (and has told its peers it holds).
+		n.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
+		return
+	}
+	next := s
+	next.kind, next.checked = recoverySnapshotImported, nil
+	n.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(s.j.r, s.checked)}, next)
+}
+
+// snapshotImported: the executor built the state from the snapshot, or
+// found it invalid (then an older one is tried).
+func (n *Node) snapshotImported(s recoveryStep, r result) {
+	j, plan := s.j, s.plan
 	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readForRecovery(path, func(d IODone, checked *wal.SnapshotHead, _ int) {
-		if err := ioErr(d); err != nil {
-			// Unreadable is not invalid: falling back would rebuild less
-			// than this node holds (and has told its peers it holds).
-			n.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
-			return
-		}
-		// The executor builds the state (jobload.go): the node goes on
-		// answering meanwhile.
-		n.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(j.r, checked)}, fn(func(d result) {
-			if d.Err != IOOK || d.loaded == nil {
-				n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
-				return
-			}
-			ld := d.loaded
-			for _, w := range ld.warnings {
-				n.logRouteWarning(w, 0, path)
-			}
-			j.r.routed += ld.routed
-			j.lostFound += ld.routed
-			if ld.err != nil {
-				// The newest valid snapshot wins: drop this one and plan
-				// again; the log must still reach its LSN (finishRecovery
-				// checks).
-				n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
-				j.mustReach = max(j.mustReach, plan.SnapshotLSN)
-				n.recoverFrom(j, slices.DeleteFunc(slices.Clone(snaps), func(s string) bool { return s == plan.Snapshot }), segs)
-				return
-			}
-			j.lastTerm = ld.term
-			j.q = ld.q
-			n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
-			replay(ld.lsn, j.lastTerm)
-		}))
-	})
+	if r.Err != IOOK || r.loaded == nil {
+		n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, r.Err, r.Detail))
+		return
+	}
+	ld := r.loaded
+	for _, w := range ld.warnings {
+		n.logRouteWarning(w, 0, path)
+	}
+	j.r.routed += ld.routed
+	j.lostFound += ld.routed
+	if ld.err != nil {
+		// The newest valid snapshot wins: drop this one and plan
+		// again; the log must still reach its LSN (finishRecovery
+		// checks).
+		n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
+		j.mustReach = max(j.mustReach, plan.SnapshotLSN)
+		n.recoverFrom(j, slices.DeleteFunc(slices.Clone(s.snaps), func(x string) bool { return x == plan.Snapshot }), s.segs)
+		return
+	}
+	j.lastTerm = ld.term
+	j.q = ld.q
+	n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
+	n.replayFrom(j, plan, logPos{term: j.lastTerm, lsn: ld.lsn})
 }
 
 // errDiverged: a segment's record at the snapshot's LSN has another term —
@@ -112,60 +117,94 @@ func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
 		n.finishRecovery(j)
 		return
 	}
+	n.readRecovering(wal.WALDir+"/"+segs[0], recoveryStep{kind: recoverySegmentRead, j: j, segs: segs, all: all, snap: snap})
+}
+
+// segmentRead replays the segment s.segs[0] (read: d; its first
+// s.frames bytes' frames checked by the boot scan) and goes on with the
+// rest: a torn tail is cut, a replaced log's segments are removed,
+// corruption before the tail stops the node (unless repairing).
+func (n *Node) segmentRead(s recoveryStep, d IODone) {
+	j, segs, snap := s.j, s.segs, s.snap
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
-	n.readForRecovery(path, func(d IODone, _ *wal.SnapshotHead, checked int) {
-		if d.Err != IOOK {
-			n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
-			return
+	if d.Err != IOOK {
+		n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
+		return
+	}
+	at := n.routeWarnings(j, path) // one for the segment, not one a record
+	validLen, err := wal.WalkChecked(d.Data, s.frames, func(off int, rec *schema.WalRecord) error {
+		if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
+			return errDiverged
 		}
-		at := n.routeWarnings(j, path) // one for the segment, not one a record
-		validLen, err := wal.WalkChecked(d.Data, checked, func(off int, rec *schema.WalRecord) error {
-			if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
-				return errDiverged
-			}
-			if rec.GetLsn() <= snapLSN {
-				return nil
-			}
-			if rec.GetLsn() != j.nextLSN {
-				return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", rec.GetLsn(), j.nextLSN)}
-			}
-			*at = off
-			n.replayRecord(j, rec, off, path)
+		if rec.GetLsn() <= snapLSN {
 			return nil
-		})
-		j.r.warn = nil
-		if errors.Is(err, errDiverged) {
-			n.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
-			n.removeFiles(prefixAll(wal.WALDir, all), wal.WALDir, func() { n.finishRecovery(j) })
-			return
 		}
-		var ce *wal.CorruptError
-		if errors.As(err, &ce) {
-			if !n.opt.WALRepair {
-				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
-				return
-			}
-			n.log(Warn, "wal.repair", fmt.Sprintf("--wal-repair: truncating %s at offset %d (%s); later records are discarded", path, ce.Offset, ce.Reason))
-			validLen = ce.Offset
-		} else if err != nil {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s: %v", path, err))
-			return
+		if rec.GetLsn() != j.nextLSN {
+			return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", rec.GetLsn(), j.nextLSN)}
 		}
-		rest := segs[1:]
-		if validLen < len(d.Data) {
-			if len(rest) > 0 && !n.opt.WALRepair {
-				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a torn record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
-				return
-			}
-			n.log(Warn, "wal.torn-tail", fmt.Sprintf("WAL segment %s: torn or zeroed tail at offset %d (%d bytes) truncated", path, validLen, len(d.Data)-validLen))
-			n.rewriteFile(path, d.Data[:validLen], func() {
-				n.removeFiles(prefixAll(wal.WALDir, rest), wal.WALDir, func() { n.finishRecovery(j) })
-			})
-			return
-		}
-		n.replaySegments(j, rest, all, snap)
+		*at = off
+		n.replayRecord(j, rec, off, path)
+		return nil
 	})
+	j.r.warn = nil
+	if errors.Is(err, errDiverged) {
+		n.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
+		n.removeForRecovery(j, s.all)
+		return
+	}
+	var ce *wal.CorruptError
+	if errors.As(err, &ce) {
+		if !n.opt.WALRepair {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+			return
+		}
+		n.log(Warn, "wal.repair", fmt.Sprintf("--wal-repair: truncating %s at offset %d (%s); later records are discarded", path, ce.Offset, ce.Reason))
+		validLen = ce.Offset
+	} else if err != nil {
+		n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s: %v", path, err))
+		return
+	}
+	rest := segs[1:]
+	if validLen < len(d.Data) {
+		if len(rest) > 0 && !n.opt.WALRepair {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a torn record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+			return
+		}
+		n.log(Warn, "wal.torn-tail", fmt.Sprintf("WAL segment %s: torn or zeroed tail at offset %d (%d bytes) truncated", path, validLen, len(d.Data)-validLen))
+		n.rewriteFile(j, path, d.Data[:validLen], rest)
+		return
+	}
+	n.replaySegments(j, rest, s.all, snap)
+}
+
+// removeForRecovery removes the segments named (in data/wal), then
+// finishes recovery.
+func (n *Node) removeForRecovery(j *jobState, segs []string) {
+	n.run(removeOps(prefixAll(wal.WALDir, segs), wal.WALDir, "wal.remove-failed", ""), recoveryStep{kind: recoveryRemoved, j: j})
+}
+
+// readRecovering is recovery's read-then-fsync (readDurablyOps): a file
+// the boot scan read and fsync'd, unchanged since, is handed on without
+// reading it again, with what the scan checked of it in next's checked
+// and frames (scannedFiles, logpos.go).
+func (n *Node) readRecovering(path string, next recoveryStep) {
+	if n.scanned != nil {
+		if data, ok := n.scanned.data[path]; ok {
+			next.checked = nil
+			if h, ok := n.scanned.checked[path]; ok {
+				next.checked = &h
+			}
+			next.frames = n.scanned.frames[path]
+			delete(n.scanned.data, path)
+			delete(n.scanned.checked, path)
+			delete(n.scanned.frames, path)
+			next.resume(n, result{IODone: IODone{Err: IOOK, Data: data}})
+			return
+		}
+	}
+	next.checked, next.frames = nil, 0
+	n.run(readDurablyOps(path), next)
 }
 
 func prefixAll(dir string, names []string) []string {
@@ -248,12 +287,10 @@ func (n *Node) finishRecovery(j *jobState) {
 	}
 }
 
-// rewriteFile replaces path with data crash-safely.
-func (n *Node) rewriteFile(path string, data []byte, then func()) {
-	fail := func(what string, d IODone) {
-		n.die("fatal.recovery", fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
-	}
-	n.replaceDurablyFn(path+".tmp", path, path[:lastSlash(path)], data, fail, then)
+// rewriteFile replaces path with data crash-safely (a torn tail cut),
+// then removes the segments after it (rest) and finishes recovery.
+func (n *Node) rewriteFile(j *jobState, path string, data []byte, rest []string) {
+	n.run(replaceOps(FileOp{Op: OpWrite, Path: path + ".tmp", Data: data}, path, path[:lastSlash(path)]), recoveryStep{kind: recoveryTailCut, j: j, segs: rest})
 }
 
 func lastSlash(p string) int {

@@ -109,6 +109,10 @@ type Reply struct {
 	LSN     uint64
 	At      int64 // the time (Unix seconds) the operation was applied at
 	More    bool  // list: the page is full (ClaimReplyBudget); ask after the last ID
+
+	// NotPrimary marks a StatusEAGAIN refusal as §10.12's redirect: this
+	// node is not the primary, ask Primary. The flag, not the text, says so.
+	NotPrimary bool
 }
 
 func (Reply) isEffect() {}

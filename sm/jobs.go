@@ -68,7 +68,7 @@ func (n *Node) onClientOp(c ClientOp) {
 		if n.role == RolePrimary {
 			why = "primary is recovering its job state; retry"
 		}
-		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary, NotPrimary: n.role != RolePrimary})
 		return
 	}
 	j := n.jobs
@@ -369,31 +369,24 @@ func (n *Node) flushWAL() {
 	j.writing = true
 	newSeg := !j.liveSegs[b.seg]
 	n.streamBatch(b) // standbys write in parallel with our fsync
-	n.as(n.jobsOwner(), func() { n.writeBatch(j, b, newSeg) })
+	// The job state's operations: a step-down drops their completions.
+	prev := n.own(n.jobsOwner())
+	n.run(appendOps(b.seg, b.data, newSeg, wal.WALDir), journalStep{kind: journalBatchWritten, j: j, seg: b.seg, first: b.firstLSN, last: b.lastLSN})
+	n.cur = prev
 }
 
-// writeBatch appends and fsyncs one batch (the job state's operations:
-// a step-down drops their completions).
-func (n *Node) writeBatch(j *jobState, b walBatch, newSeg bool) {
-	n.ioFn(FileOp{Op: OpAppend, Path: b.seg, Data: b.data}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", b.seg, d.Err, d.Detail))
-			return
-		}
-		n.ioFn(FileOp{Op: OpFsync, Path: b.seg}, func(IODone) {
-			done := func() {
-				j.liveSegs[b.seg] = true
-				j.batches = j.batches[1:]
-				j.writing = false
-				n.walDurable(b.lastLSN)
-			}
-			if newSeg {
-				n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
-				return
-			}
-			done()
-		})
-	})
+// batchWritten: the oldest batch is appended and fsync'd (a failed append
+// is fatal: the log's tail is unknown; a failed fsync already was).
+func (n *Node) batchWritten(s journalStep, r result) {
+	if r.failed != "" {
+		n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
+		return
+	}
+	j := s.j
+	j.liveSegs[s.seg] = true
+	j.batches = j.batches[1:]
+	j.writing = false
+	n.walDurable(s.last)
 }
 
 // walDurable: records up to lsn are on disk.
@@ -416,7 +409,7 @@ func (n *Node) failWaiting(why string) {
 		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.primary})
 	}
 	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
-		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary})
+		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary, NotPrimary: true})
 	}
 	n.releasePolls("Not primary — redirect to primary")
 	n.jobs = nil // a future promotion recovers from disk again

@@ -26,7 +26,11 @@ func (n *Node) CheckpointInProgress() bool { return n.jobs != nil && n.jobs.ckpt
 
 // maybeCheckpoint starts a checkpoint once the active segment holds more
 // than max_wal_records records (a soft trigger, §13.2, §13.5).
-func (n *Node) maybeCheckpoint() { n.as(n.jobsOwner(), n.checkpointIfDue) }
+func (n *Node) maybeCheckpoint() {
+	prev := n.own(n.jobsOwner())
+	n.checkpointIfDue()
+	n.cur = prev
+}
 
 func (n *Node) checkpointIfDue() {
 	j := n.jobs
@@ -53,20 +57,25 @@ func (n *Node) checkpointIfDue() {
 	path := wal.SnapshotPath(lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
 	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, snap.view.Len()))
-	fail := func(what string, d IODone) {
-		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", what, d.Err, d.Detail))
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, journalStep{kind: journalSnapshotWritten, j: j, last: lsn})
+}
+
+// snapshotWritten: the checkpoint's snapshot is durable, and older
+// segments may go once their last writes have landed; or a step of it
+// failed, and the WAL keeps everything.
+func (n *Node) snapshotWritten(s journalStep, r result) {
+	j := s.j
+	if r.failed != "" {
+		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", r.failed, r.Err, r.Detail))
 		n.checkpointDone(j)
+		return
 	}
-	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, fail, func() {
-		// The snapshot is durable: older segments may go once their last
-		// writes have landed.
-		j.ckpt.removeLSN = lsn
-		if !j.writing {
-			n.removeObsolete(j)
-			return
-		}
-		n.checkpointDone(j)
-	})
+	j.ckpt.removeLSN = s.last
+	if !j.writing {
+		n.removeObsolete(j)
+		return
+	}
+	n.checkpointDone(j)
 }
 
 // SnapshotData is a checkpoint's contents before encoding: a view of the
@@ -178,28 +187,27 @@ func (n *Node) checkpointDone(j *jobState) {
 func (n *Node) removeObsolete(j *jobState) {
 	lsn := n.retainedFrom(j, j.ckpt.removeLSN)
 	j.ckpt.removeLSN = 0
-	n.listNames(wal.WALDir, func(segs []string) {
-		// The segment the checkpoint rolled to may not exist yet: count it,
-		// so the one before it, wholly covered, goes too.
-		if next := j.seg[len(wal.WALDir)+1:]; !slices.Contains(segs, next) {
-			segs = append(segs, next)
+	n.run(listOps(wal.WALDir, "fatal.recovery"), journalStep{kind: journalSegmentsListed, j: j, last: lsn})
+}
+
+// removeSegments removes the segments wholly covered by the snapshot at
+// lsn among segs (those listed), but none a batch is still to be written
+// to; then the snapshots beyond the newest two.
+func (n *Node) removeSegments(j *jobState, segs []string, lsn uint64) {
+	// The segment the checkpoint rolled to may not exist yet: count it,
+	// so the one before it, wholly covered, goes too.
+	if next := j.seg[len(wal.WALDir)+1:]; !slices.Contains(segs, next) {
+		segs = append(segs, next)
+	}
+	var paths []string
+	for _, s := range wal.Obsolete(segs, lsn) {
+		p := wal.WALDir + "/" + s
+		if !j.pendingFor(p) {
+			paths = append(paths, p)
+			delete(j.liveSegs, p)
 		}
-		var paths []string
-		for _, s := range wal.Obsolete(segs, lsn) {
-			p := wal.WALDir + "/" + s
-			if !j.pendingFor(p) {
-				paths = append(paths, p)
-				delete(j.liveSegs, p)
-			}
-		}
-		n.removeFiles(paths, wal.WALDir, func() {
-			n.listNames(wal.SnapDir, func(snaps []string) {
-				n.removeFiles(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(snaps, 2)), wal.SnapDir, func() {
-					n.checkpointDone(j)
-				})
-			})
-		})
-	})
+	}
+	n.run(removeOps(paths, wal.WALDir, "wal.remove-failed", ""), journalStep{kind: journalSegmentsRemoved, j: j})
 }
 
 // retainedFrom lowers a checkpoint's removal point to the oldest position

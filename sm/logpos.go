@@ -14,27 +14,135 @@ import (
 // it in the planned segments (up to a torn tail), unless a segment's record
 // at the snapshot's LSN has another term (the rest of a replaced log:
 // recovery removes those segments). Every file read is fsync'd first: the
-// position a node votes with must be durable. then receives the position
-// (the caller decides whether it is still the node's) and whether the log
-// is clean: it ends exactly there, with no torn tail, corrupt snapshot or
-// replaced log's segments after it (only a clean log may be extended by a
-// catch-up). It checks every frame as recovery does but decodes only each
-// record's LSN and term (wal.WalkPositions, wal.SnapshotPosition):
-// recovery decodes each record, and the snapshot, once.
-func (n *Node) scanLogPosition(then func(logPos, bool)) {
-	n.listForScan(wal.WALDir, func(segs []string) {
-		n.listForScan(wal.SnapDir, func(snaps []string) {
-			n.scanPlan(snaps, segs, "", then)
-		})
-	})
+// position a node votes with must be durable. who asked receives the
+// position (it decides whether it is still the node's: scanDone) and
+// whether the log is clean: it ends exactly there, with no torn tail,
+// corrupt snapshot or replaced log's segments after it (only a clean log
+// may be extended by a catch-up). It checks every frame as recovery does
+// but decodes only each record's LSN and term (wal.WalkPositions,
+// wal.SnapshotPosition): recovery decodes each record, and the snapshot,
+// once.
+func (n *Node) scanLogPosition(who scanFor) {
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, scanStep{kind: scanSegsListed, who: who})
+}
+
+// scanFor is who asked for a scan of the log's position, and so what the
+// position found goes to (scanDone).
+type scanFor uint8
+
+const (
+	scanForBoot   scanFor = iota // boot (scanBootLog): afterBootScan
+	scanForRescan                // an install that stopped, or a step-down (installDone): afterRescan
+)
+
+var scanForNames = [...]string{"boot", "rescan"}
+
+// scanStep is what resumes in a scan of the log's position: the listings
+// (each made durable), the newest snapshot's read, then one segment's read
+// at a time; its fields are the scan so far.
+type scanStep struct {
+	kind  scanKind
+	who   scanFor
+	segs  []string // the listing of data/wal
+	snaps []string // the listing of data/snap
+	bad   string   // the newest snapshot found corrupt so far ("" if none): scanDone
+	path  string   // the file being read
+	rest  []string // the plan's segments still to walk, rest[0] the one read
+	snap  logPos   // the position of the plan's snapshot
+	pos   logPos   // the position so far
+	clean bool     // the log ends cleanly so far
+}
+
+type scanKind uint8
+
+const (
+	scanSegsListed  scanKind = iota // data/wal listed: fsync it
+	scanSegsSynced                  // data/wal's listing durable: list data/snap
+	scanSnapsListed                 // data/snap listed: fsync it
+	scanSnapsSynced                 // data/snap's listing durable: plan
+	scanSnapRead                    // the plan's snapshot read durably: its position, then the segments
+	scanSegRead                     // a segment read durably: walk it, then the next
+)
+
+var scanKindNames = [...]string{"list data/wal", "fsync data/wal", "list data/snap", "fsync data/snap", "read snapshot", "read segment"}
+
+func (s scanStep) String() string {
+	var at string
+	switch s.kind {
+	case scanSnapRead:
+		at = " " + s.path
+	case scanSegRead:
+		at = fmt.Sprintf(" %s (%d left), at lsn %d (term %d)", s.path, len(s.rest)-1, s.pos.lsn, s.pos.term)
+	}
+	return fmt.Sprintf("scan for %s: %s%s", scanForNames[s.who], scanKindNames[s.kind], at)
+}
+
+func (s scanStep) resume(n *Node, r result) {
+	switch s.kind {
+	case scanSegsListed:
+		segs, ok := n.scanListed(wal.WALDir, r)
+		if !ok {
+			return
+		}
+		s.segs = segs
+		if r.Err == IONotExist { // no log yet
+			n.scanListSnaps(s)
+			return
+		}
+		// The names we count must be durable too (a create whose
+		// directory fsync never ran may vanish at a power cut).
+		s.kind = scanSegsSynced
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, s)
+	case scanSegsSynced:
+		n.scanListSnaps(s)
+	case scanSnapsListed:
+		snaps, ok := n.scanListed(wal.SnapDir, r)
+		if !ok {
+			return
+		}
+		s.snaps = snaps
+		if r.Err == IONotExist {
+			n.scanPlan(s.snaps, s.segs, "", s.who)
+			return
+		}
+		s.kind = scanSnapsSynced
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, s)
+	case scanSnapsSynced:
+		n.scanPlan(s.snaps, s.segs, "", s.who)
+	case scanSnapRead:
+		n.keepScanned(s.path, r)
+		n.scannedSnapshot(s, r.IODone)
+	case scanSegRead:
+		n.keepScanned(s.path, r)
+		n.scannedSegment(s, r.IODone)
+	}
+}
+
+// scanListSnaps lists data/snap once data/wal's listing is known.
+func (n *Node) scanListSnaps(s scanStep) {
+	s.kind = scanSnapsListed
+	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, s)
+}
+
+// scanListed is a listing of dir for the scan: no directory is no log yet
+// (nil); one that cannot be listed stops the node (ok false).
+func (n *Node) scanListed(dir string, r result) (names []string, ok bool) {
+	if r.Err == IONotExist {
+		return nil, true
+	}
+	if r.Err != IOOK {
+		n.dieUnreadable(dir, r.IODone)
+		return nil, false
+	}
+	return r.names(), true
 }
 
 // scanPlan scans the plan for snaps and segs. bad names the newest
 // snapshot found corrupt so far ("" if none): recovery then falls back to
 // an older one but refuses a log that does not reach the corrupt one's LSN,
 // so the scan refuses it too, naming the file, rather than claim records
-// recovery cannot rebuild.
-func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool)) {
+// recovery cannot rebuild (scanDone).
+func (n *Node) scanPlan(snaps, segs []string, bad string, who scanFor) {
 	plan, err := wal.PlanRecovery(snaps, segs)
 	if err != nil {
 		if bad != "" {
@@ -43,136 +151,129 @@ func (n *Node) scanPlan(snaps, segs []string, bad string, then func(logPos, bool
 		}
 		n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
 	}
-	then = n.mustReach(bad, then)
-	clean := err == nil && bad == ""
+	s := scanStep{who: who, segs: segs, snaps: snaps, bad: bad, rest: plan.Segments, clean: err == nil && bad == ""}
 	if plan.Snapshot == "" {
-		n.scanSegments(plan.Segments, logPos{}, clean, then)
+		n.scanSegments(s)
 		return
 	}
-	path := wal.SnapDir + "/" + plan.Snapshot
-	n.readScanning(path, func(d IODone) {
-		if d.Err != IOOK {
-			n.dieUnreadable(path, d)
-			return
+	s.kind, s.path = scanSnapRead, wal.SnapDir+"/"+plan.Snapshot
+	n.readScanning(s)
+}
+
+// scannedSnapshot: the plan's snapshot was read (s.path), for its position.
+func (n *Node) scannedSnapshot(s scanStep, d IODone) {
+	if d.Err != IOOK {
+		n.dieUnreadable(s.path, d)
+		return
+	}
+	head, err := wal.SnapshotPosition(d.Data)
+	if err != nil { // corrupt: recovery falls back to an older one, so do we
+		n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", s.path, err))
+		bad := s.bad
+		if bad == "" {
+			bad = s.path
 		}
-		head, err := wal.SnapshotPosition(d.Data)
-		if err != nil { // corrupt: recovery falls back to an older one, so do we
-			n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", path, err))
-			if bad == "" {
-				bad = path
-			}
-			n.scanPlan(slices.DeleteFunc(slices.Clone(snaps), func(x string) bool { return x == plan.Snapshot }), segs, bad, then)
-			return
+		name := strings.TrimPrefix(s.path, wal.SnapDir+"/")
+		n.scanPlan(slices.DeleteFunc(slices.Clone(s.snaps), func(x string) bool { return x == name }), s.segs, bad, s.who)
+		return
+	}
+	if n.scanned != nil {
+		n.scanned.checked[s.path] = head // these bytes matched their checksum
+	}
+	s.snap = logPos{term: head.Term, lsn: head.LSN}
+	n.scanSegments(s)
+}
+
+// scanSegments walks s.rest after the snapshot at s.snap, one segment at a
+// time (scannedSegment).
+func (n *Node) scanSegments(s scanStep) {
+	s.pos = s.snap
+	n.walkSegments(s)
+}
+
+func (n *Node) walkSegments(s scanStep) {
+	if len(s.rest) == 0 {
+		n.scanDone(s, s.pos, s.clean)
+		return
+	}
+	s.kind, s.path = scanSegRead, wal.WALDir+"/"+s.rest[0]
+	n.readScanning(s)
+}
+
+// scannedSegment: s.rest[0] was read (s.path); its records extend the
+// position, then the walk goes on with the next.
+func (n *Node) scannedSegment(s scanStep, d IODone) {
+	path, snap := s.path, s.snap
+	if d.Err != IOOK {
+		n.dieUnreadable(path, d)
+		return
+	}
+	diverged := false
+	pos := s.pos
+	validLen, err := wal.WalkPositions(d.Data, func(off int, lsn, term uint64) error {
+		switch {
+		case lsn == snap.lsn && snap.lsn > 0 && term != snap.term:
+			diverged = true
+			return errDiverged
+		case lsn > snap.lsn && lsn != pos.lsn+1:
+			// A gap (a segment that does not continue the one
+			// before): recovery stops here, so must the position.
+			return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", lsn, pos.lsn+1)}
+		case lsn > pos.lsn:
+			pos = logPos{term: term, lsn: lsn}
 		}
-		if n.scanned != nil {
-			n.scanned.checked[path] = head // these bytes matched their checksum
-		}
-		n.scanSegments(plan.Segments, logPos{term: head.Term, lsn: head.LSN}, clean, then)
+		return nil
 	})
+	if n.scanned != nil {
+		n.scanned.frames[path] = validLen // the frames before it matched their checksums
+	}
+	if diverged {
+		pos = snap
+	}
+	var ce *wal.CorruptError
+	if errors.As(err, &ce) && !n.opt.WALRepair {
+		// Recovery refuses this log: so does the position. A
+		// shorter claim would let this node vote for a candidate
+		// lacking records it holds behind the corruption.
+		n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+		return
+	}
+	if err != nil { // divergence, or corruption truncated by --wal-repair: the log ends here
+		n.scanDone(s, pos, false)
+		return
+	}
+	if validLen < len(d.Data) && len(s.rest) > 1 {
+		// A bad frame ends a segment that later ones follow:
+		// recovery refuses it (or, repairing, truncates the log
+		// here), so the position cannot count the later segments.
+		if !n.opt.WALRepair {
+			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a bad record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+			return
+		}
+		n.scanDone(s, pos, false)
+		return
+	}
+	if validLen < len(d.Data) {
+		s.clean = false // a torn tail: recovery truncates it
+	}
+	s.pos, s.rest = pos, s.rest[1:]
+	n.walkSegments(s)
 }
 
-// mustReach wraps then: with a corrupt snapshot bad, the position found
-// must reach its LSN (recovery's rule), else the node stops.
-func (n *Node) mustReach(bad string, then func(logPos, bool)) func(logPos, bool) {
-	lsn, ok := wal.ParseSnapshotName(strings.TrimPrefix(bad, wal.SnapDir+"/"))
-	if bad == "" || !ok {
-		return then
+// scanDone hands the position found to who asked. With a corrupt snapshot
+// s.bad, the position must reach its LSN (recovery's rule), else the node
+// stops.
+func (n *Node) scanDone(s scanStep, pos logPos, clean bool) {
+	if lsn, ok := wal.ParseSnapshotName(strings.TrimPrefix(s.bad, wal.SnapDir+"/")); s.bad != "" && ok && pos.lsn < lsn {
+		n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", s.bad, pos.lsn, pos.lsn+1, lsn))
+		return
 	}
-	return func(pos logPos, clean bool) {
-		if pos.lsn < lsn {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", bad, pos.lsn, pos.lsn+1, lsn))
-			return
-		}
-		then(pos, clean)
+	switch s.who {
+	case scanForBoot:
+		n.afterBootScan(pos, clean)
+	case scanForRescan:
+		n.afterRescan(pos, clean)
 	}
-}
-
-func (n *Node) listForScan(dir string, k func([]string)) {
-	n.ioFn(FileOp{Op: OpList, Path: dir}, func(d IODone) {
-		if d.Err == IONotExist {
-			k(nil) // no log yet
-			return
-		}
-		if d.Err != IOOK {
-			n.dieUnreadable(dir, d)
-			return
-		}
-		names := make([]string, len(d.Entries))
-		for i, e := range d.Entries {
-			names[i] = e.Name
-		}
-		// The names we count must be durable too (a create whose
-		// directory fsync never ran may vanish at a power cut).
-		n.ioFn(FileOp{Op: OpFsyncDir, Path: dir}, func(IODone) { k(names) })
-	})
-}
-
-// scanSegments walks segs after the snapshot at snap.
-func (n *Node) scanSegments(segs []string, snap logPos, clean bool, then func(logPos, bool)) {
-	pos := snap
-	var walk func(rest []string)
-	walk = func(rest []string) {
-		if len(rest) == 0 {
-			then(pos, clean)
-			return
-		}
-		path := wal.WALDir + "/" + rest[0]
-		n.readScanning(path, func(d IODone) {
-			if d.Err != IOOK {
-				n.dieUnreadable(path, d)
-				return
-			}
-			diverged := false
-			validLen, err := wal.WalkPositions(d.Data, func(off int, lsn, term uint64) error {
-				switch {
-				case lsn == snap.lsn && snap.lsn > 0 && term != snap.term:
-					diverged = true
-					return errDiverged
-				case lsn > snap.lsn && lsn != pos.lsn+1:
-					// A gap (a segment that does not continue the one
-					// before): recovery stops here, so must the position.
-					return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", lsn, pos.lsn+1)}
-				case lsn > pos.lsn:
-					pos = logPos{term: term, lsn: lsn}
-				}
-				return nil
-			})
-			if n.scanned != nil {
-				n.scanned.frames[path] = validLen // the frames before it matched their checksums
-			}
-			if diverged {
-				pos = snap
-			}
-			var ce *wal.CorruptError
-			if errors.As(err, &ce) && !n.opt.WALRepair {
-				// Recovery refuses this log: so does the position. A
-				// shorter claim would let this node vote for a candidate
-				// lacking records it holds behind the corruption.
-				n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
-				return
-			}
-			if err != nil { // divergence, or corruption truncated by --wal-repair: the log ends here
-				then(pos, false)
-				return
-			}
-			if validLen < len(d.Data) && len(rest) > 1 {
-				// A bad frame ends a segment that later ones follow:
-				// recovery refuses it (or, repairing, truncates the log
-				// here), so the position cannot count the later segments.
-				if !n.opt.WALRepair {
-					n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a bad record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
-					return
-				}
-				then(pos, false)
-				return
-			}
-			if validLen < len(d.Data) {
-				clean = false // a torn tail: recovery truncates it
-			}
-			walk(rest[1:])
-		})
-	}
-	walk(segs)
 }
 
 // scannedFiles is the boot scan's hand-off to recovery (Node.scanned):
@@ -188,48 +289,25 @@ type scannedFiles struct {
 	frames  map[string]int
 }
 
-// scanBootLog is scanLogPosition at boot: the files it reads are kept
+// scanBootLog is scanLogPosition at boot (afterBootScan gets the position): the files it reads are kept
 // for the first recovery, which then reads each record once. What the
 // scan read is as durable as what recovery reads (both fsync before they
 // count it), and it is the file as it is while the node changes nothing
 // in data/wal or data/snap: any such change drops the hand-off
 // (forgetScanned), as does becoming a standby, which recovers nothing.
-func (n *Node) scanBootLog(then func(logPos, bool)) {
+func (n *Node) scanBootLog() {
 	n.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
-	n.scanLogPosition(then)
+	n.scanLogPosition(scanForBoot)
 }
 
-// readScanning is the scan's readDurably; at boot it keeps what it read.
-func (n *Node) readScanning(path string, k func(IODone)) {
-	n.readDurably(path, func(d IODone) {
-		if d.Err == IOOK && n.scanned != nil {
-			n.scanned.data[path] = d.Data
-		}
-		k(d)
-	})
-}
+// readScanning is the scan's readDurably of s.path; at boot it keeps what
+// it read (keepScanned).
+func (n *Node) readScanning(s scanStep) { n.run(readDurablyOps(s.path), s) }
 
-// readForRecovery is recovery's readDurably: a file the boot scan read
-// and fsync'd, unchanged since, is handed on without reading it again;
-// checked, if not nil, is the head of a snapshot whose checksum the scan
-// verified, and frames, of a segment, the length of the prefix whose
-// frames' checksums it verified (0: none).
-func (n *Node) readForRecovery(path string, k func(d IODone, checked *wal.SnapshotHead, frames int)) {
-	if n.scanned != nil {
-		if data, ok := n.scanned.data[path]; ok {
-			var checked *wal.SnapshotHead
-			if h, ok := n.scanned.checked[path]; ok {
-				checked = &h
-			}
-			frames := n.scanned.frames[path]
-			delete(n.scanned.data, path)
-			delete(n.scanned.checked, path)
-			delete(n.scanned.frames, path)
-			k(IODone{Err: IOOK, Data: data}, checked, frames)
-			return
-		}
+func (n *Node) keepScanned(path string, r result) {
+	if r.Err == IOOK && n.scanned != nil {
+		n.scanned.data[path] = r.Data
 	}
-	n.readDurably(path, func(d IODone) { k(d, nil, 0) })
 }
 
 // forgetScanned drops the boot scan's hand-off when op changes a file of

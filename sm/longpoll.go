@@ -140,7 +140,7 @@ func (n *Node) releasePolls(why string) {
 			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.primary})
 			continue
 		}
-		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.primary})
+		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.primary, NotPrimary: true})
 	}
 	n.jobs.polls = nil
 	n.cancelTimer(TimerLongPoll)

@@ -258,9 +258,6 @@ func (n *Node) io(op FileOp, next cont) {
 	n.emit(op)
 }
 
-// ioFn is io with a continuation still written as a closure.
-func (n *Node) ioFn(op FileOp, k func(IODone)) { n.io(op, fn(func(r result) { k(r.IODone) })) }
-
 // compute issues work on the state (off Step, on its own lane) and
 // registers its continuation, as io does for a file operation: it is
 // pending, owned and abandoned the same way.

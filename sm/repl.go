@@ -294,41 +294,63 @@ func (n *Node) drainRepl() {
 	// promotion drops its completion: pending.go); the sync goes on only if
 	// it is still the standby's.
 	end := logPos{term: last.GetTerm(), lsn: last.GetLsn()}
-	n.as(n.logOwner(), func() { n.appendRepl(sr, seg, newSeg, end, len(recs), m.Bytes) })
+	prev := n.own(n.logOwner())
+	n.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: end, count: len(recs)})
+	n.cur = prev
 }
 
-// appendRepl appends and fsyncs a batch of count records ending at end.
-func (n *Node) appendRepl(sr *standbyRepl, seg string, newSeg bool, end logPos, count int, data []byte) {
-	n.ioFn(FileOp{Op: OpAppend, Path: seg, Data: data}, func(d IODone) {
-		if d.Err != IOOK {
-			n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", seg, d.Err, d.Detail))
-			return
-		}
-		n.ioFn(FileOp{Op: OpFsync, Path: seg}, func(IODone) {
-			done := func() {
-				n.replWriting--
-				if !n.logUnknown {
-					// On disk whoever asked: a later catch-up starts here.
-					n.logPos = end
-				}
-				if !n.syncLive(sr) {
-					return
-				}
-				sr.known[seg] = true
-				sr.writing = false
-				sr.expect = end.lsn + 1
-				sr.segRecords += count
-				n.ackRepl()
-				n.maybeCompact(sr)
-				n.drainRepl()
-			}
-			if newSeg {
-				n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, func(IODone) { done() })
-				return
-			}
-			done()
-		})
-	})
+// standbyStep is what resumes when a replicated batch is durable: the
+// standby's log goes on from its end.
+type standbyStep struct {
+	kind  standbyKind
+	sr    *standbyRepl
+	seg   string
+	end   logPos // the batch's last record
+	count int    // records in the batch
+}
+
+type standbyKind uint8
+
+const (
+	standbyAppended standbyKind = iota // append → fsync → [fsync dir] done: advance, ack, drain
+)
+
+var standbyKindNames = [...]string{"appended"}
+
+func (s standbyStep) String() string {
+	return fmt.Sprintf("standby: %s %d records to %s, up to lsn %d (term %d)", standbyKindNames[s.kind], s.count, s.seg, s.end.lsn, s.end.term)
+}
+
+func (s standbyStep) resume(n *Node, r result) {
+	switch s.kind {
+	case standbyAppended:
+		n.appendedRepl(s, r)
+	}
+}
+
+// appendedRepl: a batch of s.count records ending at s.end is durable in
+// s.seg (appendOps), or its append failed, which stops the node.
+func (n *Node) appendedRepl(s standbyStep, r result) {
+	if r.failed != "" {
+		n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
+		return
+	}
+	n.replWriting--
+	if !n.logUnknown {
+		// On disk whoever asked: a later catch-up starts here.
+		n.logPos = s.end
+	}
+	sr := s.sr
+	if !n.syncLive(sr) {
+		return
+	}
+	sr.known[s.seg] = true
+	sr.writing = false
+	sr.expect = s.end.lsn + 1
+	sr.segRecords += s.count
+	n.ackRepl()
+	n.maybeCompact(sr)
+	n.drainRepl()
 }
 
 // behindMark is where a standby's log stood when it was first seen behind

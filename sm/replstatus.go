@@ -39,7 +39,7 @@ func (n *Node) SnapshotSyncing() bool {
 	if n.role != RolePrimary || j == nil {
 		return false
 	}
-	for _, rp := range j.repl {
+	for _, rp := range j.repl { // unordered: whether any standby syncs by snapshot
 		if rp.snap != nil {
 			return true
 		}

@@ -51,33 +51,54 @@ func (n *Node) sendSnapshot(s int) {
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
 	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
-	n.as(n.jobsOwner(), func() {
-		n.compute(c, fn(func(d result) {
-			if j.repl[s] != rp || rp.snap == nil {
-				return // resynced meanwhile
-			}
-			if d.Err != IOOK {
-				n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", n.peerName(s), d.Err, d.Detail))
-				j.dropPeer(s)
-				return
-			}
-			rp.snap.data = d.Data
-			n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
-			n.sendChunk(s, rp, 0)
-			// One run of frames, in messages of up to the frame limit: a
-			// message per batch would overflow the link's queue (64
-			// messages, oldest dropped) after an encode of seconds.
-			early := slices.Concat(rp.snap.early.batches...)
-			overflow := rp.snap.early.overflow
-			rp.snap.early = heldBatches{}
-			switch {
-			case overflow:
-				n.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", n.opt.SyncBufferBytes, n.peerName(s)))
-			case len(early) > 0:
-				n.sendRecords(s, rp, early)
-			}
-		}))
-	})
+	prev := n.own(n.jobsOwner())
+	n.compute(c, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
+	n.cur = prev
+}
+
+// snapSendStep is what resumes when the executor has encoded the snapshot
+// for standby s (sendSnapshot): its first chunk goes.
+type snapSendStep struct {
+	j   *jobState
+	s   int
+	rp  *replPeer
+	lsn uint64
+}
+
+func (st snapSendStep) String() string {
+	return fmt.Sprintf("snapshot send: encoded for node %d at lsn %d: send the first chunk", st.s, st.lsn)
+}
+
+func (st snapSendStep) resume(n *Node, r result) {
+	n.snapshotEncoded(st.j, st.s, st.rp, st.lsn, r.IODone)
+}
+
+// snapshotEncoded sends the first chunk of the snapshot encoded for
+// standby s, then the batches written meanwhile.
+func (n *Node) snapshotEncoded(j *jobState, s int, rp *replPeer, lsn uint64, d IODone) {
+	if j.repl[s] != rp || rp.snap == nil {
+		return // resynced meanwhile
+	}
+	if d.Err != IOOK {
+		n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", n.peerName(s), d.Err, d.Detail))
+		j.dropPeer(s)
+		return
+	}
+	rp.snap.data = d.Data
+	n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
+	n.sendChunk(s, rp, 0)
+	// One run of frames, in messages of up to the frame limit: a
+	// message per batch would overflow the link's queue (64
+	// messages, oldest dropped) after an encode of seconds.
+	early := slices.Concat(rp.snap.early.batches...)
+	overflow := rp.snap.early.overflow
+	rp.snap.early = heldBatches{}
+	switch {
+	case overflow:
+		n.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", n.opt.SyncBufferBytes, n.peerName(s)))
+	case len(early) > 0:
+		n.sendRecords(s, rp, early)
+	}
 }
 
 // sendChunk sends the chunk of rp's snapshot starting at off.
@@ -116,9 +137,9 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
 	}}
 	n.setSync(sr)
-	n.as(sr.owner, func() { // the transfer is this sync's (pending.go)
-		n.mkdirs2([]string{wal.WALDir, wal.SnapDir}, DataDir, func() { n.writeChunk(sr, m) })
-	})
+	prev := n.own(sr.owner) // the transfer is this sync's (pending.go)
+	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), installStep{kind: installDirsMade, sr: sr, rc: sr.recv, m: m})
+	n.cur = prev
 }
 
 // writeChunk writes the next chunk; duplicates, chunks out of order and
@@ -135,21 +156,24 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 	if m.Offset == 0 {
 		op = OpWrite // a tmp file left by an interrupted transfer is replaced
 	}
-	n.as(sr.owner, func() {
-		n.ioFn(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, func(d IODone) {
-			rc.writing = false
-			if d.Err != IOOK {
-				n.installFailed(sr, "write "+rc.tmp, d)
-				return
-			}
-			rc.written += size
-			if rc.written == rc.total {
-				n.finishInstall(sr)
-				return
-			}
-			n.ackRepl()
-		})
-	})
+	prev := n.own(sr.owner)
+	n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, installStep{kind: installChunkWritten, sr: sr, rc: rc, size: size})
+	n.cur = prev
+}
+
+// chunkWritten: a chunk of size bytes is in rc.tmp, or its write failed.
+func (n *Node) chunkWritten(sr *standbyRepl, rc *snapRecv, size uint64, d IODone) {
+	rc.writing = false
+	if d.Err != IOOK {
+		n.installFailed(sr, "write "+rc.tmp, d)
+		return
+	}
+	rc.written += size
+	if rc.written == rc.total {
+		n.finishInstall(sr)
+		return
+	}
+	n.ackRepl()
 }
 
 // installFailed: this sync cannot complete; the standby tells its primary
@@ -173,7 +197,9 @@ func (n *Node) finishInstall(sr *standbyRepl) {
 		rc.ready = true
 		return
 	}
-	n.as(n.logOwner(), func() { n.installSnapshot(sr) })
+	prev := n.own(n.logOwner())
+	n.installSnapshot(sr)
+	n.cur = prev
 }
 
 func (n *Node) installSnapshot(sr *standbyRepl) {
@@ -183,40 +209,52 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 	// log: claim neither (no position in messages, no votes).
 	n.logUnknown = true
 	n.ackRepl()
-	fail := func(what string, d IODone) {
-		n.installFailed(sr, what, d)
-		n.installDone()
+	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, installStep{kind: installTmpSynced, sr: sr, rc: rc})
+}
+
+// installStopped: a step of the install failed (what); the install ends.
+func (n *Node) installStopped(sr *standbyRepl, what string, d IODone) {
+	n.installFailed(sr, what, d)
+	n.installDone()
+}
+
+// readBack reads the durable tmp file back, for the executor to verify.
+func (n *Node) readBack(sr *standbyRepl, rc *snapRecv) {
+	n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, installStep{kind: installReadBack, sr: sr, rc: rc})
+}
+
+// readBackDone: the received file was read back (or could not be); the
+// executor verifies its bytes (ComputeVerify), off Step.
+func (n *Node) readBackDone(sr *standbyRepl, rc *snapRecv, d IODone) {
+	if d.Err != IOOK {
+		n.installStopped(sr, "read back "+rc.tmp, d)
+		return
 	}
-	n.ioFn(FileOp{Op: OpFsync, Path: rc.tmp}, func(IODone) {
-		n.ioFn(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, func(d IODone) {
-			if d.Err != IOOK {
-				fail("read back "+rc.tmp, d)
-				return
-			}
-			// Verified by the executor, off Step.
-			check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
-			n.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, fn(func(d result) {
-				if d.Err != IOOK && d.Err != IOCorrupt {
-					fail("verify "+rc.tmp, d.IODone)
-					return
-				}
-				if d.Err == IOCorrupt {
-					n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
-					if n.syncLive(sr) {
-						n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
-						n.setSync(nil)
-					}
-					n.installDone()
-					return
-				}
-				if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
-					n.installDone()
-					return
-				}
-				n.listNames(wal.WALDir, func(segs []string) { n.renameInstalled(sr, segs, fail) })
-			}))
-		})
-	})
+	check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
+	n.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
+}
+
+// verified: the received file verified (or not); if the sync is still the
+// standby's, the old log goes.
+func (n *Node) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
+	if d.Err != IOOK && d.Err != IOCorrupt {
+		n.installStopped(sr, "verify "+rc.tmp, d)
+		return
+	}
+	if d.Err == IOCorrupt {
+		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
+		if n.syncLive(sr) {
+			n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
+			n.setSync(nil)
+		}
+		n.installDone()
+		return
+	}
+	if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
+		n.installDone()
+		return
+	}
+	n.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedAfter, sr: sr, rc: rc})
 }
 
 // renameInstalled removes the old segments wholly after the received
@@ -225,8 +263,7 @@ func (n *Node) installSnapshot(sr *standbyRepl) {
 // the rest. Those go first so that a crash part way through replaceLog
 // cannot leave one of them with no segment before it: a gap after the
 // snapshot, which recovery could only call corruption.
-func (n *Node) renameInstalled(sr *standbyRepl, segs []string, fail func(string, IODone)) {
-	rc := sr.recv
+func (n *Node) renameInstalled(sr *standbyRepl, rc *snapRecv, segs []string) {
 	var after []string
 	for _, name := range segs {
 		if first, ok := wal.ParseSegmentName(name); ok && first > rc.lsn {
@@ -235,19 +272,21 @@ func (n *Node) renameInstalled(sr *standbyRepl, segs []string, fail func(string,
 	}
 	slices.Sort(after)
 	slices.Reverse(after)
-	n.removeEach(after, fail, func() {
-		if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
-			n.installDone()
-			return
-		}
-		n.ioFn(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, func(d IODone) {
-			if d.Err != IOOK {
-				fail("rename "+rc.tmp, d)
-				return
-			}
-			n.ioFn(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, func(IODone) { n.replaceLog(sr) })
-		})
-	})
+	n.run(removeEachOps(after, wal.WALDir), installStep{kind: installAfterRemoved, sr: sr, rc: rc})
+}
+
+// afterRemoved: the segments after the snapshot are gone (or one could
+// not be removed: r.failed); the snapshot is renamed into place.
+func (n *Node) afterRemoved(sr *standbyRepl, rc *snapRecv, r result) {
+	if r.failed != "" {
+		n.installStopped(sr, r.failed, r.IODone)
+		return
+	}
+	if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
+		n.installDone()
+		return
+	}
+	n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, installStep{kind: installRenamed, sr: sr, rc: rc})
 }
 
 // replaceLog removes every file but the installed snapshot: only the
@@ -260,41 +299,120 @@ func (n *Node) replaceLog(sr *standbyRepl) {
 		n.installDone()
 		return
 	}
-	n.listNames(wal.WALDir, func(segs []string) {
-		n.removeFiles(prefixAll(wal.WALDir, segs), wal.WALDir, func() {
-			if !n.syncLive(sr) {
-				n.installDone()
-				return
-			}
-			n.listNames(wal.SnapDir, func(snaps []string) {
-				var old []string
-				for _, s := range snaps {
-					if s != wal.SnapshotName(rc.lsn) {
-						old = append(old, wal.SnapDir+"/"+s)
-					}
-				}
-				n.removeFiles(old, wal.SnapDir, func() {
-					if !n.syncLive(sr) {
-						n.installDone()
-						return
-					}
-					sr.installing, sr.recv = false, nil
-					sr.expect, sr.seg = rc.lsn+1, wal.SegmentPath(rc.lsn+1)
-					n.logPos = logPos{term: rc.term, lsn: rc.lsn}
-					n.logUnknown = false
-					n.logClean, n.wantSnapshot = true, false
-					n.replFailure = ""
-					n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.primary), rc.lsn))
-					// Ended before the records queued meanwhile are appended: a
-					// gap among them rejoins asking for a catch-up from this
-					// clean log (canCatchUp), not for another snapshot.
-					n.installDone()
-					n.ackRepl()
-					n.drainRepl()
-				})
-			})
-		})
-	})
+	n.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedSegs, sr: sr, rc: rc})
+}
+
+// oldSnapsListed: the old log's segments are gone; its snapshots go.
+func (n *Node) oldSnapsListed(sr *standbyRepl, rc *snapRecv, snaps []string) {
+	var old []string
+	for _, s := range snaps {
+		if s != wal.SnapshotName(rc.lsn) {
+			old = append(old, wal.SnapDir+"/"+s)
+		}
+	}
+	n.run(removeOps(old, wal.SnapDir, "wal.remove-failed", ""), installStep{kind: installSnapsRemoved, sr: sr, rc: rc})
+}
+
+// installed: only the received snapshot is left; it is the standby's log.
+func (n *Node) installed(sr *standbyRepl, rc *snapRecv) {
+	sr.installing, sr.recv = false, nil
+	sr.expect, sr.seg = rc.lsn+1, wal.SegmentPath(rc.lsn+1)
+	n.logPos = logPos{term: rc.term, lsn: rc.lsn}
+	n.logUnknown = false
+	n.logClean, n.wantSnapshot = true, false
+	n.replFailure = ""
+	n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.primary), rc.lsn))
+	// Ended before the records queued meanwhile are appended: a
+	// gap among them rejoins asking for a catch-up from this
+	// clean log (canCatchUp), not for another snapshot.
+	n.installDone()
+	n.ackRepl()
+	n.drainRepl()
+}
+
+// installStep is what resumes in a snapshot sync on a standby: the
+// directories made, a chunk written, then the install (fsync, read back,
+// the old log's files removed, the rename).
+type installStep struct {
+	kind installKind
+	sr   *standbyRepl
+	rc   *snapRecv // sr's transfer
+	m    Msg       // installDirsMade: the first chunk
+	size uint64    // installChunkWritten: its bytes
+}
+
+type installKind uint8
+
+const (
+	installDirsMade      installKind = iota // data/wal and data/snap made: write the first chunk
+	installChunkWritten                     // a chunk written to tmp: ack, or install after the last
+	installTmpSynced                        // tmp fsync'd: read it back
+	installReadBack                         // tmp read back: verify it
+	installVerified                         // tmp verified: list data/wal
+	installListedAfter                      // data/wal listed: remove the segments after the snapshot
+	installAfterRemoved                     // those removed: rename tmp into place
+	installRenamed                          // renamed: fsync data/snap
+	installSnapDirSynced                    // data/snap fsync'd: the old log goes (replaceLog)
+	installListedSegs                       // data/wal listed: remove every segment
+	installSegsRemoved                      // segments removed: list data/snap
+	installListedSnaps                      // data/snap listed: remove the other snapshots
+	installSnapsRemoved                     // only the snapshot left: installed
+)
+
+var installKindNames = [...]string{
+	"directories made", "chunk written", "tmp fsync'd", "read back", "verified", "data/wal listed for the segments after it",
+	"segments after it removed", "renamed", "data/snap fsync'd", "data/wal listed", "segments removed", "data/snap listed", "old snapshots removed",
+}
+
+func (s installStep) String() string {
+	if s.kind == installChunkWritten {
+		return fmt.Sprintf("install of sync %d: chunk of %d bytes written to %s (%d of %d before it)", s.sr.epoch, s.size, s.rc.tmp, s.rc.written, s.rc.total)
+	}
+	return fmt.Sprintf("install of sync %d: %s (snapshot at lsn %d, term %d)", s.sr.epoch, installKindNames[s.kind], s.rc.lsn, s.rc.term)
+}
+
+func (s installStep) resume(n *Node, r result) {
+	sr, rc := s.sr, s.rc
+	switch s.kind {
+	case installDirsMade:
+		n.writeChunk(sr, s.m)
+	case installChunkWritten:
+		n.chunkWritten(sr, rc, s.size, r.IODone)
+	case installTmpSynced:
+		n.readBack(sr, rc)
+	case installReadBack:
+		n.readBackDone(sr, rc, r.IODone)
+	case installVerified:
+		n.verified(sr, rc, r.IODone)
+	case installListedAfter:
+		n.renameInstalled(sr, rc, r.names())
+	case installAfterRemoved:
+		n.afterRemoved(sr, rc, r)
+	case installRenamed:
+		if r.Err != IOOK {
+			n.installStopped(sr, "rename "+rc.tmp, r.IODone)
+			return
+		}
+		n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, installStep{kind: installSnapDirSynced, sr: sr, rc: rc})
+	case installSnapDirSynced:
+		n.replaceLog(sr)
+	case installListedSegs:
+		n.run(removeOps(prefixAll(wal.WALDir, r.names()), wal.WALDir, "wal.remove-failed", ""), installStep{kind: installSegsRemoved, sr: sr, rc: rc})
+	case installSegsRemoved:
+		if !n.syncLive(sr) {
+			n.installDone()
+			return
+		}
+		n.run(listOps(wal.SnapDir, "fatal.recovery"), installStep{kind: installListedSnaps, sr: sr, rc: rc})
+	case installListedSnaps:
+		n.oldSnapsListed(sr, rc, r.names())
+	case installSnapsRemoved:
+		if !n.syncLive(sr) {
+			n.installDone()
+			return
+		}
+		n.installed(sr, rc)
+	}
 }
 
 // installDone ends an install and starts the complete one that waited.
@@ -307,14 +425,17 @@ func (n *Node) installDone() {
 		return
 	}
 	n.installBusy = true
-	n.as(n.logOwner(), func() {
-		n.scanLogPosition(func(pos logPos, clean bool) {
-			n.installBusy = false
-			n.logPos, n.logUnknown = pos, false
-			n.logClean = clean
-			n.startReady()
-		})
-	})
+	prev := n.own(n.logOwner())
+	n.scanLogPosition(scanForRescan) // afterRescan
+	n.cur = prev
+}
+
+// afterRescan: the rescan of installDone found the log's position.
+func (n *Node) afterRescan(pos logPos, clean bool) {
+	n.installBusy = false
+	n.logPos, n.logUnknown = pos, false
+	n.logClean = clean
+	n.startReady()
 }
 
 // startReady starts the install of a complete snapshot that waited.

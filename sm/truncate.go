@@ -55,54 +55,123 @@ func (n *Node) truncateLog(m Msg) {
 	n.logClean = false // no catch-up from our log until it is cut
 	// The cut is this sync's: a newer sync or a promotion stops it where it
 	// is, a prefix of our old log (pending.go).
-	n.as(sr.owner, func() { n.startTruncation(limit) })
+	prev := n.own(sr.owner)
+	n.startTruncation(limit)
+	n.cur = prev
 }
 
 func (n *Node) startTruncation(limit logPos) {
-	n.ioFn(FileOp{Op: OpList, Path: wal.SnapDir}, func(d IODone) {
-		if d.Err != IOOK && d.Err != IONotExist { // no directory: no snapshot
-			n.truncateFailed("list "+wal.SnapDir, d)
+	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, truncateStep{kind: truncateSnapsListed, t: &truncation{limit: limit}})
+}
+
+// truncation is a cut of our log in progress: what the primary's limit
+// is, what the reads found, and once planned, where the log is cut.
+type truncation struct {
+	limit logPos
+	floor uint64       // our newest snapshot's LSN: the cut cannot go below it
+	segs  []logSegment // every segment of our log, oldest first
+	left  int          // segment reads still in flight
+	cut   int          // the segment holding the new end
+	keep  logPos       // the new end
+	from  logPos       // where our log ended before
+}
+
+// truncateStep is what resumes in a truncation: the listings, each
+// segment's read (all in flight at once), the suffix's removal, the
+// rewrite of the segment holding the new end.
+type truncateStep struct {
+	kind truncateKind
+	t    *truncation
+	i    int    // truncateSegRead: which segment
+	path string // truncateSegRead: its path
+}
+
+type truncateKind uint8
+
+const (
+	truncateSnapsListed   truncateKind = iota // data/snap listed: the floor, then list data/wal
+	truncateSegsListed                        // data/wal listed: read every segment
+	truncateSegRead                           // one segment read: plan once all are
+	truncateSuffixRemoved                     // the segments after the new end removed: rewrite the one holding it
+	truncateSegRewritten                      // the segment holding the new end rewritten: truncated
+)
+
+var truncateKindNames = [...]string{"data/snap listed", "data/wal listed", "segment read", "suffix removed", "segment rewritten"}
+
+func (s truncateStep) String() string {
+	t := s.t
+	switch s.kind {
+	case truncateSegRead:
+		return fmt.Sprintf("truncate to (lsn %d, term %d): %s %s (%d reads in flight)", t.limit.lsn, t.limit.term, truncateKindNames[s.kind], s.path, t.left)
+	case truncateSuffixRemoved, truncateSegRewritten:
+		return fmt.Sprintf("truncate from lsn %d to lsn %d (term %d): %s", t.from.lsn, t.keep.lsn, t.keep.term, truncateKindNames[s.kind])
+	}
+	return fmt.Sprintf("truncate to (lsn %d, term %d): %s", t.limit.lsn, t.limit.term, truncateKindNames[s.kind])
+}
+
+func (s truncateStep) resume(n *Node, r result) {
+	t := s.t
+	switch s.kind {
+	case truncateSnapsListed:
+		if r.Err != IOOK && r.Err != IONotExist { // no directory: no snapshot
+			n.truncateFailed("list "+wal.SnapDir, r.IODone)
 			return
 		}
 		// Our newest snapshot holds every record up to its LSN: the cut
 		// cannot go below it.
-		var floor uint64
-		for _, e := range d.Entries {
+		for _, e := range r.Entries {
 			if lsn, ok := wal.ParseSnapshotName(e.Name); ok {
-				floor = max(floor, lsn)
+				t.floor = max(t.floor, lsn)
 			}
 		}
-		n.readSegments(func(segs []logSegment) { n.planTruncation(limit, floor, segs) })
-	})
+		n.readSegments(t)
+	case truncateSegsListed:
+		n.segmentsListed(t, r.IODone)
+	case truncateSegRead:
+		if r.Err != IOOK {
+			n.truncateFailed("read "+s.path, r.IODone)
+			return
+		}
+		t.segs[s.i] = logSegment{path: s.path, data: r.Data}
+		if t.left--; t.left == 0 {
+			n.planTruncation(t)
+		}
+	case truncateSuffixRemoved:
+		if r.failed != "" {
+			n.truncateFailed(r.failed, r.IODone)
+			return
+		}
+		n.rewriteEnd(t)
+	case truncateSegRewritten:
+		if r.failed != "" {
+			n.truncateFailed(r.failed, r.IODone)
+			return
+		}
+		n.truncated(t)
+	}
 }
 
 // readSegments reads every segment of our log, oldest first.
-func (n *Node) readSegments(then func([]logSegment)) {
-	n.ioFn(FileOp{Op: OpList, Path: wal.WALDir}, func(d IODone) {
-		if d.Err != IOOK {
-			n.truncateFailed("list "+wal.WALDir, d)
-			return
-		}
-		paths := segmentsByLSN(d.Entries)
-		if len(paths) == 0 {
-			n.truncateRefused("our log has no segments")
-			return
-		}
-		segs := make([]logSegment, len(paths))
-		left := len(paths)
-		for i, p := range paths {
-			n.ioFn(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, func(d IODone) {
-				if d.Err != IOOK {
-					n.truncateFailed("read "+p, d)
-					return
-				}
-				segs[i] = logSegment{path: p, data: d.Data}
-				if left--; left == 0 {
-					then(segs)
-				}
-			})
-		}
-	})
+func (n *Node) readSegments(t *truncation) {
+	n.io(FileOp{Op: OpList, Path: wal.WALDir}, truncateStep{kind: truncateSegsListed, t: t})
+}
+
+// segmentsListed issues the reads of every segment listed, all at once.
+func (n *Node) segmentsListed(t *truncation, d IODone) {
+	if d.Err != IOOK {
+		n.truncateFailed("list "+wal.WALDir, d)
+		return
+	}
+	paths := segmentsByLSN(d.Entries)
+	if len(paths) == 0 {
+		n.truncateRefused("our log has no segments")
+		return
+	}
+	t.segs = make([]logSegment, len(paths))
+	t.left = len(paths)
+	for i, p := range paths {
+		n.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, truncateStep{kind: truncateSegRead, t: t, i: i, path: p})
+	}
 }
 
 // segmentsByLSN lists the segment paths among entries, oldest first.
@@ -116,7 +185,8 @@ func segmentsByLSN(entries []DirEntry) []string {
 
 // planTruncation finds the new end of our log in what the reads found and
 // cuts the log back to it.
-func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
+func (n *Node) planTruncation(t *truncation) {
+	limit, floor, segs := t.limit, t.floor, t.segs
 	var last logPos
 	cut, keep := -1, logPos{} // the segment holding the new end, and that end
 	for i := range segs {
@@ -165,35 +235,40 @@ func (n *Node) planTruncation(limit logPos, floor uint64, segs []logSegment) {
 		return
 	}
 	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.primary), n.logPos.lsn, n.logPos.term, keep.lsn, keep.term))
-	from := n.logPos
+	t.from, t.cut, t.keep = n.logPos, cut, keep
 	n.logPos = keep
 	var drop []string
 	for _, s := range segs[cut+1:] {
 		drop = append(drop, s.path)
 	}
 	slices.Reverse(drop) // newest first: every crash state is a prefix of the old log
-	n.removeEach(drop, n.truncateFailed, func() {
-		s := segs[cut]
-		done := func() {
-			n.setSync(nil)
-			n.logClean = true
-			n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", from.lsn, keep.lsn, keep.term, n.peerName(n.primary)))
-			n.resync()
+	n.run(removeEachOps(drop, wal.WALDir), truncateStep{kind: truncateSuffixRemoved, t: t})
+}
+
+// rewriteEnd cuts the segment holding the new end there, through a
+// temporary file, unless the new end closes it already.
+func (n *Node) rewriteEnd(t *truncation) {
+	s := t.segs[t.cut]
+	end := s.recs[len(s.recs)-1]
+	if end.pos == t.keep {
+		n.truncated(t) // the new end closes that segment already
+		return
+	}
+	at := 0
+	for _, r := range s.recs {
+		if r.pos == t.keep {
+			at = r.end
 		}
-		end := s.recs[len(s.recs)-1]
-		if end.pos == keep {
-			done() // the new end closes that segment already
-			return
-		}
-		at := 0
-		for _, r := range s.recs {
-			if r.pos == keep {
-				at = r.end
-			}
-		}
-		fail := func(what string, d IODone) { n.truncateFailed(what, d) }
-		n.replaceDurablyFn(s.path+".tmp", s.path, wal.WALDir, s.data[:at], fail, done)
-	})
+	}
+	n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], truncateStep{kind: truncateSegRewritten, t: t})
+}
+
+// truncated: our log ends at t.keep; we join again from there.
+func (n *Node) truncated(t *truncation) {
+	n.setSync(nil)
+	n.logClean = true
+	n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", t.from.lsn, t.keep.lsn, t.keep.term, n.peerName(n.primary)))
+	n.resync()
 }
 
 // truncateRefused: our log cannot be cut to where the primary's agrees

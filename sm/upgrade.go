@@ -29,10 +29,25 @@ func (UpgradeConfig) isInput() {}
 type UpgradeReply struct {
 	ID         uint64
 	VersionTag uint64
+	Outcome    UpgradeOutcome // what the daemon answers with; Error is its text
 	Error      string
 	AckedCount int
-	Primary    int // with a "Not primary" error: the primary, if known, else -1
+	Primary    int // with UpgradeNotPrimary: the primary, if known, else -1
 }
+
+// UpgradeOutcome is how an upgrade ended, as a code: the daemon picks the
+// client's status from it, never from the text (which is for people).
+type UpgradeOutcome uint8
+
+const (
+	UpgradeOK         UpgradeOutcome = iota // saved and pushed; the node restarts
+	UpgradeNotPrimary                       // §10.12: ask the primary (Primary)
+	UpgradeDisabled                         // no admin is configured
+	UpgradeBusy                             // another upgrade is in progress
+	UpgradeInvalid                          // the blob or its config is refused
+	UpgradeSaveFailed                       // the save failed: nothing changed
+	UpgradeUnknown                          // stepped down midway: maybe saved
+)
 
 func (UpgradeReply) isEffect() {}
 
@@ -62,41 +77,41 @@ type upgradeState struct {
 // names; then generation = current + 1, re-encode, crash-safe save, push
 // to the joined standbys, ACK the admin with the count, and restart.
 func (n *Node) onUpgrade(u UpgradeConfig) {
-	refuse := func(msg string) { n.refuseUpgrade(u.ID, u.Peer, msg) }
+	refuse := func(o UpgradeOutcome, msg string) { n.refuseUpgrade(u.ID, u.Peer, o, msg) }
 	switch {
 	case n.role != RolePrimary || n.cfg == nil:
-		refuse("Not primary — redirect to primary") // §10.12
+		refuse(UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
 		return
 	case !n.opt.EnableUpgrade:
-		refuse("OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
+		refuse(UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
 		return
 	case n.upgrade != nil:
-		refuse("an upgrade is already in progress; the primary restarts when it is done")
+		refuse(UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
 		return
 	case len(u.Bytes) > MaxConfigSize:
-		refuse("Config blob exceeds CONF_MAX_SIZE")
+		refuse(UpgradeInvalid, "Config blob exceeds CONF_MAX_SIZE")
 		return
 	case len(u.Bytes) == 0 || len(u.SHA256) != 32:
-		refuse("Invalid request: bytes or sha256 field missing")
+		refuse(UpgradeInvalid, "Invalid request: bytes or sha256 field missing")
 		return
 	}
 	if sum := sha256.Sum256(u.Bytes); !bytes.Equal(sum[:], u.SHA256) {
-		refuse("SHA-256 mismatch — blob corrupted in transit")
+		refuse(UpgradeInvalid, "SHA-256 mismatch — blob corrupted in transit")
 		return
 	}
 	c, err := schema.DecodeClusterConfig(u.Bytes)
 	if err != nil {
-		refuse("Failed to decode ClusterConfig blob")
+		refuse(UpgradeInvalid, "Failed to decode ClusterConfig blob")
 		return
 	}
 	if err := schema.Validate(c); err != nil {
-		refuse(err.Error())
+		refuse(UpgradeInvalid, err.Error())
 		return
 	}
 	c.ConfigGeneration = n.cfg.gen + 1 // the primary is the sole authority (§4.4)
 	blob, err := schema.Encode(c)
 	if err != nil || len(blob) > MaxConfigSize {
-		refuse("Failed to re-encode config")
+		refuse(UpgradeInvalid, "Failed to re-encode config")
 		return
 	}
 	up := &upgradeState{id: u.ID, peer: u.Peer}
@@ -104,16 +119,16 @@ func (n *Node) onUpgrade(u UpgradeConfig) {
 	n.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
 }
 
-func (n *Node) refuseUpgrade(id uint64, peer, msg string) {
+func (n *Node) refuseUpgrade(id uint64, peer string, o UpgradeOutcome, msg string) {
 	n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", peer, msg))
-	n.emit(UpgradeReply{ID: id, Error: msg, Primary: n.primary})
+	n.emit(UpgradeReply{ID: id, Outcome: o, Error: msg, Primary: n.primary})
 }
 
 // upgradeSaved: the upgrade's new config is saved (then pushed), or not.
 func (n *Node) upgradeSaved(up *upgradeState, ok bool) {
 	if !ok {
 		n.upgrade = nil
-		n.refuseUpgrade(up.id, up.peer, "Failed to save new config")
+		n.refuseUpgrade(up.id, up.peer, UpgradeSaveFailed, "Failed to save new config")
 		return
 	}
 	up.tag = n.cfg.tag
@@ -214,6 +229,6 @@ func (n *Node) abandonUpgrade() {
 	n.upgrade = nil
 	n.cancelTimer(TimerPush)
 	if !up.replied {
-		n.emit(UpgradeReply{ID: up.id, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.primary})
+		n.emit(UpgradeReply{ID: up.id, Outcome: UpgradeUnknown, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.primary})
 	}
 }

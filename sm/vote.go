@@ -170,7 +170,7 @@ func (n *Node) checkQuorum() bool {
 		return true // we were not listening: what the peers sent meanwhile is still queued
 	}
 	heard := 1
-	for p, at := range n.peerHeard {
+	for p, at := range n.peerHeard { // unordered: a count
 		if p != n.opt.Self && int64(n.now.Mono)-at < int64(n.opt.FailureTimeout) {
 			heard++
 		}

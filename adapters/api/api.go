@@ -4,7 +4,7 @@
 // of its port (TLS ALPN h2 or http/1.1), already authenticated.
 //
 // Each RPC becomes the one internal request form the daemon serves
-// (schema.ClientRequest): checked by wire.CheckRequest (the one
+// (wire.Request): checked by wire.CheckRequest (the one
 // validation of client input), then given to Config.Door with the
 // caller's verified certificate CN, which authorises it (package authz),
 // counts it and runs it. The reply's status becomes a Connect code (see
@@ -25,14 +25,14 @@ import (
 	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
-	"xce/schema"
 	"xce/schema/schemaconnect"
 )
 
 // Door serves one internal request from caller: the daemon's
 // authorisation, metrics and node.
-type Door func(ctx context.Context, caller Caller, req *schema.ClientRequest) *schema.ClientReply
+type Door func(ctx context.Context, caller Caller, req *wire.Request) *wire.Reply
 
 // Caller is who a request is from, as the door authorises it.
 type Caller struct {

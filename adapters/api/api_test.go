@@ -15,6 +15,7 @@ import (
 	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
@@ -26,7 +27,7 @@ import (
 // answers from a function and records who called.
 type node struct {
 	mu     sync.Mutex
-	answer func(*schema.ClientRequest) *schema.ClientReply
+	answer func(*wire.Request) *wire.Reply
 	cns    []api.Caller
 	paths  map[string]int // HTTP requests served, by path
 }
@@ -38,9 +39,9 @@ func (n *node) served(path string) int {
 	return n.paths[path]
 }
 
-func (n *node) door(_ context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
+func (n *node) door(_ context.Context, c api.Caller, req *wire.Request) *wire.Reply {
 	n.mu.Lock()
-	if req.GetStatus() == nil { // not package client's check of a new connection
+	if req.Status == nil { // not package client's check of a new connection
 		n.cns = append(n.cns, c)
 	}
 	a := n.answer
@@ -48,7 +49,7 @@ func (n *node) door(_ context.Context, c api.Caller, req *schema.ClientRequest) 
 	return a(req)
 }
 
-func (n *node) set(a func(*schema.ClientRequest) *schema.ClientReply) {
+func (n *node) set(a func(*wire.Request) *wire.Reply) {
 	n.mu.Lock()
 	n.answer, n.cns = a, nil
 	n.mu.Unlock()
@@ -136,8 +137,8 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, p := range c.peers {
-		n := &node{paths: map[string]int{}, answer: func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
+		n := &node{paths: map[string]int{}, answer: func(*wire.Request) *wire.Reply {
+			return &wire.Reply{Status: sm.StatusEAGAIN, Error: "starting"}
 		}}
 		c.nodes = append(c.nodes, n)
 		if !up[i] {
@@ -169,15 +170,15 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 	return c
 }
 
-func notPrimary(p int32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
-			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: p}}}
+func notPrimary(p int32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
+			Job: &schema.JobReply{Primary: p}}
 	}
 }
 
-func submitted(*schema.ClientRequest) *schema.ClientReply {
-	return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 7}}}}}
+func submitted(*wire.Request) *wire.Reply {
+	return &wire.Reply{Job: &schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 7}}}}
 }
 
 // submitVia sends a Submit to node i alone as cn, with extra headers.
@@ -345,12 +346,39 @@ func TestCodes(t *testing.T) {
 		{-16, connect.CodeAborted},
 		{sm.StatusOutcomeUnknown, connect.CodeUnknown},
 	} {
-		c.nodes[0].set(func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Status: tc.status, Error: "why"}
+		c.nodes[0].set(func(*wire.Request) *wire.Reply {
+			return &wire.Reply{Status: tc.status, Error: "why"}
 		})
 		_, _, err := c.submitVia(t, 0, "admin", nil)
 		if connect.CodeOf(err) != tc.want {
 			t.Errorf("status %d: %v, want %v", tc.status, err, tc.want)
 		}
+	}
+}
+
+// "Not primary" is a code (ClientReply.not_primary), not a text: a reply
+// flagged so is a redirect whatever its words, and an unavailable one
+// whose text begins "Not primary" but is not flagged is no redirect (no
+// forward, no NotPrimary detail).
+func TestNotPrimaryIsACode(t *testing.T) {
+	c := startCluster(t, true, true)
+	c.nodes[0].set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "a standby, in other words", NotPrimary: true,
+			Job: &schema.JobReply{Primary: 1}}
+	})
+	c.nodes[1].set(submitted)
+	if rep, _, err := c.submitVia(t, 0, "other", nil); err != nil || len(rep.GetJobs()) != 1 {
+		t.Fatalf("a flagged refusal was not forwarded: %v, %v", rep, err)
+	}
+	c.nodes[0].set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary yet: still recovering",
+			Job: &schema.JobReply{Primary: 1}}
+	})
+	_, _, err := c.submitVia(t, 0, "other", nil)
+	if connect.CodeOf(err) != connect.CodeUnavailable || detail(t, err) != nil {
+		t.Fatalf("an unflagged refusal: %v (detail %v), want unavailable without a redirect", err, detail(t, err))
+	}
+	if got := c.nodes[1].seen(); len(got) != 1 {
+		t.Fatalf("the primary saw %d calls, want the flagged one only", len(got))
 	}
 }

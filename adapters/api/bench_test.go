@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 )
@@ -34,8 +35,8 @@ func claimAck(b *testing.B, stream bool) {
 			State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Host: "node001", ClaimedAt: 1e18, ClaimExpiresAt: 1e18}
 	}
 	oks := make([]bool, batch)
-	c.nodes[0].set(func(req *schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Jobs: jobs, Oks: oks[:len(req.GetJob().GetHandles())]}}}
+	c.nodes[0].set(func(req *wire.Request) *wire.Reply {
+		return &wire.Reply{Job: &schema.JobReply{Ok: true, Jobs: jobs, Oks: oks[:len(req.Job.GetHandles())]}}
 	})
 	ctx := context.Background()
 	clients := make([]*client.Client, conns)

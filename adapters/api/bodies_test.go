@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
@@ -90,7 +91,7 @@ func sendHuge(t *testing.T, c *cluster, cn string, chunked bool) (*http.Response
 func TestHugeBodiesRefusedAtOnce(t *testing.T) {
 	c := startClusterWith(t, func(cfg *transport.Config) { cfg.BodyTimeout = 2 * time.Second }, true)
 	var s seen
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply { s.add(r); return submitted(r) })
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply { s.add(r); return submitted(r) })
 	listening(t, c)
 	other := newClient(t, c, client.Options{})
 	submit := func() time.Duration {

@@ -20,11 +20,11 @@ type seen struct {
 	reqs []*schema.JobRequest
 }
 
-func (s *seen) add(r *schema.ClientRequest) {
+func (s *seen) add(r *wire.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.GetJob() != nil {
-		s.reqs = append(s.reqs, r.GetJob())
+	if r.Job != nil {
+		s.reqs = append(s.reqs, r.Job)
 	}
 }
 
@@ -36,18 +36,18 @@ func (s *seen) all() []*schema.JobRequest {
 
 // claimAnswer answers a claim with one job and, per handle it carries,
 // its ack result (refused for the id refuse); a long poll after delay.
-func claimAnswer(s *seen, refuse uint64, delay time.Duration) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(r *schema.ClientRequest) *schema.ClientReply {
+func claimAnswer(s *seen, refuse uint64, delay time.Duration) func(*wire.Request) *wire.Reply {
+	return func(r *wire.Request) *wire.Reply {
 		s.add(r)
-		if r.GetJob().GetWaitMs() > 0 {
+		if r.Job.GetWaitMs() > 0 {
 			time.Sleep(delay) // a long poll that finds a job late
 		}
 		var oks []bool
-		for _, h := range r.GetJob().GetHandles() {
+		for _, h := range r.Job.GetHandles() {
 			oks = append(oks, h.GetId() != refuse)
 		}
-		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Ok: true, Oks: oks,
-			Jobs: []*schema.SnapshotJob{{Id: 9, Claims: 1, ClaimTerm: 1, ClaimLsn: 5}}}}}
+		return &wire.Reply{Job: &schema.JobReply{Ok: true, Oks: oks,
+			Jobs: []*schema.SnapshotJob{{Id: 9, Claims: 1, ClaimTerm: 1, ClaimLsn: 5}}}}
 	}
 }
 

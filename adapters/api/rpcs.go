@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"xce/adapters/wire"
 	"xce/schema"
 	"xce/schema/schemaconnect"
 )
@@ -99,14 +100,14 @@ func (s *server) UnregisterSchedule(ctx context.Context, r *connect.Request[sche
 }
 
 func (s *server) ClusterStatus(ctx context.Context, r *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
-	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{Queues: r.Msg.GetQueues()}}})
+	rep, err := s.serve(ctx, &wire.Request{Status: &schema.StatusRequest{Queues: r.Msg.GetQueues()}})
 	if err != nil {
 		return nil, s.local(err)
 	}
-	if rep.GetStatusReply() == nil {
+	if rep.StatusReply == nil {
 		return nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}
-	return connect.NewResponse(rep.GetStatusReply()), nil
+	return connect.NewResponse(rep.StatusReply), nil
 }
 
 func (s *server) GetConfig(ctx context.Context, _ *connect.Request[schema.GetConfigRequest]) (*connect.Response[schema.GetConfigResponse], error) {
@@ -135,11 +136,11 @@ func (s *server) ListHosts(ctx context.Context, _ *connect.Request[schema.ListHo
 
 // config is the node's running config, raw and decoded.
 func (s *server) config(ctx context.Context) (*schema.ConfigReply, *schema.ClusterConfig, error) {
-	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}})
+	rep, err := s.serve(ctx, &wire.Request{Config: true})
 	if err != nil {
 		return nil, nil, s.local(err)
 	}
-	cr := rep.GetConfigReply()
+	cr := rep.Config
 	if cr == nil {
 		return nil, nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}
@@ -153,11 +154,11 @@ func (s *server) config(ctx context.Context) (*schema.ConfigReply, *schema.Clust
 func (s *server) UpgradeConfig(ctx context.Context, r *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error) {
 	// Never forwarded: the admin's tool follows the redirect itself, so
 	// that the restart it causes is never a standby's doing.
-	rep, err := s.serve(ctx, &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: r.Msg}})
+	rep, err := s.serve(ctx, &wire.Request{Upgrade: r.Msg})
 	if err != nil {
 		return nil, s.local(err)
 	}
-	u := rep.GetUpgradeConfigReply()
+	u := rep.Upgrade
 	if u == nil || u.GetVersionTag() == 0 {
 		return nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}

@@ -15,11 +15,6 @@ import (
 	"xce/sm"
 )
 
-// NotPrimaryPrefix begins the error text of a standby's refusal of a
-// primary-only request (seed 002 §10.12: "Not primary — redirect to
-// primary"); a node may add detail after it.
-const NotPrimaryPrefix = "Not primary"
-
 var errNoBody = errors.New("the node's reply has no body")
 
 // redirectError is a standby's "not primary" refusal: nothing was
@@ -33,8 +28,8 @@ func (e *redirectError) Error() string { return e.why }
 
 // serve checks req (the one validation of client input) and hands it to
 // the door. A reply with a non-zero status is an error: a *redirectError
-// for "not primary", else a *connect.Error with the status's code.
-func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.ClientReply, error) {
+// when the reply says not primary (Reply.NotPrimary), else a *connect.Error with the status's code.
+func (s *server) serve(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
 	if err := wire.CheckRequest(req); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -42,20 +37,20 @@ func (s *server) serve(ctx context.Context, req *schema.ClientRequest) (*schema.
 	if rep == nil {
 		return nil, connect.NewError(connect.CodeInternal, errors.New("the node gave no reply"))
 	}
-	if rep.GetStatus() == sm.StatusOK {
+	if rep.Status == sm.StatusOK {
 		return rep, nil
 	}
-	if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), NotPrimaryPrefix) {
+	if rep.NotPrimary {
 		prim := -1
 		switch {
-		case rep.GetJobReply() != nil:
-			prim = int(rep.GetJobReply().GetPrimary())
-		case rep.GetUpgradeConfigReply() != nil:
-			prim = int(rep.GetUpgradeConfigReply().GetPrimary())
+		case rep.Job != nil:
+			prim = int(rep.Job.GetPrimary())
+		case rep.Upgrade != nil:
+			prim = int(rep.Upgrade.GetPrimary())
 		}
-		return rep, &redirectError{primary: prim, why: rep.GetError()}
+		return rep, &redirectError{primary: prim, why: rep.Error}
 	}
-	return rep, connect.NewError(codeOf(rep.GetStatus()), errors.New(rep.GetError()))
+	return rep, connect.NewError(codeOf(rep.Status), errors.New(rep.Error))
 }
 
 // codeOf maps a reply status (negative errno, as sm and the daemon answer)
@@ -137,7 +132,7 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 // from a standby.
 func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *schema.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
 	jr.Json = callerOf(ctx).json // a claim's jobs, a list's page, sized for the caller
-	req := &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: jr}}
+	req := &wire.Request{Job: jr}
 	rep, err := s.serve(ctx, req)
 	if rd := new(redirectError); errors.As(err, &rd) {
 		need, _ := authz.Need(req)
@@ -146,7 +141,7 @@ func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], 
 	if err != nil {
 		return nil, err
 	}
-	body := rep.GetJobReply()
+	body := rep.Job
 	if body == nil {
 		return nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"xce/adapters/tlsconf"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
@@ -60,7 +61,7 @@ func post(t *testing.T, cl *http.Client, c *cluster, method, contentType, body s
 func TestJSONUnknownFieldRefused(t *testing.T) {
 	c := startCluster(t, true)
 	var s seen
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply { s.add(r); return submitted(r) })
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply { s.add(r); return submitted(r) })
 	for _, proto := range []string{"http/1.1", "h2"} {
 		cl := httpClient(t, c, "admin", proto)
 		for _, ct := range []string{"application/json", "application/json; charset=utf-8"} {
@@ -199,7 +200,7 @@ func TestWrongContentTypeOverHTTP2(t *testing.T) {
 func TestCallersEncodingReachesThePrimary(t *testing.T) {
 	c := startCluster(t, true, true)
 	var s seen
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply { s.add(r); return submitted(r) })
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply { s.add(r); return submitted(r) })
 	c.nodes[1].set(notPrimary(0))
 	claim := `{"queue":"batch","host":"h","max":4}`
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
 	"xce/schema/schemaconnect"
@@ -124,7 +125,7 @@ func TestWorkLongPollReleasedOnStepDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var released atomic.Bool
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply {
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply {
 		before.add(r)
 		if !released.Swap(true) {
 			time.Sleep(300 * time.Millisecond)        // waiting, then released
@@ -152,7 +153,7 @@ func TestWorkLostReplyIsOutcomeUnknown(t *testing.T) {
 	c := startCluster(t, true)
 	var s seen
 	var hang atomic.Bool
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply {
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply {
 		s.add(r)
 		if hang.Load() {
 			time.Sleep(time.Second)
@@ -175,9 +176,9 @@ func TestWorkLostReplyIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("the node was given %d claims, want 2 (the lost one once)", n)
 	}
 	hang.Store(false)
-	c.nodes[0].set(func(r *schema.ClientRequest) *schema.ClientReply {
+	c.nodes[0].set(func(r *wire.Request) *wire.Reply {
 		s.add(r)
-		return &schema.ClientReply{Status: sm.StatusOutcomeUnknown, Error: "lost"}
+		return &wire.Reply{Status: sm.StatusOutcomeUnknown, Error: "lost"}
 	})
 	if _, err := w.Claim(ctx, &schema.ClaimRequest{Queue: "q", Host: "h", Max: 1}); !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("code unknown: %v, want outcome unknown", err)

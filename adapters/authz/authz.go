@@ -37,6 +37,7 @@ import (
 	"strings"
 
 	"xce/adapters/tlsconf"
+	"xce/adapters/wire"
 	"xce/schema"
 )
 
@@ -154,16 +155,18 @@ func (p *Policy) RoleOf(cn string) Role {
 
 // Need is the role a request needs and the name of its operation. An
 // operation this build does not know needs admin: deny by default.
-func Need(req *schema.ClientRequest) (Role, string) {
-	switch op := req.GetOp().(type) {
-	case *schema.ClientRequest_Status:
+func Need(req *wire.Request) (Role, string) {
+	switch {
+	case req == nil:
+		return RoleAdmin, "unknown operation"
+	case req.Status != nil:
 		return RoleWorker, "status"
-	case *schema.ClientRequest_Config:
+	case req.Config:
 		return RoleWorker, "config"
-	case *schema.ClientRequest_UpgradeConfig:
+	case req.Upgrade != nil:
 		return RoleAdmin, "OP_upgradeConfig"
-	case *schema.ClientRequest_Job:
-		k := op.Job.GetKind()
+	case req.Job != nil:
+		k := req.Job.GetKind()
 		name := "job " + strings.ToLower(strings.ReplaceAll(k.String(), "_", "-"))
 		switch k {
 		case schema.JobRequest_ENQUEUE, schema.JobRequest_ENQUEUE_BATCH, schema.JobRequest_CLAIM,
@@ -190,7 +193,7 @@ type Decision struct {
 
 // Decide is the one authorisation check of a client request from the
 // certificate named cn.
-func (p *Policy) Decide(cn string, req *schema.ClientRequest) Decision {
+func (p *Policy) Decide(cn string, req *wire.Request) Decision {
 	role := p.RoleOf(cn)
 	need, op := Need(req)
 	d := Decision{Role: role, Need: need, Op: op}
@@ -222,7 +225,7 @@ func (p *Policy) Decide(cn string, req *schema.ClientRequest) Decision {
 // worker; via must be a controller in --peers (the caller of
 // DecideOnBehalf has checked that its certificate is a node's). The
 // refusal names both.
-func (p *Policy) DecideOnBehalf(via, cn string, claimed Role, req *schema.ClientRequest) Decision {
+func (p *Policy) DecideOnBehalf(via, cn string, claimed Role, req *wire.Request) Decision {
 	need, op := Need(req)
 	own := p.RoleOf(cn)
 	role := min(claimed, own, RoleWorker)

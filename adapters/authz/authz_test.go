@@ -4,18 +4,19 @@ import (
 	"strings"
 	"testing"
 
+	"xce/adapters/wire"
 	"xce/schema"
 )
 
-func job(k schema.JobRequest_Kind) *schema.ClientRequest {
-	return &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: k}}}
+func job(k schema.JobRequest_Kind) *wire.Request {
+	return &wire.Request{Job: &schema.JobRequest{Kind: k}}
 }
 
 var (
-	status  = &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}
-	config  = &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}
-	upgrade = &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{}}}
-	noOp    = &schema.ClientRequest{}
+	status  = &wire.Request{Status: &schema.StatusRequest{}}
+	config  = &wire.Request{Config: true}
+	upgrade = &wire.Request{Upgrade: &schema.UpgradeConfigRequest{}}
+	noOp    = &wire.Request{}
 )
 
 func TestDecide(t *testing.T) {
@@ -40,7 +41,7 @@ func TestDecide(t *testing.T) {
 		name   string
 		p      *Policy
 		cn     string
-		req    *schema.ClientRequest
+		req    *wire.Request
 		allow  bool
 		role   Role
 		reason string // part of the refusal
@@ -132,7 +133,7 @@ func TestDecideOnBehalf(t *testing.T) {
 		name    string
 		via, cn string
 		claimed Role
-		req     *schema.ClientRequest
+		req     *wire.Request
 		allow   bool
 		reason  string
 	}{

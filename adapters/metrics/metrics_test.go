@@ -17,6 +17,7 @@ import (
 
 	"xce/adapters/fileio"
 	"xce/adapters/runner"
+	"xce/adapters/wire"
 	"xce/schema"
 	"xce/sm"
 )
@@ -106,16 +107,16 @@ func TestCollectViewPartial(t *testing.T) {
 
 func TestOpAndCode(t *testing.T) {
 	for _, c := range []struct {
-		req  *schema.ClientRequest
+		req  *wire.Request
 		want string
 	}{
-		{&schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}, "status"},
-		{&schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}, "config"},
-		{&schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{}}}, "upgrade_config"},
-		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_CLAIM}}}, "job_claim"},
-		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE}}}, "job_enqueue"},
-		{&schema.ClientRequest{}, "unknown"},
-		{&schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: &schema.JobRequest{Kind: 99}}}, "job_unknown"},
+		{&wire.Request{Status: &schema.StatusRequest{}}, "status"},
+		{&wire.Request{Config: true}, "config"},
+		{&wire.Request{Upgrade: &schema.UpgradeConfigRequest{}}, "upgrade_config"},
+		{&wire.Request{Job: &schema.JobRequest{Kind: schema.JobRequest_CLAIM}}, "job_claim"},
+		{&wire.Request{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE}}, "job_enqueue"},
+		{&wire.Request{}, "unknown"},
+		{&wire.Request{Job: &schema.JobRequest{Kind: 99}}, "job_unknown"},
 	} {
 		if got := Op(c.req); got != c.want {
 			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"xce/adapters/wire"
 	"xce/schema"
 )
 
@@ -12,16 +13,18 @@ import (
 // upgrade_config, or job_<kind> (job_enqueue, job_claim, ...); unknown
 // (job_unknown) for anything else. The set is fixed by the schema, so the label stays
 // bounded.
-func Op(req *schema.ClientRequest) string {
-	switch op := req.GetOp().(type) {
-	case *schema.ClientRequest_Status:
+func Op(req *wire.Request) string {
+	switch {
+	case req == nil:
+		return "unknown"
+	case req.Status != nil:
 		return "status"
-	case *schema.ClientRequest_Config:
+	case req.Config:
 		return "config"
-	case *schema.ClientRequest_UpgradeConfig:
+	case req.Upgrade != nil:
 		return "upgrade_config"
-	case *schema.ClientRequest_Job:
-		if name, ok := jobOps[op.Job.GetKind()]; ok {
+	case req.Job != nil:
+		if name, ok := jobOps[req.Job.GetKind()]; ok {
 			return name
 		}
 		return "job_unknown"

@@ -15,7 +15,7 @@
 //     the message. Nothing is written back: replies travel on the
 //     connection the other controller dials to us.
 //   - CLIENT: an operator tool or worker with any CA-signed certificate.
-//     Each ClientRequest is answered, in order, by Config.Client, which
+//     Each request is answered, in order, by Config.Client, which
 //     gets the certificate's CN and decides what that CN may do.
 //
 // A frame over the size limit, an undecodable frame or a bad Hello closes

@@ -1,8 +1,9 @@
 package wire
 
-// CheckRequest is the one validation of a client request: the internal
-// form (schema.ClientRequest) the API handler builds from each RPC
-// (package api) before the daemon sees it.
+// Request is the one internal form of a client request: the API handler
+// builds it from each RPC (package api), CheckRequest checks it, package
+// authz decides on it, the daemon counts and serves it, answering with a
+// Reply. It is Go, not a wire message: it never leaves the process.
 
 import (
 	"errors"
@@ -20,30 +21,52 @@ const (
 	StatusUnsupported int32 = -38 // -ENOSYS: an op this server does not know
 )
 
-// CheckRequest bounds what a client request may carry: an op, a job
+// Request is one client request: exactly one of its fields is set.
+type Request struct {
+	Status  *schema.StatusRequest        // ClusterStatus
+	Config  bool                         // GetConfig, ListQueues, ListHosts: the running config
+	Upgrade *schema.UpgradeConfigRequest // UpgradeConfig (OP_upgradeConfig, admin)
+	Job     *schema.JobRequest           // a job operation
+}
+
+// Reply answers a Request: status 0 and the body of the request's kind,
+// or a non-zero status (negative errno: sm's, authz's, or the ones above)
+// with Error, the human text. NotPrimary marks a standby's redirect
+// (seed 002 §10.12, status EAGAIN): the body's Primary names the primary
+// it follows. An upgrade's body is set on a refusal too.
+type Reply struct {
+	Status     int32
+	Error      string
+	NotPrimary bool
+
+	StatusReply *schema.StatusReply
+	Config      *schema.ConfigReply
+	Upgrade     *schema.UpgradeConfigReply
+	Job         *schema.JobReply
+}
+
+// CheckRequest bounds what a client request may carry: one op, a job
 // request within the limits below, an upgrade blob within
 // sm.MaxConfigSize. The error names the field at fault.
-func CheckRequest(r *schema.ClientRequest) error {
+func CheckRequest(r *Request) error {
 	if r == nil {
 		return errors.New("nil request")
 	}
-	switch op := r.GetOp().(type) {
-	case *schema.ClientRequest_Status:
-		if op.Status == nil {
-			return errors.New("status op with nil body")
+	n := 0
+	for _, set := range []bool{r.Status != nil, r.Config, r.Upgrade != nil, r.Job != nil} {
+		if set {
+			n++
 		}
-	case *schema.ClientRequest_Job:
-		return checkJobRequest(op.Job)
-	case *schema.ClientRequest_Config:
-		if op.Config == nil {
-			return errors.New("config op with nil body")
-		}
-	case *schema.ClientRequest_UpgradeConfig:
-		return checkUpgradeRequest(op.UpgradeConfig)
-	case nil:
+	}
+	switch {
+	case n == 0:
 		return errors.New("no op")
-	default:
-		return fmt.Errorf("unknown op %T", op)
+	case n > 1:
+		return fmt.Errorf("%d ops in one request, want one", n)
+	case r.Job != nil:
+		return checkJobRequest(r.Job)
+	case r.Upgrade != nil:
+		return checkUpgradeRequest(r.Upgrade)
 	}
 	return nil
 }
@@ -54,8 +77,6 @@ func CheckRequest(r *schema.ClientRequest) error {
 // request: bytes or sha256 field missing" (§6.4 step 0b).
 func checkUpgradeRequest(u *schema.UpgradeConfigRequest) error {
 	switch {
-	case u == nil:
-		return errors.New("upgrade-config op with nil body")
 	case len(u.GetBytes()) > sm.MaxConfigSize:
 		return fmt.Errorf("config blob of %d bytes exceeds %d", len(u.GetBytes()), sm.MaxConfigSize)
 	case len(u.GetSha256()) != 0 && len(u.GetSha256()) != SHA256Size:

@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
 	"xce/schema"
 	"xce/sm"
 )
 
-func jobReq(j *schema.JobRequest) *schema.ClientRequest {
-	return &schema.ClientRequest{Op: &schema.ClientRequest_Job{Job: j}}
-}
+func jobReq(j *schema.JobRequest) *Request { return &Request{Job: j} }
 
-func upgradeReq(blob, sum []byte) *schema.ClientRequest {
-	return &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{UpgradeConfig: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum}}}
+func upgradeReq(blob, sum []byte) *Request {
+	return &Request{Upgrade: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum}}
 }
 
 // CheckRequest passes what is within the limits, the limits themselves
@@ -24,10 +25,10 @@ func TestCheckRequest(t *testing.T) {
 	long := strings.Repeat("q", MaxNameLen+1)
 	good := []struct {
 		name string
-		r    *schema.ClientRequest
+		r    *Request
 	}{
-		{"status", &schema.ClientRequest{Op: &schema.ClientRequest_Status{Status: &schema.StatusRequest{}}}},
-		{"config", &schema.ClientRequest{Op: &schema.ClientRequest_Config{Config: &schema.ConfigRequest{}}}},
+		{"status", &Request{Status: &schema.StatusRequest{}}},
+		{"config", &Request{Config: true}},
 		{"submit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: []byte("x")})},
 		{"max payload", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: make([]byte, sm.MaxJobPayload)})},
 		{"max handles", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: make([]*schema.WalHandle, MaxJobHandles)})},
@@ -44,14 +45,12 @@ func TestCheckRequest(t *testing.T) {
 	}
 	bad := []struct {
 		name string
-		r    *schema.ClientRequest
+		r    *Request
 		want string
 	}{
 		{"nil", nil, "nil request"},
-		{"no op", &schema.ClientRequest{}, "no op"},
-		{"nil status body", &schema.ClientRequest{Op: &schema.ClientRequest_Status{}}, "status op"},
-		{"nil config body", &schema.ClientRequest{Op: &schema.ClientRequest_Config{}}, "config op"},
-		{"nil job body", &schema.ClientRequest{Op: &schema.ClientRequest_Job{}}, "job op with nil body"},
+		{"no op", &Request{}, "no op"},
+		{"two ops", &Request{Status: &schema.StatusRequest{}, Config: true}, "2 ops in one request"},
 		{"kind unspecified", jobReq(&schema.JobRequest{}), "kind 0 unknown"},
 		{"kind past the last", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN + 1}), "unknown"},
 		{"payload over the limit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Payload: make([]byte, sm.MaxJobPayload+1)}), "payload"},
@@ -66,7 +65,6 @@ func TestCheckRequest(t *testing.T) {
 		{"escape in a host name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "batch", Host: "\x1b[2Jnode"}), `host "\x1b[2Jnode": byte 0x1b at offset 0`},
 		{"slash in a schedule name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: "../etc", Queue: "batch"}), `name "../etc": byte 0x2e '.' at offset 0`},
 		{"slash in a queue name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: "a/b"}), `byte 0x2f '/' at offset 1`},
-		{"nil upgrade body", &schema.ClientRequest{Op: &schema.ClientRequest_UpgradeConfig{}}, "nil body"},
 		{"upgrade blob over MaxConfigSize", upgradeReq(make([]byte, sm.MaxConfigSize+1), sum), "config blob"},
 		{"sha256 of 31 bytes", upgradeReq([]byte("blob"), sum[:31]), "sha256 of 31"},
 		{"sha256 of 33 bytes", upgradeReq([]byte("blob"), append(sum, 0)), "sha256 of 33"},
@@ -84,5 +82,15 @@ func TestCheckRequest(t *testing.T) {
 func TestJobStringsWithinSMBound(t *testing.T) {
 	if n := 3*MaxNameLen + MaxErrorLen; n > sm.MaxJobStrings {
 		t.Fatalf("a job may carry %d bytes of strings, sm bounds its replies for %d", n, sm.MaxJobStrings)
+	}
+}
+
+// The internal form is Go (Request, Reply), not a protobuf envelope
+// around the bodies (issue 21 item 4: the client envelope goes).
+func TestNoClientEnvelope(t *testing.T) {
+	for _, name := range []protoreflect.FullName{"xce.schema.ClientRequest", "xce.schema.ClientReply", "xce.schema.ConfigRequest"} {
+		if _, err := protoregistry.GlobalFiles.FindDescriptorByName(name); err == nil {
+			t.Errorf("%s is still a message", name)
+		}
 	}
 }

@@ -855,7 +855,7 @@ func (q *Queues) Counts(queue string) (pending, processing, dead int) {
 		}
 		return 0, 0, 0
 	}
-	for _, l := range q.lanes {
+	for _, l := range q.lanes { // unordered: sums
 		pending += l.pending
 		processing += l.processing
 		dead += l.dead
@@ -883,7 +883,7 @@ func (q *Queues) SweepDue(now int64) bool {
 	if e := q.retain.top(); e != nil && purgeAt(e) <= now {
 		return true
 	}
-	for _, l := range q.lanes {
+	for _, l := range q.lanes { // unordered: whether any lane is due
 		if e := l.exhausted.top(); e != nil && e.claimExpiresAt() <= now {
 			return true
 		}

@@ -98,7 +98,7 @@ func (t *table[T]) writable(k uint64) *page[T] {
 // changes do not reach. The copy may be read on another goroutine.
 func (t *table[T]) freeze() table[T] {
 	f := table[T]{pages: make(map[uint64]*page[T], len(t.pages)), n: t.n, gen: t.gen}
-	for k, p := range t.pages {
+	for k, p := range t.pages { // unordered: a copy of the map
 		f.pages[k] = p
 	}
 	t.gen++

@@ -101,7 +101,7 @@ func (s Set) Committed(own uint64, need int) uint64 {
 // replication.
 func (s Set) Replicated(lsn uint64, need int, now, timeout int64) bool {
 	have, live := 0, 0
-	for _, pr := range s {
+	for _, pr := range s { // unordered: counts
 		if !pr.Live(now, timeout) {
 			continue
 		}
@@ -115,7 +115,7 @@ func (s Set) Replicated(lsn uint64, need int, now, timeout int64) bool {
 
 // HeldByAny reports whether some standby holds lsn durably.
 func (s Set) HeldByAny(lsn uint64) bool {
-	for _, pr := range s {
+	for _, pr := range s { // unordered: whether any standby holds it
 		if pr.Holds(lsn) {
 			return true
 		}

@@ -18,8 +18,8 @@ import (
 	"xce/adapters/api"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
-	"xce/schema"
 	"xce/sm"
 )
 
@@ -28,12 +28,12 @@ type Node struct {
 	Name, Addr string
 
 	mu     sync.Mutex
-	answer func(*schema.ClientRequest) *schema.ClientReply
-	seen   []*schema.ClientRequest
+	answer func(*wire.Request) *wire.Reply
+	seen   []*wire.Request
 }
 
 // Handle is the API handler's door.
-func (f *Node) Handle(_ context.Context, _ api.Caller, req *schema.ClientRequest) *schema.ClientReply {
+func (f *Node) Handle(_ context.Context, _ api.Caller, req *wire.Request) *wire.Reply {
 	f.mu.Lock()
 	f.seen = append(f.seen, req)
 	answer := f.answer
@@ -42,7 +42,7 @@ func (f *Node) Handle(_ context.Context, _ api.Caller, req *schema.ClientRequest
 }
 
 // Set replaces the answer function and forgets the requests seen.
-func (f *Node) Set(answer func(*schema.ClientRequest) *schema.ClientReply) {
+func (f *Node) Set(answer func(*wire.Request) *wire.Reply) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.answer, f.seen = answer, nil
@@ -50,12 +50,12 @@ func (f *Node) Set(answer func(*schema.ClientRequest) *schema.ClientReply) {
 
 // Requests returns the requests seen since the last Set but status
 // requests: package client checks each new connection with one.
-func (f *Node) Requests() []*schema.ClientRequest {
+func (f *Node) Requests() []*wire.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*schema.ClientRequest
+	var out []*wire.Request
 	for _, r := range f.seen {
-		if r.GetStatus() == nil {
+		if r.Status == nil {
 			out = append(out, r)
 		}
 	}
@@ -94,8 +94,8 @@ func Start(t testing.TB, up ...bool) *Cluster {
 		tpeers[i] = transport.Peer{Name: n, Addr: addr}
 		cpeers[i] = client.Peer{Name: n, Addr: addr}
 		parts[i] = n + "=" + addr
-		c.Nodes = append(c.Nodes, &Node{Name: n, Addr: addr, answer: func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "starting"}
+		c.Nodes = append(c.Nodes, &Node{Name: n, Addr: addr, answer: func(*wire.Request) *wire.Reply {
+			return &wire.Reply{Status: sm.StatusEAGAIN, Error: "starting"}
 		}})
 	}
 	for _, ln := range lns {

@@ -16,6 +16,7 @@ import (
 	"xce/adapters/authz"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
+	"xce/adapters/wire"
 	"xce/schema"
 	"xce/sm"
 )
@@ -52,28 +53,36 @@ func (pc *pushCluster) admin(t *testing.T) *tlsconf.Material {
 	return mat
 }
 
-func upgradeOK(tag uint64, acked uint32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{VersionTag: tag, AckedCount: acked}}}
+func upgradeOK(tag uint64, acked uint32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Upgrade: &schema.UpgradeConfigReply{VersionTag: tag, AckedCount: acked}}
 	}
 }
 
-func upgradeErr(status int32, msg string, primary int32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: status, Error: msg,
-			Body: &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{Error: msg, Primary: primary}}}
+func upgradeErr(status int32, msg string, primary int32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: status, Error: msg,
+			Upgrade: &schema.UpgradeConfigReply{Error: msg, Primary: primary}}
 	}
 }
 
 const notPrimary = "Not primary — redirect to primary"
+
+// upgradeNotPrimary is a standby's refusal naming primary (-1: none).
+func upgradeNotPrimary(primary int32) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: notPrimary, NotPrimary: true,
+			Upgrade: &schema.UpgradeConfigReply{Error: notPrimary, Primary: primary}}
+	}
+}
 
 // The YAML is encoded and sent with its SHA-256; a standby's redirect is
 // followed (n1 is never asked); the ACK is printed without a warning when
 // standbys confirmed.
 func TestPushFollowsRedirect(t *testing.T) {
 	pc := startPushCluster(t, true, true, true)
-	pc.nodes[0].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 2))
+	pc.nodes[0].Set(upgradeNotPrimary(2))
+	pc.nodes[1].Set(upgradeNotPrimary(2))
 	pc.nodes[2].Set(upgradeOK(0x0123456789abcdef, 2))
 	out, err := run(t, pc.flags("--config", sample)...)
 	if err != nil {
@@ -86,14 +95,14 @@ func TestPushFollowsRedirect(t *testing.T) {
 		t.Fatalf("n1 asked %d times; the redirect to n2 should have been followed", n)
 	}
 	reqs := pc.nodes[2].Requests()
-	if len(reqs) != 1 || reqs[0].GetUpgradeConfig() == nil {
+	if len(reqs) != 1 || reqs[0].Upgrade == nil {
 		t.Fatalf("n2 requests %v", reqs)
 	}
 	want, err := EncodeFile(sample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := reqs[0].GetUpgradeConfig()
+	u := reqs[0].Upgrade
 	sum := sha256.Sum256(want)
 	if !bytes.Equal(u.GetBytes(), want) || !bytes.Equal(u.GetSha256(), sum[:]) {
 		t.Fatal("n2 did not receive the encoded YAML with its SHA-256")
@@ -143,7 +152,7 @@ func TestPushRefused(t *testing.T) {
 // the caller (upgrades disabled there) is a definite answer.
 func TestPushSkipsAndLists(t *testing.T) {
 	pc := startPushCluster(t, false, true, true, true)
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
+	pc.nodes[1].Set(upgradeNotPrimary(-1))
 	// n2 keeps answering "starting"
 	pc.nodes[3].Set(upgradeOK(9, 2))
 	res, err := Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
@@ -154,7 +163,7 @@ func TestPushSkipsAndLists(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 
-	pc.nodes[3].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, -1))
+	pc.nodes[3].Set(upgradeNotPrimary(-1))
 	_, err = Push(context.Background(), pc.peers, pc.admin(t), 3*time.Second, mustEncode(t))
 	if !errors.Is(err, ErrPushNoPrimary) || errors.Is(err, ErrPushUnknown) {
 		t.Fatalf("nobody accepting: %v", err)
@@ -182,12 +191,12 @@ func TestPushUnknownOutcome(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	release := make(chan struct{})
 	defer close(release)
-	pc.nodes[0].Set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetUpgradeConfig() == nil { // the client's check of a new connection
-			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "n0", Primary: -1}}}
+	pc.nodes[0].Set(func(req *wire.Request) *wire.Reply {
+		if req.Upgrade == nil { // the client's check of a new connection
+			return &wire.Reply{StatusReply: &schema.StatusReply{Name: "n0", Primary: -1}}
 		}
 		<-release
-		return &schema.ClientReply{}
+		return &wire.Reply{}
 	})
 	pc.nodes[1].Set(upgradeOK(1, 0))
 	_, err := Push(context.Background(), pc.peers, pc.admin(t), 300*time.Millisecond, mustEncode(t))
@@ -313,7 +322,7 @@ func hungListener(t *testing.T) string {
 func TestPushPastHungPeer(t *testing.T) {
 	pc := startPushCluster(t, true, true)
 	pc.nodes[0].Set(upgradeOK(5, 1))
-	pc.nodes[1].Set(upgradeErr(sm.StatusEAGAIN, notPrimary, 1))
+	pc.nodes[1].Set(upgradeNotPrimary(1))
 	peers := "hung=" + hungListener(t) + "," + pc.peers
 	start := time.Now()
 	res, err := Push(context.Background(), peers, pc.admin(t), 0, mustEncode(t))

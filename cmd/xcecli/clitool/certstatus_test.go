@@ -13,6 +13,7 @@ import (
 	"xce/adapters/api"
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/cmd/xce-config/configtool"
 	"xce/schema"
@@ -62,9 +63,9 @@ func TestStatusShowsOwnCertificate(t *testing.T) {
 	peers := []transport.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}}
 	for i, m := range []*tlsconf.Material{expired, soon} {
 		_, h := api.Handler(api.Config{Self: i, Peers: []client.Peer{{Name: "n0", Addr: addrs[0]}, {Name: "n1", Addr: addrs[1]}},
-			Door: func(context.Context, api.Caller, *schema.ClientRequest) *schema.ClientReply {
-				return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
-					Name: peers[i].Name, Role: "standby", CertNotAfter: m.Leaf.NotAfter.Unix()}}}
+			Door: func(context.Context, api.Caller, *wire.Request) *wire.Reply {
+				return &wire.Reply{StatusReply: &schema.StatusReply{
+					Name: peers[i].Name, Role: "standby", CertNotAfter: m.Leaf.NotAfter.Unix()}}
 			}})
 		tr, err := transport.New(transport.Config{Self: i, Peers: peers, TLS: m, HTTP: h})
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/transport/fakenodes"
+	"xce/adapters/wire"
 	"xce/client"
 	"xce/cmd/xce-config/configtool"
 	"xce/schema"
@@ -51,19 +52,19 @@ func (fc *fakeCluster) run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func standby(primary int32) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetJob() == nil {
-			return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "unsupported request"}
+func standby(primary int32) func(*wire.Request) *wire.Reply {
+	return func(req *wire.Request) *wire.Reply {
+		if req.Job == nil {
+			return &wire.Reply{Status: sm.StatusEINVAL, Error: "unsupported request"}
 		}
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary",
-			Body: &schema.ClientReply_JobReply{JobReply: &schema.JobReply{Primary: primary}}}
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
+			Job: &schema.JobReply{Primary: primary}}
 	}
 }
 
-func jobAnswer(rep *schema.JobReply) func(*schema.ClientRequest) *schema.ClientReply {
-	return func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_JobReply{JobReply: rep}}
+func jobAnswer(rep *schema.JobReply) func(*wire.Request) *wire.Reply {
+	return func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Job: rep}
 	}
 }
 
@@ -84,7 +85,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	if len(n1.Requests()) != 0 || len(n0.Requests()) != 1 || len(n2.Requests()) != 1 {
 		t.Fatalf("requests: n0 %d n1 %d n2 %d", len(n0.Requests()), len(n1.Requests()), len(n2.Requests()))
 	}
-	got := n2.Requests()[0].GetJob()
+	got := n2.Requests()[0].Job
 	if got.GetKind() != schema.JobRequest_CLAIM || got.GetQueue() != "batch" || got.GetHost() != "node001" || got.GetMax() != 4 {
 		t.Fatalf("primary got %v", got)
 	}
@@ -110,7 +111,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	if !errors.Is(err, ErrRefused) || !strings.HasPrefix(out, "3:1:1.7 ok\n4:1:1.7 refused\nHANDLE") || !strings.Contains(out, "5:2:1.9") {
 		t.Fatalf("claim with acks: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_CLAIM || r.GetWaitMs() != 2000 || len(r.GetHandles()) != 2 || FormatHandle(r.GetHandles()[1]) != "4:1:1.7" {
+	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_CLAIM || r.GetWaitMs() != 2000 || len(r.GetHandles()) != 2 || FormatHandle(r.GetHandles()[1]) != "4:1:1.7" {
 		t.Fatalf("claim with acks sent %v", r)
 	}
 	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Oks: []bool{true}, Jobs: []*schema.SnapshotJob{claimed}}))
@@ -126,7 +127,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Fatalf("ack: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2:1.9" {
+	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2:1.9" {
 		t.Fatalf("ack request %v", r)
 	}
 
@@ -143,7 +144,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	if !errors.Is(err, ErrRefused) || out != "5:2:1.9 ok\n6:1:1.9 refused\n" {
 		t.Fatalf("ack batch: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
+	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
 		t.Fatalf("ack batch request %v", r)
 	}
 
@@ -160,8 +161,8 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 
 	// The node's own error: its text, non-nil error.
-	n2.Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."}
+	n2.Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEINVAL, Error: "Cannot submit jobs to 'lost_and_found' — this is an internal recovery queue."}
 	})
 	_, err = fc.run(t, "job", "submit", "--queue", "lost_and_found", "--payload", "x")
 	var ne *client.NodeError
@@ -170,8 +171,8 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 
 	// A primary that stepped down with the request waiting: not retried.
-	n0.Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusOutcomeUnknown, Error: "stepped down: outcome unknown, check before retrying against the primary"}
+	n0.Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusOutcomeUnknown, Error: "stepped down: outcome unknown, check before retrying against the primary"}
 	})
 	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
 	_, err = fc.run(t, "job", "submit", "--queue", "batch")
@@ -197,7 +198,7 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.ID != 9 || v.State != "dead" || v.LastError != "max attempts exceeded" {
 		t.Fatalf("get json: %v %s", err, out)
 	}
-	if r := n2.Requests()[0].GetJob(); r.GetKind() != schema.JobRequest_GET || r.GetId() != 9 {
+	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_GET || r.GetId() != 9 {
 		t.Fatalf("get request %v", r)
 	}
 	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
@@ -217,14 +218,14 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Status: sm.StatusEAGAIN, Error: "no config loaded yet"}
+	n1.Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "no config loaded yet"}
 	})
-	n2.Set(func(req *schema.ClientRequest) *schema.ClientReply {
-		if req.GetConfig() == nil {
-			return &schema.ClientReply{Status: sm.StatusEINVAL, Error: "unexpected"}
+	n2.Set(func(req *wire.Request) *wire.Reply {
+		if !req.Config {
+			return &wire.Reply{Status: sm.StatusEINVAL, Error: "unexpected"}
 		}
-		return &schema.ClientReply{Body: &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: blob, VersionTag: sm.TagOf(blob)}}}
+		return &wire.Reply{Config: &schema.ConfigReply{Blob: blob, VersionTag: sm.TagOf(blob)}}
 	})
 	out, err = fc.run(t, "queue", "list")
 	if err != nil {
@@ -280,9 +281,9 @@ func hungAddr(t *testing.T) string {
 func TestStatusesPastHungPeer(t *testing.T) {
 	fc := startFakeCluster(t, true, true)
 	for i, n := range fc.nodes {
-		n.Set(func(*schema.ClientRequest) *schema.ClientReply {
-			return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
-				Name: n.Name, Priority: uint32(i + 1), Role: "standby", Primary: -1}}}
+		n.Set(func(*wire.Request) *wire.Reply {
+			return &wire.Reply{StatusReply: &schema.StatusReply{
+				Name: n.Name, Priority: uint32(i + 1), Role: "standby", Primary: -1}}
 		})
 	}
 	mat, err := tlsconf.Load(filepath.Join(fc.certDir, "admin.crt"), filepath.Join(fc.certDir, "admin.key"), filepath.Join(fc.certDir, "ca.crt"))

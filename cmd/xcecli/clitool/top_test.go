@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"xce/adapters/wire"
 	"xce/cmd/xce-config/configtool"
 	"xce/cmd/xcecontroller/daemon"
 	"xce/schema"
@@ -204,8 +205,8 @@ func TestTopFollowsTheQueues(t *testing.T) {
 // With no primary, top says so, naming each peer's answer, and goes on.
 func TestTopWithoutPrimary(t *testing.T) {
 	fc := startFakeCluster(t, true, false)
-	fc.nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
-		return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{Name: "n0", Role: "candidate", Primary: -1}}}
+	fc.nodes[0].Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{StatusReply: &schema.StatusReply{Name: "n0", Role: "candidate", Primary: -1}}
 	})
 	out, err := fc.run(t, "top", "--count", "2", "--interval", "10ms", "-o", "json")
 	if err != nil {

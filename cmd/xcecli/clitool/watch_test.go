@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"xce/adapters/wire"
 	"xce/schema"
 )
 
@@ -13,10 +14,10 @@ import (
 func TestStatusWatchRefreshes(t *testing.T) {
 	fc := startFakeCluster(t, true)
 	term := uint64(0)
-	fc.nodes[0].Set(func(*schema.ClientRequest) *schema.ClientReply {
+	fc.nodes[0].Set(func(*wire.Request) *wire.Reply {
 		term++
-		return &schema.ClientReply{Body: &schema.ClientReply_StatusReply{StatusReply: &schema.StatusReply{
-			Name: "n0", Role: "primary", Term: term, Primary: 0, PrimaryName: "n0", Serving: true}}}
+		return &wire.Reply{StatusReply: &schema.StatusReply{
+			Name: "n0", Role: "primary", Term: term, Primary: 0, PrimaryName: "n0", Serving: true}}
 	})
 	out, err := fc.run(t, "status", "--watch", "50ms", "--count", "3")
 	if err != nil {

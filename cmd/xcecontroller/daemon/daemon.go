@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,47 +110,138 @@ func Run(ctx context.Context, cfg Config, logOut io.Writer) int {
 	return code
 }
 
+// run is the node's life in its steps: the flags checked, the node built,
+// its listener bound, the loops started, the runner run until it ends,
+// then everything stopped in order.
 func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel) (int, error) {
-	if cfg.LogLevelFile != "" {
-		lvl, err := readLevelFile(cfg.LogLevelFile)
-		if err != nil {
-			return 1, fmt.Errorf("--log-level-file: %w", err)
-		}
-		level.SetLevel(lvl)
-	}
-	if cfg.GCHeadroom < 0 || cfg.GCHeadroom > 100 || cfg.GCHeadroomMinMiB < 0 {
-		return 1, fmt.Errorf("--gc-headroom %d (want 0 to 100) or --gc-headroom-min-mib %d (want >= 0) out of range", cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
-	}
-	if cfg.HandshakesPerSource < 0 || cfg.NewConnsPerSecond < 0 {
-		return 1, fmt.Errorf("--handshakes-per-source %d or --new-conns-per-source %d: want >= 0 (0: the default)", cfg.HandshakesPerSource, cfg.NewConnsPerSecond)
-	}
-	if cfg.BulkWriteMiB < 0 {
-		return 1, fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
+	if err := checkFlags(cfg, level); err != nil {
+		return 1, err
 	}
 	gcMsg, gcStop, gcHold, gcSyncs := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
 	defer gcStop()
 	log.Info(gcMsg, zap.String("key", "gc.policy"))
-	peers, warnings, err := peerlist.Parse(cfg.Peers)
+	d, err := newDaemon(cfg, log)
 	if err != nil {
 		return 1, err
+	}
+	// A standby forwards a primary-only call with its own certificate,
+	// waiting as long as the node itself does for an answer.
+	fwd, err := client.New(d.cpeers, d.mat, client.Options{Timeout: requestTimeout})
+	if err != nil {
+		return 1, err
+	}
+	defer fwd.Close()
+	if err := d.newTransport(fwd); err != nil {
+		return 1, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer watchSIGHUP(ctx, &reloader{cfg: cfg, tr: d.tr, level: level, log: log, now: time.Now})()
+	// Bind before the node runs: a node that cannot be reached must not
+	// stand for election (it would promote with no peer able to see it).
+	if err := d.tr.Bind(ctx); err != nil {
+		logging.Fatal(log, fmt.Sprintf("cannot listen on %s: %v — another process holds the port, or the address is not this machine's; not starting", d.peers[d.self].Addr(), err), zap.String("key", "fatal.listen"))
+		_ = d.tr.Close()
+		return 1, err
+	}
+	mx, mln, err := newMetrics(cfg.MetricsAddr, cfg.Pprof, &d.rnp, d.tr)
+	if err != nil {
+		_ = d.tr.Close()
+		return 1, err
+	}
+	d.mx = mx // before the listener starts: no request is served yet
+	metricsDone := d.serveMetrics(ctx, mln)
+	listenErr := d.listen(ctx, cancel)
+	rn := d.newRunner(ctx, gcHold, gcSyncs)
+	d.rnp.Store(rn)
+	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, d.self, len(d.peers), d.peers[d.self].Addr(), d.opt.BaseDir), zap.String("key", "start"))
+	if mln != nil {
+		log.Info("metrics and health on http://"+mln.Addr().String()+" (/metrics, /healthz, /readyz)", zap.String("key", "metrics.listen"))
+	}
+	err = rn.Run(ctx)
+	var ee *runner.ExitError
+	if errors.As(err, &ee) && ee.Code == 0 {
+		// A restart after OP_upgradeConfig: the admin's ACK was handed to
+		// its waiter in the step that ended Run; let the transport write
+		// it before the connections close (seed 002 §6.4 step 8).
+		d.flight.drain(replyFlushBound)
+	}
+	_, _ = sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
+	cancel()
+	_ = d.tr.Close()
+	lerr := <-listenErr
+	<-metricsDone
+	return exitCode(log, err, ee, lerr)
+}
+
+// checkFlags reads --log-level-file into level and checks the flags whose
+// range alone makes them wrong.
+func checkFlags(cfg Config, level zap.AtomicLevel) error {
+	if cfg.LogLevelFile != "" {
+		lvl, err := readLevelFile(cfg.LogLevelFile)
+		if err != nil {
+			return fmt.Errorf("--log-level-file: %w", err)
+		}
+		level.SetLevel(lvl)
+	}
+	if cfg.GCHeadroom < 0 || cfg.GCHeadroom > 100 || cfg.GCHeadroomMinMiB < 0 {
+		return fmt.Errorf("--gc-headroom %d (want 0 to 100) or --gc-headroom-min-mib %d (want >= 0) out of range", cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	}
+	if cfg.HandshakesPerSource < 0 || cfg.NewConnsPerSecond < 0 {
+		return fmt.Errorf("--handshakes-per-source %d or --new-conns-per-source %d: want >= 0 (0: the default)", cfg.HandshakesPerSource, cfg.NewConnsPerSecond)
+	}
+	if cfg.BulkWriteMiB < 0 {
+		return fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
+	}
+	return nil
+}
+
+// daemon is what the steps of run share: the node and its options, the
+// peers, the TLS material, the authorisation policy, and the pieces the
+// client door reaches (set before the listener serves its first call).
+type daemon struct {
+	cfg    Config
+	log    *zap.Logger
+	peers  []peerlist.Peer
+	cpeers []client.Peer
+	tpeers []transport.Peer
+	self   int
+	mat    *tlsconf.Material
+	policy *authz.Policy
+	opt    sm.Options
+	node   *sm.Node
+	// The listener may call the door before the runner is built: it
+	// answers "starting" until then.
+	rnp    atomic.Pointer[runner.Runner]
+	flight clientFlight
+	mx     *metrics.Metrics     // nil without --metrics-addr; set before Listen
+	tr     *transport.Transport // set before the listener starts
+}
+
+// newDaemon parses --peers, prepares the work directory, loads the TLS
+// material, and builds the node's options, policy and node.
+func newDaemon(cfg Config, log *zap.Logger) (*daemon, error) {
+	peers, warnings, err := peerlist.Parse(cfg.Peers)
+	if err != nil {
+		return nil, err
 	}
 	for _, w := range warnings {
 		log.Warn(w, zap.String("key", "peers.suspect"))
 	}
 	self, err := peerlist.IndexOf(peers, cfg.Name)
 	if err != nil {
-		return 1, err
+		return nil, err
 	}
 	base := filepath.Join(cfg.Workdir, cfg.Name)
 	if err := os.MkdirAll(base, 0o700); err != nil {
-		return 1, fmt.Errorf("create work dir: %w", err)
+		return nil, fmt.Errorf("create work dir: %w", err)
 	}
 	if err := fileio.CheckLocalFS(base); err != nil {
-		return 1, err
+		return nil, err
 	}
 	mat, err := tlsconf.Load(cfg.Cert, cfg.Key, cfg.CA)
 	if err != nil {
-		return 1, err
+		return nil, err
 	}
 	if msg, warn := tlsconf.ExpiryWarning(mat.Leaf, time.Now(), tlsconf.CertWarnDays); warn {
 		if tlsconf.Expired(mat.Leaf, time.Now()) {
@@ -160,23 +251,41 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			log.Warn(msg, zap.String("key", "tls.cert-expiry"))
 		}
 	}
+	d := &daemon{cfg: cfg, log: log, peers: peers, cpeers: client.PeersOf(peers), self: self, mat: mat}
 	names := make([]string, len(peers))
-	tpeers := make([]transport.Peer, len(peers))
+	d.tpeers = make([]transport.Peer, len(peers))
 	for i, p := range peers {
 		names[i] = p.Name
-		tpeers[i] = transport.Peer{Name: p.Name, Addr: p.Addr()}
+		d.tpeers[i] = transport.Peer{Name: p.Name, Addr: p.Addr()}
 	}
+	if d.policy, err = authz.NewPolicy(names, cfg.AdminCN, cfg.ClientCN); err != nil {
+		return nil, err
+	}
+	if d.opt, err = nodeOptions(cfg, self, names, peerlist.Hash(peers), d.policy); err != nil {
+		return nil, err
+	}
+	if cfg.Pprof && cfg.MetricsAddr == "" {
+		return nil, errors.New("--pprof serves on the metrics listener: it needs --metrics-addr")
+	}
+	if d.opt.SeedMode {
+		log.Warn("seed durability mode: a primary may serve alone and acknowledge writes that no standby holds; a failover, partition or pause can lose them (use --mode quorum with 3 or more nodes to rule that out)", zap.String("key", "mode.seed"))
+	}
+	d.opt.BaseDir, d.opt.Workdir = base, cfg.Workdir
+	if d.node, err = sm.NewNode(d.opt); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// nodeOptions are the node's options from the flags.
+func nodeOptions(cfg Config, self int, names []string, peersHash uint64, policy *authz.Policy) (sm.Options, error) {
 	opt := sm.DefaultOptions(self, names)
-	opt.PeersHash = peerlist.Hash(peers)
+	opt.PeersHash = peersHash
 	opt.KeepN, opt.StaleTimeout = cfg.KeepN, cfg.StaleTimeout
 	opt.ElectionTimeout, opt.PriorityStep, opt.JitterMax = cfg.ElectionTimeout, cfg.PriorityStep, cfg.Jitter
 	opt.HeartbeatInterval, opt.FailureTimeout = cfg.Heartbeat, cfg.FailureTimeout
 	opt.MaxWALRecords, opt.WALRepair, opt.SyncStandbys = cfg.MaxWALRecords, cfg.WALRepair, cfg.SyncStandbys
 	opt.RetainWALRecords = cfg.RetainWALRecords
-	policy, err := authz.NewPolicy(names, cfg.AdminCN, cfg.ClientCN)
-	if err != nil {
-		return 1, err
-	}
 	opt.EnableUpgrade = policy.UpgradeEnabled()
 	switch cfg.Mode {
 	case "", "auto":
@@ -185,85 +294,71 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	case "seed":
 		opt.SeedMode = true
 	default:
-		return 1, fmt.Errorf("--mode %q: want auto, quorum or seed", cfg.Mode)
+		return opt, fmt.Errorf("--mode %q: want auto, quorum or seed", cfg.Mode)
 	}
-	if cfg.Pprof && cfg.MetricsAddr == "" {
-		return 1, errors.New("--pprof serves on the metrics listener: it needs --metrics-addr")
-	}
-	if opt.SeedMode {
-		log.Warn("seed durability mode: a primary may serve alone and acknowledge writes that no standby holds; a failover, partition or pause can lose them (use --mode quorum with 3 or more nodes to rule that out)", zap.String("key", "mode.seed"))
-	}
-	opt.BaseDir, opt.Workdir = base, cfg.Workdir
-	node, err := sm.NewNode(opt)
-	if err != nil {
-		return 1, err
-	}
-	// The listener may call the door before rn is built: it answers
-	// "starting" until then.
-	var rnp atomic.Pointer[runner.Runner]
-	var flight clientFlight
-	var mx *metrics.Metrics     // nil without --metrics-addr; set before Listen
-	var tr *transport.Transport // set before the listener starts
-	// The one door of client requests: authorised here, or refused with
-	// a definite error (nothing was applied).
-	door := func(ctx context.Context, c api.Caller, req *schema.ClientRequest) *schema.ClientReply {
-		start := time.Now()
-		rep := func() *schema.ClientReply {
-			if c.Ignored != "" {
-				log.Warn(fmt.Sprintf("ignored %s %q from %s: only a node's own certificate may forward a call; the call runs as that certificate",
-					client.OnBehalfHeader, tlsconf.SanitizeCN(c.Ignored), c), zap.String("key", "authz.on-behalf-ignored"))
-			}
-			var d authz.Decision
-			if c.Via != "" {
-				d = policy.DecideOnBehalf(c.Via, c.CN, authz.ParseRole(c.Role), req)
-			} else {
-				d = policy.Decide(c.CN, req)
-			}
-			if !d.Allowed {
-				log.Warn(d.Reason, zap.String("key", "authz.refused"))
-				return &schema.ClientReply{Status: authz.StatusForbidden, Error: d.Reason}
-			}
-			flight.enter()
-			defer flight.leave(req.GetUpgradeConfig() != nil)
-			// Only a direct call reaches an upgrade (DecideOnBehalf refuses
-			// admin operations), so its audit line's CN is the caller's own.
-			return answer(ctx, req, tlsconf.SanitizeCN(c.CN), rnp.Load(), tr.TLS().Leaf, peers, self)
-		}()
-		if mx != nil { // refusals count too: errors by operation and code
-			code := metrics.Code(rep.GetStatus())
-			if rep.GetStatus() == sm.StatusEAGAIN && strings.HasPrefix(rep.GetError(), api.NotPrimaryPrefix) {
-				code = metrics.CodeRedirect
-			}
-			mx.ObserveRequestCode(metrics.Op(req), code, time.Since(start))
+	return opt, nil
+}
+
+// door is the one door of client requests: authorised here, or refused
+// with a definite error (nothing was applied); counted when metrics are
+// on.
+func (d *daemon) door(ctx context.Context, c api.Caller, req *wire.Request) *wire.Reply {
+	start := time.Now()
+	rep := d.authorised(ctx, c, req)
+	if d.mx != nil { // refusals count too: errors by operation and code
+		code := metrics.Code(rep.Status)
+		if rep.NotPrimary {
+			code = metrics.CodeRedirect
 		}
-		return rep
+		d.mx.ObserveRequestCode(metrics.Op(req), code, time.Since(start))
 	}
-	cpeers := client.PeersOf(peers)
-	// A standby forwards a primary-only call with its own certificate,
-	// waiting as long as the node itself does for an answer.
-	fwd, err := client.New(cpeers, mat, client.Options{Timeout: requestTimeout})
-	if err != nil {
-		return 1, err
+	return rep
+}
+
+// authorised answers req if the policy lets c make it.
+func (d *daemon) authorised(ctx context.Context, c api.Caller, req *wire.Request) *wire.Reply {
+	if c.Ignored != "" {
+		d.log.Warn(fmt.Sprintf("ignored %s %q from %s: only a node's own certificate may forward a call; the call runs as that certificate",
+			client.OnBehalfHeader, tlsconf.SanitizeCN(c.Ignored), c), zap.String("key", "authz.on-behalf-ignored"))
 	}
-	defer fwd.Close()
-	_, apiHandler := api.Handler(api.Config{Door: door, Self: self, Peers: cpeers, Forward: fwd, Policy: policy})
-	tr, err = transport.New(transport.Config{
-		Self: self, Peers: tpeers, TLS: mat, DialTimeout: cfg.DialTimeout,
-		HandshakesPerSource: cfg.HandshakesPerSource, NewConnsPerSecond: cfg.NewConnsPerSecond,
+	var dec authz.Decision
+	if c.Via != "" {
+		dec = d.policy.DecideOnBehalf(c.Via, c.CN, authz.ParseRole(c.Role), req)
+	} else {
+		dec = d.policy.Decide(c.CN, req)
+	}
+	if !dec.Allowed {
+		d.log.Warn(dec.Reason, zap.String("key", "authz.refused"))
+		return &wire.Reply{Status: authz.StatusForbidden, Error: dec.Reason}
+	}
+	d.flight.enter()
+	defer d.flight.leave(req.Upgrade != nil)
+	// Only a direct call reaches an upgrade (DecideOnBehalf refuses admin
+	// operations), so its audit line's CN is the caller's own.
+	return answer(ctx, req, tlsconf.SanitizeCN(c.CN), d.rnp.Load(), d.tr.TLS().Leaf, d.peers, d.self)
+}
+
+// newTransport builds the peer and client transport, its HTTP side the
+// API served through the door.
+func (d *daemon) newTransport(fwd *client.Client) error {
+	_, apiHandler := api.Handler(api.Config{Door: d.door, Self: d.self, Peers: d.cpeers, Forward: fwd, Policy: d.policy})
+	tr, err := transport.New(transport.Config{
+		Self: d.self, Peers: d.tpeers, TLS: d.mat, DialTimeout: d.cfg.DialTimeout,
+		HandshakesPerSource: d.cfg.HandshakesPerSource, NewConnsPerSecond: d.cfg.NewConnsPerSecond,
 		Logf: func(format string, args ...any) {
-			log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
+			d.log.Debug(fmt.Sprintf(format, args...), zap.String("key", "transport"))
 		},
 		HTTP: apiHandler,
 	})
-	if err != nil {
-		return 1, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rl := &reloader{cfg: cfg, tr: tr, level: level, log: log, now: time.Now}
+	d.tr = tr
+	return err
+}
+
+// watchSIGHUP reloads on each SIGHUP until ctx ends; the returned func
+// stops the signal's delivery.
+func watchSIGHUP(ctx context.Context, rl *reloader) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -274,40 +369,46 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 		}
 	}()
-	// Bind before the node runs: a node that cannot be reached must not
-	// stand for election (it would promote with no peer able to see it).
-	if err := tr.Bind(ctx); err != nil {
-		logging.Fatal(log, fmt.Sprintf("cannot listen on %s: %v — another process holds the port, or the address is not this machine's; not starting", peers[self].Addr(), err), zap.String("key", "fatal.listen"))
-		_ = tr.Close()
-		return 1, err
-	}
-	mx, mln, err := newMetrics(cfg.MetricsAddr, cfg.Pprof, &rnp, tr)
-	if err != nil {
-		_ = tr.Close()
-		return 1, err
-	}
-	metricsDone := make(chan struct{})
+	return func() { signal.Stop(hup) }
+}
+
+// serveMetrics serves mln (nil: nothing) until ctx ends; the channel
+// closes when it has stopped.
+func (d *daemon) serveMetrics(ctx context.Context, mln net.Listener) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(metricsDone)
-		if mx == nil {
+		defer close(done)
+		if d.mx == nil {
 			return
 		}
-		if err := mx.Serve(ctx, mln); err != nil {
-			log.Error(err.Error()+" — /metrics, /healthz and /readyz are gone; the node goes on", zap.String("key", "metrics.failed"))
+		if err := d.mx.Serve(ctx, mln); err != nil {
+			d.log.Error(err.Error()+" — /metrics, /healthz and /readyz are gone; the node goes on", zap.String("key", "metrics.failed"))
 		}
 	}()
+	return done
+}
+
+// listen serves the bound transport until ctx ends; a listener that
+// fails otherwise cancels the node. The channel gets Listen's error.
+func (d *daemon) listen(ctx context.Context, cancel context.CancelFunc) <-chan error {
 	listenErr := make(chan error, 1)
 	go func() {
-		err := tr.Listen(ctx)
+		err := d.tr.Listen(ctx)
 		if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			logging.Fatal(log, "listener failed: "+err.Error()+" — stopping", zap.String("key", "fatal.listen"))
+			logging.Fatal(d.log, "listener failed: "+err.Error()+" — stopping", zap.String("key", "fatal.listen"))
 			cancel() // a node nobody can reach stops rather than serve deaf
 		}
 		listenErr <- err
 	}()
+	return listenErr
+}
+
+// newRunner builds the node's event loop over the transport's inbound
+// messages and the file executor, and tells systemd once it is ready.
+func (d *daemon) newRunner(ctx context.Context, gcHold func() func(), gcSyncs *syncHold) *runner.Runner {
 	inbound := make(chan runner.Inbound, 1024)
 	go func() {
-		for m := range tr.Inbound() {
+		for m := range d.tr.Inbound() {
 			select {
 			case inbound <- runner.Inbound{From: m.From, Msg: m.Msg}:
 			case <-ctx.Done():
@@ -315,47 +416,35 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 			}
 		}
 	}()
-	files := &fileio.Executor{Base: base, WriteRate: int64(cfg.BulkWriteMiB) << 20, AroundLarge: gcHold,
+	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold,
 		TrashError: func(path string, err error) {
-			log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
+			d.log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
 		}}
 	afterStep := func(n *sm.Node, in sm.Input, took time.Duration) {
 		gcSyncs.update(n.SnapshotSyncing())
-		if mx != nil {
-			mx.AfterStep(n, in, took)
+		if d.mx != nil {
+			d.mx.AfterStep(n, in, took)
 		}
 	}
-	files.ObserveSync = slowSyncLogger(log, mx)
-	rn := runner.New(runner.Config{Node: node, Files: files, Transport: tr, Inbound: inbound, Log: log, Seed: randomSeed(), AfterStep: afterStep})
+	files.ObserveSync = slowSyncLogger(d.log, d.mx)
+	rn := runner.New(runner.Config{Node: d.node, Files: files, Transport: d.tr, Inbound: inbound, Log: d.log, Seed: randomSeed(), AfterStep: afterStep})
 	go func() {
 		select {
 		case <-rn.Ready():
 			if ok, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
-				log.Warn("systemd notify READY=1 failed: "+err.Error(), zap.String("key", "systemd"))
+				d.log.Warn("systemd notify READY=1 failed: "+err.Error(), zap.String("key", "systemd"))
 			} else if ok {
-				log.Info("systemd notified READY=1", zap.String("key", "systemd"))
+				d.log.Info("systemd notified READY=1", zap.String("key", "systemd"))
 			}
 		case <-ctx.Done():
 		}
 	}()
-	rnp.Store(rn)
-	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, self, len(peers), peers[self].Addr(), base), zap.String("key", "start"))
-	if mln != nil {
-		log.Info("metrics and health on http://"+mln.Addr().String()+" (/metrics, /healthz, /readyz)", zap.String("key", "metrics.listen"))
-	}
-	err = rn.Run(ctx)
-	var ee *runner.ExitError
-	if errors.As(err, &ee) && ee.Code == 0 {
-		// A restart after OP_upgradeConfig: the admin's ACK was handed to
-		// its waiter in the step that ended Run; let the transport write
-		// it before the connections close (seed 002 §6.4 step 8).
-		flight.drain(replyFlushBound)
-	}
-	_, _ = sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
-	cancel()
-	_ = tr.Close()
-	lerr := <-listenErr
-	<-metricsDone
+	return rn
+}
+
+// exitCode is run's result once everything stopped: the runner's exit
+// code, a listener failure (logged FATAL when it failed), or a clean stop.
+func exitCode(log *zap.Logger, err error, ee *runner.ExitError, lerr error) (int, error) {
 	switch {
 	case lerr != nil && !errors.Is(lerr, context.Canceled) && ee == nil:
 		return 1, lerr // logged FATAL when it failed
@@ -372,14 +461,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 // answer serves an authorised client request from the runner's published
 // status; caller is the client certificate's CN, sanitised, and own the
 // node's certificate in use.
-func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *runner.Runner, own *x509.Certificate, peers []peerlist.Peer, self int) *schema.ClientReply {
-	rep := &schema.ClientReply{}
+func answer(ctx context.Context, req *wire.Request, caller string, rn *runner.Runner, own *x509.Certificate, peers []peerlist.Peer, self int) *wire.Reply {
+	rep := &wire.Reply{}
 	if rn == nil {
 		rep.Status, rep.Error = int32(sm.StatusEAGAIN), "starting"
 		return rep
 	}
-	switch op := req.GetOp().(type) {
-	case *schema.ClientRequest_Status:
+	switch {
+	case req.Status != nil:
 		st := rn.Status()
 		pname := ""
 		if st.Primary >= 0 && st.Primary < len(peers) {
@@ -405,23 +494,23 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 				sr.Standbys = append(sr.Standbys, &schema.StandbyState{Name: peers[s.Peer].Name, State: s.State, AckedLsn: s.Acked, Behind: s.Behind})
 			}
 		}
-		if st.Role == sm.RolePrimary && req.GetStatus().GetQueues() {
+		if st.Role == sm.RolePrimary && req.Status.GetQueues() {
 			sr.Queues, sr.QueuesError = queueDepths(ctx, rn)
 		}
-		rep.Body = &schema.ClientReply_StatusReply{StatusReply: sr}
-	case *schema.ClientRequest_Config:
+		rep.StatusReply = sr
+	case req.Config:
 		st := rn.Status()
 		if len(st.Config) == 0 {
 			rep.Status, rep.Error = int32(sm.StatusEAGAIN), "no config loaded yet"
 			return rep
 		}
-		rep.Body = &schema.ClientReply_ConfigReply{ConfigReply: &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}}
-	case *schema.ClientRequest_UpgradeConfig:
-		return answerUpgrade(rep, op.UpgradeConfig, caller, rn)
-	case *schema.ClientRequest_Job:
+		rep.Config = &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}
+	case req.Upgrade != nil:
+		return answerUpgrade(rep, req.Upgrade, caller, rn)
+	case req.Job != nil:
 		// The caller's context: a client that goes away takes its long
 		// poll with it (sm.ClientGone); a claim's wait extends the bound.
-		jr := JobRequestFromProto(op.Job)
+		jr := JobRequestFromProto(req.Job)
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout+jr.Wait)
 		defer cancel()
 		r, err := rn.Do(ctx, jr)
@@ -429,8 +518,8 @@ func answer(ctx context.Context, req *schema.ClientRequest, caller string, rn *r
 			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep
 		}
-		rep.Status, rep.Error = r.Status, r.Error
-		rep.Body = &schema.ClientReply_JobReply{JobReply: JobReplyToProto(jr.Kind, r)}
+		rep.Status, rep.Error, rep.NotPrimary = r.Status, r.Error, r.NotPrimary
+		rep.Job = JobReplyToProto(jr.Kind, r)
 	default:
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
 	}
@@ -466,7 +555,7 @@ const requestTimeout = 30 * time.Second
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
-func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *schema.ClientReply {
+func answerUpgrade(rep *wire.Reply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *wire.Reply {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
@@ -474,27 +563,29 @@ func answerUpgrade(rep *schema.ClientReply, req *schema.UpgradeConfigRequest, ca
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
 	}
-	rep.Body = &schema.ClientReply_UpgradeConfigReply{UpgradeConfigReply: &schema.UpgradeConfigReply{
+	rep.Upgrade = &schema.UpgradeConfigReply{
 		VersionTag: r.VersionTag, Error: r.Error, AckedCount: uint32(max(r.AckedCount, 0)), Primary: int32(r.Primary),
-	}}
-	if r.Error != "" {
-		rep.Status, rep.Error = upgradeStatus(r.Error), r.Error
+	}
+	if r.Outcome != sm.UpgradeOK {
+		rep.Status, rep.Error, rep.NotPrimary = upgradeStatus(r.Outcome), r.Error, r.Outcome == sm.UpgradeNotPrimary
 	}
 	return rep
 }
 
-// upgradeStatus maps a refusal text of sm's onUpgrade to a status.
-func upgradeStatus(msg string) int32 {
-	switch {
-	case strings.HasPrefix(msg, "Not primary"):
+// upgradeStatus is the client status of an upgrade that did not succeed.
+func upgradeStatus(o sm.UpgradeOutcome) int32 {
+	switch o {
+	case sm.UpgradeNotPrimary:
 		return sm.StatusEAGAIN
-	case strings.HasPrefix(msg, "OP_upgradeConfig is disabled"):
+	case sm.UpgradeDisabled:
 		return authz.StatusForbidden
-	case strings.HasPrefix(msg, "an upgrade is already in progress"):
+	case sm.UpgradeBusy:
 		return wire.StatusBusy
-	case strings.HasPrefix(msg, "Failed to save"):
+	case sm.UpgradeSaveFailed:
 		return sm.StatusEIO
-	default:
+	case sm.UpgradeUnknown: // stepped down after the save may have begun
+		return sm.StatusOutcomeUnknown
+	default: // UpgradeInvalid, and an outcome this build does not know
 		return sm.StatusEINVAL
 	}
 }
