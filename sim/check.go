@@ -51,8 +51,13 @@ func fetchWindow(o sm.Options) time.Duration { return o.FetchWindow() }
 // checkStep: S7 — an I/O error must be reported (a WARN/ERROR/FATAL log
 // or an exit) in the step that receives it, and a failed fsync is fatal.
 func (w *World) checkStep(nd *simNode, in sm.Input, effs []sm.Effect) {
-	d, ok := in.(sm.IODone)
-	if !ok {
+	var d sm.IODone
+	switch x := in.(type) {
+	case sm.IODone:
+		d = x
+	case sm.Computed: // a Compute's failure is reported as a file operation's is
+		d = sm.IODone{ID: x.ID, Err: x.Err, Detail: x.Detail}
+	default:
 		return
 	}
 	wasFsync := nd.chk.fsyncIDs[d.ID]

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sim/simdisk"
 	"xce/sm"
 )
@@ -38,14 +38,23 @@ func (d *ioDriver) feed(in sm.Input) {
 	}
 }
 
-// The ioDriver is its node's loop.Host: each FileOp runs on the disk when
-// emitted (then onOp sees the disk), its IODone queued.
+// The ioDriver is its node's loop.Host: each FileOp and Compute runs on
+// the disk when emitted (then onOp sees the disk after a FileOp), its
+// completion queued. Every lane (loop.LaneOf) is so run at once:
+// completions come in issue order, which is each lane's issue order too,
+// one of the orders loop.Host allows.
 func (d *ioDriver) File(x sm.FileOp) {
 	res := d.disk.Exec(x, epoch+int64(d.now))
 	res.ID = x.ID
 	if d.onOp != nil {
 		d.onOp(x)
 	}
+	d.queue = append(d.queue, res)
+}
+
+func (d *ioDriver) Compute(x sm.Compute) {
+	res := d.disk.Compute(x, epoch+int64(d.now))
+	res.ID = x.ID
 	d.queue = append(d.queue, res)
 }
 

@@ -6,54 +6,23 @@ import (
 	"strings"
 	"time"
 
+	"xce/host/loop"
 	"xce/sm"
 )
 
-// issueIO queues a file operation on the node's one I/O worker, the way
-// the daemon's runner executes them: strictly in issue order, each taking
-// effect on the disk only when it completes. A crash before then drops it
-// (the event carries the incarnation), so a write the process never saw
-// complete may never have happened — the window durability bugs hide in.
+// issueIO queues a file operation on its lane's worker (loop.LaneOf), the
+// way the daemon's runner executes them: strictly in issue order within
+// the lane, each taking effect on the disk only when it completes. A
+// crash before then drops it (the event carries the incarnation), so a
+// write the process never saw complete may never have happened — the
+// window durability bugs hide in.
 func (w *World) issueIO(nd *simNode, op sm.FileOp) {
-	if op.Snapshot != nil && op.Data == nil {
-		// A checkpoint, encoded off the node's Step from a copy-on-write
-		// view: encode it now for the checkers, and again when it
-		// completes, after the node went on changing its state — the two
-		// must be the same bytes (sm/queue View).
-		// (One that does not encode — a standby's log it cannot rebuild —
-		// fails when it completes, as the executor reports it.)
-		if data, err := op.Snapshot.Encode(); err == nil {
-			if nd.snapAt == nil {
-				nd.snapAt = map[uint64][]byte{}
-			}
-			nd.snapAt[op.ID] = data
-			withData := op
-			withData.Data = data
-			w.checkSnapshotTerm(nd, withData)
-		}
-	} else {
-		w.checkSnapshotTerm(nd, op)
-	}
+	w.checkSnapshotTerm(nd, op)
 	if op.Op == sm.OpFsync && w.sc.FsyncWindowCut > 0 && !w.liveness && !w.faultsOff &&
 		strings.HasPrefix(op.Path, "data/wal/") && w.rng.Float64() < w.sc.FsyncWindowCut {
 		// The append before this fsync is only in the page cache: a power
 		// cut now tears it (torn, zeroed, garbage, hole).
 		w.kill(nd.id, "in a WAL fsync window", true)
-		return
-	}
-	if op.Snapshot != nil || op.Load != nil {
-		// A checkpoint is encoded and written, and a snapshot imported at
-		// recovery, on a lane of its own, as the runner does: it takes
-		// time with the number of jobs, and in one of four much longer,
-		// so the node goes on changing its state (or, recovering, sending
-		// heartbeats) meanwhile (the copy-on-write view must not see it).
-		lat := w.ioLatency(op.Op) + time.Duration(snapJobs(op))*5*time.Microsecond
-		if w.rng.IntN(4) == 0 {
-			lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
-		}
-		done := max(nd.snapBusy, w.now) + lat
-		nd.snapBusy = done
-		w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
 		return
 	}
 	lat := w.ioLatency(op.Op)
@@ -65,25 +34,53 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		lat += stall
 		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 	}
-	done := max(nd.ioBusy, w.now) + lat
-	nd.ioBusy = done
-	w.push(event{at: done, kind: evIO, node: nd.id, inc: nd.inc, op: &op})
+	w.push(event{at: w.laneDone(nd, op, lat), kind: evIO, node: nd.id, inc: nd.inc, op: &op})
+}
+
+// issueCompute queues a Compute on its lane (loop.LaneOf), as the runner
+// does: a checkpoint encoded and written, a snapshot encoded for a sync,
+// imported at recovery or verified at an install takes time with the
+// number of jobs, and in one of four much longer, so the node goes on
+// changing its state (or, recovering, sending heartbeats) meanwhile (the
+// copy-on-write view must not see it).
+func (w *World) issueCompute(nd *simNode, c sm.Compute) {
+	if c.Snapshot != nil {
+		// Encoded off the node's Step from a copy-on-write view: encode it
+		// now for the checkers, and again when it completes, after the
+		// node went on changing its state — the two must be the same
+		// bytes (sm/queue View). (One that does not encode — a standby's
+		// log it cannot rebuild — fails when it completes, as the
+		// executor reports it.)
+		if data, err := c.Snapshot.Encode(); err == nil {
+			if nd.snapAt == nil {
+				nd.snapAt = map[uint64][]byte{}
+			}
+			nd.snapAt[c.ID] = data
+			if c.Kind == sm.ComputeEncodeTo {
+				w.checkSnapshotTerm(nd, sm.FileOp{ID: c.ID, Op: sm.OpWrite, Path: c.Path, Data: data})
+			}
+		}
+	}
+	lat := w.ioLatency(0) + time.Duration(computeJobs(c))*5*time.Microsecond
+	if w.rng.IntN(4) == 0 {
+		lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
+	}
+	w.push(event{at: w.laneDone(nd, c, lat), kind: evIO, node: nd.id, inc: nd.inc, comp: &c})
+}
+
+// laneDone is when e, issued now and taking lat, completes: each lane
+// (loop.LaneOf) completes its effects in issue order, apart from the
+// other (loop.Host's contract).
+func (w *World) laneDone(nd *simNode, e sm.Effect, lat time.Duration) time.Duration {
+	lane, _ := loop.LaneOf(e)
+	done := max(nd.busy[lane], w.now) + lat
+	nd.busy[lane] = done
+	return done
 }
 
 // completeIO executes the operation on the disk and delivers its result
 // in the same instant (the worker posts the completion back).
 func (w *World) completeIO(nd *simNode, op sm.FileOp) {
-	if want, ok := nd.snapAt[op.ID]; ok && op.Snapshot != nil && op.Data == nil {
-		delete(nd.snapAt, op.ID)
-		data, err := op.Snapshot.Encode()
-		if err != nil || !bytes.Equal(data, want) {
-			w.violate("S7", "n%d: the checkpoint view written to %s changed after it was taken (%d bytes at issue, %d now, %v): copy on write is broken", nd.id, op.Path, len(want), len(data), err)
-			return
-		}
-		if op.Op == sm.OpWrite {
-			op.Data, op.Snapshot = data, nil
-		}
-	}
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))
 	res.ID = op.ID
@@ -98,14 +95,42 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.checkRotTerm(nd, op, res)
 }
 
-// snapJobs is how many jobs a snapshot-lane op handles: a checkpoint's
-// count, or for an import an estimate from the bytes (as SnapshotData.Jobs
-// makes for a standby's checkpoint).
-func snapJobs(op sm.FileOp) int {
-	if op.Snapshot != nil {
-		return op.Snapshot.Jobs()
+// completeCompute executes the Compute and delivers its result in the
+// same instant. A checkpoint (ComputeEncodeTo) is the write of the bytes
+// its view encoded to at issue, once they are checked unchanged: the
+// disk's checkers see it as the OpWrite it is.
+func (w *World) completeCompute(nd *simNode, c sm.Compute) {
+	var res sm.Computed
+	want, ok := nd.snapAt[c.ID]
+	if ok {
+		delete(nd.snapAt, c.ID)
+		data, err := c.Snapshot.Encode()
+		if err != nil || !bytes.Equal(data, want) {
+			w.violate("S7", "n%d: the snapshot view encoded for %s %s changed after it was taken (%d bytes at issue, %d now, %v): copy on write is broken", nd.id, c.Kind, c.Path, len(want), len(data), err)
+			return
+		}
 	}
-	return len(op.Data) / 256
+	if ok && c.Kind == sm.ComputeEncodeTo {
+		op := sm.FileOp{ID: c.ID, Op: sm.OpWrite, Path: c.Path, Data: want}
+		w.checkFileOp(nd, op)
+		d := nd.disk.Exec(op, w.wall(nd.id))
+		res = sm.Computed{Err: d.Err, Detail: d.Detail}
+	} else {
+		res = nd.disk.Compute(c, w.wall(nd.id))
+	}
+	res.ID = c.ID
+	w.tr.computed(w.now, nd.id, c, res)
+	w.deliver(nd.id, res)
+}
+
+// computeJobs is how many jobs a Compute handles: its snapshot's count,
+// or an estimate from the bytes (as SnapshotData.Jobs makes for a
+// standby's checkpoint).
+func computeJobs(c sm.Compute) int {
+	if c.Snapshot != nil {
+		return c.Snapshot.Jobs()
+	}
+	return len(c.Data) / 256
 }
 
 func (w *World) ioLatency(op sm.OpKind) time.Duration {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"xce/host/loop"
 	"xce/sm"
 )
 
@@ -165,7 +166,7 @@ func (w *World) strikeLogWork(nd *simNode, effs []sm.Effect) {
 	if w.now+stall+2*time.Second >= w.sc.Safety {
 		return // a fault must end with the safety phase
 	}
-	nd.ioBusy = max(nd.ioBusy, w.now) + stall
+	nd.busy[loop.LaneIO] = max(nd.busy[loop.LaneIO], w.now) + stall
 	w.tr.line(w.now, nd.id, fmt.Sprintf("nemesis: %s: the disk stalls for %v", what, stall))
 	w.strikePrimary(PrimaryFault{At: w.now, Kind: TargetKind(w.rng.IntN(int(targetKinds))), Dur: ms(200 + w.rng.IntN(6000))})
 	if w.sc.SeedMode && w.rng.IntN(2) == 0 {

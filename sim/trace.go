@@ -118,6 +118,30 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 	t.end()
 }
 
+// computed traces a completed Compute with what it did.
+func (t *tracer) computed(now time.Duration, node int, c sm.Compute, res sm.Computed) {
+	t.begin(now, node)
+	t.buf = append(t.buf, "compute#"...)
+	t.buf = strconv.AppendUint(t.buf, res.ID, 10)
+	t.buf = append(t.buf, ' ')
+	t.buf = append(t.buf, c.Kind.String()...)
+	if c.Path != "" {
+		t.buf = append(t.buf, ' ')
+		t.buf = append(t.buf, c.Path...)
+	}
+	if len(c.Data) > 0 {
+		t.buf = append(t.buf, " len="...)
+		t.buf = strconv.AppendInt(t.buf, int64(len(c.Data)), 10)
+	}
+	t.buf = append(t.buf, ": "...)
+	t.buf = append(t.buf, res.Err.String()...)
+	if len(res.Data) > 0 {
+		t.buf = append(t.buf, " bytes="...)
+		t.buf = strconv.AppendInt(t.buf, int64(len(res.Data)), 10)
+	}
+	t.end()
+}
+
 // ioDone traces a completed file operation with what it did.
 func (t *tracer) ioDone(now time.Duration, node int, op sm.FileOp, res sm.IODone) {
 	t.begin(now, node)

@@ -10,7 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
@@ -39,7 +39,7 @@ const (
 	evPrimaryFault // a fault aimed at the current primary
 	evLiveness
 	evWallStep
-	evIO          // a file operation completes (executes on the disk, then its result is delivered)
+	evIO          // a file operation or Compute completes (executes on the disk, then its result is delivered)
 	evClientWake  // client node issues its next request
 	evClientReq   // client request call arrives at node
 	evClientReply // the reply to call arrives at its client
@@ -61,7 +61,8 @@ type event struct {
 	in   sm.Input
 	nf   *NetFault
 	ws   *WallStep
-	op   *sm.FileOp
+	op   *sm.FileOp    // evIO of a file operation
+	comp *sm.Compute   // evIO of a Compute
 	call uint64        // client events: the request id
 	dur  time.Duration // evPause
 	pf   *PrimaryFault
@@ -122,7 +123,6 @@ type simNode struct {
 	node      *sm.Node
 	disk      *simdisk.Disk
 	snapAt    map[uint64][]byte // checkpoint bytes at issue, by op ID (io.go)
-	snapBusy  time.Duration     // when its checkpoint lane is free (io.go)
 	up        bool
 	inc       int // incarnation: events of a dead process are dropped
 	starts    []time.Duration
@@ -140,9 +140,10 @@ type simNode struct {
 	// snapWritten: the data/snap files this promotion wrote (snapterm.go).
 	snapWritten map[string]bool
 	timers      [16]uint64 // armed generation per timer kind (stale fires are dropped)
-	// ioBusy is when the node's one I/O worker finishes the operations
-	// queued so far: file operations run strictly in issue order.
-	ioBusy time.Duration
+	// busy is when each lane's worker (loop.LaneOf) finishes the file
+	// operations queued on it so far: each lane runs them strictly in
+	// issue order, apart from the other.
+	busy [loop.NumLanes]time.Duration
 	// pausedUntil: the process is stopped (SIGSTOP) until then; events
 	// for it are held and delivered at that time, each source in its
 	// original order, the sources in the pause's burst order (pause.go).
@@ -463,7 +464,11 @@ func (w *World) dispatch(e event) {
 	case evIO:
 		nd := w.nodes[e.node]
 		if nd.up && nd.inc == e.inc && !w.hold(e) {
-			w.completeIO(nd, *e.op)
+			if e.comp != nil {
+				w.completeCompute(nd, *e.comp)
+			} else {
+				w.completeIO(nd, *e.op)
+			}
 		}
 	case evClientReq:
 		nd := w.nodes[e.node]
@@ -584,7 +589,10 @@ func (w *World) start(i int) {
 	}
 	nd.node, nd.up = n, true
 	nd.inc++
-	nd.ioBusy, nd.snapBusy, nd.pausedUntil = w.now, w.now, 0
+	for l := range nd.busy {
+		nd.busy[l] = w.now
+	}
+	nd.pausedUntil = 0
 	nd.snapAt = nil
 	nd.monoBase, nd.monoOff = w.now, time.Duration(1+w.rng.IntN(1000))*time.Millisecond
 	nd.chk.booting = true
@@ -646,7 +654,9 @@ func (w *World) scheduleRestart(i int) {
 // loop, through the node's simHost, as the daemon's runner does).
 func (w *World) deliver(i int, in sm.Input) {
 	nd := w.nodes[i]
-	if _, io := in.(sm.IODone); !io { // completeIO traces it with its operation
+	switch in.(type) {
+	case sm.IODone, sm.Computed: // completeIO, completeCompute trace it with what it did
+	default:
 		w.tr.input(w.now, i, in)
 	}
 	clk := sm.Clock{Mono: w.mono(i), Wall: w.wall(i)}
@@ -669,7 +679,7 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 }
 
 // simHost is a simulated node's loop.Host: the simulated network, timers
-// in simulated time, the node's one I/O queue on its simulated disk, and
+// in simulated time, the node's lanes on its simulated disk, and
 // the checkers, which see every effect.
 type simHost struct {
 	w  *World
@@ -724,7 +734,8 @@ func (h simHost) CancelTimer(x sm.CancelTimer) {
 	}
 }
 
-func (h simHost) File(x sm.FileOp) { h.w.issueIO(h.nd, x) }
+func (h simHost) File(x sm.FileOp)     { h.w.issueIO(h.nd, x) }
+func (h simHost) Compute(x sm.Compute) { h.w.issueCompute(h.nd, x) }
 
 func (h simHost) Log(x sm.Log) {
 	h.w.tr.line(h.w.now, h.nd.id, x.Level.String()+" "+x.Key+": "+x.Text)

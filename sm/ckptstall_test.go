@@ -15,22 +15,22 @@ import (
 func TestCheckpointDelaysNoHeartbeatNorRequest(t *testing.T) {
 	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
 	pn := h.node(p)
-	var held *sm.IODone
+	var held *sm.Computed
 	var ckpt uint64
 	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
 		if i != p || held != nil {
 			return
 		}
 		for _, e := range effs {
-			if op, ok := e.(sm.FileOp); ok && op.Op == sm.OpWrite && op.Snapshot != nil {
-				if op.Data != nil {
-					t.Errorf("the checkpoint %s was encoded inside Step (%d bytes)", op.Path, len(op.Data))
+			if c, ok := e.(sm.Compute); ok && c.Kind == sm.ComputeEncodeTo {
+				if c.Snapshot == nil || c.Data != nil {
+					t.Errorf("the checkpoint %s was encoded inside Step (%d bytes, a view to encode: %v)", c.Path, len(c.Data), c.Snapshot != nil)
 				}
-				ckpt = op.ID
+				ckpt = c.ID
 			}
 		}
 		for k, q := range h.queue {
-			if d, ok := q.in.(sm.IODone); ok && q.node == p && ckpt != 0 && d.ID == ckpt {
+			if d, ok := q.in.(sm.Computed); ok && q.node == p && ckpt != 0 && d.ID == ckpt {
 				held = &d
 				h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
 				return

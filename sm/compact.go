@@ -162,7 +162,8 @@ func (s compactStep) resume(n *Node, r result) {
 // compactFrom reads the segments after the snapshot snap (nil: none) and
 // writes the compacted snapshot. Nothing here is proportional to the
 // number of jobs: the reads are the executor's, and the rebuild and the
-// encoding run in the write's Encode, on the executor's checkpoint lane.
+// encoding run in the ComputeEncodeTo's Encode, on the executor's compute
+// lane.
 func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
 	if len(snaps) > 0 {
 		if lsn, _ := wal.ParseSnapshotName(snaps[len(snaps)-1]); lsn >= c.at.lsn {
@@ -260,7 +261,7 @@ func (in *compactInput) encode() ([]byte, error) {
 func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) {
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
-	n.run(replaceOps(FileOp{Op: OpWrite, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir), compactStep{kind: compactWritten, c: c, names: names})
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names})
 }
 
 // compactWritten: the snapshot is durable; the segments it covers go.

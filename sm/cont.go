@@ -22,6 +22,7 @@ type cont interface {
 type result struct {
 	IODone
 	failed string
+	loaded *LoadedSnapshot // a ComputeImport's (Computed.Loaded)
 }
 
 // names lists a directory listing's entry names, in the listing's order.
@@ -136,6 +137,34 @@ func failedTo(op FileOp) string {
 }
 
 // --- the sequences ---
+
+// replaceComputed is the one crash-safe replacement (replaceOps) of a file
+// the executor computes off Step: a checkpoint, which ComputeEncodeTo
+// encodes into the temporary file (write.Path); then fsync it, rename it
+// over path, fsync dir. next resumes as after a sequence: with failed set
+// if the write or a step after it failed.
+func (n *Node) replaceComputed(write Compute, path, dir string, next cont) {
+	n.compute(write, computedWrite{tmp: write.Path, path: path, dir: dir, next: next})
+}
+
+// computedWrite resumes when replaceComputed's temporary file is written.
+type computedWrite struct {
+	tmp, path, dir string
+	next           cont
+}
+
+func (c computedWrite) String() string {
+	return fmt.Sprintf("computed %s: fsync it, rename it to %s, fsync %s, then %s", c.tmp, c.path, c.dir, c.next)
+}
+
+func (c computedWrite) resume(n *Node, r result) {
+	if r.Err != IOOK {
+		c.next.resume(n, result{IODone: r.IODone, failed: "write " + c.tmp})
+		return
+	}
+	rest := replaceOps(FileOp{Op: OpWrite, Path: c.tmp}, c.path, c.dir)[1:] // the write is done
+	n.run(rest, c.next)
+}
 
 // replaceOps is the one crash-safe file replacement every writer uses
 // (config versions and pointer, term, snapshots, a truncated WAL segment):

@@ -206,6 +206,8 @@ func describeInput(in sm.Input) string {
 		return fmt.Sprintf("<- n%d %s", x.From, describeMsg(x.Msg))
 	case sm.IODone:
 		return fmt.Sprintf("io#%d %s", x.ID, x.Err)
+	case sm.Computed:
+		return fmt.Sprintf("compute#%d %s", x.ID, x.Err)
 	case sm.ClientOp:
 		return fmt.Sprintf("client #%d %s %s", x.ID, x.Req.Kind, x.Req.Queue)
 	}
@@ -235,6 +237,12 @@ func describeEffect(e sm.Effect) string {
 		s := fmt.Sprintf("io#%d %s %s", x.ID, x.Op, x.Path)
 		if x.To != "" {
 			s += " -> " + x.To
+		}
+		return s
+	case sm.Compute:
+		s := fmt.Sprintf("compute#%d %s", x.ID, x.Kind)
+		if x.Path != "" {
+			s += " " + x.Path
 		}
 		return s
 	case sm.Send:

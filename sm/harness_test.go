@@ -4,7 +4,10 @@ package sm_test
 // the simulator: real nodes on simdisk disks, a virtual clock, one FIFO
 // queue of pending inputs, and "mock peers" the test plays by hand.
 //
-//   - FileOps run on the node's disk when emitted; their IODone is queued.
+//   - FileOps and Computes run on the node's disk when emitted; their
+//     completion is queued. Each lane (loop.LaneOf) keeps its issue order:
+//     an effect parked by hold keeps the later ones of its lane behind it,
+//     the other lane goes on.
 //   - Sends to another harness node are queued as Recv (instant delivery,
 //     dropped across a cut link or to a node that is not up). Sends to a
 //     peer index without a harness node are recorded in h.outbox and, if a
@@ -20,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/schema"
 	"xce/sim/simdisk"
 	"xce/sm"
@@ -84,16 +87,18 @@ type harness struct {
 	// killBefore, if set, is asked before each FileOp is executed; true
 	// kills the node there (kill -9: the op and later effects never run).
 	killBefore func(i int, op sm.FileOp) bool
-	// hold, if set, is asked before each FileOp is executed; true parks
-	// it unexecuted (an executor still busy with it) until releaseHeld.
-	hold func(i int, op sm.FileOp) bool
+	// hold, if set, is asked before each FileOp or Compute is executed;
+	// true parks it unexecuted (an executor still busy with it) until
+	// releaseHeld, and with it every later one of its lane on that node (a
+	// lane runs its effects in issue order, loop.Host).
+	hold func(i int, e sm.Effect) bool
 	held []heldOp
 }
 
-// heldOp is a FileOp parked by harness.hold.
+// heldOp is a FileOp or Compute parked by harness.hold.
 type heldOp struct {
 	node int
-	op   sm.FileOp
+	e    sm.Effect
 }
 
 func newHarness(t testing.TB, peers int) *harness {
@@ -157,12 +162,14 @@ func (h *harness) restart(i int) {
 	h.boot(i)
 }
 
-// kill ends node i's process: its queued inputs and timers are dropped.
+// kill ends node i's process: its queued inputs, timers and parked ops
+// are dropped (a crash drops what its executor had not yet run).
 func (h *harness) kill(i int) {
 	hn := h.nodes[i]
 	hn.up = false
 	hn.timers = map[sm.TimerKind]armed{}
 	h.queue = slices.DeleteFunc(h.queue, func(q queued) bool { return q.node == i })
+	h.held = slices.DeleteFunc(h.held, func(q heldOp) bool { return q.node == i })
 }
 
 func (h *harness) enqueue(i int, in sm.Input) { h.queue = append(h.queue, queued{i, in}) }
@@ -224,8 +231,8 @@ func (h *harness) step(i int, in sm.Input) {
 	}
 }
 
-// harnessHost is a harness node's loop.Host: file operations run on its
-// disk when emitted (their IODone is queued), messages go to the queue or
+// harnessHost is a harness node's loop.Host: file operations and Computes
+// run on its disk when emitted (their completion is queued), messages go to the queue or
 // a mock, timers wait for advance.
 type harnessHost struct {
 	h  *harness
@@ -246,15 +253,46 @@ func (x harnessHost) Proceed(e sm.Effect) bool {
 }
 
 func (x harnessHost) File(op sm.FileOp) {
-	h, hn := x.h, x.hn
-	hn.ops = append(hn.ops, op)
-	if h.hold != nil && h.hold(hn.id, op) {
-		h.held = append(h.held, heldOp{hn.id, op})
+	x.hn.ops = append(x.hn.ops, op)
+	x.h.issue(x.hn, op)
+}
+
+func (x harnessHost) Compute(c sm.Compute) { x.h.issue(x.hn, c) }
+
+// issue executes a FileOp or Compute and queues its completion, unless
+// hold parks it or an earlier one of its lane is parked.
+func (h *harness) issue(hn *hnode, e sm.Effect) {
+	if h.hold != nil && h.hold(hn.id, e) || h.laneHeld(hn.id, e) {
+		h.held = append(h.held, heldOp{hn.id, e})
 		return
 	}
-	r := hn.disk.Exec(op, h.wall())
-	r.ID = op.ID
-	h.enqueue(hn.id, r)
+	h.exec(hn, e)
+}
+
+// exec runs e on hn's disk and queues its completion.
+func (h *harness) exec(hn *hnode, e sm.Effect) {
+	switch x := e.(type) {
+	case sm.FileOp:
+		r := hn.disk.Exec(x, h.wall())
+		r.ID = x.ID
+		h.enqueue(hn.id, r)
+	case sm.Compute:
+		r := hn.disk.Compute(x, h.wall())
+		r.ID = x.ID
+		h.enqueue(hn.id, r)
+	}
+}
+
+// laneHeld reports whether node i has an effect of e's lane parked: e
+// waits behind it.
+func (h *harness) laneHeld(i int, e sm.Effect) bool {
+	lane, _ := loop.LaneOf(e)
+	for _, q := range h.held {
+		if l, _ := loop.LaneOf(q.e); q.node == i && l == lane {
+			return true
+		}
+	}
+	return false
 }
 
 func (x harnessHost) Send(m sm.Send) {
@@ -301,19 +339,16 @@ func (x harnessHost) Exit(e sm.Exit) {
 
 func (x harnessHost) Unknown(e sm.Effect) { x.h.t.Errorf("n%d emitted unknown effect %T", x.hn.id, e) }
 
-// releaseHeld executes the parked FileOps (outside any Step) and queues
-// their completions; it does not drain the queue.
+// releaseHeld executes the parked FileOps and Computes (outside any
+// Step), each lane's in issue order, and queues their completions; it does
+// not drain the queue.
 func (h *harness) releaseHeld() {
 	held := h.held
 	h.held = nil
 	for _, q := range held {
-		hn, op := h.nodes[q.node], q.op
-		if !hn.up {
-			continue
+		if hn := h.nodes[q.node]; hn.up {
+			h.exec(hn, q.e)
 		}
-		r := hn.disk.Exec(op, h.wall())
-		r.ID = op.ID
-		h.enqueue(hn.id, r)
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 
 // Loading a snapshot at recovery off the node's Step (issue 9): the node
 // reads the file (or takes the boot scan's copy), then hands its bytes to
-// the executor in an OpImport with a SnapshotLoad; the executor decodes
-// and builds the job state (Decode, ImportBuild) and returns it in the
-// completion (IODone.Loaded), which the node takes over. Meanwhile the
+// the executor in a ComputeImport with a SnapshotLoad; the executor
+// decodes and builds the job state (Decode, ImportBuild) and returns it in
+// the completion (Computed.Loaded), which the node takes over. Meanwhile the
 // node is primary and answers as one: its timers fire, heartbeats go
 // out, and client operations are told it is recovering.
 
@@ -47,7 +47,7 @@ func NewSnapshotLoad(cfg *schema.ClusterConfig) *SnapshotLoad {
 // them when it takes the state over).
 type routeWarning struct{ what, id string }
 
-// LoadedSnapshot is an OpImport's result, opaque outside sm: the state
+// LoadedSnapshot is a ComputeImport's result, opaque outside sm: the state
 // built, its position, or why the bytes are not a usable snapshot; and
 // what the routing did (also for a snapshot refused part way: the node
 // counts and logs that as recovery always has).
@@ -63,7 +63,7 @@ type LoadedSnapshot struct {
 func (ld *LoadedSnapshot) Err() error { return ld.err }
 
 // An import runs in two stages, so that an executor may run them at once
-// on two goroutines (adapters/fileop does; decoding the file and building
+// on two goroutines (host/fileop does; decoding the file and building
 // the state are each about half of a large import): Decode reads the file
 // as a stream (wal.ReadSnapshot), checks and converts its jobs and hands
 // them on in batches, in file order; an ImportBuild routes the names and

@@ -65,19 +65,19 @@ func (n *Node) snapshotRead(s recoveryStep, d IODone) {
 	}
 	next := s
 	next.kind, next.checked = recoverySnapshotImported, nil
-	n.io(FileOp{Op: OpImport, Path: path, Data: d.Data, Load: newSnapshotLoad(s.j.r, s.checked)}, next)
+	n.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(s.j.r, s.checked)}, next)
 }
 
 // snapshotImported: the executor built the state from the snapshot, or
 // found it invalid (then an older one is tried).
-func (n *Node) snapshotImported(s recoveryStep, d IODone) {
+func (n *Node) snapshotImported(s recoveryStep, r result) {
 	j, plan := s.j, s.plan
 	path := wal.SnapDir + "/" + plan.Snapshot
-	if d.Err != IOOK || d.Loaded == nil {
-		n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, d.Err, d.Detail))
+	if r.Err != IOOK || r.loaded == nil {
+		n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, r.Err, r.Detail))
 		return
 	}
-	ld := d.Loaded
+	ld := r.loaded
 	for _, w := range ld.warnings {
 		n.logRouteWarning(w, 0, path)
 	}

@@ -57,7 +57,7 @@ func (n *Node) checkpointIfDue() {
 	path := wal.SnapshotPath(lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
 	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, snap.view.Len()))
-	n.run(replaceOps(FileOp{Op: OpWrite, Path: tmp, Snapshot: snap}, path, wal.SnapDir), journalStep{kind: journalSnapshotWritten, j: j, last: lsn})
+	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, journalStep{kind: journalSnapshotWritten, j: j, last: lsn})
 }
 
 // snapshotWritten: the checkpoint's snapshot is durable, and older

@@ -159,7 +159,15 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 			break
 		}
 		delete(n.pending, x.ID)
-		n.complete(p, x)
+		n.complete(p, result{IODone: x})
+	case Computed:
+		p, ok := n.pending[x.ID]
+		if !ok {
+			n.log(Error, "io.unknown", fmt.Sprintf("completion for unknown compute id %d", x.ID))
+			break
+		}
+		delete(n.pending, x.ID)
+		n.complete(p, result{IODone: IODone{ID: x.ID, Err: x.Err, Detail: x.Detail, Data: x.Data}, loaded: x.Loaded})
 	}
 	out := n.out
 	n.out = nil
@@ -248,6 +256,18 @@ func (n *Node) io(op FileOp, next cont) {
 	op.ID = n.id()
 	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, next: next} // the running continuation's owner (pending.go)
 	n.emit(op)
+}
+
+// compute issues work on the state (off Step, on its own lane) and
+// registers its continuation, as io does for a file operation: it is
+// pending, owned and abandoned the same way.
+func (n *Node) compute(c Compute, next cont) {
+	if c.Kind == ComputeEncodeTo {
+		n.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
+	}
+	c.ID = n.id()
+	n.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: n.cur, next: next}
+	n.emit(c)
 }
 
 func (n *Node) setTimer(k TimerKind, after time.Duration) {

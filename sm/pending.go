@@ -21,10 +21,13 @@ import (
 // Ending a generation makes Step drop the completions of every operation
 // it had in flight, in one place (complete) — as if the process had
 // crashed at that point of the sequence, which every durable sequence is
-// built to survive. Operations already issued run before any issued
-// later (file I/O is serial), so an ended owner's files are never touched
-// once the next owner starts. A dropped completion's error is still
-// logged, and a failed fsync is still fatal.
+// built to survive. File operations already issued run before any issued
+// later (the I/O lane is serial, host/loop), so an ended owner's file
+// operations never touch its files once the next owner starts; only a
+// Compute still running on its own lane may (a checkpoint's
+// ComputeEncodeTo writing its temporary file, never renamed once its owner
+// is gone). A dropped completion's error is still logged, and a failed
+// fsync is still fatal.
 
 // concern is what a pending operation belongs to.
 type concern uint8
@@ -47,11 +50,28 @@ type owner struct {
 	gen     uint64
 }
 
-// pendingOp is one file operation in flight.
+// pendingOp is one file operation, or one Compute, in flight.
 type pendingOp struct {
-	op    FileOp
-	owner owner
-	next  cont // what resumes when it completes
+	op      FileOp      // a Compute's: its ID and Path
+	compute ComputeKind // a Compute's kind; 0 for a file operation
+	owner   owner
+	next    cont // what resumes when it completes
+}
+
+// what names the operation: a file operation's kind, a Compute's.
+func (p pendingOp) what() string {
+	if p.compute != 0 {
+		return p.compute.String()
+	}
+	return p.op.Op.String()
+}
+
+// tag is how traces name the operation: io#ID, compute#ID.
+func (p pendingOp) tag() string {
+	if p.compute != 0 {
+		return fmt.Sprintf("compute#%d", p.op.ID)
+	}
+	return fmt.Sprintf("io#%d", p.op.ID)
 }
 
 // jobsOwner is the current promotion's job state.
@@ -102,7 +122,8 @@ func (n *Node) abandoned(o owner) bool { return o.gen != n.gens[o.concern] }
 
 // complete runs the continuation of a finished operation, or drops it if
 // its owner is gone.
-func (n *Node) complete(p pendingOp, d IODone) {
+func (n *Node) complete(p pendingOp, r result) {
+	d := r.IODone
 	failedSync := d.Err != IOOK && (p.op.Op == OpFsync || p.op.Op == OpFsyncDir)
 	if failedSync {
 		n.die("fatal.fsync", fmt.Sprintf("fsync(%s) failed: %s %s — durability cannot be trusted", p.op.Path, d.Err, d.Detail))
@@ -110,17 +131,18 @@ func (n *Node) complete(p pendingOp, d IODone) {
 	}
 	if n.abandoned(p.owner) {
 		if d.Err != IOOK && d.Err != IONotExist {
-			n.log(Warn, "io.abandoned-failed", fmt.Sprintf("%s %s of an abandoned %s operation failed: %s %s", p.op.Op, p.op.Path, p.owner.concern, d.Err, d.Detail))
+			n.log(Warn, "io.abandoned-failed", fmt.Sprintf("%s %s of an abandoned %s operation failed: %s %s", p.what(), p.op.Path, p.owner.concern, d.Err, d.Detail))
 		}
 		return
 	}
 	prev := n.own(p.owner)
-	p.next.resume(n, result{IODone: d})
+	p.next.resume(n, r)
 	n.cur = prev
 }
 
-// PendingOps describes the file operations in flight, oldest first (for
-// traces and tests): "id op path (owner/generation) → continuation".
+// PendingOps describes the file operations and Computes in flight, oldest
+// first (for traces and tests): "id op path (owner/generation) →
+// continuation".
 func (n *Node) PendingOps() []string {
 	ids := make([]uint64, 0, len(n.pending))
 	for id := range n.pending {
@@ -134,7 +156,7 @@ func (n *Node) PendingOps() []string {
 		if n.abandoned(p.owner) {
 			state = ", abandoned"
 		}
-		out[i] = fmt.Sprintf("io#%d %s %s (%s/%d%s) → %s", id, p.op.Op, p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
+		out[i] = fmt.Sprintf("%s %s %s (%s/%d%s) → %s", p.tag(), p.what(), p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
 	}
 	return out
 }

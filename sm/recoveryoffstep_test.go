@@ -45,8 +45,15 @@ func TestRecoveryImportKeepsHeartbeating(t *testing.T) {
 	// Every operation on the snapshot once n0 is primary is recovery's
 	// (its read, its import): held, as by an executor still at work, and
 	// run outside the Steps when released.
-	h.hold = func(i int, op sm.FileOp) bool {
-		return i == 0 && op.Path == snapPath && p.n.Role() == sm.RolePrimary
+	h.hold = func(i int, e sm.Effect) bool {
+		var path string
+		switch x := e.(type) {
+		case sm.FileOp:
+			path = x.Path
+		case sm.Compute:
+			path = x.Path
+		}
+		return i == 0 && path == snapPath && p.n.Role() == sm.RolePrimary
 	}
 	recovered := func() bool { _, _, ok := p.n.JobState(); return ok }
 	h.boot(0, 1, 2)

@@ -67,7 +67,7 @@ func (s recoveryStep) resume(n *Node, r result) {
 	case recoverySnapshotRead:
 		n.snapshotRead(s, r.IODone)
 	case recoverySnapshotImported:
-		n.snapshotImported(s, r.IODone)
+		n.snapshotImported(s, r)
 	case recoverySegmentRead:
 		n.segmentRead(s, r.IODone)
 	case recoveryTailCut:

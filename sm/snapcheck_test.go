@@ -9,7 +9,7 @@ import (
 	"xce/sm/wal"
 )
 
-// A received snapshot is verified by the executor (FileOp.Check): the
+// A received snapshot is verified by the executor (ComputeVerify): the
 // whole file, streamed, and the position the sync announced.
 func TestSnapshotCheckVerifies(t *testing.T) {
 	snap := &schema.Snapshot{Lsn: 7, Term: 3, NextId: 3, NextSeq: 3, Jobs: []*schema.SnapshotJob{

@@ -42,7 +42,7 @@ type snapRecv struct {
 }
 
 // sendSnapshot starts a snapshot sync of standby s: the executor encodes
-// a copy-on-write view of the state (OpEncode, off Step), then the chunks
+// a copy-on-write view of the state (ComputeEncode, off Step), then the chunks
 // go one per progress ack.
 func (n *Node) sendSnapshot(s int) {
 	j := n.jobs
@@ -50,9 +50,9 @@ func (n *Node) sendSnapshot(s int) {
 	lsn := j.nextLSN - 1
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
-	op := FileOp{Op: OpEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
+	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
 	prev := n.own(n.jobsOwner())
-	n.io(op, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
+	n.compute(c, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
 	n.cur = prev
 }
 
@@ -218,18 +218,27 @@ func (n *Node) installStopped(sr *standbyRepl, what string, d IODone) {
 	n.installDone()
 }
 
-// readBack reads the durable tmp file back; the executor verifies it
-// (Check), off Step.
+// readBack reads the durable tmp file back, for the executor to verify.
 func (n *Node) readBack(sr *standbyRepl, rc *snapRecv) {
-	check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
-	n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, installStep{kind: installReadBack, sr: sr, rc: rc})
+	n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, installStep{kind: installReadBack, sr: sr, rc: rc})
 }
 
-// readBackDone: the received file verified (or not, or could not be
-// read); if the sync is still the standby's, the old log goes.
+// readBackDone: the received file was read back (or could not be); the
+// executor verifies its bytes (ComputeVerify), off Step.
 func (n *Node) readBackDone(sr *standbyRepl, rc *snapRecv, d IODone) {
-	if d.Err != IOOK && d.Err != IOCorrupt {
+	if d.Err != IOOK {
 		n.installStopped(sr, "read back "+rc.tmp, d)
+		return
+	}
+	check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
+	n.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
+}
+
+// verified: the received file verified (or not); if the sync is still the
+// standby's, the old log goes.
+func (n *Node) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
+	if d.Err != IOOK && d.Err != IOCorrupt {
+		n.installStopped(sr, "verify "+rc.tmp, d)
 		return
 	}
 	if d.Err == IOCorrupt {
@@ -338,7 +347,8 @@ const (
 	installDirsMade      installKind = iota // data/wal and data/snap made: write the first chunk
 	installChunkWritten                     // a chunk written to tmp: ack, or install after the last
 	installTmpSynced                        // tmp fsync'd: read it back
-	installReadBack                         // tmp read back and verified: list data/wal
+	installReadBack                         // tmp read back: verify it
+	installVerified                         // tmp verified: list data/wal
 	installListedAfter                      // data/wal listed: remove the segments after the snapshot
 	installAfterRemoved                     // those removed: rename tmp into place
 	installRenamed                          // renamed: fsync data/snap
@@ -350,7 +360,7 @@ const (
 )
 
 var installKindNames = [...]string{
-	"directories made", "chunk written", "tmp fsync'd", "read back", "data/wal listed for the segments after it",
+	"directories made", "chunk written", "tmp fsync'd", "read back", "verified", "data/wal listed for the segments after it",
 	"segments after it removed", "renamed", "data/snap fsync'd", "data/wal listed", "segments removed", "data/snap listed", "old snapshots removed",
 }
 
@@ -372,6 +382,8 @@ func (s installStep) resume(n *Node, r result) {
 		n.readBack(sr, rc)
 	case installReadBack:
 		n.readBackDone(sr, rc, r.IODone)
+	case installVerified:
+		n.verified(sr, rc, r.IODone)
 	case installListedAfter:
 		n.renameInstalled(sr, rc, r.names())
 	case installAfterRemoved:
@@ -442,7 +454,7 @@ func (n *Node) startReady() bool {
 // of the position the sync announced.
 type SnapshotCheck struct{ LSN, Term uint64 }
 
-// Verify checks data against c (the executor runs it: FileOp.Check).
+// Verify checks data against c (the executor runs it: ComputeVerify).
 func (c *SnapshotCheck) Verify(data []byte) error {
 	return wal.ReadSnapshot(data, wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {

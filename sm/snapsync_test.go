@@ -274,12 +274,12 @@ func wipeHoldingEncodes(t *testing.T, h *harness, p, s int, blob []byte) (*hnode
 			return
 		}
 		for _, e := range effs {
-			op, ok := e.(sm.FileOp)
-			if !ok || op.Op != sm.OpEncode {
+			c, ok := e.(sm.Compute)
+			if !ok || c.Kind != sm.ComputeEncode {
 				continue
 			}
 			for k, q := range h.queue {
-				if d, ok := q.in.(sm.IODone); ok && q.node == p && d.ID == op.ID {
+				if d, ok := q.in.(sm.Computed); ok && q.node == p && d.ID == c.ID {
 					*held = append(*held, d)
 					h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
 					break

@@ -2,7 +2,8 @@
 //
 // A Node consumes Inputs (with the time they happened) and returns Effects,
 // plain data executed in order by an executor: the real adapters in the
-// daemon, or the simulator. Results of I/O come back as IODone inputs.
+// daemon, or the simulator. Results of I/O come back as IODone inputs,
+// of work on the state (Compute) as Computed ones.
 // Nothing here reads a clock, touches the OS or starts a goroutine.
 package sm
 
@@ -49,7 +50,15 @@ type IODone struct {
 	Data    []byte     // OpRead: file contents
 	ModTime int64      // OpRead: file mtime, Unix nanoseconds
 	Entries []DirEntry // OpList: sorted by name
-	// Loaded is an OpImport's result: the job state built from the
+}
+
+// Computed completes the Compute with the same ID.
+type Computed struct {
+	ID     uint64
+	Err    IOErr  // IOOK; IOCorrupt: ComputeVerify's bytes do not verify; else why the work failed
+	Detail string // executor's error text, for logs
+	Data   []byte // ComputeEncode: the snapshot file's bytes
+	// Loaded is ComputeImport's result: the job state built from the
 	// snapshot (or why it is not one), for the node to take over.
 	Loaded *LoadedSnapshot
 }
@@ -58,6 +67,7 @@ func (Boot) isInput()       {}
 func (TimerFired) isInput() {}
 func (Recv) isInput()       {}
 func (IODone) isInput()     {}
+func (Computed) isInput()   {}
 
 // DirEntry is one name in a listed directory.
 type DirEntry struct {
@@ -75,7 +85,7 @@ const (
 	IOTooBig         // file larger than FileOp.MaxSize (checked before reading)
 	IOFailed         // EIO or any other failure
 	IONoSpace        // ENOSPC
-	IOCorrupt        // OpRead with Check: the file is not the snapshot it should be
+	IOCorrupt        // ComputeVerify: the bytes are not the snapshot they should be
 )
 
 func (e IOErr) String() string {
@@ -123,23 +133,66 @@ type FileOp struct {
 	Path string
 	To   string // OpRename target
 	Data []byte // OpWrite / OpAppend contents
-	// Snapshot, on an OpWrite without Data, is a checkpoint the executor
-	// encodes as the file's contents (Encode): the encoding, proportional
-	// to the number of jobs, runs off the node's Step.
-	Snapshot *SnapshotData
-	// Check, on an OpRead, asks the executor to verify the file as the
-	// snapshot it describes instead of returning its bytes: the check,
-	// proportional to the number of jobs, runs off the node's Step; a file
-	// that fails it completes with IOCorrupt and the reason.
-	Check *SnapshotCheck
-	// Load, on an OpImport, asks the executor to build the job state from
-	// Data, a snapshot file's bytes (SnapshotLoad.Import): the decoding and
-	// the building, proportional to the number of jobs, run off the node's
-	// Step; the completion carries the state in Loaded.
-	Load *SnapshotLoad
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64
+}
+
+// Compute is work on the job state that takes time with the number of
+// jobs, which the executor runs off the node's Step, on a lane of its own
+// (host/loop), so that file operations (the WAL's fsyncs) never wait for
+// it. Its completion is a Computed with the same ID. It carries what the
+// work reads: a view of the state (which the node does not change under
+// it), a file's bytes, or what they must be.
+type Compute struct {
+	ID   uint64
+	Kind ComputeKind
+	// Path is the file the work is about: the one ComputeEncodeTo
+	// writes; the one Data was read from (ComputeImport, ComputeVerify:
+	// for messages).
+	Path string
+	Data []byte // ComputeImport, ComputeVerify: a snapshot file's bytes
+	// Snapshot is the state ComputeEncode and ComputeEncodeTo encode
+	// (SnapshotData.Encode, EncodeTo).
+	Snapshot *SnapshotData
+	// Check is what ComputeVerify's Data must be (SnapshotCheck.Verify).
+	Check *SnapshotCheck
+	// Load routes ComputeImport's jobs (SnapshotLoad.Import).
+	Load *SnapshotLoad
+}
+
+// ComputeKind names the work of a Compute.
+type ComputeKind uint8
+
+const (
+	// ComputeEncode: the completion's Data is Snapshot encoded (a
+	// standby's sync).
+	ComputeEncode ComputeKind = iota + 1
+	// ComputeEncodeTo: Snapshot encoded into the file Path as it goes, as
+	// an OpWrite would write it (without fsync), so that a checkpoint is
+	// never held whole in memory.
+	ComputeEncodeTo
+	// ComputeImport: the completion's Loaded is the job state built from
+	// Data with Load (recovery).
+	ComputeImport
+	// ComputeVerify: Data checked as the snapshot Check describes; a
+	// failure completes with IOCorrupt and the reason.
+	ComputeVerify
+)
+
+func (k ComputeKind) String() string {
+	switch k {
+	case ComputeEncode:
+		return "encode"
+	case ComputeEncodeTo:
+		return "encode-to"
+	case ComputeImport:
+		return "import"
+	case ComputeVerify:
+		return "verify"
+	default:
+		return "compute?"
+	}
 }
 
 // Log is a log line as data. Key is stable (tests and the simulator match
@@ -160,6 +213,7 @@ func (Send) isEffect()        {}
 func (SetTimer) isEffect()    {}
 func (CancelTimer) isEffect() {}
 func (FileOp) isEffect()      {}
+func (Compute) isEffect()     {}
 func (Log) isEffect()         {}
 func (Exit) isEffect()        {}
 
@@ -178,14 +232,6 @@ const (
 	OpRemove
 	OpMkdir
 	OpAppend // open(O_WRONLY|O_APPEND|O_CREAT, 0600) + write all + close, no fsync
-	// OpEncode touches no file: the executor encodes the op's Snapshot and
-	// returns the bytes as the completion's Data (work proportional to the
-	// jobs, done off the node's Step).
-	OpEncode
-	// OpImport touches no file: the executor builds the job state from
-	// Data with the op's Load and returns it as the completion's Loaded.
-	// Path names the file the bytes came from (for messages).
-	OpImport
 )
 
 func (k OpKind) String() string {
@@ -208,10 +254,6 @@ func (k OpKind) String() string {
 		return "mkdir"
 	case OpAppend:
 		return "append"
-	case OpEncode:
-		return "encode"
-	case OpImport:
-		return "import"
 	default:
 		return "op?"
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 // TestAroundLargeWrapsEncodesAndImports: the hook runs around every
-// OpEncode and OpImport, its after once the op is done, and never for a
-// file op.
+// ComputeEncode and ComputeImport, its after once the work is done, and
+// never for a file op or a verify.
 func TestAroundLargeWrapsEncodesAndImports(t *testing.T) {
 	var before, after int
 	e := &Executor{Base: t.TempDir(), AroundLarge: func() func() {
@@ -21,12 +21,16 @@ func TestAroundLargeWrapsEncodesAndImports(t *testing.T) {
 	if before != 0 {
 		t.Fatalf("hook ran %d times for file ops", before)
 	}
-	for i, op := range []sm.FileOp{{Op: sm.OpEncode}, {Op: sm.OpImport}} { // nothing to encode or import: refused, but wrapped
-		if d := e.Exec(op); d.Err == sm.IOOK {
-			t.Fatalf("%s without its input succeeded", op.Op)
+	e.Compute(sm.Compute{Kind: sm.ComputeVerify})
+	if before != 0 {
+		t.Fatalf("hook ran %d times for a verify", before)
+	}
+	for i, c := range []sm.Compute{{Kind: sm.ComputeEncode}, {Kind: sm.ComputeImport}} { // nothing to encode or import: refused, but wrapped
+		if d := e.Compute(c); d.Err == sm.IOOK {
+			t.Fatalf("%s without its input succeeded", c.Kind)
 		}
 		if before != i+1 || after != i+1 {
-			t.Fatalf("around %s: before %d, after %d", op.Op, before, after)
+			t.Fatalf("around %s: before %d, after %d", c.Kind, before, after)
 		}
 	}
 }

@@ -52,7 +52,8 @@ import (
 	"syscall"
 	"time"
 
-	"xce/adapters/fileop"
+	"xce/host/compute"
+	"xce/host/fileop"
 	"xce/sm"
 )
 
@@ -78,11 +79,11 @@ type Executor struct {
 	// TrashError, if set, receives a failure to delete a removed large
 	// file in the background (trash.go); the file stays in TrashDir.
 	TrashError func(path string, err error)
-	// AroundLarge, if set, is called before an op that allocates in
-	// proportion to the job state — OpEncode (a snapshot encoded whole in
-	// memory for a standby) and OpImport (a snapshot's jobs loaded at
-	// recovery) — and the function it returns after it: the daemon's
-	// collector policy gives the heap room meanwhile.
+	// AroundLarge, if set, is called before a Compute that allocates in
+	// proportion to the job state — ComputeEncode (a snapshot encoded
+	// whole in memory for a standby) and ComputeImport (a snapshot's jobs
+	// loaded at recovery) — and the function it returns after it: the
+	// daemon's collector policy gives the heap room meanwhile.
 	AroundLarge func() (after func())
 
 	kept  kept
@@ -97,9 +98,6 @@ var ErrPathRefused = fileop.ErrPathRefused
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
 func (e *Executor) Exec(op sm.FileOp) sm.IODone {
-	if (op.Op == sm.OpEncode || op.Op == sm.OpImport) && e.AroundLarge != nil {
-		defer e.AroundLarge()()
-	}
 	fs := osFS{e.Base, &e.kept, e}
 	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
 		return fileop.Exec(fs, op)
@@ -108,6 +106,17 @@ func (e *Executor) Exec(op sm.FileOp) sm.IODone {
 	d := fileop.Exec(fs, op)
 	e.ObserveSync(op.Op == sm.OpFsyncDir, time.Since(start))
 	return d
+}
+
+// Compute executes c and returns its completion (ID = c.ID), with the one
+// executor of Computes (compute.Exec); a checkpoint (ComputeEncodeTo) is
+// written to the operating system's files under Base as it is encoded.
+// It never panics on a malformed Compute.
+func (e *Executor) Compute(c sm.Compute) sm.Computed {
+	if (c.Kind == sm.ComputeEncode || c.Kind == sm.ComputeImport) && e.AroundLarge != nil {
+		defer e.AroundLarge()()
+	}
+	return compute.Exec(osFS{e.Base, &e.kept, e}, c)
 }
 
 // osFS is fileop.FS on the operating system, under base, with the

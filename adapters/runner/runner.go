@@ -3,8 +3,9 @@
 // real clock, and executes the effects each step returns, in order, with
 // the real adapters (DESIGN §3.2).
 //
-// Goroutines: Run's own (the loop, the only caller of Node.Step), one I/O
-// worker executing FileOps strictly in the order they were issued, and
+// Goroutines: Run's own (the loop, the only caller of Node.Step), an I/O
+// worker per lane (loop.LaneOf) executing its FileOps strictly in the
+// order they were issued, and
 // time.AfterFunc callbacks posting timer fires. All of them have ended when
 // Run returns; FileOps still queued then are dropped, as a crash would
 // (the state machine is crash-safe at every effect boundary).
@@ -24,7 +25,7 @@ import (
 
 	"xce/adapters/fileio"
 	"xce/adapters/logging"
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sm"
 )
 
@@ -116,14 +117,11 @@ type Runner struct {
 	armed  map[sm.TimerKind]uint64
 	fired  chan sm.TimerFired
 	stop   chan struct{}
-	worker *ioWorker
-	// snaps writes checkpoints (FileOps with a Snapshot to encode) and
-	// imports snapshots at recovery (a Load: no file) on a lane of their
-	// own: encoding or importing a large state takes long, and WAL
-	// appends and fsyncs must not queue behind it. sm issues nothing on a
-	// checkpoint's file until its write completes, so the lanes never
-	// touch the same file at once.
-	snaps *ioWorker
+	// lanes executes file operations and Computes, one worker per lane
+	// (loop.LaneOf), each in issue order: a checkpoint's encode and write
+	// and a snapshot's import at recovery take long with a large state,
+	// and WAL appends and fsyncs must not queue behind them.
+	lanes [loop.NumLanes]*ioWorker
 
 	// Client operations: Do and Upgrade post, the loop feeds them to the
 	// node and hands each Reply (UpgradeReply) effect back to its waiter.
@@ -291,11 +289,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.timers = map[sm.TimerKind]*time.Timer{}
 	r.armed = map[sm.TimerKind]uint64{}
 	r.fired = make(chan sm.TimerFired)
-	done := make(chan sm.IODone)
-	r.worker = &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
-	r.snaps = &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
+	done := make(chan sm.Input) // IODone, Computed
 	var wg sync.WaitGroup
-	for _, w := range []*ioWorker{r.worker, r.snaps} {
+	for i := range r.lanes {
+		w := &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
+		r.lanes[i] = w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -411,8 +409,8 @@ func inputName(in sm.Input) string {
 	}
 }
 
-// host is the runner's loop.Host: real sockets, real timers, the one I/O
-// worker, zap, and the callers waiting for replies.
+// host is the runner's loop.Host: real sockets, real timers, an I/O
+// worker per lane, zap, and the callers waiting for replies.
 type host struct{ r *Runner }
 
 func (h host) Send(x sm.Send) {
@@ -440,12 +438,12 @@ func (h host) CancelTimer(x sm.CancelTimer) {
 	delete(r.armed, x.Kind)
 }
 
-func (h host) File(x sm.FileOp) {
-	if x.Snapshot != nil || x.Load != nil {
-		h.r.snaps.submit(x)
-		return
-	}
-	h.r.worker.submit(x)
+func (h host) File(x sm.FileOp)     { h.submit(x) }
+func (h host) Compute(x sm.Compute) { h.submit(x) }
+
+func (h host) submit(e sm.Effect) {
+	lane, _ := loop.LaneOf(e) // File and Compute: always on one
+	h.r.lanes[lane].submit(e)
 }
 
 func (h host) Log(x sm.Log) { h.r.logEffect(x) }
@@ -511,18 +509,19 @@ func (r *Runner) logEffect(l sm.Log) {
 	}
 }
 
-// ioWorker executes FileOps one at a time, in submission order, and posts
-// each completion back to the loop. submit never blocks the loop.
+// ioWorker executes a lane's effects (FileOps or Computes) one at a time,
+// in submission order, and posts each completion back to the loop. submit
+// never blocks the loop.
 type ioWorker struct {
 	exec *fileio.Executor
 	mu   sync.Mutex
-	q    []sm.FileOp
+	q    []sm.Effect
 	wake chan struct{} // capacity 1
-	done chan<- sm.IODone
+	done chan<- sm.Input
 	stop <-chan struct{}
 }
 
-func (w *ioWorker) submit(op sm.FileOp) {
+func (w *ioWorker) submit(op sm.Effect) {
 	w.mu.Lock()
 	w.q = append(w.q, op)
 	w.mu.Unlock()
@@ -545,7 +544,7 @@ func (w *ioWorker) run() {
 			}
 		}
 		op := w.q[0]
-		w.q[0] = sm.FileOp{} // release Data
+		w.q[0] = nil // release its data
 		w.q = w.q[1:]
 		w.mu.Unlock()
 		select {
@@ -553,8 +552,19 @@ func (w *ioWorker) run() {
 			return // do not start an op after Run ended
 		default:
 		}
-		d := w.exec.Exec(op)
-		d.ID = op.ID
+		var d sm.Input
+		switch x := op.(type) {
+		case sm.FileOp:
+			r := w.exec.Exec(x)
+			r.ID = x.ID
+			d = r
+		case sm.Compute:
+			r := w.exec.Compute(x)
+			r.ID = x.ID
+			d = r
+		default:
+			continue // submit is given only these
+		}
 		select {
 		case w.done <- d:
 		case <-w.stop:

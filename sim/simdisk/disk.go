@@ -34,7 +34,8 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/adapters/fileop"
+	"xce/host/compute"
+	"xce/host/fileop"
 	"xce/sm"
 )
 
@@ -244,6 +245,13 @@ func quote(p string) string {
 // the one executor the daemon uses too (fileop.Exec). It never panics: a
 // malformed path fails with IOFailed and a Detail.
 func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone { return fileop.Exec(live{d, wall}, op) }
+
+// Compute executes c at wall time wall with the one executor of Computes
+// the daemon uses too (compute.Exec): a ComputeEncodeTo writes its file
+// on the volatile view, as an OpWrite does. It never panics.
+func (d *Disk) Compute(c sm.Compute, wall int64) sm.Computed {
+	return compute.Exec(live{d, wall}, c)
+}
 
 // live is fileop.FS on the disk's volatile view at one wall time.
 type live struct {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"xce/adapters/fileio"
-	"xce/adapters/loop"
+	"xce/host/loop"
 	"xce/sm"
 )
 
@@ -52,8 +52,10 @@ func Install(base, name string, keepN int, blob []byte) error {
 	return fmt.Errorf("%w: the install node stopped without finishing", ErrInstall)
 }
 
-// installHost runs an install node's effects: file operations at once, in
-// order, on the real files; warnings to stderr; nothing else leaves it.
+// installHost runs an install node's effects: file operations and
+// Computes at once, in order, on the real files (every lane, loop.LaneOf,
+// run at once: each lane's completions in its issue order, as loop.Host
+// asks); warnings to stderr; nothing else leaves it.
 type installHost struct {
 	files *fileio.Executor
 	queue []sm.Input
@@ -61,6 +63,12 @@ type installHost struct {
 
 func (h *installHost) File(x sm.FileOp) {
 	res := h.files.Exec(x)
+	res.ID = x.ID
+	h.queue = append(h.queue, res)
+}
+
+func (h *installHost) Compute(x sm.Compute) {
+	res := h.files.Compute(x)
 	res.ID = x.ID
 	h.queue = append(h.queue, res)
 }

@@ -3,21 +3,32 @@
 // harnesses all feed a node through Step, which executes the effects of
 // each input in the order the node emitted them, through a Host that does
 // each kind, and runs nothing after an Exit. The Host decides how: the
-// runner sends on real sockets and queues file operations on its one I/O
-// worker; the simulator schedules them in simulated time; a harness runs
-// them at once. What they share is here.
+// runner sends on real sockets and queues file operations on a worker per
+// lane; the simulator schedules them in simulated time; a harness runs
+// them at once. What they share is here, the lanes too: a host runs file
+// operations and Computes on a queue each, and LaneOf is the one rule.
 package loop
 
-import "xce/sm"
+import (
+	"fmt"
+
+	"xce/sm"
+)
 
 // Host executes effects, one method per kind.
 type Host interface {
 	Send(sm.Send)
 	SetTimer(sm.SetTimer)
 	CancelTimer(sm.CancelTimer)
-	// File queues a file operation behind the ones before it: the node
-	// learns of its completion as an sm.IODone, in issue order.
+	// File queues a file operation on LaneIO behind the ones issued
+	// before it: the node learns of its completion as an sm.IODone, in
+	// issue order within the lane.
 	File(sm.FileOp)
+	// Compute queues work on the state on LaneCompute behind the Computes
+	// issued before it: its completion is an sm.Computed, in issue order
+	// within the lane. Completions of different lanes may come in either
+	// order.
+	Compute(sm.Compute)
 	Log(sm.Log)
 	Reply(sm.Reply)
 	UpgradeReply(sm.UpgradeReply)
@@ -26,6 +37,51 @@ type Host interface {
 	// Unknown is an effect of a kind this package does not know (a newer
 	// sm): a defect the host reports.
 	Unknown(sm.Effect)
+}
+
+// Lane is one of a host's queues of effects that complete (file
+// operations, Computes): each runs its effects one at a time, in issue
+// order, apart from the other lanes.
+type Lane int
+
+const (
+	// LaneIO is the file operations (FileOp: the WAL's appends and
+	// fsyncs, config saves, reads, renames): the one ordered I/O worker.
+	LaneIO Lane = iota
+	// LaneCompute is the work on the job state that takes time with the
+	// number of jobs (Compute: a snapshot encoded, written as it is
+	// encoded, imported, verified). On a lane of its own, WAL fsyncs
+	// never wait for it; sm issues nothing on a checkpoint's file until
+	// its ComputeEncodeTo completes, so the two lanes never touch a file
+	// at once.
+	LaneCompute
+	// NumLanes is how many lanes there are (for a host's array of them).
+	NumLanes
+)
+
+func (l Lane) String() string {
+	switch l {
+	case LaneIO:
+		return "io"
+	case LaneCompute:
+		return "compute"
+	default:
+		return fmt.Sprintf("lane(%d)", int(l))
+	}
+}
+
+// LaneOf is the lane e runs on, the same in every host: the runner, the
+// simulator, xce-config install and the test harnesses. An effect that
+// does not complete (a Send, a Log) is on no lane (false).
+func LaneOf(e sm.Effect) (Lane, bool) {
+	switch e.(type) {
+	case sm.FileOp:
+		return LaneIO, true
+	case sm.Compute:
+		return LaneCompute, true
+	default:
+		return 0, false
+	}
 }
 
 // Observer, if the Host implements it, sees each step's effects before
@@ -68,6 +124,8 @@ func Execute(effs []sm.Effect, h Host) *sm.Exit {
 			h.CancelTimer(x)
 		case sm.FileOp:
 			h.File(x)
+		case sm.Compute:
+			h.Compute(x)
 		case sm.Log:
 			h.Log(x)
 		case sm.Reply:

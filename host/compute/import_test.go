@@ -1,4 +1,4 @@
-package fileop
+package compute
 
 import (
 	"encoding/binary"

@@ -19,6 +19,7 @@ func (r *recorder) Send(x sm.Send)                 { r.did = append(r.did, "send
 func (r *recorder) SetTimer(x sm.SetTimer)         { r.did = append(r.did, "set") }
 func (r *recorder) CancelTimer(x sm.CancelTimer)   { r.did = append(r.did, "cancel") }
 func (r *recorder) File(x sm.FileOp)               { r.did = append(r.did, "file "+x.Path) }
+func (r *recorder) Compute(x sm.Compute)           { r.did = append(r.did, "compute "+x.Kind.String()) }
 func (r *recorder) Log(x sm.Log)                   { r.did = append(r.did, "log "+x.Key) }
 func (r *recorder) Reply(x sm.Reply)               { r.did = append(r.did, "reply") }
 func (r *recorder) UpgradeReply(x sm.UpgradeReply) { r.did = append(r.did, "upgrade-reply") }
@@ -34,10 +35,10 @@ func (g gated) Proceed(sm.Effect) bool {
 
 func TestExecute(t *testing.T) {
 	effs := []sm.Effect{
-		sm.Log{Key: "a"}, sm.FileOp{Path: "x"}, sm.Send{}, sm.SetTimer{After: time.Second}, sm.CancelTimer{},
+		sm.Log{Key: "a"}, sm.FileOp{Path: "x"}, sm.Compute{Kind: sm.ComputeEncode}, sm.Send{}, sm.SetTimer{After: time.Second}, sm.CancelTimer{},
 		sm.Reply{}, sm.UpgradeReply{}, sm.Exit{Code: 1}, sm.Log{Key: "after-exit"},
 	}
-	all := []string{"log a", "file x", "send", "set", "cancel", "reply", "upgrade-reply", "exit"}
+	all := []string{"log a", "file x", "compute encode", "send", "set", "cancel", "reply", "upgrade-reply", "exit"}
 	for _, tc := range []struct {
 		name     string
 		stop     int
@@ -45,8 +46,8 @@ func TestExecute(t *testing.T) {
 		wantExit bool
 	}{
 		{"in order, nothing after an exit", 0, all, true},
-		{"a gate stops the step before its effect", 3, all[:2], false},
-		{"a gate may stop the exit itself", 8, all[:7], false},
+		{"a gate stops the step before its effect", 4, all[:3], false},
+		{"a gate may stop the exit itself", 9, all[:8], false},
 	} {
 		r := &recorder{stop: tc.stop}
 		var h Host = r
@@ -90,5 +91,30 @@ func TestStepObserver(t *testing.T) {
 	effs, _ = Step(mk(), sm.Clock{}, sm.Boot{Seed: 1}, r)
 	if len(r.did) != len(effs) {
 		t.Fatalf("%d effects emitted, %d ran: %v", len(effs), len(r.did), r.did)
+	}
+}
+
+// LaneOf puts every file operation on the I/O lane, every Compute (the
+// work that grows with the number of jobs) on the compute lane, and
+// effects that do not complete on none.
+func TestLaneOf(t *testing.T) {
+	for _, tc := range []struct {
+		e    sm.Effect
+		want Lane
+		ok   bool
+	}{
+		{sm.FileOp{Op: sm.OpAppend, Path: "data/wal/1"}, LaneIO, true},
+		{sm.FileOp{Op: sm.OpFsync, Path: "data/wal/1"}, LaneIO, true},
+		{sm.FileOp{Op: sm.OpRead, Path: "data/snap/1"}, LaneIO, true},
+		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "data/snap/1.tmp"}, LaneCompute, true},
+		{sm.Compute{Kind: sm.ComputeEncode}, LaneCompute, true},
+		{sm.Compute{Kind: sm.ComputeImport, Path: "data/snap/1"}, LaneCompute, true},
+		{sm.Compute{Kind: sm.ComputeVerify, Path: "data/snap/1.tmp"}, LaneCompute, true},
+		{sm.Send{}, 0, false},
+		{sm.Log{}, 0, false},
+	} {
+		if got, ok := LaneOf(tc.e); got != tc.want || ok != tc.ok {
+			t.Errorf("LaneOf(%#v) = %v, %v; want %v, %v", tc.e, got, ok, tc.want, tc.ok)
+		}
 	}
 }
