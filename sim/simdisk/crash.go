@@ -391,7 +391,7 @@ func (d *Disk) CorruptBefore(path string, limit int, r *rand.Rand) bool {
 		return c
 	}
 	same := string(n.data) == string(n.durable)
-	n.data = flip(n.data)
+	n.data, n.grow = flip(n.data), false
 	switch {
 	case same:
 		n.durable = n.data
@@ -415,6 +415,7 @@ func (d *Disk) Clone() *Disk {
 		}
 		n := new(inode)
 		*n = *o
+		n.grow = false // the original may still fill the spare capacity
 		made[o] = n
 		if o.isDir {
 			n.entries = make(map[string]*inode, len(o.entries))
