@@ -60,7 +60,7 @@ func (w *World) beforeStep(nd *simNode) {
 func (w *World) noteDurableTerm(nd *simNode) {
 	a := &w.ans
 	a.init(len(w.nodes))
-	b, ok := nd.disk.DurableFile(sm.TermPath)
+	b, ok := nd.disk.DurableData(sm.TermPath)
 	if !ok {
 		return
 	}

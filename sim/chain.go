@@ -140,7 +140,8 @@ func (v *logView) termAt(lsn uint64) (uint64, bool) {
 
 // frameCache keeps what readLog parsed of one disk: snapshots by their
 // bytes, segments by their bytes (segments grow by appends: only the new
-// tail is decoded). It holds its own copies: the disk's may change.
+// tail is decoded). It shares the disk's bytes, which never change
+// (simdisk): a file rewritten is a new slice, and compared again.
 type frameCache struct {
 	snaps   map[string]snapPos
 	snapVer map[string]uint64
@@ -148,7 +149,7 @@ type frameCache struct {
 }
 
 type segFrames struct {
-	data []byte // own copy of the bytes parsed
+	data []byte // the bytes parsed (the disk's, shared)
 	recs []logRec
 	ver  uint64 // the mirror version parsed (0: unknown)
 }
@@ -165,7 +166,7 @@ func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
 		return sp
 	}
 	c.snapVer[name] = ver
-	sp := snapPos{data: bytes.Clone(data)}
+	sp := snapPos{data: data}
 	if s, err := wal.DecodeSnapshot(data); err != nil {
 		sp.bad = true
 	} else {
@@ -192,7 +193,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		return sp.recs
 	}
 	base := len(sp.data)
-	tail := bytes.Clone(data[base:])
+	tail := data[base:]
 	type at struct {
 		off       int
 		lsn, term uint64
@@ -213,7 +214,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		_, _ = h.Write(p) // a hash.Hash never fails
 		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, hash: h.Sum64(), payload: p})
 	}
-	sp.data = append(sp.data, tail...)
+	sp.data = data[: base+valid : base+valid]
 	return sp.recs
 }
 
@@ -300,10 +301,8 @@ type durMirror struct {
 	ok    bool
 }
 
-func (m *durMirror) set(p string, b []byte) { m.own(p, bytes.Clone(b)) }
-
-// own is set for bytes nobody else holds.
-func (m *durMirror) own(p string, b []byte) {
+// set records p's durable bytes (the disk's, shared: they never change).
+func (m *durMirror) set(p string, b []byte) {
 	m.ver++
 	m.files[p] = &mirrorFile{data: b, ver: m.ver}
 }
@@ -328,8 +327,8 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 	dir := path.Dir(op.Path)
 	switch {
 	case op.Op == sm.OpFsync && (dir == wal.WALDir || dir == wal.SnapDir):
-		if b, ok := d.DurableFile(op.Path); ok { // a copy
-			m.own(op.Path, b)
+		if b, ok := d.DurableData(op.Path); ok {
+			m.set(op.Path, b)
 		} else {
 			delete(m.files, op.Path)
 		}

@@ -12,7 +12,7 @@ func (w *World) checkTermClaim(nd *simNode, s sm.Send) {
 	m := s.Msg
 	var term uint64
 	vote := -1
-	if b, ok := nd.disk.DurableFile(sm.TermPath); ok {
+	if b, ok := nd.disk.DurableData(sm.TermPath); ok {
 		t, v, err := sm.ParseTermVote(b)
 		if err != nil && nd.rot.term != nil && string(b) == string(nd.rot.term) {
 			return // injected rot: the node stops when it reads it (rot.go)

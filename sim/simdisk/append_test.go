@@ -112,3 +112,25 @@ func TestAppendKeepsSharedBytes(t *testing.T) {
 		t.Fatalf("clone taken before the failed fsync: %q, want abcXZ", got)
 	}
 }
+
+// TestDurableDataIsDurableFile: DurableData finds what DurableFile finds,
+// path for path (a trailing slash or an empty component finds nothing),
+// and shares the disk's bytes instead of copying them.
+func TestDurableDataIsDurableFile(t *testing.T) {
+	d := New()
+	run(t, d, opMkdir("a"), opFsyncDir(""), opWrite("a/f", "synced"), opFsync("a/f"), opFsyncDir("a"))
+	appendTo(t, d, "a/f", " and not")
+	run(t, d, opWrite("a/g", "never synced"))
+	for _, p := range []string{"a/f", "a/g", "a", "a/", "a/f/", "a//f", "", "b", "b/f"} {
+		want, wok := d.DurableFile(p)
+		got, ok := d.DurableData(p)
+		if ok != wok || string(got) != string(want) {
+			t.Errorf("%q: DurableData %q %v, DurableFile %q %v", p, got, ok, want, wok)
+		}
+	}
+	a, _ := d.DurableData("a/f")
+	b, _ := d.DurableData("a/f")
+	if &a[0] != &b[0] {
+		t.Error("DurableData copied the bytes")
+	}
+}

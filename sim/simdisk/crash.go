@@ -555,15 +555,9 @@ func abbrev(b []byte) string {
 // DurableFile returns what a crash with no luck keeps of one file: its
 // durable data, if every directory entry on its path is durable.
 func (d *Disk) DurableFile(path string) ([]byte, bool) {
-	n := d.rootDir()
-	for _, name := range strings.Split(path, "/") {
-		if n == nil || !n.isDir {
-			return nil, false
-		}
-		n = n.durEntries[name]
-	}
-	if n == nil || n.isDir {
+	b, ok := d.DurableData(path)
+	if !ok {
 		return nil, false
 	}
-	return append([]byte{}, n.durable...), true
+	return append([]byte{}, b...), true
 }
