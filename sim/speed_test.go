@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"xce/sim/simdisk"
 	"xce/sm"
@@ -53,5 +56,50 @@ func TestMirrorSharesDurableBytes(t *testing.T) {
 		if sp := c.segs[wal.SegmentName(1)]; &sp.data[0] != &disk[0] || len(sp.recs) != int(lsn) {
 			t.Fatalf("after LSN %d: the frame cache holds a copy, or %d records", lsn, len(sp.recs))
 		}
+	}
+}
+
+// TestEvHeapOrder: events pop in (at, seq) order under interleaved pushes
+// and pops, each event whole (its pointers too), and a popped event's
+// slot is reused, so the slots never outgrow the most events queued at
+// once.
+func TestEvHeapOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	var h evHeap
+	var seq uint64
+	var want []event
+	most := 0
+	var last evKey
+	for step := 0; step < 20000; step++ {
+		if h.len() == 0 || r.IntN(3) > 0 {
+			seq++
+			nf := &NetFault{Dur: time.Duration(seq)}
+			e := event{at: time.Duration(r.IntN(1000)), seq: seq, node: int(seq % 5), nf: nf}
+			if e.at < last.at {
+				e.at = last.at // nothing is scheduled in the past
+			}
+			h.push(e)
+			want = append(want, e)
+			most = max(most, h.len())
+			continue
+		}
+		e := h.pop()
+		if k := (evKey{at: e.at, seq: e.seq}); k.less(last) {
+			t.Fatalf("popped (%v, %d) after (%v, %d)", e.at, e.seq, last.at, last.seq)
+		}
+		last = evKey{at: e.at, seq: e.seq}
+		i := slices.IndexFunc(want, func(x event) bool { return x.seq == e.seq })
+		if i < 0 || want[i] != e || e.nf.Dur != time.Duration(e.seq) {
+			t.Fatalf("popped event seq %d is not the one pushed", e.seq)
+		}
+		for _, x := range want {
+			if (evKey{at: x.at, seq: x.seq}).less(last) {
+				t.Fatalf("popped (%v, %d) while (%v, %d) was queued", e.at, e.seq, x.at, x.seq)
+			}
+		}
+		want = slices.Delete(want, i, i+1)
+	}
+	if len(h.slots) > most {
+		t.Fatalf("%d slots for at most %d events queued", len(h.slots), most)
 	}
 }
