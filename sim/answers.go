@@ -64,7 +64,7 @@ func (w *World) noteDurableTerm(nd *simNode) {
 	if !ok {
 		return
 	}
-	t, _, err := sm.ParseTermVote(b)
+	t, _, err := nd.termFile.parse(b)
 	if err != nil || t <= a.durTerm[nd.id] {
 		return // unreadable: checkTermClaim reports it at the next send
 	}

@@ -103,3 +103,26 @@ func TestEvHeapOrder(t *testing.T) {
 		t.Fatalf("%d slots for at most %d events queued", len(h.slots), most)
 	}
 }
+
+// TestTermParseCached: the parse of data/term is redone only when the
+// disk holds another slice for it, and gives what sm.ParseTermVote gives.
+func TestTermParseCached(t *testing.T) {
+	var c termParse
+	a := []byte("3 1\n") // (without the checksum a newer version appends)
+	if tm, v, err := c.parse(a); tm != 3 || v != 1 || err != nil {
+		t.Fatalf("parse: %d %d %v", tm, v, err)
+	}
+	// The same slice is not parsed again (here its bytes did change, which
+	// a disk never does, to see that).
+	copy(a, "4 1\n")
+	if tm, _, _ := c.parse(a); tm != 3 {
+		t.Fatalf("the same slice was parsed again: term %d", tm)
+	}
+	b := []byte("5 2\n")
+	if tm, v, err := c.parse(b); tm != 5 || v != 2 || err != nil {
+		t.Fatalf("another slice: %d %d %v", tm, v, err)
+	}
+	if _, _, err := c.parse([]byte("garbage")); err == nil {
+		t.Fatal("garbage parsed")
+	}
+}

@@ -178,6 +178,7 @@ type simNode struct {
 	appendedTerm uint64
 	// snapWritten: the data/snap files this promotion wrote (snapterm.go).
 	snapWritten map[string]bool
+	termFile    termParse  // the parse of its durable data/term (termclaim.go)
 	timers      [16]uint64 // armed generation per timer kind (stale fires are dropped)
 	// ioBusy is when the node's one I/O worker finishes the operations
 	// queued so far: file operations run strictly in issue order.
