@@ -38,12 +38,14 @@ func (t *tracer) begin(now time.Duration, node int) {
 }
 
 func (t *tracer) end() {
+	h := t.hash // a local: the field would be stored back at every byte
 	for _, c := range t.buf {
-		t.hash ^= uint64(c)
-		t.hash *= 1099511628211
+		h ^= uint64(c)
+		h *= 1099511628211
 	}
-	t.hash ^= '\n'
-	t.hash *= 1099511628211
+	h ^= '\n'
+	h *= 1099511628211
+	t.hash = h
 	if t.out != nil {
 		t.out(string(t.buf))
 	}
