@@ -1,13 +1,18 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"xce/sim/simdisk"
 	"xce/sm"
+	"xce/sm/queue"
 	"xce/sm/wal"
 )
 
@@ -124,5 +129,31 @@ func TestTermParseCached(t *testing.T) {
 	}
 	if _, _, err := c.parse([]byte("garbage")); err == nil {
 		t.Fatal("garbage parsed")
+	}
+}
+
+// TestCheckHistoryReportsLoss: with the quick check first and the verbose
+// one only after a failure, a history that does not linearize still fails
+// S5 naming the job, with the visualization written.
+func TestCheckHistoryReportsLoss(t *testing.T) {
+	w := NewWorld(Demo(1), nil)
+	if _, f := w.Run(); f != nil {
+		t.Fatal(f.Error())
+	}
+	x := w.excuses()
+	lost := slices.IndexFunc(w.final, func(j queue.Job) bool { return !x.excused(j) && !x.removable[j.ID] })
+	if lost < 0 {
+		t.Fatal("no job in the final state to lose")
+	}
+	dropped := slices.Delete(slices.Clone(w.final), lost, lost+1)
+	w.checkHistory(dropped, w.now)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("xce-sim-%d.html", w.sc.Seed))
+	t.Cleanup(func() { os.Remove(path) })
+	wantViolation(t, w, "S5", "job "+string(w.final[lost].Payload)+"'s")
+	if !strings.Contains(w.fail.Detail, "porcupine visualization: "+path) {
+		t.Fatalf("no visualization in %q", w.fail.Detail)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("visualization: %v", err)
 	}
 }
