@@ -73,7 +73,8 @@ func (nw *network) shaped(from, to int) bool {
 func (w *World) sendMsg(from, to int, m sm.Msg) {
 	nw := w.net
 	if !nw.shaped(from, to) {
-		for _, at := range nw.deliveries(w.now, from, to) {
+		at, n := nw.deliveries(w.now, from, to)
+		for _, at := range at[:n] {
 			w.push(event{at: at, kind: evInput, node: to, inc: w.nodes[to].inc, in: sm.Recv{From: from, Msg: m}})
 		}
 		return
@@ -107,7 +108,8 @@ func (w *World) transmit(from, to int, m sm.Msg) {
 		done += time.Duration(float64(msgSize(m)) / l.rate * float64(time.Second))
 	}
 	l.tx.busyUntil = done
-	for _, at := range w.net.deliveries(done, from, to) {
+	at, n := w.net.deliveries(done, from, to)
+	for _, at := range at[:n] {
 		w.push(event{at: at, kind: evInput, node: to, inc: w.nodes[to].inc, lgen: l.tx.gen, in: sm.Recv{From: from, Msg: m}})
 	}
 }
