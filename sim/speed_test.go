@@ -202,3 +202,107 @@ func TestMirrorNamesFollowFiles(t *testing.T) {
 		t.Fatal("the mirror keeps a removed segment")
 	}
 }
+
+// TestTraceTextIsFmts: the strconv renderings of requests, replies and
+// handles are byte for byte what the fmt ones they replace gave (the
+// trace hash covers them), on every kind and the odd values.
+func TestTraceTextIsFmts(t *testing.T) {
+	refHandle := func(h queue.Handle) string {
+		return fmt.Sprintf("%d:%d:%d.%d", h.ID, h.Attempt, h.Claim.Term, h.Claim.LSN)
+	}
+	refPayload := func(p []byte) string {
+		if i := strings.IndexByte(string(p), '.'); i >= 0 {
+			return fmt.Sprintf("%s+%dB", p[:i], len(p)-i)
+		}
+		return string(p)
+	}
+	refReq := func(q sm.JobRequest) string {
+		s := q.Kind.String()
+		switch q.Kind {
+		case sm.JobEnqueue:
+			s += fmt.Sprintf(" %s %s prio=%d", q.Queue, refPayload(q.Payload), q.Priority)
+			if q.Delay != 0 || q.Expires != 0 || q.Host != "" {
+				s += fmt.Sprintf(" delay=%d expires=%d pin=%q", q.Delay, q.Expires, q.Host)
+			}
+		case sm.JobEnqueueBatch:
+			s += " " + q.Queue
+			for _, p := range q.Payloads {
+				s += " " + refPayload(p)
+			}
+		case sm.JobClaim:
+			s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
+			if q.Wait > 0 {
+				s += fmt.Sprintf(" wait=%v", q.Wait)
+			}
+			for _, h := range q.Handles {
+				s += " ack=" + refHandle(h)
+			}
+		case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
+			s += " " + refHandle(q.Handle)
+		case sm.JobAckBatch:
+			for _, h := range q.Handles {
+				s += " " + refHandle(h)
+			}
+		case sm.JobCancel, sm.JobGet, sm.JobRedrive:
+			s += fmt.Sprintf(" %d", q.ID)
+		case sm.JobList:
+			s += fmt.Sprintf(" %q", q.Queue)
+		case sm.JobRegister:
+			s += fmt.Sprintf(" %s %q %s", q.Name, q.Spec, q.Queue)
+		case sm.JobUnregister:
+			s += " " + q.Name
+		}
+		return s
+	}
+	refRep := func(r sm.Reply) string {
+		s := fmt.Sprintf("status=%d", r.Status)
+		if r.Status != sm.StatusOK {
+			return s + fmt.Sprintf(" primary=%d %q", r.Primary, r.Error)
+		}
+		s += fmt.Sprintf(" ok=%v lsn=%d at=%d", r.OK, r.LSN, r.At)
+		if r.OKs != nil {
+			s += fmt.Sprintf(" oks=%v", r.OKs)
+		}
+		if r.Moved != 0 || r.Deleted != 0 {
+			s += fmt.Sprintf(" moved=%d deleted=%d", r.Moved, r.Deleted)
+		}
+		for i, j := range r.Jobs {
+			if i == 6 {
+				s += fmt.Sprintf(" ...+%d", len(r.Jobs)-6)
+				break
+			}
+			s += fmt.Sprintf(" %d/%s/a%d/%s", j.ID, j.State, j.Attempts, j.Payload)
+		}
+		return s
+	}
+	hs := []queue.Handle{{ID: 7, Attempt: 2, Claim: queue.ClaimStamp{Term: 3, LSN: 99}}, {ID: 1 << 63}}
+	odd := "pin \"x\"\n\x00é"
+	r := rand.New(rand.NewPCG(1, 2))
+	for k := sm.JobKind(0); k < 40; k++ {
+		for i := 0; i < 20; i++ {
+			q := sm.JobRequest{Kind: k, Queue: []string{"q0", "", odd}[i%3], Payload: []byte([]string{"p1", "p2.xyz", ""}[i%3]),
+				Payloads: [][]byte{[]byte("a.b"), []byte("c")}, Priority: int32(r.IntN(7) - 3), Delay: int64(i % 2), Expires: int64(i % 3 * 5),
+				Host: []string{"", "h1", odd}[i%3], Max: r.IntN(9), Handle: hs[i%2], Handles: hs[:i%3], ID: r.Uint64(),
+				Name: "every10", Spec: []string{"@every 10s", odd}[i%2], Wait: time.Duration(r.IntN(3)) * 1500 * time.Millisecond}
+			if got, want := describeReq(q), refReq(q); got != want {
+				t.Fatalf("request %+v:\n got %q\nwant %q", q, got, want)
+			}
+		}
+	}
+	for i := 0; i < 200; i++ {
+		rep := sm.Reply{Status: []int32{sm.StatusOK, sm.StatusOK, 11, -3}[i%4], Error: odd, Primary: i%3 - 1, OK: i%2 == 0,
+			LSN: r.Uint64(), At: r.Int64() - 1<<62, Moved: i % 3, Deleted: i % 5 % 2}
+		switch i % 3 {
+		case 1:
+			rep.OKs = []bool{}
+		case 2:
+			rep.OKs = []bool{true, false, true}
+		}
+		for n := 0; n < i%9; n++ {
+			rep.Jobs = append(rep.Jobs, queue.Job{ID: uint64(n), State: queue.State(n % 4), Attempts: uint32(n), Payload: []byte(odd)})
+		}
+		if got, want := describeRep(rep), refRep(rep); got != want {
+			t.Fatalf("reply %+v:\n got %q\nwant %q", rep, got, want)
+		}
+	}
+}

@@ -19,7 +19,9 @@ func newTracer(out func(string)) *tracer {
 	return &tracer{out: out, hash: 14695981039346656037}
 }
 
-func (t *tracer) begin(now time.Duration, node int) {
+// begin starts a line (time and node) in t.buf and returns t, for the
+// caller to append the rest to t.buf and call end.
+func (t *tracer) begin(now time.Duration, node int) *tracer {
 	t.buf = t.buf[:0]
 	us := int64(now / time.Microsecond)
 	t.buf = strconv.AppendInt(t.buf, us/1_000_000, 10)
@@ -35,6 +37,7 @@ func (t *tracer) begin(now time.Duration, node int) {
 		t.buf = append(t.buf, " --"...)
 	}
 	t.buf = append(t.buf, ' ')
+	return t
 }
 
 func (t *tracer) end() {
