@@ -487,11 +487,8 @@ func (w *World) randomID() uint64 {
 	return 1 + uint64(wl.rng.Int64N(int64(top)+3))
 }
 
-// shortPayload renders a payload, a padded one (Scenario.PayloadPad) as
+// appendPayload appends a payload, a padded one (Scenario.PayloadPad) as
 // its key and its length.
-func shortPayload(p []byte) string { return string(appendPayload(nil, p)) }
-
-// appendPayload appends shortPayload(p).
 func appendPayload(b, p []byte) []byte {
 	if i := bytes.IndexByte(p, '.'); i >= 0 {
 		b = append(b, p[:i]...)
