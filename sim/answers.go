@@ -60,11 +60,11 @@ func (w *World) beforeStep(nd *simNode) {
 func (w *World) noteDurableTerm(nd *simNode) {
 	a := &w.ans
 	a.init(len(w.nodes))
-	b, ok := nd.disk.DurableFile(sm.TermPath)
+	b, ok := nd.disk.DurableData(sm.TermPath)
 	if !ok {
 		return
 	}
-	t, _, err := sm.ParseTermVote(b)
+	t, _, err := nd.termFile.parse(b)
 	if err != nil || t <= a.durTerm[nd.id] {
 		return // unreadable: checkTermClaim reports it at the next send
 	}

@@ -140,7 +140,8 @@ func (v *logView) termAt(lsn uint64) (uint64, bool) {
 
 // frameCache keeps what readLog parsed of one disk: snapshots by their
 // bytes, segments by their bytes (segments grow by appends: only the new
-// tail is decoded). It holds its own copies: the disk's may change.
+// tail is decoded). It shares the disk's bytes, which never change
+// (simdisk): a file rewritten is a new slice, and compared again.
 type frameCache struct {
 	snaps   map[string]snapPos
 	snapVer map[string]uint64
@@ -148,7 +149,7 @@ type frameCache struct {
 }
 
 type segFrames struct {
-	data []byte // own copy of the bytes parsed
+	data []byte // the bytes parsed (the disk's, shared)
 	recs []logRec
 	ver  uint64 // the mirror version parsed (0: unknown)
 }
@@ -165,7 +166,7 @@ func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
 		return sp
 	}
 	c.snapVer[name] = ver
-	sp := snapPos{data: bytes.Clone(data)}
+	sp := snapPos{data: data}
 	if s, err := wal.DecodeSnapshot(data); err != nil {
 		sp.bad = true
 	} else {
@@ -192,7 +193,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		return sp.recs
 	}
 	base := len(sp.data)
-	tail := bytes.Clone(data[base:])
+	tail := data[base:]
 	type at struct {
 		off       int
 		lsn, term uint64
@@ -213,7 +214,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		_, _ = h.Write(p) // a hash.Hash never fails
 		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, hash: h.Sum64(), payload: p})
 	}
-	sp.data = append(sp.data, tail...)
+	sp.data = data[: base+valid : base+valid]
 	return sp.recs
 }
 
@@ -242,8 +243,19 @@ func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
 func assembleLog(snaps, segs []string, files map[string]*mirrorFile, c *frameCache) logView {
 	sort.Strings(snaps)
 	sort.Strings(segs)
+	return assemblePlanned(snaps, segs, nil, files, c)
+}
+
+// assemblePlanned is assembleLog of sorted names; first, when not nil, is
+// wal.PlanRecovery(snaps, segs), computed before.
+func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mirrorFile, c *frameCache) logView {
 	for {
-		plan, _ := wal.PlanRecovery(snaps, segs)
+		var plan wal.Plan
+		if first != nil {
+			plan, first = *first, nil
+		} else {
+			plan, _ = wal.PlanRecovery(snaps, segs)
+		}
 		var v logView
 		if plan.Snapshot != "" {
 			f := files[wal.SnapDir+"/"+plan.Snapshot]
@@ -298,18 +310,34 @@ type durMirror struct {
 	files map[string]*mirrorFile
 	ver   uint64
 	ok    bool
+	// names: the sorted snapshot and segment names of files and their
+	// recovery plan, while no file came or went (most fsyncs only grow a
+	// segment: listing, sorting and planning again each time was a third
+	// of the mirror's reading).
+	named       bool
+	snaps, segs []string
+	plan        wal.Plan
 }
 
-func (m *durMirror) set(p string, b []byte) { m.own(p, bytes.Clone(b)) }
-
-// own is set for bytes nobody else holds.
-func (m *durMirror) own(p string, b []byte) {
+// set records p's durable bytes (the disk's, shared: they never change).
+func (m *durMirror) set(p string, b []byte) {
 	m.ver++
+	if _, ok := m.files[p]; !ok {
+		m.named = false
+	}
 	m.files[p] = &mirrorFile{data: b, ver: m.ver}
 }
 
+// drop forgets p.
+func (m *durMirror) drop(p string) {
+	if _, ok := m.files[p]; ok {
+		delete(m.files, p)
+		m.named = false
+	}
+}
+
 func (m *durMirror) reload(d *simdisk.Disk) {
-	m.files, m.ok = map[string]*mirrorFile{}, true
+	m.files, m.ok, m.named = map[string]*mirrorFile{}, true, false
 	for _, dir := range []string{wal.SnapDir, wal.WALDir} {
 		d.Peek(dir, true, func(p string, b []byte) {
 			if path.Dir(p) == dir {
@@ -328,10 +356,10 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 	dir := path.Dir(op.Path)
 	switch {
 	case op.Op == sm.OpFsync && (dir == wal.WALDir || dir == wal.SnapDir):
-		if b, ok := d.DurableFile(op.Path); ok { // a copy
-			m.own(op.Path, b)
+		if b, ok := d.DurableData(op.Path); ok {
+			m.set(op.Path, b)
 		} else {
-			delete(m.files, op.Path)
+			m.drop(op.Path)
 		}
 	case op.Op == sm.OpFsyncDir && (op.Path == wal.WALDir || op.Path == wal.SnapDir):
 		seen := map[string]bool{}
@@ -346,7 +374,7 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 		})
 		for p := range m.files {
 			if path.Dir(p) == op.Path && !seen[p] {
-				delete(m.files, p)
+				m.drop(p)
 			}
 		}
 	case op.Path == sm.TermPath || strings.HasPrefix(op.Path, sm.TermPath):
@@ -357,15 +385,21 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 
 // read assembles the mirrored durable log.
 func (m *durMirror) read(c *frameCache) logView {
-	var snaps, segs []string
-	for p := range m.files {
-		if path.Dir(p) == wal.SnapDir {
-			snaps = append(snaps, path.Base(p))
-		} else {
-			segs = append(segs, path.Base(p))
+	if !m.named {
+		m.snaps, m.segs = nil, nil
+		for p := range m.files {
+			if path.Dir(p) == wal.SnapDir {
+				m.snaps = append(m.snaps, path.Base(p))
+			} else {
+				m.segs = append(m.segs, path.Base(p))
+			}
 		}
+		sort.Strings(m.snaps)
+		sort.Strings(m.segs)
+		m.plan, _ = wal.PlanRecovery(m.snaps, m.segs)
+		m.named = true
 	}
-	return assembleLog(snaps, segs, m.files, c)
+	return assemblePlanned(m.snaps, m.segs, &m.plan, m.files, c)
 }
 
 type chainCheck struct {

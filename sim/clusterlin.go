@@ -110,9 +110,10 @@ func (s linJob) valid(h queue.Handle, out linOut) validity {
 }
 
 // spontaneous returns s and every state the primary's own sweeps (or a
-// claim of another job) may move it to, at times nobody observed.
-func spontaneous(s linJob, m *linMeta) []linJob {
-	out := []linJob{s}
+// claim of another job) may move it to, at times nobody observed,
+// appended to out[:0] (the model's step passes an array on its stack).
+func spontaneous(s linJob, m *linMeta, out []linJob) []linJob {
+	out = append(out[:0], s)
 	for i := 0; i < len(out); i++ {
 		x := out[i]
 		switch {
@@ -247,7 +248,7 @@ func linModel() porcupine.Model {
 			idx := map[*linMeta]int{}
 			var parts [][]porcupine.Operation
 			for _, op := range h {
-				m := op.Input.(linIn).meta
+				m := op.Input.(*linIn).meta
 				i, ok := idx[m]
 				if !ok {
 					i = len(parts)
@@ -260,10 +261,11 @@ func linModel() porcupine.Model {
 		},
 		Init: func() []any { return []any{linJob{expires: -1}} },
 		Step: func(state, input, output any) []any {
-			in, out := input.(linIn), output.(linOut)
+			in, out := input.(*linIn), output.(linOut)
 			var next []any
-			for _, s := range spontaneous(state.(linJob), in.meta) {
-				for _, n := range linStep(s, in, out) {
+			var buf [3]linJob
+			for _, s := range spontaneous(state.(linJob), in.meta, buf[:0]) {
+				for _, n := range linStep(s, *in, out) {
 					next = append(next, n)
 				}
 			}
@@ -271,7 +273,7 @@ func linModel() porcupine.Model {
 		},
 		Equal: func(a, b any) bool { return a.(linJob) == b.(linJob) },
 		DescribeOperation: func(input, output any) string {
-			in, ok := input.(linIn)
+			in, ok := input.(*linIn)
 			if !ok {
 				return fmt.Sprintf("%v", input) // porcupine's visualization describes partition boundaries with nil
 			}
@@ -308,7 +310,10 @@ func (w *World) checkHistory(final []queue.Job, end time.Duration) {
 		return
 	}
 	hist := w.linHistory(final, end)
-	res, info := porcupine.CheckOperationsVerbose(linModel(), hist, 20*time.Second)
+	// The verbose check (what the visualization needs) records the longest
+	// linearizable prefix at every backtrack: it runs only to explain a
+	// failure.
+	res := porcupine.CheckOperationsTimeout(linModel(), hist, 20*time.Second)
 	switch res {
 	case porcupine.Ok:
 		w.tr.line(w.now, -1, fmt.Sprintf("porcupine: %d operations linearizable", len(hist)))
@@ -316,6 +321,7 @@ func (w *World) checkHistory(final []queue.Job, end time.Duration) {
 		w.violate("S5", "porcupine timed out on %d operations: linearizability of the client history unknown", len(hist))
 	default:
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("xce-sim-%d.html", w.sc.Seed))
+		_, info := porcupine.CheckOperationsVerbose(linModel(), hist, 20*time.Second)
 		if err := porcupine.VisualizePath(linModel(), info, path); err != nil {
 			path = "(visualization failed: " + err.Error() + ")"
 		}
@@ -334,7 +340,7 @@ func (w *World) firstIllegal(hist []porcupine.Operation) (string, []porcupine.Op
 	for _, part := range model.Partition(hist) {
 		if !porcupine.CheckOperations(model, part) {
 			sort.SliceStable(part, func(i, j int) bool { return part[i].Call < part[j].Call })
-			return part[0].Input.(linIn).meta.key, part
+			return part[0].Input.(*linIn).meta.key, part
 		}
 	}
 	return "?", nil
@@ -384,8 +390,16 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	}
 	var hist []porcupine.Operation
 	finalAt := int64(end)
+	var ins []linIn // the inputs, allocated in chunks: boxing each was a malloc
+	input := func(in linIn) *linIn {
+		if len(ins) == cap(ins) {
+			ins = make([]linIn, 0, 256)
+		}
+		ins = append(ins, in)
+		return &ins[len(ins)-1]
+	}
 	add := func(c *call, in linIn, ok bool) {
-		op := porcupine.Operation{ClientId: c.client, Input: in, Call: int64(c.sent)}
+		op := porcupine.Operation{ClientId: c.client, Input: input(in), Call: int64(c.sent)}
 		if c.out == outOK {
 			late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 // only the acks it carries judge by at
 			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At, atLate: late}, int64(c.done)
@@ -470,7 +484,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	}
 	// The final state: one read per job (keys in first-seen order).
 	for _, k := range keys {
-		in := linIn{meta: metas[k], final: true, hit: hitIn(final, k)}
+		in := input(linIn{meta: metas[k], final: true, hit: hitIn(final, k)})
 		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: linOut{known: true, ok: in.hit != nil}, Return: finalAt + 1})
 	}
 	return hist

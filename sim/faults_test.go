@@ -43,7 +43,7 @@ func TestLinkQueue(t *testing.T) {
 	var got []uint64
 	var at []time.Duration
 	reset := false
-	for len(w.q) > 0 {
+	for w.q.len() > 0 {
 		e := w.q.pop()
 		w.now = e.at
 		switch e.kind {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 
 	"xce/sm"
 	"xce/sm/queue"
@@ -119,6 +120,15 @@ func (w *World) checkHandleReply(c *call) {
 }
 
 // fmtHandle is a handle as xcecli prints it, ID:ATTEMPT:TERM.LSN.
-func fmtHandle(h queue.Handle) string {
-	return fmt.Sprintf("%d:%d:%d.%d", h.ID, h.Attempt, h.Claim.Term, h.Claim.LSN)
+func fmtHandle(h queue.Handle) string { return string(appendHandle(nil, h)) }
+
+// appendHandle appends fmtHandle(h).
+func appendHandle(b []byte, h queue.Handle) []byte {
+	b = strconv.AppendUint(b, h.ID, 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(h.Attempt), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, h.Claim.Term, 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, h.Claim.LSN, 10)
 }

@@ -74,7 +74,8 @@ func (w *World) sendMsg(from, to int, m sm.Msg) {
 	m = w.inFlight(from, to, m) // corruption, live conf/ rot (corrupt.go)
 	nw := w.net
 	if !nw.shaped(from, to) {
-		for _, at := range nw.deliveries(w.now, from, to) {
+		at, n := nw.deliveries(w.now, from, to)
+		for _, at := range at[:n] {
 			w.push(event{at: at, kind: evInput, node: to, inc: w.nodes[to].inc, in: sm.Recv{From: from, Msg: m}})
 		}
 		return
@@ -108,7 +109,8 @@ func (w *World) transmit(from, to int, m sm.Msg) {
 		done += time.Duration(float64(msgSize(m)) / l.rate * float64(time.Second))
 	}
 	l.tx.busyUntil = done
-	for _, at := range w.net.deliveries(done, from, to) {
+	at, n := w.net.deliveries(done, from, to)
+	for _, at := range at[:n] {
 		w.push(event{at: at, kind: evInput, node: to, inc: w.nodes[to].inc, lgen: l.tx.gen, in: sm.Recv{From: from, Msg: m}})
 	}
 }

@@ -142,11 +142,11 @@ func (w *World) converge(skip int, bound time.Duration) (time.Duration, bool) {
 		if since < 0 && w.now > deadline {
 			return 0, false
 		}
-		if len(w.q) == 0 {
+		if w.q.len() == 0 {
 			return 0, false
 		}
 		// Wake at the next event, or when the settle period would end.
-		next := w.q[0].at
+		next := w.q.next()
 		if since >= 0 && since+settle < next {
 			w.now = since + settle
 			continue

@@ -38,18 +38,29 @@ func newNetwork(n int, rng *rand.Rand) *network {
 
 func (nw *network) l(from, to int) *link { return &nw.links[from*nw.n+to] }
 
-// deliveries returns the sim times at which a message sent now arrives
-// (none if lost or blocked, two if duplicated).
-func (nw *network) deliveries(now time.Duration, from, to int) []time.Duration {
+// deliveries returns the sim times at which a message sent now arrives,
+// the first n of at (none if lost or blocked, two if duplicated): an
+// array, not a slice, so that no message allocates for it.
+func (nw *network) deliveries(now time.Duration, from, to int) (at [2]time.Duration, n int) {
 	l := nw.l(from, to)
 	if nw.faultsOn {
 		if now < l.blockedUntil {
-			return nil
+			return at, 0
 		}
 		if l.loss > 0 && nw.rng.Float64() < l.loss {
-			return nil
+			return at, 0
 		}
 	}
+	at[0], n = nw.delivery(now, l)
+	if n == 2 {
+		at[1] = at[0] + l.maxDelay + time.Millisecond
+	}
+	return at, n
+}
+
+// delivery is deliveries past loss and partitions: when the message
+// arrives, and 2 if it is duplicated.
+func (nw *network) delivery(now time.Duration, l *link) (time.Duration, int) {
 	at := now + l.minDelay
 	if span := l.maxDelay - l.minDelay; span > 0 {
 		at += time.Duration(nw.rng.Int64N(int64(span)))
@@ -58,14 +69,14 @@ func (nw *network) deliveries(now time.Duration, from, to int) []time.Duration {
 		at = l.clogUntil + l.minDelay
 	}
 	if nw.faultsOn && l.dup > 0 && nw.rng.Float64() < l.dup {
-		return []time.Duration{at, at + l.maxDelay + time.Millisecond}
+		return at, 2
 	}
 	if !nw.faultsOn {
 		// Healed, a link is what TCP gives: in order (L4 relies on it).
 		at = max(at, l.lastAt)
 		l.lastAt = at
 	}
-	return []time.Duration{at}
+	return at, 1
 }
 
 // clean reports whether a and b can talk reliably both ways right now:

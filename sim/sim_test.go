@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,15 @@ func TestSimulate(t *testing.T) {
 	if *seedFlag != 0 {
 		replay(t, *seedFlag)
 		return
+	}
+	if os.Getenv("GOGC") == "" {
+		// A world lives a few MB and allocates ~8 MB per schedule: at Go's
+		// default (GOGC=100) the collector ran every ~4 MB, ~40 times a
+		// second, and its marking, write barriers and assists were a third
+		// of the run. Letting the heap grow to 5x the live one before a
+		// collection costs tens of MB (docs/performance.md). GOGC, if set,
+		// wins.
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
 	start := time.Now()
 	reps, fails := runSeeds(*firstSeedFlag, *schedulesFlag, nil)

@@ -19,7 +19,9 @@ func newTracer(out func(string)) *tracer {
 	return &tracer{out: out, hash: 14695981039346656037}
 }
 
-func (t *tracer) begin(now time.Duration, node int) {
+// begin starts a line (time and node) in t.buf and returns t, for the
+// caller to append the rest to t.buf and call end.
+func (t *tracer) begin(now time.Duration, node int) *tracer {
 	t.buf = t.buf[:0]
 	us := int64(now / time.Microsecond)
 	t.buf = strconv.AppendInt(t.buf, us/1_000_000, 10)
@@ -35,15 +37,18 @@ func (t *tracer) begin(now time.Duration, node int) {
 		t.buf = append(t.buf, " --"...)
 	}
 	t.buf = append(t.buf, ' ')
+	return t
 }
 
 func (t *tracer) end() {
+	h := t.hash // a local: the field would be stored back at every byte
 	for _, c := range t.buf {
-		t.hash ^= uint64(c)
-		t.hash *= 1099511628211
+		h ^= uint64(c)
+		h *= 1099511628211
 	}
-	t.hash ^= '\n'
-	t.hash *= 1099511628211
+	h ^= '\n'
+	h *= 1099511628211
+	t.hash = h
 	if t.out != nil {
 		t.out(string(t.buf))
 	}

@@ -174,7 +174,10 @@ func (w *World) clientWake(c int) {
 	k := &call{id: uint64(len(wl.calls) + 1), client: c, node: cl.target, inc: nd.inc, req: req, sent: w.now}
 	wl.calls = append(wl.calls, k)
 	cl.cur = k
-	w.tr.line(w.now, -1, fmt.Sprintf("c%d -> n%d #%d %s", c, k.node, k.id, describeReq(req)))
+	t := w.tr.begin(w.now, -1)
+	t.buf = fmt.Appendf(t.buf, "c%d -> n%d #%d ", c, k.node, k.id)
+	t.buf = appendReq(t.buf, req)
+	t.end()
 	w.push(event{at: w.now + w.linkDelay(), kind: evClientReq, node: k.node, inc: k.inc, call: k.id})
 	w.push(event{at: w.now + clientTimeout + req.Wait, kind: evClientGiveUp, call: k.id})
 }
@@ -211,7 +214,10 @@ func (w *World) nodeReply(nd *simNode, r sm.Reply) {
 func (w *World) clientReply(id uint64) {
 	c := w.wl.calls[id-1]
 	if c.out != outPending {
-		w.tr.line(w.now, -1, fmt.Sprintf("c%d <- n%d #%d late reply ignored (%s): %s", c.client, c.node, c.id, c.out, describeRep(c.rep)))
+		t := w.tr.begin(w.now, -1)
+		t.buf = fmt.Appendf(t.buf, "c%d <- n%d #%d late reply ignored (%s): ", c.client, c.node, c.id, c.out)
+		t.buf = appendRep(t.buf, c.rep)
+		t.end()
 		return
 	}
 	switch c.rep.Status {
@@ -223,7 +229,10 @@ func (w *World) clientReply(id uint64) {
 		c.out = outRefused
 	}
 	c.done = w.now
-	w.tr.line(w.now, -1, fmt.Sprintf("c%d <- n%d #%d %s: %s", c.client, c.node, c.id, c.out, describeRep(c.rep)))
+	t := w.tr.begin(w.now, -1)
+	t.buf = fmt.Appendf(t.buf, "c%d <- n%d #%d %s: ", c.client, c.node, c.id, c.out)
+	t.buf = appendRep(t.buf, c.rep)
+	t.end()
 	cl := w.wl.client(c.client)
 	cl.cur = nil
 	if c.out == outOK {
@@ -478,75 +487,142 @@ func (w *World) randomID() uint64 {
 	return 1 + uint64(wl.rng.Int64N(int64(top)+3))
 }
 
-// shortPayload renders a payload, a padded one (Scenario.PayloadPad) as
+// appendPayload appends a payload, a padded one (Scenario.PayloadPad) as
 // its key and its length.
-func shortPayload(p []byte) string {
+func appendPayload(b, p []byte) []byte {
 	if i := bytes.IndexByte(p, '.'); i >= 0 {
-		return fmt.Sprintf("%s+%dB", p[:i], len(p)-i)
+		b = append(b, p[:i]...)
+		b = append(b, '+')
+		b = strconv.AppendInt(b, int64(len(p)-i), 10)
+		return append(b, 'B')
 	}
-	return string(p)
+	return append(b, p...)
 }
 
 // describeReq renders a request on one trace line.
-func describeReq(q sm.JobRequest) string {
-	s := q.Kind.String()
+func describeReq(q sm.JobRequest) string { return string(appendReq(nil, q)) }
+
+// appendReq appends describeReq(q). The trace renders every request and
+// reply: with strconv instead of fmt, a line costs no boxing and no
+// intermediate strings (the bytes are the ones fmt gave).
+func appendReq(b []byte, q sm.JobRequest) []byte {
+	b = append(b, q.Kind.String()...)
 	switch q.Kind {
 	case sm.JobEnqueue:
-		s += fmt.Sprintf(" %s %s prio=%d", q.Queue, shortPayload(q.Payload), q.Priority)
+		b = append(b, ' ')
+		b = append(b, q.Queue...)
+		b = append(b, ' ')
+		b = appendPayload(b, q.Payload)
+		b = append(b, " prio="...)
+		b = strconv.AppendInt(b, int64(q.Priority), 10)
 		if q.Delay != 0 || q.Expires != 0 || q.Host != "" {
-			s += fmt.Sprintf(" delay=%d expires=%d pin=%q", q.Delay, q.Expires, q.Host)
+			b = append(b, " delay="...)
+			b = strconv.AppendInt(b, q.Delay, 10)
+			b = append(b, " expires="...)
+			b = strconv.AppendInt(b, q.Expires, 10)
+			b = append(b, " pin="...)
+			b = strconv.AppendQuote(b, q.Host)
 		}
 	case sm.JobEnqueueBatch:
-		s += " " + q.Queue
+		b = append(b, ' ')
+		b = append(b, q.Queue...)
 		for _, p := range q.Payloads {
-			s += " " + shortPayload(p)
+			b = append(b, ' ')
+			b = appendPayload(b, p)
 		}
 	case sm.JobClaim:
-		s += fmt.Sprintf(" %s host=%s max=%d", q.Queue, q.Host, q.Max)
+		b = append(b, ' ')
+		b = append(b, q.Queue...)
+		b = append(b, " host="...)
+		b = append(b, q.Host...)
+		b = append(b, " max="...)
+		b = strconv.AppendInt(b, int64(q.Max), 10)
 		if q.Wait > 0 {
-			s += fmt.Sprintf(" wait=%v", q.Wait)
+			b = append(b, " wait="...)
+			b = append(b, q.Wait.String()...)
 		}
 		for _, h := range q.Handles {
-			s += " ack=" + fmtHandle(h)
+			b = append(b, " ack="...)
+			b = appendHandle(b, h)
 		}
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
-		s += " " + fmtHandle(q.Handle)
+		b = append(b, ' ')
+		b = appendHandle(b, q.Handle)
 	case sm.JobAckBatch:
 		for _, h := range q.Handles {
-			s += " " + fmtHandle(h)
+			b = append(b, ' ')
+			b = appendHandle(b, h)
 		}
 	case sm.JobCancel, sm.JobGet, sm.JobRedrive:
-		s += fmt.Sprintf(" %d", q.ID)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, q.ID, 10)
 	case sm.JobList:
-		s += fmt.Sprintf(" %q", q.Queue)
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, q.Queue)
 	case sm.JobRegister:
-		s += fmt.Sprintf(" %s %q %s", q.Name, q.Spec, q.Queue)
+		b = append(b, ' ')
+		b = append(b, q.Name...)
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, q.Spec)
+		b = append(b, ' ')
+		b = append(b, q.Queue...)
 	case sm.JobUnregister:
-		s += " " + q.Name
+		b = append(b, ' ')
+		b = append(b, q.Name...)
 	}
-	return s
+	return b
 }
 
 // describeRep renders a reply on one trace line (jobs as id/state/payload).
-func describeRep(r sm.Reply) string {
-	s := fmt.Sprintf("status=%d", r.Status)
+func describeRep(r sm.Reply) string { return string(appendRep(nil, r)) }
+
+// appendRep appends describeRep(r).
+func appendRep(b []byte, r sm.Reply) []byte {
+	b = append(b, "status="...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
 	if r.Status != sm.StatusOK {
-		return s + fmt.Sprintf(" primary=%d %q", r.Primary, r.Error)
+		b = append(b, " primary="...)
+		b = strconv.AppendInt(b, int64(r.Primary), 10)
+		b = append(b, ' ')
+		return strconv.AppendQuote(b, r.Error)
 	}
-	s += fmt.Sprintf(" ok=%v lsn=%d at=%d", r.OK, r.LSN, r.At)
+	b = append(b, " ok="...)
+	b = strconv.AppendBool(b, r.OK)
+	b = append(b, " lsn="...)
+	b = strconv.AppendUint(b, r.LSN, 10)
+	b = append(b, " at="...)
+	b = strconv.AppendInt(b, r.At, 10)
 	if r.OKs != nil {
-		s += fmt.Sprintf(" oks=%v", r.OKs)
+		b = append(b, " oks=["...)
+		for i, ok := range r.OKs {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			b = strconv.AppendBool(b, ok)
+		}
+		b = append(b, ']')
 	}
 	if r.Moved != 0 || r.Deleted != 0 {
-		s += fmt.Sprintf(" moved=%d deleted=%d", r.Moved, r.Deleted)
+		b = append(b, " moved="...)
+		b = strconv.AppendInt(b, int64(r.Moved), 10)
+		b = append(b, " deleted="...)
+		b = strconv.AppendInt(b, int64(r.Deleted), 10)
 	}
 	const show = 6
 	for i, j := range r.Jobs {
 		if i == show {
-			s += fmt.Sprintf(" ...+%d", len(r.Jobs)-show)
+			b = append(b, " ...+"...)
+			b = strconv.AppendInt(b, int64(len(r.Jobs)-show), 10)
 			break
 		}
-		s += fmt.Sprintf(" %d/%s/a%d/%s", j.ID, j.State, j.Attempts, j.Payload)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, j.ID, 10)
+		b = append(b, '/')
+		b = append(b, j.State.String()...)
+		b = append(b, "/a"...)
+		b = strconv.AppendUint(b, uint64(j.Attempts), 10)
+		b = append(b, '/')
+		b = append(b, j.Payload...)
 	}
-	return s
+	return b
 }

@@ -391,7 +391,7 @@ func (d *Disk) CorruptBefore(path string, limit int, r *rand.Rand) bool {
 		return c
 	}
 	same := string(n.data) == string(n.durable)
-	n.data = flip(n.data)
+	n.data, n.grow = flip(n.data), false
 	switch {
 	case same:
 		n.durable = n.data
@@ -415,6 +415,7 @@ func (d *Disk) Clone() *Disk {
 		}
 		n := new(inode)
 		*n = *o
+		n.grow = false // the original may still fill the spare capacity
 		made[o] = n
 		if o.isDir {
 			n.entries = make(map[string]*inode, len(o.entries))
@@ -554,15 +555,9 @@ func abbrev(b []byte) string {
 // DurableFile returns what a crash with no luck keeps of one file: its
 // durable data, if every directory entry on its path is durable.
 func (d *Disk) DurableFile(path string) ([]byte, bool) {
-	n := d.rootDir()
-	for _, name := range strings.Split(path, "/") {
-		if n == nil || !n.isDir {
-			return nil, false
-		}
-		n = n.durEntries[name]
-	}
-	if n == nil || n.isDir {
+	b, ok := d.DurableData(path)
+	if !ok {
 		return nil, false
 	}
-	return append([]byte{}, n.durable...), true
+	return append([]byte{}, b...), true
 }

@@ -21,8 +21,10 @@
 // with IOFailed (the state machine never issues one, and modelling it as
 // atomic would couple two directories' pending operations).
 //
-// Data slices stored in a Disk are never modified in place, so clones and
-// crash states share them freely. Nothing here reads a clock or the global
+// The bytes of a data slice stored in a Disk never change (an append may
+// fill the spare capacity past the end of the inode's own latest slice,
+// never a byte any slice covers), so clones, crash states and checkers
+// share them freely. Nothing here reads a clock or the global
 // random source: every random decision comes from the *rand.Rand the caller
 // supplies, so the same seed gives the same result.
 package simdisk
@@ -102,6 +104,12 @@ type inode struct {
 	// the file only grew by appends, and a crash can only tear or zero the
 	// appended part (the fsync'd prefix is on disk).
 	truncated bool
+	// grow: the capacity of data's backing array past len(data) is this
+	// inode's alone (its last write made data, and no slice of that array
+	// reaches further), so an append may fill it in place. The bytes any
+	// holder sees (data[:len] of some earlier state) never change; without
+	// this, every append copied the whole file.
+	grow bool
 
 	// Directories.
 	entries    map[string]*inode // current view
@@ -312,9 +320,12 @@ func (v live) Write(path string, data []byte, appendTo bool) error {
 	if !appendTo { // O_TRUNC
 		n.data = slices.Clone(data)
 		n.truncated = true
-	} else { // O_APPEND
+	} else if n.grow { // O_APPEND into the inode's own spare capacity
+		n.data = append(n.data, data...)
+	} else { // O_APPEND, the array shared: a new one
 		n.data = append(slices.Clip(n.data), data...)
 	}
+	n.grow = true
 	n.mtime = v.wall
 	n.dirty = true
 	if ferr != nil {
@@ -342,7 +353,7 @@ func (v live) Sync(path string) error {
 		if d.faults.FsyncGate && !n.isDir && n.dirty {
 			// The kernel marks the failed pages clean: the new data is
 			// gone from the cache, and nothing will write it.
-			n.data, n.mtime, n.dirty, n.truncated = n.durable, n.durMtime, false, false
+			n.data, n.mtime, n.dirty, n.truncated, n.grow = n.durable, n.durMtime, false, false, false
 			detail += "; the file's unsynced data was dropped"
 		}
 		return fail(e, detail)
@@ -486,7 +497,7 @@ func (d *Disk) PutDurable(path string, data []byte, wall int64) error {
 		dir.entries[name] = n
 		dir.addOp(dirOp{kind: dirLink, name: name, ino: n})
 	}
-	n.data, n.mtime, n.dirty = slices.Clone(data), wall, true
+	n.data, n.mtime, n.dirty, n.grow = slices.Clone(data), wall, true, false
 	n.sync()
 	dir.sync()
 	return nil
