@@ -77,9 +77,9 @@ func (s bootStep) resume(n *Node, r result) {
 	case bootTermRead:
 		n.onTermRead(r.IODone)
 	case bootTermDurable:
-		if !n.haWriting && n.durTerm < s.t {
-			n.durTerm, n.durVote = s.t, s.v
-			if !n.haDirty() {
+		if !n.ha.haWriting && n.ha.durTerm < s.t {
+			n.ha.durTerm, n.ha.durVote = s.t, s.v
+			if !n.ha.haDirty() {
 				n.releaseHeld()
 			}
 		}
@@ -97,7 +97,7 @@ func (s bootStep) resume(n *Node, r result) {
 // afterLoad goes on once loadSaved is done, as next says.
 func (n *Node) afterLoad(next bootKind) {
 	if next == bootElect {
-		n.startElection(n.failover)
+		n.startElection(n.el.failover)
 		return
 	}
 	n.scanBootLog()
@@ -124,11 +124,11 @@ func (n *Node) onTermRead(d IODone) {
 		// What we act on must be durable even if an earlier process died
 		// after a failed fsync left it only in the page cache: until the
 		// fsyncs below complete, messages revealing it are held.
-		n.term, n.vote = t, v
+		n.ha.term, n.ha.vote = t, v
 		n.run([]seqOp{{op: FileOp{Op: OpFsync, Path: TermPath}}, {op: FileOp{Op: OpFsyncDir, Path: DataDir}}}, bootStep{kind: bootTermDurable, t: t, v: v})
 		return
 	case IONotExist:
-		n.term = 0
+		n.ha.term = 0
 	default:
 		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
@@ -139,8 +139,8 @@ func (n *Node) onTermRead(d IODone) {
 // afterBootScan: a log holding records of a term above data/term (a
 // standby appended them and died before its term write) raises the term.
 func (n *Node) afterBootScan(pos logPos, clean bool) {
-	n.logPos, n.logClean = pos, clean
-	n.observeTerm(n.logPos.term)
+	n.disk.logPos, n.disk.logClean = pos, clean
+	n.observeTerm(n.disk.logPos.term)
 	n.startElection(false)
 }
 
@@ -156,9 +156,9 @@ func (n *Node) onPointerRead(d IODone, next bootKind) {
 	name, problem, key, level := ResolvePointer(d)
 	// §10.6a: an empty pointer is a missing config; anything else wrong
 	// is a config the FATAL says is unusable, and why.
-	n.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
+	n.conf.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
 	if problem != "" {
-		n.cfgProblem = problem
+		n.conf.cfgProblem = problem
 		if key != "" {
 			n.log(level, key, problem)
 		}
@@ -171,7 +171,7 @@ func (n *Node) onPointerRead(d IODone, next bootKind) {
 func (n *Node) onVersionedRead(name string, d IODone, next bootKind) {
 	c, problem, key := verifyVersioned(name, d)
 	if c == nil {
-		n.cfgProblem = problem
+		n.conf.cfgProblem = problem
 		n.log(Error, key, problem)
 		n.afterLoad(next)
 		return
@@ -240,9 +240,9 @@ func verifyVersioned(name string, d IODone) (*loaded, string, string) {
 // adoptLoaded makes a verified saved config the running one and computes
 // config_stale from its mtime (seed 002 §10.3).
 func (n *Node) adoptLoaded(c *loaded) {
-	n.cfg = c
-	n.stale = n.opt.StaleTimeout > 0 && time.Duration(n.now.Wall-c.modTime) > n.opt.StaleTimeout
-	if n.stale {
+	n.conf.cfg = c
+	n.conf.stale = n.opt.StaleTimeout > 0 && time.Duration(n.now.Wall-c.modTime) > n.opt.StaleTimeout
+	if n.conf.stale {
 		n.log(Warn, "conf.stale", fmt.Sprintf("saved config %s (tag=%016x) is older than conf_stale_timeout %v — flagged config_stale", c.name, c.tag, n.opt.StaleTimeout))
 	}
 	n.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
@@ -270,7 +270,7 @@ func (n *Node) installSaved(ok bool) {
 
 // configInstalled ends an install (a store job: after the trim).
 func (n *Node) configInstalled() {
-	n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.cfg.name, n.cfg.tag))
+	n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.conf.cfg.name, n.conf.cfg.tag))
 	n.emit(Exit{Code: 0, Reason: "config installed"})
 	n.role = RoleStopped
 }

@@ -65,7 +65,7 @@ func (cu *catchUpRead) newRound() {
 // canCatchUp: the standby's log ends exactly at logPos with nothing after
 // it, and nothing will change it but this primary's sync.
 func (n *Node) canCatchUp() bool {
-	return n.quorumMode() && n.role == RoleStandby && !n.logUnknown && n.logClean && !n.installBusy && n.replWriting == 0 && !n.wantSnapshot
+	return n.quorumMode() && n.role == RoleStandby && !n.disk.logUnknown && n.disk.logClean && !n.sb.installBusy && n.sb.replWriting == 0 && !n.sb.wantSnapshot
 }
 
 // joinMsg is a standby's request for a log sync.
@@ -75,21 +75,21 @@ func (n *Node) joinMsg(reqID uint64) Msg {
 
 // noteJoin keeps the position a standby asked to catch up from, for the
 // sync that its join starts (now, or when recovery finishes).
-func (n *Node) noteJoin(from int, m Msg) {
-	if n.joinPos == nil {
-		n.joinPos = map[int]logPos{}
+func (jp *joinedPeers) noteJoin(from int, m Msg) {
+	if jp.joinPos == nil {
+		jp.joinPos = map[int]logPos{}
 	}
-	delete(n.joinPos, from)
+	delete(jp.joinPos, from)
 	if m.CatchUp {
-		n.joinPos[from] = logPos{term: m.LogTerm, lsn: m.WALPos}
+		jp.joinPos[from] = logPos{term: m.LogTerm, lsn: m.WALPos}
 	}
 }
 
 // tryCatchUp starts a catch-up sync of standby s from its stated position,
 // or reports that only a snapshot can sync it.
 func (n *Node) tryCatchUp(s int) bool {
-	from, ok := n.joinPos[s]
-	delete(n.joinPos, s)
+	from, ok := n.joined.joinPos[s]
+	delete(n.joined.joinPos, s)
 	j := n.jobs
 	if !ok || !n.quorumMode() {
 		return false
@@ -102,9 +102,9 @@ func (n *Node) tryCatchUp(s int) bool {
 		n.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
-	prev := n.own(n.jobsOwner())
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.readForCatchUp(j, s, rp)
-	n.cur = prev
+	n.ops.cur = prev
 	return true
 }
 
@@ -335,9 +335,9 @@ func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
 func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 	j, cu := n.jobs, rp.catchUp
 	cu.newRound()
-	prev := n.own(n.jobsOwner())
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpRoundListed, j: j, s: s, rp: rp, cu: cu})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // catchUpRoundListed: a later round's listing is in; read the segment
@@ -509,30 +509,30 @@ func (n *Node) catchUpFallback(s int, rp *replPeer, level Level, why string) {
 // starts the sync only if its log still ends at the position it asked
 // from; otherwise it asks again.
 func (n *Node) onCatchUp(from int, m Msg) {
-	if n.role != RoleStandby || from != n.primary || m.ReqID <= n.epochSeen {
+	if n.role != RoleStandby || from != n.el.primary || m.ReqID <= n.sb.epochSeen {
 		return
 	}
 	if m.Diverged {
 		n.truncateLog(m)
 		return
 	}
-	if !n.canCatchUp() || n.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {
-		n.log(Info, "repl.catch-up-stale", fmt.Sprintf("catch-up from lsn %d (term %d) no longer matches our log (term %d, lsn %d): asking again", m.PrevLSN, m.PrevTerm, n.logPos.term, n.logPos.lsn))
+	if !n.canCatchUp() || n.disk.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {
+		n.log(Info, "repl.catch-up-stale", fmt.Sprintf("catch-up from lsn %d (term %d) no longer matches our log (term %d, lsn %d): asking again", m.PrevLSN, m.PrevTerm, n.disk.logPos.term, n.disk.logPos.lsn))
 		n.resync()
 		return
 	}
-	n.epochSeen = m.ReqID
+	n.sb.epochSeen = m.ReqID
 	// installing until the log's directories exist (a node with no log yet).
 	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: n.firstSegLimit(), installing: true}
 	n.setSync(sr)
-	n.replFailure = ""
+	n.sb.replFailure = ""
 	n.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", n.peerName(from), m.PrevLSN))
 	if m.Bytes != nil {
 		sr.queue = append(sr.queue, m)
 	}
-	prev := n.own(sr.owner)
+	prev := n.ops.own(sr.owner)
 	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), catchUpStep{kind: catchUpDirsMade, sr: sr})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // catchUpDirsMade: the standby's log directories exist; its sync

@@ -32,8 +32,8 @@ func (n *Node) SyncViews() []SyncView {
 // StandbySync is the sync a standby is in: the primary it follows and
 // that sync's epoch; ok is false when it is in none.
 func (n *Node) StandbySync() (primary int, epoch uint64, ok bool) {
-	if n.role != RoleStandby || n.srepl == nil {
+	if n.role != RoleStandby || n.sb.srepl == nil {
 		return -1, 0, false
 	}
-	return n.primary, n.srepl.epoch, true
+	return n.el.primary, n.sb.srepl.epoch, true
 }

@@ -19,18 +19,18 @@ func (n *Node) commitLSN() uint64 {
 
 // startRound sends a numbered heartbeat to every peer.
 func (n *Node) startRound() {
-	n.round++
-	n.roundPending = len(n.opt.Peers) > 1
-	n.roundWanted = false
+	n.hb.round++
+	n.hb.roundPending = len(n.opt.Peers) > 1
+	n.hb.roundWanted = false
 	n.broadcast(Msg{Type: MsgHeartbeat})
 }
 
 // confirmedRound is the newest round a majority (us included) has echoed.
 func (n *Node) confirmedRound() uint64 {
-	pos := []uint64{n.round}
+	pos := []uint64{n.hb.round}
 	for p := range n.opt.Peers {
 		if p != n.opt.Self {
-			pos = append(pos, n.peerRound[p])
+			pos = append(pos, n.hb.peerRound[p])
 		}
 	}
 	return quorum.Committed(pos, n.opt.Majority())
@@ -39,24 +39,24 @@ func (n *Node) confirmedRound() uint64 {
 // readRound is the round a read arriving now must see confirmed: one sent
 // after it arrived.
 func (n *Node) readRound() uint64 {
-	if !n.roundPending {
+	if !n.hb.roundPending {
 		n.startRound()
-		return n.round
+		return n.hb.round
 	}
-	n.roundWanted = true
-	return n.round + 1
+	n.hb.roundWanted = true
+	return n.hb.round + 1
 }
 
 // onRoundEcho notes a standby's echo; a confirmed round lets the next one
 // start at once if a read waits for it.
 func (n *Node) onRoundEcho(from int, round uint64) {
-	if round <= n.peerRound[from] {
+	if round <= n.hb.peerRound[from] {
 		return
 	}
-	n.peerRound[from] = round
-	if n.roundPending && n.confirmedRound() >= n.round {
-		n.roundPending = false
-		if n.roundWanted {
+	n.hb.peerRound[from] = round
+	if n.hb.roundPending && n.confirmedRound() >= n.hb.round {
+		n.hb.roundPending = false
+		if n.hb.roundWanted {
 			n.startRound()
 		}
 	}

@@ -40,17 +40,17 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 	if sr.segLimit > 0 {
 		limit = sr.segLimit
 	}
-	if sr.segRecords < limit || n.compact != nil || n.installBusy || n.logUnknown || n.cfg == nil {
+	if sr.segRecords < limit || n.sb.compact != nil || n.sb.installBusy || n.disk.logUnknown || n.conf.cfg == nil {
 		return
 	}
-	c := &compaction{at: n.logPos}
-	n.compact = c
+	c := &compaction{at: n.disk.logPos}
+	n.sb.compact = c
 	sr.seg, sr.segRecords, sr.segLimit = wal.SegmentPath(c.at.lsn+1), 0, n.opt.MaxWALRecords
 	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
-	prev := n.own(n.logOwner())
+	prev := n.ops.own(n.ops.logOwner())
 	n.startCompaction(c)
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // firstSegLimit is the compaction threshold of a standby's first segment
@@ -191,7 +191,7 @@ func (n *Node) compactSegsListed(s compactStep, d IODone) {
 		n.compactRefused(c, err.Error())
 		return
 	}
-	in := &compactInput{cfg: n.cfgDecoded(), snap: s.snap, upto: c.at}
+	in := &compactInput{cfg: n.conf.cfgDecoded(), snap: s.snap, upto: c.at}
 	n.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
 }
 
@@ -278,7 +278,7 @@ func (n *Node) compactWritten(c *compaction, names []string) {
 // snapshot from the primary compacts it instead.
 func (n *Node) compactRefused(c *compaction, why string) {
 	n.log(Warn, "repl.compact-refused", "standby checkpoint: "+why+" — asking the primary for a snapshot")
-	n.wantSnapshot = true
+	n.sb.wantSnapshot = true
 	c.thenJoin = true
 	n.compactDone(c, "")
 }
@@ -289,7 +289,7 @@ func (n *Node) compactFailed(c *compaction, what string, d IODone) {
 
 // compactDone ends the compaction and lets what waited for it run.
 func (n *Node) compactDone(c *compaction, what string) {
-	n.compact = nil
+	n.sb.compact = nil
 	if what != "" {
 		n.log(Info, "repl.compacted", fmt.Sprintf("standby checkpoint at lsn %d: %s", c.at.lsn, what))
 	}

@@ -58,7 +58,7 @@ func (n *Node) saved(w saveFor, ok bool) {
 	case savedUpgrade:
 		n.upgradeSaved(w.up, ok)
 	case savedRepair:
-		n.repairing = false
+		n.conf.repairing = false
 	case savedFetch:
 		n.fetchSaved(w.f, w.tag, ok)
 	case savedPush:
@@ -67,21 +67,21 @@ func (n *Node) saved(w saveFor, ok bool) {
 }
 
 func (n *Node) enqueueStore(job storeJob) {
-	if n.store.busy {
-		n.store.jobs = append(n.store.jobs, job)
+	if n.conf.store.busy {
+		n.conf.store.jobs = append(n.conf.store.jobs, job)
 		return
 	}
-	n.store.busy = true
+	n.conf.store.busy = true
 	n.runStoreJob(job)
 }
 
 func (n *Node) storeDone() {
-	if len(n.store.jobs) == 0 {
-		n.store.busy = false
+	if len(n.conf.store.jobs) == 0 {
+		n.conf.store.busy = false
 		return
 	}
-	job := n.store.jobs[0]
-	n.store.jobs = n.store.jobs[1:]
+	job := n.conf.store.jobs[0]
+	n.conf.store.jobs = n.conf.store.jobs[1:]
 	n.runStoreJob(job)
 }
 
@@ -175,7 +175,7 @@ func (n *Node) startSave(blob []byte, why saveFor) {
 	if n.role == RoleStopped {
 		return
 	}
-	op := n.id()
+	op := n.ops.id()
 	sum := sha256.Sum256(blob)
 	name := VersionName(sum)
 	sv := &saving{blob: blob, sum: sum, name: name, tmp: ConfDir + "/" + versionTmpName(sum, op), ptrTmp: ConfDir + "/" + pointerTmpName(op), why: why}
@@ -194,10 +194,10 @@ func (n *Node) saveFailed(sv *saving, cleanup string, r result) {
 // adopt makes a durably saved config the running one.
 func (n *Node) adopt(blob []byte, sum [32]byte) {
 	gen, _ := decodeGeneration(blob) // validated before saving
-	n.cfg = &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: n.now.Wall}
-	n.cfgProblem = ""
-	n.savedTags = append(n.savedTags, n.cfg.tag)
-	n.log(Info, "conf.saved", fmt.Sprintf("saved config %s (tag=%016x); conf/current updated", n.cfg.name, n.cfg.tag))
+	n.conf.cfg = &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: n.now.Wall}
+	n.conf.cfgProblem = ""
+	n.conf.savedTags = append(n.conf.savedTags, n.conf.cfg.tag)
+	n.log(Info, "conf.saved", fmt.Sprintf("saved config %s (tag=%016x); conf/current updated", n.conf.cfg.name, n.conf.cfg.tag))
 }
 
 // trim is conf_trim_old_versions (seed 002 §3.3, §10.9): read the pointer

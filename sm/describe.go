@@ -12,23 +12,23 @@ import (
 func (n *Node) Describe() string {
 	var b strings.Builder
 	primary := "none"
-	if n.primary >= 0 {
-		primary = n.peerName(n.primary)
+	if n.el.primary >= 0 {
+		primary = n.peerName(n.el.primary)
 	}
-	fmt.Fprintf(&b, "election: %s term=%d vote=%d primary=%s", n.role, n.term, n.vote, primary)
-	if n.durTerm != n.term || n.durVote != n.vote || n.haWriting {
-		fmt.Fprintf(&b, " durable=%d/%d writing=%t held=%d", n.durTerm, n.durVote, n.haWriting, len(n.held))
-	}
-	b.WriteByte('\n')
-	fmt.Fprintf(&b, "config: tag=%016x serving=%t stale=%t", n.ConfigTag(), n.serving, n.stale)
-	if n.cfgProblem != "" && n.cfg == nil {
-		fmt.Fprintf(&b, " problem=%q", n.cfgProblem)
-	}
-	if n.store.busy {
-		fmt.Fprintf(&b, " store-busy queued=%d", len(n.store.jobs))
+	fmt.Fprintf(&b, "election: %s term=%d vote=%d primary=%s", n.role, n.ha.term, n.ha.vote, primary)
+	if n.ha.durTerm != n.ha.term || n.ha.durVote != n.ha.vote || n.ha.haWriting {
+		fmt.Fprintf(&b, " durable=%d/%d writing=%t held=%d", n.ha.durTerm, n.ha.durVote, n.ha.haWriting, len(n.ha.held))
 	}
 	b.WriteByte('\n')
-	fmt.Fprintf(&b, "log: term=%d lsn=%d clean=%t unknown=%t\n", n.logPos.term, n.logPos.lsn, n.logClean, n.logUnknown)
+	fmt.Fprintf(&b, "config: tag=%016x serving=%t stale=%t", n.ConfigTag(), n.conf.serving, n.conf.stale)
+	if n.conf.cfgProblem != "" && n.conf.cfg == nil {
+		fmt.Fprintf(&b, " problem=%q", n.conf.cfgProblem)
+	}
+	if n.conf.store.busy {
+		fmt.Fprintf(&b, " store-busy queued=%d", len(n.conf.store.jobs))
+	}
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "log: term=%d lsn=%d clean=%t unknown=%t\n", n.disk.logPos.term, n.disk.logPos.lsn, n.disk.logClean, n.disk.logUnknown)
 	if j := n.jobs; j != nil {
 		fmt.Fprintf(&b, "journal: recovered=%t next=%d durable=%d commit=%d batches=%d writing=%t waiting=%d reads=%d polls=%d\n",
 			j.recovered, j.nextLSN, j.durableLSN, n.commitLSN(), len(j.batches), j.writing, len(j.waiting), len(j.reads), len(j.polls))
@@ -47,7 +47,7 @@ func (n *Node) Describe() string {
 			b.WriteByte('\n')
 		}
 	}
-	if sr := n.srepl; sr != nil {
+	if sr := n.sb.srepl; sr != nil {
 		fmt.Fprintf(&b, "standby: epoch=%d expect=%d seg=%s installing=%t writing=%t queued=%d\n", sr.epoch, sr.expect, sr.seg, sr.installing, sr.writing, len(sr.queue))
 	}
 	for _, p := range n.PendingOps() {

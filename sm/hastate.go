@@ -62,22 +62,22 @@ func termFile(t uint64, vote int) []byte {
 }
 
 // haDirty: the in-memory term or vote is not durable yet.
-func (n *Node) haDirty() bool { return n.term != n.durTerm || n.vote != n.durVote }
+func (hs *haState) haDirty() bool { return hs.term != hs.durTerm || hs.vote != hs.durVote }
 
 // observeTerm moves to a higher term seen in a message (no vote in it yet)
 // and starts making it durable.
 func (n *Node) observeTerm(t uint64) {
-	if t <= n.term {
+	if t <= n.ha.term {
 		return
 	}
-	n.term, n.vote = t, -1
+	n.ha.term, n.ha.vote = t, -1
 	if n.role == RoleStandby {
 		// A sync belongs to the primary's term it started in: a primary of
 		// a newer term (the same peer's new process included, whose sync
 		// epochs count from 1 again) may hold other records at the LSNs we
 		// have, so it must sync us afresh before we append or ack anything.
 		n.setSync(nil)
-		n.epochSeen = 0
+		n.sb.epochSeen = 0
 	}
 	n.syncHA()
 }
@@ -86,14 +86,14 @@ func (n *Node) observeTerm(t uint64) {
 // write is in flight; on completion it writes again if the state moved
 // meanwhile, else releases the held sends and lets the election proceed.
 func (n *Node) syncHA() {
-	if n.haWriting || !n.haDirty() || n.role == RoleStopped {
+	if n.ha.haWriting || !n.ha.haDirty() || n.role == RoleStopped {
 		return
 	}
-	t, v := n.term, n.vote
-	n.haWriting = true
-	prev := n.own(owner{}) // the node's, whatever role asked
+	t, v := n.ha.term, n.ha.vote
+	n.ha.haWriting = true
+	prev := n.ops.own(owner{}) // the node's, whatever role asked
 	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), termWritten{t: t, v: v})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // termWritten resumes when a data/term write of (t, v) is durable, or
@@ -109,19 +109,19 @@ func (w termWritten) resume(n *Node, r result) {
 	if r.failed != "" {
 		// Not durable: nothing that depends on it goes out. The next
 		// timer or message tries again.
-		n.haWriting = false
+		n.ha.haWriting = false
 		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — term %d not durable, holding messages", r.failed, r.Err, r.Detail, w.t))
 		if n.role == RoleCandidate {
 			// The election waits for this write: start it over (its
 			// timers retry the write).
-			n.promoting = false
-			n.startElection(n.failover)
+			n.el.promoting = false
+			n.startElection(n.el.failover)
 		}
 		return
 	}
-	n.haWriting = false
-	n.durTerm, n.durVote = w.t, w.v
-	if n.haDirty() {
+	n.ha.haWriting = false
+	n.ha.durTerm, n.ha.durVote = w.t, w.v
+	if n.ha.haDirty() {
 		n.syncHA()
 		return
 	}
@@ -131,17 +131,17 @@ func (w termWritten) resume(n *Node, r result) {
 
 // releaseHeld sends what waited for data/term, in order.
 func (n *Node) releaseHeld() {
-	held := n.held
-	n.held = nil
+	held := n.ha.held
+	n.ha.held = nil
 	for _, s := range held {
 		n.emit(s)
 	}
 }
 
 // hold queues a send until the HA state is durable.
-func (n *Node) hold(s Send) {
-	if len(n.held) >= maxHeld {
-		n.held = n.held[1:]
+func (hs *haState) hold(s Send) {
+	if len(hs.held) >= maxHeld {
+		hs.held = hs.held[1:]
 	}
-	n.held = append(n.held, s)
+	hs.held = append(hs.held, s)
 }

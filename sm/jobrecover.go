@@ -20,12 +20,12 @@ const maxLogFile = 1 << 31
 // accepts); load the newest valid snapshot, replay the WAL after it,
 // truncate a torn tail, refuse corruption before the tail.
 func (n *Node) startRecovery() {
-	j := &jobState{q: queue.New(), r: newRouter(n.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
+	j := &jobState{q: queue.New(), r: newRouter(n.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
 	n.jobs = j
-	n.endJobs() // a new generation: this promotion's operations
-	prev := n.own(n.jobsOwner())
+	n.ops.endJobs() // a new generation: this promotion's operations
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
@@ -189,16 +189,16 @@ func (n *Node) removeForRecovery(j *jobState, segs []string) {
 // reading it again, with what the scan checked of it in next's checked
 // and frames (scannedFiles, logpos.go).
 func (n *Node) readRecovering(path string, next recoveryStep) {
-	if n.scanned != nil {
-		if data, ok := n.scanned.data[path]; ok {
+	if n.disk.scanned != nil {
+		if data, ok := n.disk.scanned.data[path]; ok {
 			next.checked = nil
-			if h, ok := n.scanned.checked[path]; ok {
+			if h, ok := n.disk.scanned.checked[path]; ok {
 				next.checked = &h
 			}
-			next.frames = n.scanned.frames[path]
-			delete(n.scanned.data, path)
-			delete(n.scanned.checked, path)
-			delete(n.scanned.frames, path)
+			next.frames = n.disk.scanned.frames[path]
+			delete(n.disk.scanned.data, path)
+			delete(n.disk.scanned.checked, path)
+			delete(n.disk.scanned.frames, path)
 			next.resume(n, result{IODone: IODone{Err: IOOK, Data: data}})
 			return
 		}
@@ -263,23 +263,23 @@ func (n *Node) finishRecovery(j *jobState) {
 	}
 	j.recovered = true
 	j.recoveredLSN = j.durableLSN
-	n.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
+	n.disk.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
 	// Known now, even if a standby's install or rescan was cut short by
 	// the promotion (endLog).
-	n.logPos, n.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
+	n.disk.logPos, n.disk.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
 	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
 	// The term's first record: committing it commits everything before,
 	// and applying it gives the term's jobs their own id range.
 	now := max(n.now.Wall/1e9, j.lastNow)
-	rec := &schema.WalRecord{Lsn: j.nextLSN, Term: n.term, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	rec := &schema.WalRecord{Lsn: j.nextLSN, Term: n.ha.term, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
 	if _, err := applyRecord(j.q, j.r, rec); err != nil {
-		n.die("fatal.recovery", fmt.Sprintf("cannot apply the no-op of term %d: %v", n.term, err))
+		n.die("fatal.recovery", fmt.Sprintf("cannot apply the no-op of term %d: %v", n.ha.term, err))
 		return
 	}
 	j.nextLSN++
 	j.lastNow = now
 	n.appendRecord(rec)
-	for _, s := range sortedKeys(n.standbys) {
+	for _, s := range sortedKeys(n.joined.standbys) {
 		n.startSync(s) // standbys that joined while we recovered
 	}
 	if n.opt.MaintenanceInterval > 0 {

@@ -68,12 +68,12 @@ func (n *Node) onClientOp(c ClientOp) {
 		if n.role == RolePrimary {
 			why = "primary is recovering its job state; retry"
 		}
-		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.primary, NotPrimary: n.role != RolePrimary})
+		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.el.primary, NotPrimary: n.role != RolePrimary})
 		return
 	}
 	j := n.jobs
 	if msg := validateJob(j.r, req); msg != "" {
-		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: n.primary})
+		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: n.el.primary})
 		return
 	}
 	if req.Kind.readOnly() {
@@ -107,7 +107,7 @@ func (n *Node) onClientOp(c ClientOp) {
 	rep, changed, refused := n.mutate(c.ID, req, acks)
 	switch {
 	case refused && ackLSN > 0: // cannot happen for a validated claim; say so rather than "nothing applied"
-		n.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: n.primary})
+		n.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: n.el.primary})
 	case refused:
 		n.emit(rep)
 	case changed:
@@ -175,11 +175,11 @@ func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused boo
 	now := max(n.now.Wall/1e9, j.lastNow)
 	rec, err := buildRecord(j.r, now, req)
 	if err != nil {
-		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.el.primary}, false, true
 	}
-	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
+	rec.Lsn, rec.Term = j.nextLSN, n.ha.term // applying a claim stamps it with both
 	if why := recordTooLarge(rec); why != "" {
-		return Reply{ID: id, Status: StatusEINVAL, Error: why, Primary: n.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: why, Primary: n.el.primary}, false, true
 	}
 	var before [3]int // an empty claim may still dead-letter exhausted jobs
 	if req.Kind == JobClaim {
@@ -187,7 +187,7 @@ func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused boo
 	}
 	rep, err = applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
-		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.el.primary}, false, true
 	}
 	rep.ID = id
 	if changedNothing(req.Kind, rep) && (req.Kind != JobClaim || laneCounts(j.q, req.Queue) == before) {
@@ -334,8 +334,8 @@ func (n *Node) appendRecord(rec *schema.WalRecord) {
 		j.batches = append(j.batches, walBatch{seg: j.seg})
 	}
 	b := &j.batches[len(j.batches)-1]
-	rec.Term = n.term
-	j.lastTerm = n.term
+	rec.Term = n.ha.term
+	j.lastTerm = n.ha.term
 	if b.n == 0 {
 		b.firstLSN = rec.GetLsn()
 	}
@@ -370,9 +370,9 @@ func (n *Node) flushWAL() {
 	newSeg := !j.liveSegs[b.seg]
 	n.streamBatch(b) // standbys write in parallel with our fsync
 	// The job state's operations: a step-down drops their completions.
-	prev := n.own(n.jobsOwner())
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.run(appendOps(b.seg, b.data, newSeg, wal.WALDir), journalStep{kind: journalBatchWritten, j: j, seg: b.seg, first: b.firstLSN, last: b.lastLSN})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // batchWritten: the oldest batch is appended and fsync'd (a failed append
@@ -393,7 +393,7 @@ func (n *Node) batchWritten(s journalStep, r result) {
 func (n *Node) walDurable(lsn uint64) {
 	j := n.jobs
 	j.durableLSN = max(j.durableLSN, lsn)
-	n.logPos = logPos{term: n.term, lsn: j.durableLSN}
+	n.disk.logPos = logPos{term: n.ha.term, lsn: j.durableLSN}
 	n.releaseWaiting()
 	n.maybeCheckpoint()
 	n.flushWAL()
@@ -406,14 +406,14 @@ func (n *Node) failWaiting(why string) {
 		return
 	}
 	for _, w := range n.jobs.waiting {
-		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.primary})
+		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.el.primary})
 	}
 	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
-		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.primary, NotPrimary: true})
+		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.el.primary, NotPrimary: true})
 	}
 	n.releasePolls("Not primary — redirect to primary")
-	n.jobs = nil // a future promotion recovers from disk again
-	n.endJobs()  // and its operations in flight complete into nothing
+	n.jobs = nil    // a future promotion recovers from disk again
+	n.ops.endJobs() // and its operations in flight complete into nothing
 	n.relearnLog()
 }
 
@@ -425,7 +425,7 @@ func (n *Node) failWaiting(why string) {
 // abandoned counts once it is durable). A log it finds clean can then be
 // caught up or cut back (truncate.go) instead of replaced by a snapshot.
 func (n *Node) relearnLog() {
-	n.logUnknown = true
+	n.disk.logUnknown = true
 	n.installDone()
 }
 
@@ -457,7 +457,7 @@ func (n *Node) logInternal(req JobRequest, now int64) {
 		n.log(Error, "jobs.maintenance", fmt.Sprintf("cannot build %s record: %v", req.Kind, err))
 		return
 	}
-	rec.Lsn, rec.Term = j.nextLSN, n.term // applying a claim stamps it with both
+	rec.Lsn, rec.Term = j.nextLSN, n.ha.term // applying a claim stamps it with both
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil {
 		n.log(Error, "jobs.maintenance", fmt.Sprintf("%s refused: %v", req.Kind, err))

@@ -27,9 +27,9 @@ func (n *Node) CheckpointInProgress() bool { return n.jobs != nil && n.jobs.ckpt
 // maybeCheckpoint starts a checkpoint once the active segment holds more
 // than max_wal_records records (a soft trigger, §13.2, §13.5).
 func (n *Node) maybeCheckpoint() {
-	prev := n.own(n.jobsOwner())
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.checkpointIfDue()
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 func (n *Node) checkpointIfDue() {

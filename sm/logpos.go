@@ -110,10 +110,10 @@ func (s scanStep) resume(n *Node, r result) {
 	case scanSnapsSynced:
 		n.scanPlan(s.snaps, s.segs, "", s.who)
 	case scanSnapRead:
-		n.keepScanned(s.path, r)
+		n.disk.keepScanned(s.path, r)
 		n.scannedSnapshot(s, r.IODone)
 	case scanSegRead:
-		n.keepScanned(s.path, r)
+		n.disk.keepScanned(s.path, r)
 		n.scannedSegment(s, r.IODone)
 	}
 }
@@ -177,8 +177,8 @@ func (n *Node) scannedSnapshot(s scanStep, d IODone) {
 		n.scanPlan(slices.DeleteFunc(slices.Clone(s.snaps), func(x string) bool { return x == name }), s.segs, bad, s.who)
 		return
 	}
-	if n.scanned != nil {
-		n.scanned.checked[s.path] = head // these bytes matched their checksum
+	if n.disk.scanned != nil {
+		n.disk.scanned.checked[s.path] = head // these bytes matched their checksum
 	}
 	s.snap = logPos{term: head.Term, lsn: head.LSN}
 	n.scanSegments(s)
@@ -224,8 +224,8 @@ func (n *Node) scannedSegment(s scanStep, d IODone) {
 		}
 		return nil
 	})
-	if n.scanned != nil {
-		n.scanned.frames[path] = validLen // the frames before it matched their checksums
+	if n.disk.scanned != nil {
+		n.disk.scanned.frames[path] = validLen // the frames before it matched their checksums
 	}
 	if diverged {
 		pos = snap
@@ -296,7 +296,7 @@ type scannedFiles struct {
 // in data/wal or data/snap: any such change drops the hand-off
 // (forgetScanned), as does becoming a standby, which recovers nothing.
 func (n *Node) scanBootLog() {
-	n.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
+	n.disk.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
 	n.scanLogPosition(scanForBoot)
 }
 
@@ -304,15 +304,15 @@ func (n *Node) scanBootLog() {
 // it read (keepScanned).
 func (n *Node) readScanning(s scanStep) { n.run(readDurablyOps(s.path), s) }
 
-func (n *Node) keepScanned(path string, r result) {
-	if r.Err == IOOK && n.scanned != nil {
-		n.scanned.data[path] = r.Data
+func (dl *jobLog) keepScanned(path string, r result) {
+	if r.Err == IOOK && dl.scanned != nil {
+		dl.scanned.data[path] = r.Data
 	}
 }
 
 // forgetScanned drops the boot scan's hand-off when op changes a file of
 // the job log (n.io runs it on every file effect).
-func (n *Node) forgetScanned(op FileOp) {
+func (dl *jobLog) forgetScanned(op FileOp) {
 	switch op.Op {
 	case OpWrite, OpAppend, OpRename, OpRemove:
 	default:
@@ -320,7 +320,7 @@ func (n *Node) forgetScanned(op FileOp) {
 	}
 	for _, p := range []string{op.Path, op.To} {
 		if strings.HasPrefix(p, wal.WALDir+"/") || strings.HasPrefix(p, wal.SnapDir+"/") {
-			n.scanned = nil
+			dl.scanned = nil
 		}
 	}
 }

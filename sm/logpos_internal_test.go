@@ -31,15 +31,15 @@ func TestScannedDroppedOnLogChange(t *testing.T) {
 		{FileOp{Op: OpRename, Path: DataDir + "/x", To: wal.SnapshotPath(9)}, false},
 		{FileOp{Op: OpRemove, Path: seg}, false},
 	} {
-		n.scanned = &scannedFiles{data: map[string][]byte{seg: []byte("x")}}
-		n.forgetScanned(c.op)
-		if kept := n.scanned != nil; kept != c.kept {
+		n.disk.scanned = &scannedFiles{data: map[string][]byte{seg: []byte("x")}}
+		n.disk.forgetScanned(c.op)
+		if kept := n.disk.scanned != nil; kept != c.kept {
 			t.Errorf("%v %s -> %s: kept %v, want %v", c.op.Op, c.op.Path, c.op.To, kept, c.kept)
 		}
 	}
-	n.scanned = &scannedFiles{data: map[string][]byte{seg: []byte("x")}}
+	n.disk.scanned = &scannedFiles{data: map[string][]byte{seg: []byte("x")}}
 	n.becomeStandby(1, 1, "standby of %s (my priority %d)")
-	if n.scanned != nil {
+	if n.disk.scanned != nil {
 		t.Error("a standby keeps the boot scan's reads")
 	}
 }

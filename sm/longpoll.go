@@ -137,10 +137,10 @@ func (n *Node) armPolls() {
 func (n *Node) releasePolls(why string) {
 	for _, p := range n.jobs.polls {
 		if p.ackLSN > 0 {
-			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.primary})
+			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.el.primary})
 			continue
 		}
-		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.primary, NotPrimary: true})
+		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.el.primary, NotPrimary: true})
 	}
 	n.jobs.polls = nil
 	n.cancelTimer(TimerLongPoll)

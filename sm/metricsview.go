@@ -47,8 +47,8 @@ func (n *Node) WALRecordsSinceCheckpoint() int {
 	switch {
 	case n.role == RolePrimary && n.jobs != nil && n.jobs.recovered:
 		return n.jobs.segRecords
-	case n.role == RoleStandby && n.srepl != nil:
-		return n.srepl.segRecords
+	case n.role == RoleStandby && n.sb.srepl != nil:
+		return n.sb.srepl.segRecords
 	}
 	return 0
 }
@@ -61,7 +61,7 @@ func (n *Node) Readiness() (ready bool, why string) {
 	switch {
 	case n.role == RoleStopped:
 		return false, "stopped: " + n.fatal
-	case !n.serving:
+	case !n.conf.serving:
 		return false, n.role.String() + ": no config loaded yet"
 	case n.role == RolePrimary && (n.jobs == nil || !n.jobs.recovered):
 		return false, "primary: recovering its job state"
@@ -70,11 +70,11 @@ func (n *Node) Readiness() (ready bool, why string) {
 	case n.role != RoleStandby:
 		return false, n.role.String() + ": no primary elected"
 	case !n.followsLivePrimary():
-		return false, "standby: lost its primary " + n.peerName(n.primary) + " (silent, restarted or stepped down)"
-	case n.replFailure != "":
-		return false, "standby: replication failing: " + n.replFailure
-	case n.srepl == nil || n.srepl.installing || n.srepl.recv != nil:
-		return false, "standby: syncing its log from " + n.peerName(n.primary)
+		return false, "standby: lost its primary " + n.peerName(n.el.primary) + " (silent, restarted or stepped down)"
+	case n.sb.replFailure != "":
+		return false, "standby: replication failing: " + n.sb.replFailure
+	case n.sb.srepl == nil || n.sb.srepl.installing || n.sb.srepl.recv != nil:
+		return false, "standby: syncing its log from " + n.peerName(n.el.primary)
 	}
-	return true, "standby: in sync with " + n.peerName(n.primary)
+	return true, "standby: in sync with " + n.peerName(n.el.primary)
 }

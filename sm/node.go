@@ -10,95 +10,137 @@ import (
 )
 
 // Node is one controller's state machine. It is not safe for concurrent
-// use: one goroutine (or the simulator) owns it and calls Step.
+// use: one goroutine (or the simulator) owns it and calls Step. Its state
+// is one value per concern; each concern's fields are declared with its
+// type.
 type Node struct {
 	opt Options
 	now Clock
 	out []Effect
 
-	// Recovery's hand-off from the boot scan (logpos.go): the job log's
-	// files the boot scan read and fsync'd, by path, for the first
-	// recovery to replay without reading them again. Dropped at any change
-	// to data/wal or data/snap, on becoming a standby, and by recovery.
-	scanned *scannedFiles
+	role     Role
+	rng      uint64 // xorshift64 state (seed 002 §9.0)
+	fatal    string // reason, once stopped
+	timerGen [timerKinds]uint64
+	ops      ioTable // file operations in flight and their owners (pending.go)
 
-	role    Role
-	term    uint64 // current term: the highest seen (durable before any send reveals it)
-	vote    int    // peer voted for in term, -1 if none
-	maxTerm uint64 // highest term seen from any peer
-	primary int    // index of the primary we follow (or Self), -1 if none
-	pTerm   uint64 // that primary's term
-	rng     uint64 // xorshift64 state (seed 002 §9.0)
+	ha     haState     // the durable term and vote (hastate.go)
+	el     election    // the election and the view of the primary (election.go, vote.go)
+	hb     heartbeats  // heartbeat rounds, CheckQuorum and the read index (commit.go)
+	conf   configState // the config store and config replication (confsave.go, replconf.go)
+	disk   jobLog      // this node's job log on disk: its position (logpos.go)
+	jobs   *jobState   // primary: durable job state (nil until recovery starts)
+	joined joinedPeers // primary: the standbys that joined it
+	sb     standbyLog  // standby: the log replicated from the primary (repl.go)
+	waking bool        // parked claims are being retried (longpoll.go)
+}
 
+// ioTable is the file operations in flight: each with its owner and what
+// resumes when it completes (pending.go).
+type ioTable struct {
+	nextID  uint64               // FileOp ids and request ids
+	pending map[uint64]pendingOp // in-flight FileOps and their owners
+	gens    [concerns]uint64     // each concern's current generation
+	cur     owner                // owner of the continuation running
+}
+
+// haState is the term and vote, in memory and as durable in data/term.
+type haState struct {
+	term      uint64 // current term: the highest seen (durable before any send reveals it)
+	vote      int    // peer voted for in term, -1 if none
 	durTerm   uint64 // data/term as durable
 	durVote   int
 	haWriting bool   // a data/term write is in flight
 	held      []Send // sends waiting for data/term (hastate.go)
-	ballot    ballot // candidate: the current (pre-)vote round (vote.go)
-	heardAt   int64  // standby: Mono of the last message from its primary
-	// Primary, quorum mode: when each standby last acknowledged us (for
-	// CheckQuorum) and the newest heartbeat round it echoed (read index).
-	peerHeard map[int]int64
+}
+
+// election is the node's view of who is primary and its own candidacy.
+type election struct {
+	maxTerm       uint64           // highest term seen from any peer
+	primary       int              // index of the primary we follow (or Self), -1 if none
+	pTerm         uint64           // that primary's term
+	ballot        ballot           // candidate: the current (pre-)vote round (vote.go)
+	promoting     bool             // candidate: term write in flight
+	failover      bool             // current election follows a primary failure
+	failedP       int              // the primary that failed (excluded from rank)
+	deadline      time.Duration    // current election deadline, from election start
+	lost          bool             // standby: our primary is gone; follow any live primary
+	views         map[int]peerView // what each peer last said about itself
+	deferrals     int              // election deadlines deferred to a fresher peer
+	electionStart int64            // Mono when the current election began
+	noCfgSince    int64            // quorum mode: Mono+1 when a config-less candidate first waited
+}
+
+// heartbeats is liveness both ways: when a standby last heard its
+// primary, when a primary last heard each standby (CheckQuorum), and the
+// numbered heartbeat rounds reads wait for (read index).
+type heartbeats struct {
+	heardAt   int64         // standby: Mono of the last message from its primary
+	peerHeard map[int]int64 // primary, quorum mode: when each standby last acknowledged us
 	// lastStep and resumed: the Mono of the previous Step, and of the
 	// first Step after a gap of a failure timeout or more (a pause, or a
 	// long step of our own): CheckQuorum then gives the peers a full
 	// timeout to be heard again (issue 7 A2: never on a gap in our clock).
 	lastStep, resumed int64
-	peerRound         map[int]uint64
-	round             uint64 // primary: heartbeat rounds sent
-	roundPending      bool   // a round is unconfirmed
-	roundWanted       bool   // a read waits for a round after the pending one
-	lastRound         uint64 // standby: newest round seen from its primary
-	lastRoundTerm     uint64 // standby: the term lastRound's heartbeats were sent in
-	installBusy       bool   // standby: a snapshot install is writing files
-	logUnknown        bool   // the log is being replaced or rescanned: claim no position, grant no vote
+	peerRound         map[int]uint64 // primary: the newest round each standby echoed
+	round             uint64         // primary: heartbeat rounds sent
+	roundPending      bool           // a round is unconfirmed
+	roundWanted       bool           // a read waits for a round after the pending one
+	lastRound         uint64         // standby: newest round seen from its primary
+	lastRoundTerm     uint64         // standby: the term lastRound's heartbeats were sent in
+}
+
+// configState is the config this node runs with, its store in conf/ and
+// its replication between primary and standbys.
+type configState struct {
+	cfg        *loaded        // the config this node runs with; nil = none
+	cfgProblem string         // why the saved config is unusable (for the §10 FATALs)
+	cfgMissing bool           // ... because there is none (§10.1), not a bad one
+	peersBad   map[int]uint64 // peers whose --peers hash differs from ours (the hash they sent)
+	stale      bool           // config_stale (§10.3)
+	serving    bool           // Phase 2 reached: running with a config
+	fetch      *fetchState
+	store      storeQueue
+	repairing  bool
+	savedTags  []uint64 // tags whose save completed durably (checker view)
+	upgrade    *upgradeState
+}
+
+// jobLog is what the node knows of its job log on disk.
+type jobLog struct {
+	// scanned is recovery's hand-off from the boot scan (logpos.go): the
+	// job log's files the boot scan read and fsync'd, by path, for the
+	// first recovery to replay without reading them again. Dropped at any
+	// change to data/wal or data/snap, on becoming a standby, and by
+	// recovery.
+	scanned    *scannedFiles
+	logPos     logPos // freshness of this node's durable job log
+	logUnknown bool   // the log is being replaced or rescanned: claim no position, grant no vote
 	// logClean: the log on disk ends exactly at logPos (no torn tail, no
 	// replaced log's segments): a standby may catch up from there. Not
 	// while primary (recovery and checkpoints rewrite files) until a rescan
 	// after the step-down (relearnLog) finds it so.
-	logClean     bool
-	replWriting  int            // standby: replicated appends in flight
-	wantSnapshot bool           // standby: its next sync compacts its log
-	compact      *compaction    // standby: a checkpoint of its own log in progress (compact.go)
-	joinPos      map[int]logPos // primary: positions standbys asked to catch up from
-	noCfgSince   int64          // quorum mode: Mono+1 when a config-less candidate first waited
-	ackedAlone   uint64         // seed mode: writes acknowledged that no standby held
-	replFailure  string         // standby: why its last sync failed ("" once synced)
+	logClean bool
+}
 
-	timerGen  [timerKinds]uint64
-	nextID    uint64               // FileOp ids and request ids
-	pending   map[uint64]pendingOp // in-flight FileOps and their owners (pending.go)
-	gens      [concerns]uint64     // each concern's current generation
-	cur       owner                // owner of the continuation running
-	promoting bool                 // candidate: term write in flight
-	failover  bool                 // current election follows a primary failure
-	failedP   int                  // the primary that failed (excluded from rank)
-	deadline  time.Duration        // current election deadline, from election start
-	lost      bool                 // standby: our primary is gone; follow any live primary
+// joinedPeers is the primary's standbys.
+type joinedPeers struct {
+	standbys   map[int]bool   // joined standbys
+	joinPos    map[int]logPos // positions standbys asked to catch up from
+	ackedAlone uint64         // seed mode: writes acknowledged that no standby held
+}
 
-	cfg           *loaded        // the config this node runs with; nil = none
-	cfgProblem    string         // why the saved config is unusable (for the §10 FATALs)
-	cfgMissing    bool           // ... because there is none (§10.1), not a bad one
-	peersBad      map[int]uint64 // peers whose --peers hash differs from ours (the hash they sent)
-	stale         bool           // config_stale (§10.3)
-	serving       bool           // Phase 2 reached: running with a config
-	fetch         *fetchState
-	store         storeQueue
-	repairing     bool
-	standbys      map[int]bool // primary: joined standbys
-	fatal         string       // reason, once stopped
-	savedTags     []uint64     // tags whose save completed durably (checker view)
-	jobs          *jobState    // primary: durable job state (nil until recovery starts)
-	upgrade       *upgradeState
-	srepl         *standbyRepl     // standby: the log replicated from the primary
-	behind        behindMark       // standby: since when its log stays behind its primary's (checkBehind)
-	logPos        logPos           // freshness of this node's durable job log
-	views         map[int]peerView // what each peer last said about itself
-	deferrals     int              // election deadlines deferred to a fresher peer
-	electionStart int64            // Mono when the current election began
-	syncAsked     int64            // standby: Mono of its last request for a log sync
-	epochSeen     uint64           // standby: newest sync epoch started with this primary
-	waking        bool             // parked claims are being retried (longpoll.go)
+// standbyLog is a standby's replication of its primary's log.
+type standbyLog struct {
+	srepl        *standbyRepl // the log replicated from the primary
+	installBusy  bool         // a snapshot install is writing files
+	replWriting  int          // replicated appends in flight
+	wantSnapshot bool         // its next sync compacts its log
+	compact      *compaction  // a checkpoint of its own log in progress (compact.go)
+	behind       behindMark   // since when its log stays behind its primary's (checkBehind)
+	syncAsked    int64        // Mono of its last request for a log sync
+	epochSeen    uint64       // newest sync epoch started with this primary
+	replFailure  string       // why its last sync failed ("" once synced)
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -118,7 +160,7 @@ func NewNode(opt Options) (*Node, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	return &Node{opt: opt, primary: -1, failedP: -1, vote: -1, durVote: -1, pending: map[uint64]pendingOp{}}, nil
+	return &Node{opt: opt, el: election{primary: -1, failedP: -1}, ha: haState{vote: -1, durVote: -1}, ops: ioTable{pending: map[uint64]pendingOp{}}}, nil
 }
 
 // Step feeds one input and returns the effects to execute, in order.
@@ -128,10 +170,10 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		return nil
 	}
 	n.now = now
-	if m := int64(now.Mono); m-n.lastStep >= int64(n.opt.FailureTimeout) {
-		n.resumed = m
+	if m := int64(now.Mono); m-n.hb.lastStep >= int64(n.opt.FailureTimeout) {
+		n.hb.resumed = m
 	}
-	n.lastStep = int64(now.Mono)
+	n.hb.lastStep = int64(now.Mono)
 	switch x := in.(type) {
 	case Boot:
 		n.boot(x)
@@ -153,20 +195,20 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 	case UpgradeConfig:
 		n.onUpgrade(x)
 	case IODone:
-		p, ok := n.pending[x.ID]
+		p, ok := n.ops.pending[x.ID]
 		if !ok {
 			n.log(Error, "io.unknown", fmt.Sprintf("completion for unknown file operation id %d", x.ID))
 			break
 		}
-		delete(n.pending, x.ID)
+		delete(n.ops.pending, x.ID)
 		n.complete(p, result{IODone: x})
 	case Computed:
-		p, ok := n.pending[x.ID]
+		p, ok := n.ops.pending[x.ID]
 		if !ok {
 			n.log(Error, "io.unknown", fmt.Sprintf("completion for unknown compute id %d", x.ID))
 			break
 		}
-		delete(n.pending, x.ID)
+		delete(n.ops.pending, x.ID)
 		n.complete(p, result{IODone: IODone{ID: x.ID, Err: x.Err, Detail: x.Detail, Data: x.Data}, loaded: x.Loaded})
 	}
 	out := n.out
@@ -180,7 +222,7 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 func (n *Node) Role() Role { return n.role }
 
 // Term is the node's current term.
-func (n *Node) Term() uint64 { return n.term }
+func (n *Node) Term() uint64 { return n.ha.term }
 
 // QuorumMode reports whether the node runs in quorum mode.
 func (n *Node) QuorumMode() bool { return n.quorumMode() }
@@ -191,49 +233,49 @@ func (n *Node) ViewTerm() uint64 { return n.viewTerm() }
 
 // Primary is the index of the primary this node follows (Self when
 // primary), or -1.
-func (n *Node) Primary() int { return n.primary }
+func (n *Node) Primary() int { return n.el.primary }
 
 // Serving reports whether the node runs with a config (Phase 2 reached).
-func (n *Node) Serving() bool { return n.serving }
+func (n *Node) Serving() bool { return n.conf.serving }
 
 // Ready reports that the node does its job: a serving standby, or a
 // primary that has also recovered its job state (systemd READY=1).
 func (n *Node) Ready() bool {
-	return n.serving && (n.role == RoleStandby || n.role == RolePrimary && n.jobs != nil && n.jobs.recovered)
+	return n.conf.serving && (n.role == RoleStandby || n.role == RolePrimary && n.jobs != nil && n.jobs.recovered)
 }
 
 // Stale reports the config_stale flag.
-func (n *Node) Stale() bool { return n.stale }
+func (n *Node) Stale() bool { return n.conf.stale }
 
 // ConfigTag is the tag of the running config, 0 if none.
 func (n *Node) ConfigTag() uint64 {
-	if n.cfg == nil {
+	if n.conf.cfg == nil {
 		return 0
 	}
-	return n.cfg.tag
+	return n.conf.cfg.tag
 }
 
 // Config returns the running config's bytes and versioned file name.
 func (n *Node) Config() ([]byte, string, bool) {
-	if n.cfg == nil {
+	if n.conf.cfg == nil {
 		return nil, "", false
 	}
-	return n.cfg.bytes, n.cfg.name, true
+	return n.conf.cfg.bytes, n.conf.cfg.name, true
 }
 
 // ConfigGeneration is the running config's generation (0 if none).
 func (n *Node) ConfigGeneration() uint64 {
-	if n.cfg == nil {
+	if n.conf.cfg == nil {
 		return 0
 	}
-	return n.cfg.gen
+	return n.conf.cfg.gen
 }
 
 // SavedTags lists the tags whose config save completed durably, in order.
-func (n *Node) SavedTags() []uint64 { return n.savedTags }
+func (n *Node) SavedTags() []uint64 { return n.conf.savedTags }
 
 // StoreBusy reports whether a config save or trim is in progress.
-func (n *Node) StoreBusy() bool { return n.store.busy }
+func (n *Node) StoreBusy() bool { return n.conf.store.busy }
 
 // FatalReason is why the node stopped, "" while running.
 func (n *Node) FatalReason() string { return n.fatal }
@@ -247,14 +289,14 @@ func (n *Node) emit(e Effect) { n.out = append(n.out, e) }
 
 func (n *Node) log(l Level, key, text string) { n.emit(Log{Level: l, Key: key, Text: text}) }
 
-func (n *Node) id() uint64 { n.nextID++; return n.nextID }
+func (ot *ioTable) id() uint64 { ot.nextID++; return ot.nextID }
 
 // io issues a file operation and registers its continuation. An fsync that
 // fails is fatal (never retry and trust it).
 func (n *Node) io(op FileOp, next cont) {
-	n.forgetScanned(op)
-	op.ID = n.id()
-	n.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.cur, next: next} // the running continuation's owner (pending.go)
+	n.disk.forgetScanned(op)
+	op.ID = n.ops.id()
+	n.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.ops.cur, next: next} // the running continuation's owner (pending.go)
 	n.emit(op)
 }
 
@@ -263,10 +305,10 @@ func (n *Node) io(op FileOp, next cont) {
 // pending, owned and abandoned the same way.
 func (n *Node) compute(c Compute, next cont) {
 	if c.Kind == ComputeEncodeTo {
-		n.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
+		n.disk.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
 	}
-	c.ID = n.id()
-	n.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: n.cur, next: next}
+	c.ID = n.ops.id()
+	n.ops.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: n.ops.cur, next: next}
 	n.emit(c)
 }
 
@@ -282,21 +324,21 @@ func (n *Node) cancelTimer(k TimerKind) {
 
 func (n *Node) send(to int, m Msg) {
 	m.Role, m.Term, m.Priority, m.PeersHash = n.role, n.viewTerm(), n.opt.Self, n.opt.PeersHash
-	if !n.logUnknown {
-		m.WALPos, m.LogTerm = n.logPos.lsn, n.logPos.term
+	if !n.disk.logUnknown {
+		m.WALPos, m.LogTerm = n.disk.logPos.lsn, n.disk.logPos.term
 	}
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
 		m.ConfigTag = n.ConfigTag()
 	}
 	switch {
 	case n.role == RolePrimary && m.Type == MsgHeartbeat:
-		m.Round = n.round
-	case n.role == RoleStandby && to == n.primary:
-		m.Round = n.lastRound
+		m.Round = n.hb.round
+	case n.role == RoleStandby && to == n.el.primary:
+		m.Round = n.hb.lastRound
 	}
 	s := Send{To: to, Msg: m}
-	if n.haDirty() {
-		n.hold(s) // it reveals a term or vote not durable yet
+	if n.ha.haDirty() {
+		n.ha.hold(s) // it reveals a term or vote not durable yet
 		return
 	}
 	n.emit(s)
@@ -304,7 +346,7 @@ func (n *Node) send(to int, m Msg) {
 
 // viewTerm is the term we advertise: the highest we know of (so a
 // restarted node learns it back).
-func (n *Node) viewTerm() uint64 { return max(n.term, n.pTerm) }
+func (n *Node) viewTerm() uint64 { return max(n.ha.term, n.el.pTerm) }
 
 func (n *Node) broadcast(m Msg) {
 	for i := range n.opt.Peers {
@@ -323,7 +365,7 @@ func (n *Node) die(key, text string) {
 	n.emit(Exit{Code: 1, Reason: text})
 	n.fatal = text
 	n.role = RoleStopped
-	n.serving = false
+	n.conf.serving = false
 }
 
 func (n *Node) peerName(i int) string {
@@ -336,11 +378,11 @@ func (n *Node) peerName(i int) string {
 // verify checks blob against the versioned name it was stored under and
 // decodes it; the returned problem is the seed's §10 wording.
 // cfgDecoded is the running config, decoded (it was validated on load).
-func (n *Node) cfgDecoded() *schema.ClusterConfig {
-	if n.cfg == nil {
+func (cs *configState) cfgDecoded() *schema.ClusterConfig {
+	if cs.cfg == nil {
 		return &schema.ClusterConfig{}
 	}
-	c, err := schema.DecodeClusterConfig(n.cfg.bytes)
+	c, err := schema.DecodeClusterConfig(cs.cfg.bytes)
 	if err != nil {
 		return &schema.ClusterConfig{}
 	}
@@ -410,4 +452,4 @@ func (n *Node) NextLSN() uint64 {
 
 // LogPosition is the freshness of the node's durable job log: the term of
 // its last record, then its LSN.
-func (n *Node) LogPosition() (term, lsn uint64) { return n.logPos.term, n.logPos.lsn }
+func (n *Node) LogPosition() (term, lsn uint64) { return n.disk.logPos.term, n.disk.logPos.lsn }

@@ -75,50 +75,50 @@ func (p pendingOp) tag() string {
 }
 
 // jobsOwner is the current promotion's job state.
-func (n *Node) jobsOwner() owner { return owner{concernJobs, n.gens[concernJobs]} }
+func (ot *ioTable) jobsOwner() owner { return owner{concernJobs, ot.gens[concernJobs]} }
 
 // endJobs ends the current job state's generation: its pending
 // operations complete into nothing.
-func (n *Node) endJobs() { n.gens[concernJobs]++ }
+func (ot *ioTable) endJobs() { ot.gens[concernJobs]++ }
 
 // logOwner is the standby's log files in their current generation.
-func (n *Node) logOwner() owner { return owner{concernLog, n.gens[concernLog]} }
+func (ot *ioTable) logOwner() owner { return owner{concernLog, ot.gens[concernLog]} }
 
 // endLog ends the log's generation at a promotion: no install,
 // truncation, checkpoint, append or rescan of a standby goes on once
 // recovery owns the files (their state is a crash's, which recovery
 // reads), and the standby's bookkeeping of them goes with it.
 func (n *Node) endLog() {
-	n.gens[concernLog]++
+	n.ops.gens[concernLog]++
 	n.setSync(nil)
-	n.installBusy, n.compact, n.replWriting = false, nil, 0
+	n.sb.installBusy, n.sb.compact, n.sb.replWriting = false, nil, 0
 }
 
 // setSync makes sr (nil: none) the standby's sync, ending the previous
 // sync's generation; sr's operations are owned by the new one.
 func (n *Node) setSync(sr *standbyRepl) {
-	n.gens[concernSync]++
-	n.srepl = sr
+	n.ops.gens[concernSync]++
+	n.sb.srepl = sr
 	if sr != nil {
-		sr.owner = owner{concernSync, n.gens[concernSync]}
+		sr.owner = owner{concernSync, n.ops.gens[concernSync]}
 	}
 }
 
 // syncLive reports whether sr is still the standby's sync: a log
 // operation that serves a sync (an append, an install) goes on with that
 // sync's part only then.
-func (n *Node) syncLive(sr *standbyRepl) bool { return sr != nil && !n.abandoned(sr.owner) }
+func (ot *ioTable) syncLive(sr *standbyRepl) bool { return sr != nil && !ot.abandoned(sr.owner) }
 
 // own makes o the owner of the operations started from now on and returns
 // the owner before it, which the caller restores (n.cur = prev) when the
 // work it starts for o is issued.
-func (n *Node) own(o owner) (prev owner) {
-	prev = n.cur
-	n.cur = o
+func (ot *ioTable) own(o owner) (prev owner) {
+	prev = ot.cur
+	ot.cur = o
 	return prev
 }
 
-func (n *Node) abandoned(o owner) bool { return o.gen != n.gens[o.concern] }
+func (ot *ioTable) abandoned(o owner) bool { return o.gen != ot.gens[o.concern] }
 
 // complete runs the continuation of a finished operation, or drops it if
 // its owner is gone.
@@ -129,31 +129,31 @@ func (n *Node) complete(p pendingOp, r result) {
 		n.die("fatal.fsync", fmt.Sprintf("fsync(%s) failed: %s %s — durability cannot be trusted", p.op.Path, d.Err, d.Detail))
 		return
 	}
-	if n.abandoned(p.owner) {
+	if n.ops.abandoned(p.owner) {
 		if d.Err != IOOK && d.Err != IONotExist {
 			n.log(Warn, "io.abandoned-failed", fmt.Sprintf("%s %s of an abandoned %s operation failed: %s %s", p.what(), p.op.Path, p.owner.concern, d.Err, d.Detail))
 		}
 		return
 	}
-	prev := n.own(p.owner)
+	prev := n.ops.own(p.owner)
 	p.next.resume(n, r)
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // PendingOps describes the file operations and Computes in flight, oldest
 // first (for traces and tests): "id op path (owner/generation) →
 // continuation".
 func (n *Node) PendingOps() []string {
-	ids := make([]uint64, 0, len(n.pending))
-	for id := range n.pending {
+	ids := make([]uint64, 0, len(n.ops.pending))
+	for id := range n.ops.pending {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		p := n.pending[id]
+		p := n.ops.pending[id]
 		state := ""
-		if n.abandoned(p.owner) {
+		if n.ops.abandoned(p.owner) {
 			state = ", abandoned"
 		}
 		out[i] = fmt.Sprintf("%s %s %s (%s/%d%s) → %s", p.tag(), p.what(), p.op.Path, p.owner.concern, p.owner.gen, state, p.next)

@@ -61,7 +61,7 @@ func (n *Node) startSync(s int) {
 		// Its snapshot is being encoded (sendSnapshot): a join meanwhile is
 		// the standby's timeout for a first chunk; another encode of the
 		// whole state would only queue behind this one.
-		delete(n.joinPos, s)
+		delete(n.joined.joinPos, s)
 		return
 	}
 	if n.tryCatchUp(s) {
@@ -168,7 +168,7 @@ func (n *Node) onReplAck(from int, m Msg) {
 		// message): start its sync now, so it counts, and holds writes up,
 		// from here on.
 		if j.recovered {
-			n.standbys[from] = true
+			n.joined.standbys[from] = true
 			n.startSync(from)
 		}
 		return
@@ -228,11 +228,11 @@ func (n *Node) releaseWaiting() {
 // synced: then it only says we are alive); a standby without a sync asks
 // for one again after a failure timeout (the snapshot may have been lost).
 func (n *Node) ackRepl() {
-	if n.role != RoleStandby || n.primary < 0 {
+	if n.role != RoleStandby || n.el.primary < 0 {
 		return
 	}
-	sr := n.srepl
-	if sr == nil && n.fetch == nil && int64(n.now.Mono)-n.syncAsked > int64(n.opt.FailureTimeout) {
+	sr := n.sb.srepl
+	if sr == nil && n.conf.fetch == nil && int64(n.now.Mono)-n.sb.syncAsked > int64(n.opt.FailureTimeout) {
 		n.resync()
 		return
 	}
@@ -244,10 +244,10 @@ func (n *Node) ackRepl() {
 	if sr != nil && sr.recv != nil && sr.recv.written > 0 {
 		m.ReqID, m.Offset = sr.epoch, sr.recv.written // send me what follows
 	}
-	if n.replFailure != "" {
-		m.Status, m.Error = 1, n.replFailure // the primary's status shows why
+	if n.sb.replFailure != "" {
+		m.Status, m.Error = 1, n.sb.replFailure // the primary's status shows why
 	}
-	n.send(n.primary, m)
+	n.send(n.el.primary, m)
 }
 
 func (n *Node) onReplRecords(from int, m Msg) {
@@ -255,8 +255,8 @@ func (n *Node) onReplRecords(from int, m Msg) {
 		n.onCatchUp(from, m)
 		return
 	}
-	sr := n.srepl
-	if n.role != RoleStandby || from != n.primary || sr == nil || m.ReqID != sr.epoch {
+	sr := n.sb.srepl
+	if n.role != RoleStandby || from != n.el.primary || sr == nil || m.ReqID != sr.epoch {
 		return
 	}
 	sr.queue = append(sr.queue, m)
@@ -265,7 +265,7 @@ func (n *Node) onReplRecords(from int, m Msg) {
 
 // drainRepl appends queued record batches one at a time.
 func (n *Node) drainRepl() {
-	sr := n.srepl
+	sr := n.sb.srepl
 	if sr == nil || sr.installing || sr.writing || len(sr.queue) == 0 {
 		return
 	}
@@ -288,15 +288,15 @@ func (n *Node) drainRepl() {
 		return
 	}
 	sr.writing = true
-	n.replWriting++
+	n.sb.replWriting++
 	seg, newSeg := sr.seg, !sr.known[sr.seg]
 	// The append is the log's (it lands whatever sync asked for it; a
 	// promotion drops its completion: pending.go); the sync goes on only if
 	// it is still the standby's.
 	end := logPos{term: last.GetTerm(), lsn: last.GetLsn()}
-	prev := n.own(n.logOwner())
+	prev := n.ops.own(n.ops.logOwner())
 	n.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: end, count: len(recs)})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // standbyStep is what resumes when a replicated batch is durable: the
@@ -335,13 +335,13 @@ func (n *Node) appendedRepl(s standbyStep, r result) {
 		n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
 		return
 	}
-	n.replWriting--
-	if !n.logUnknown {
+	n.sb.replWriting--
+	if !n.disk.logUnknown {
 		// On disk whoever asked: a later catch-up starts here.
-		n.logPos = s.end
+		n.disk.logPos = s.end
 	}
 	sr := s.sr
-	if !n.syncLive(sr) {
+	if !n.ops.syncLive(sr) {
 		return
 	}
 	sr.known[s.seg] = true
@@ -368,30 +368,30 @@ type behindMark struct {
 // primary's last records could never commit (L5). After a failure timeout
 // without progress it asks to be caught up from its position.
 func (n *Node) checkBehind(m Msg) {
-	sr := n.srepl
-	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || n.logUnknown || m.WALPos <= n.logPos.lsn {
-		n.behind = behindMark{}
+	sr := n.sb.srepl
+	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || n.disk.logUnknown || m.WALPos <= n.disk.logPos.lsn {
+		n.sb.behind = behindMark{}
 		return
 	}
 	now := int64(n.now.Mono)
-	if n.behind.since == 0 || n.behind.lsn != n.logPos.lsn {
-		n.behind = behindMark{lsn: n.logPos.lsn, since: now}
+	if n.sb.behind.since == 0 || n.sb.behind.lsn != n.disk.logPos.lsn {
+		n.sb.behind = behindMark{lsn: n.disk.logPos.lsn, since: now}
 		return
 	}
-	if now-n.behind.since < int64(n.opt.FailureTimeout) {
+	if now-n.sb.behind.since < int64(n.opt.FailureTimeout) {
 		return
 	}
-	n.behind = behindMark{}
-	n.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", n.logPos.lsn, n.opt.FailureTimeout, n.peerName(n.primary), m.WALPos))
+	n.sb.behind = behindMark{}
+	n.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", n.disk.logPos.lsn, n.opt.FailureTimeout, n.peerName(n.el.primary), m.WALPos))
 	n.resync()
 }
 
 // resync asks the primary for a fresh snapshot (a Join restarts the sync).
 func (n *Node) resync() {
 	n.setSync(nil)
-	if n.role == RoleStandby && n.primary >= 0 {
-		n.syncAsked = int64(n.now.Mono)
-		n.send(n.primary, n.joinMsg(n.id()))
+	if n.role == RoleStandby && n.el.primary >= 0 {
+		n.sb.syncAsked = int64(n.now.Mono)
+		n.send(n.el.primary, n.joinMsg(n.ops.id()))
 	}
 }
 
@@ -404,20 +404,20 @@ func (n *Node) resync() {
 // The caller bounds the deferrals, so a dead peer cannot stall it.
 func (n *Node) fresherPeer() (int, string) {
 	for p := range n.opt.Peers {
-		if p == n.opt.Self || p == n.failedP {
+		if p == n.opt.Self || p == n.el.failedP {
 			continue
 		}
-		v, ok := n.views[p]
+		v, ok := n.el.views[p]
 		switch {
-		case !ok || v.at < n.electionStart:
+		case !ok || v.at < n.el.electionStart:
 			// In a failover, a silent peer may hold the freshest log; at
 			// boot the seed's deadline stands (a peer not up yet is no
 			// contender).
-			if n.failover && n.deferrals < maxUnheardDeferrals {
+			if n.el.failover && n.el.deferrals < maxUnheardDeferrals {
 				return p, "has not answered yet"
 			}
-		case v.role != RolePrimary && v.pos.after(n.logPos):
-			return p, fmt.Sprintf("has a fresher job log (term %d, lsn %d > term %d, lsn %d)", v.pos.term, v.pos.lsn, n.logPos.term, n.logPos.lsn)
+		case v.role != RolePrimary && v.pos.after(n.disk.logPos):
+			return p, fmt.Sprintf("has a fresher job log (term %d, lsn %d > term %d, lsn %d)", v.pos.term, v.pos.lsn, n.disk.logPos.term, n.disk.logPos.lsn)
 		}
 	}
 	return -1, ""
@@ -431,10 +431,10 @@ type peerView struct {
 }
 
 func (n *Node) noteView(from int, m Msg) {
-	if n.views == nil {
-		n.views = map[int]peerView{}
+	if n.el.views == nil {
+		n.el.views = map[int]peerView{}
 	}
-	n.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(n.now.Mono)}
+	n.el.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(n.now.Mono)}
 }
 
 // bestCandidate: in a failover election, every peer but the failed
@@ -442,11 +442,11 @@ func (n *Node) noteView(from int, m Msg) {
 // equally fresh one with a higher priority.
 func (n *Node) bestCandidate() bool {
 	for p := range n.opt.Peers {
-		if p == n.opt.Self || p == n.failedP {
+		if p == n.opt.Self || p == n.el.failedP {
 			continue
 		}
-		v, ok := n.views[p]
-		if !ok || v.at < n.electionStart || v.role == RolePrimary || v.pos.after(n.logPos) || v.pos == n.logPos && p < n.opt.Self {
+		v, ok := n.el.views[p]
+		if !ok || v.at < n.el.electionStart || v.role == RolePrimary || v.pos.after(n.disk.logPos) || v.pos == n.disk.logPos && p < n.opt.Self {
 			return false
 		}
 	}

@@ -29,37 +29,37 @@ type fetchState struct {
 }
 
 func (n *Node) startFetch() {
-	n.fetch = &fetchState{}
-	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.primary), n.ConfigTag()))
+	n.conf.fetch = &fetchState{}
+	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.el.primary), n.ConfigTag()))
 	n.tryFetch()
 }
 
 func (n *Node) stopFetch(why string) {
-	if n.fetch == nil {
+	if n.conf.fetch == nil {
 		return
 	}
 	if why != "" {
 		n.log(Info, "conf.fetch-stopped", "config fetch stopped: "+why)
 	}
-	n.fetch = nil
+	n.conf.fetch = nil
 	n.cancelTimer(TimerFetch)
 }
 
 func (n *Node) tryFetch() {
-	f := n.fetch
-	f.reqID = n.id()
+	f := n.conf.fetch
+	f.reqID = n.ops.id()
 	// A join also starts a log sync, which supersedes the one we follow:
 	// kept, it would wait forever for records the primary now sends in
 	// the new sync if that sync's first message were lost (L5, seed 933).
 	n.setSync(nil)
-	n.syncAsked = int64(n.now.Mono)
-	n.send(n.primary, n.joinMsg(f.reqID))
+	n.sb.syncAsked = int64(n.now.Mono)
+	n.send(n.el.primary, n.joinMsg(f.reqID))
 	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
 }
 
 // onFetchTimeout: the attempt got no usable answer in time.
 func (n *Node) onFetchTimeout() {
-	f := n.fetch
+	f := n.conf.fetch
 	if f == nil || n.role != RoleStandby || f.saving {
 		return
 	}
@@ -68,10 +68,10 @@ func (n *Node) onFetchTimeout() {
 		n.tryFetch()
 		return
 	}
-	n.fetch = nil
-	if n.cfg != nil {
-		n.log(Warn, "conf.fetch-gave-up-saved", fmt.Sprintf("Standby (priority %d) could not reach primary for config fetch — using saved config (tag=%016x). Config may be stale.", n.opt.Self, n.cfg.tag))
-		n.serving = true
+	n.conf.fetch = nil
+	if n.conf.cfg != nil {
+		n.log(Warn, "conf.fetch-gave-up-saved", fmt.Sprintf("Standby (priority %d) could not reach primary for config fetch — using saved config (tag=%016x). Config may be stale.", n.opt.Self, n.conf.cfg.tag))
+		n.conf.serving = true
 		return
 	}
 	n.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", n.opt.Self, n.path(PointerPath)))
@@ -80,7 +80,7 @@ func (n *Node) onFetchTimeout() {
 // checkPrimaryTag re-pulls when the primary's heartbeat shows a different
 // config tag (seed §10.8 "tag check on every reconnect", made continuous).
 func (n *Node) checkPrimaryTag(tag uint64) {
-	if n.fetch != nil || tag == 0 || tag == n.ConfigTag() {
+	if n.conf.fetch != nil || tag == 0 || tag == n.ConfigTag() {
 		return
 	}
 	n.startFetch()
@@ -91,18 +91,18 @@ func (n *Node) onJoin(from int, m Msg) {
 		n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
 		return
 	}
-	if !n.standbys[from] {
-		n.standbys[from] = true
+	if !n.joined.standbys[from] {
+		n.joined.standbys[from] = true
 		n.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", n.peerName(from)))
 	}
 	n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
-	n.noteJoin(from, m)
+	n.joined.noteJoin(from, m)
 	n.startSync(from)
 }
 
 func (n *Node) onJoinReply(from int, m Msg) {
-	f := n.fetch
-	if f == nil || n.role != RoleStandby || from != n.primary || m.ReqID != f.reqID || f.saving {
+	f := n.conf.fetch
+	if f == nil || n.role != RoleStandby || from != n.el.primary || m.ReqID != f.reqID || f.saving {
 		return
 	}
 	if m.Status != StatusOK {
@@ -115,15 +115,15 @@ func (n *Node) onJoinReply(from int, m Msg) {
 // onReplConfig is the primary handler (seed 002 §5.4): up-to-date if the
 // tags match, else re-read the file and double-check its hash.
 func (n *Node) onReplConfig(from int, m Msg) {
-	if n.role != RolePrimary || n.cfg == nil {
+	if n.role != RolePrimary || n.conf.cfg == nil {
 		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
 		return
 	}
-	if m.ConfigTag == n.cfg.tag {
+	if m.ConfigTag == n.conf.cfg.tag {
 		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, UpToDate: true})
 		return
 	}
-	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + n.cfg.name, MaxSize: MaxConfigSize}, serveConfig{cfg: n.cfg, to: from, reqID: m.ReqID})
+	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + n.conf.cfg.name, MaxSize: MaxConfigSize}, serveConfig{cfg: n.conf.cfg, to: from, reqID: m.ReqID})
 }
 
 // serveConfig resumes when the primary has read its config file again to
@@ -141,7 +141,7 @@ func (s serveConfig) String() string {
 
 func (s serveConfig) resume(n *Node, r result) {
 	cfg, from, d := s.cfg, s.to, r.IODone
-	if n.role != RolePrimary || n.cfg != cfg {
+	if n.role != RolePrimary || n.conf.cfg != cfg {
 		return // lost the role or the config changed meanwhile; the standby retries
 	}
 	if d.Err != IOOK {
@@ -163,11 +163,11 @@ func (s serveConfig) resume(n *Node, r result) {
 // matches it, so standbys can be served again (our choice: the seed only
 // refuses; an operator expects the primary to heal its own copy).
 func (n *Node) repair() {
-	if n.repairing || n.cfg == nil {
+	if n.conf.repairing || n.conf.cfg == nil {
 		return
 	}
-	n.repairing = true
-	cfg := n.cfg
+	n.conf.repairing = true
+	cfg := n.conf.cfg
 	n.log(Warn, "conf.repair", fmt.Sprintf("rewriting %s from the verified in-memory copy", cfg.name))
 	n.saveConfig(cfg.bytes, saveFor{kind: savedRepair})
 }
@@ -186,8 +186,8 @@ func checkReceived(m Msg) (sum [32]byte, problem string) {
 }
 
 func (n *Node) onReplConfigReply(from int, m Msg) {
-	f := n.fetch
-	if f == nil || n.role != RoleStandby || from != n.primary || m.ReqID != f.reqID || f.saving {
+	f := n.conf.fetch
+	if f == nil || n.role != RoleStandby || from != n.el.primary || m.ReqID != f.reqID || f.saving {
 		return
 	}
 	if m.Status != StatusOK {
@@ -195,18 +195,18 @@ func (n *Node) onReplConfigReply(from int, m Msg) {
 		return
 	}
 	if m.UpToDate {
-		if n.cfg == nil {
+		if n.conf.cfg == nil {
 			// The primary thinks we match but we hold nothing: only possible
 			// if it has no config. Count it as a failed attempt.
 			n.log(Error, "conf.fetch-error", "primary answered up_to_date to tag 0")
 			return
 		}
-		n.fetch = nil
+		n.conf.fetch = nil
 		n.cancelTimer(TimerFetch)
-		n.stale = false
-		if !n.serving {
-			n.serving = true
-			n.log(Info, "conf.up-to-date", fmt.Sprintf("HA: saved config tag=%016x matches primary — proceeding with full init", n.cfg.tag))
+		n.conf.stale = false
+		if !n.conf.serving {
+			n.conf.serving = true
+			n.log(Info, "conf.up-to-date", fmt.Sprintf("HA: saved config tag=%016x matches primary — proceeding with full init", n.conf.cfg.tag))
 		}
 		return
 	}
@@ -223,8 +223,8 @@ func (n *Node) onReplConfigReply(from int, m Msg) {
 		n.log(Error, "conf.fetch-invalid", fmt.Sprintf("config from primary is invalid: %s. Retrying (%d/%d)", bad, f.attempt+1, n.opt.FetchMaxAttempts))
 		return
 	}
-	if n.cfg != nil {
-		n.log(Warn, "conf.saved-differs", fmt.Sprintf("Standby saved config tag=%016x differs from primary tag=%016x — saved config may be stale, updating from primary", n.cfg.tag, m.ConfigTag))
+	if n.conf.cfg != nil {
+		n.log(Warn, "conf.saved-differs", fmt.Sprintf("Standby saved config tag=%016x differs from primary tag=%016x — saved config may be stale, updating from primary", n.conf.cfg.tag, m.ConfigTag))
 	}
 	f.saving = true
 	n.cancelTimer(TimerFetch)
@@ -233,7 +233,7 @@ func (n *Node) onReplConfigReply(from int, m Msg) {
 
 // fetchSaved: the config fetched from the primary (tag) is saved, or not.
 func (n *Node) fetchSaved(f *fetchState, tag uint64, ok bool) {
-	if n.fetch != f {
+	if n.conf.fetch != f {
 		return // superseded (new primary) while saving
 	}
 	f.saving = false
@@ -241,16 +241,16 @@ func (n *Node) fetchSaved(f *fetchState, tag uint64, ok bool) {
 		n.onFetchTimeout() // count the attempt and retry
 		return
 	}
-	n.fetch = nil
-	n.stale = false
-	n.serving = true
+	n.conf.fetch = nil
+	n.conf.stale = false
+	n.conf.serving = true
 	n.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", tag))
 }
 
 // onPush is the standby side of OP_replConfigPush (seed 002 §5.2).
 func (n *Node) onPush(from int, m Msg) {
 	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: n.ConfigTag()}
-	if n.role != RoleStandby || from != n.primary {
+	if n.role != RoleStandby || from != n.el.primary {
 		n.send(from, reply)
 		return
 	}
@@ -272,7 +272,7 @@ func (n *Node) onPush(from int, m Msg) {
 // pushSaved answers the primary's push once its config is saved (or not).
 func (n *Node) pushSaved(from int, reqID uint64, ok bool) {
 	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: n.ConfigTag()}
-	if n.role == RoleStandby && n.primary == from {
+	if n.role == RoleStandby && n.el.primary == from {
 		n.send(from, r)
 	}
 }

@@ -68,13 +68,13 @@ func (n *Node) CommitLSN() uint64 {
 // AckedWithoutStandby counts the writes this process acknowledged in seed
 // mode while no standby held them: each can be lost by a failover. The
 // node is degraded once it is non-zero.
-func (n *Node) AckedWithoutStandby() uint64 { return n.ackedAlone }
+func (n *Node) AckedWithoutStandby() uint64 { return n.joined.ackedAlone }
 
 // emitReply sends a reply whose records up to lsn are as durable as the
 // mode requires; in seed mode it counts a write no standby holds.
 func (n *Node) emitReply(lsn uint64, rep Reply) {
 	if !n.quorumMode() && len(n.opt.Peers) > 1 && rep.LSN > 0 && !n.heldByStandby(lsn) {
-		n.ackedAlone++ // on our disk only: a failover can lose it
+		n.joined.ackedAlone++ // on our disk only: a failover can lose it
 	}
 	n.emit(rep)
 }

@@ -51,9 +51,9 @@ func (n *Node) sendSnapshot(s int) {
 	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
 	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
-	prev := n.own(n.jobsOwner())
+	prev := n.ops.own(n.ops.jobsOwner())
 	n.compute(c, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // snapSendStep is what resumes when the executor has encoded the snapshot
@@ -114,16 +114,16 @@ func (n *Node) sendChunk(s int, rp *replPeer, off uint64) {
 // --- standby side ---
 
 func (n *Node) onReplSnapshot(from int, m Msg) {
-	if n.role != RoleStandby || from != n.primary {
+	if n.role != RoleStandby || from != n.el.primary {
 		return
 	}
 	if m.Offset > 0 {
-		if sr := n.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
+		if sr := n.sb.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
 			n.writeChunk(sr, m)
 		}
 		return
 	}
-	if m.ReqID <= n.epochSeen {
+	if m.ReqID <= n.sb.epochSeen {
 		return // an older sync than one already started (a late message)
 	}
 	if m.Total < wal.SnapshotHeaderSize || uint64(len(m.Bytes)) > m.Total {
@@ -132,14 +132,14 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	}
 	// A newer sync supersedes whatever sync was running; the old log stays
 	// until this snapshot is complete and verified.
-	n.epochSeen = m.ReqID
+	n.sb.epochSeen = m.ReqID
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit(), recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
 	}}
 	n.setSync(sr)
-	prev := n.own(sr.owner) // the transfer is this sync's (pending.go)
+	prev := n.ops.own(sr.owner) // the transfer is this sync's (pending.go)
 	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), installStep{kind: installDirsMade, sr: sr, rc: sr.recv, m: m})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // writeChunk writes the next chunk; duplicates, chunks out of order and
@@ -156,9 +156,9 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 	if m.Offset == 0 {
 		op = OpWrite // a tmp file left by an interrupted transfer is replaced
 	}
-	prev := n.own(sr.owner)
+	prev := n.ops.own(sr.owner)
 	n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, installStep{kind: installChunkWritten, sr: sr, rc: rc, size: size})
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // chunkWritten: a chunk of size bytes is in rc.tmp, or its write failed.
@@ -180,8 +180,8 @@ func (n *Node) chunkWritten(sr *standbyRepl, rc *snapRecv, size uint64, d IODone
 // why (in its acks) and asks again after a failure timeout.
 func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
 	n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
-	if n.syncLive(sr) {
-		n.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
+	if n.ops.syncLive(sr) {
+		n.sb.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
 		n.setSync(nil)
 	}
 }
@@ -193,21 +193,21 @@ func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
 // it: pending.go); it goes on only while sr is still the sync.
 func (n *Node) finishInstall(sr *standbyRepl) {
 	rc := sr.recv
-	if n.installBusy || n.compact != nil {
+	if n.sb.installBusy || n.sb.compact != nil {
 		rc.ready = true
 		return
 	}
-	prev := n.own(n.logOwner())
+	prev := n.ops.own(n.ops.logOwner())
 	n.installSnapshot(sr)
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 func (n *Node) installSnapshot(sr *standbyRepl) {
 	rc := sr.recv
-	n.installBusy = true
+	n.sb.installBusy = true
 	// Until the old log is gone, what recovery would rebuild is either
 	// log: claim neither (no position in messages, no votes).
-	n.logUnknown = true
+	n.disk.logUnknown = true
 	n.ackRepl()
 	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, installStep{kind: installTmpSynced, sr: sr, rc: rc})
 }
@@ -243,14 +243,14 @@ func (n *Node) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
 	}
 	if d.Err == IOCorrupt {
 		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
-		if n.syncLive(sr) {
-			n.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
+		if n.ops.syncLive(sr) {
+			n.sb.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
 			n.setSync(nil)
 		}
 		n.installDone()
 		return
 	}
-	if !n.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
+	if !n.ops.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
 		n.installDone()
 		return
 	}
@@ -282,7 +282,7 @@ func (n *Node) afterRemoved(sr *standbyRepl, rc *snapRecv, r result) {
 		n.installStopped(sr, r.failed, r.IODone)
 		return
 	}
-	if !n.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
+	if !n.ops.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
 		n.installDone()
 		return
 	}
@@ -295,7 +295,7 @@ func (n *Node) afterRemoved(sr *standbyRepl, rc *snapRecv, r result) {
 // role stops here: its files are recovery's now.
 func (n *Node) replaceLog(sr *standbyRepl) {
 	rc := sr.recv
-	if !n.syncLive(sr) {
+	if !n.ops.syncLive(sr) {
 		n.installDone()
 		return
 	}
@@ -317,11 +317,11 @@ func (n *Node) oldSnapsListed(sr *standbyRepl, rc *snapRecv, snaps []string) {
 func (n *Node) installed(sr *standbyRepl, rc *snapRecv) {
 	sr.installing, sr.recv = false, nil
 	sr.expect, sr.seg = rc.lsn+1, wal.SegmentPath(rc.lsn+1)
-	n.logPos = logPos{term: rc.term, lsn: rc.lsn}
-	n.logUnknown = false
-	n.logClean, n.wantSnapshot = true, false
-	n.replFailure = ""
-	n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.primary), rc.lsn))
+	n.disk.logPos = logPos{term: rc.term, lsn: rc.lsn}
+	n.disk.logUnknown = false
+	n.disk.logClean, n.sb.wantSnapshot = true, false
+	n.sb.replFailure = ""
+	n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.el.primary), rc.lsn))
 	// Ended before the records queued meanwhile are appended: a
 	// gap among them rejoins asking for a catch-up from this
 	// clean log (canCatchUp), not for another snapshot.
@@ -399,7 +399,7 @@ func (s installStep) resume(n *Node, r result) {
 	case installListedSegs:
 		n.run(removeOps(prefixAll(wal.WALDir, r.names()), wal.WALDir, "wal.remove-failed", ""), installStep{kind: installSegsRemoved, sr: sr, rc: rc})
 	case installSegsRemoved:
-		if !n.syncLive(sr) {
+		if !n.ops.syncLive(sr) {
 			n.installDone()
 			return
 		}
@@ -407,7 +407,7 @@ func (s installStep) resume(n *Node, r result) {
 	case installListedSnaps:
 		n.oldSnapsListed(sr, rc, r.names())
 	case installSnapsRemoved:
-		if !n.syncLive(sr) {
+		if !n.ops.syncLive(sr) {
 			n.installDone()
 			return
 		}
@@ -420,27 +420,27 @@ func (s installStep) resume(n *Node, r result) {
 // the log unknown: the rescan of what the disk holds counts as an install
 // (no other may change the files it reads).
 func (n *Node) installDone() {
-	n.installBusy = false
-	if n.startReady() || !n.logUnknown || n.role == RoleStopped {
+	n.sb.installBusy = false
+	if n.startReady() || !n.disk.logUnknown || n.role == RoleStopped {
 		return
 	}
-	n.installBusy = true
-	prev := n.own(n.logOwner())
+	n.sb.installBusy = true
+	prev := n.ops.own(n.ops.logOwner())
 	n.scanLogPosition(scanForRescan) // afterRescan
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 // afterRescan: the rescan of installDone found the log's position.
 func (n *Node) afterRescan(pos logPos, clean bool) {
-	n.installBusy = false
-	n.logPos, n.logUnknown = pos, false
-	n.logClean = clean
+	n.sb.installBusy = false
+	n.disk.logPos, n.disk.logUnknown = pos, false
+	n.disk.logClean = clean
 	n.startReady()
 }
 
 // startReady starts the install of a complete snapshot that waited.
 func (n *Node) startReady() bool {
-	sr := n.srepl
+	sr := n.sb.srepl
 	if sr == nil || sr.recv == nil || !sr.recv.ready {
 		return false
 	}

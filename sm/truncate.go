@@ -40,9 +40,9 @@ type logSegment struct {
 // truncateLog cuts our log back to its last record at or before
 // (m.PrevTerm, m.PrevLSN) with a term no higher, then joins again.
 func (n *Node) truncateLog(m Msg) {
-	n.epochSeen = m.ReqID
-	if n.compact != nil {
-		n.compact.thenJoin = true // it must not cut what the snapshot covers
+	n.sb.epochSeen = m.ReqID
+	if n.sb.compact != nil {
+		n.sb.compact.thenJoin = true // it must not cut what the snapshot covers
 		return
 	}
 	if !n.canCatchUp() {
@@ -52,12 +52,12 @@ func (n *Node) truncateLog(m Msg) {
 	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit()}
 	n.setSync(sr)
-	n.logClean = false // no catch-up from our log until it is cut
+	n.disk.logClean = false // no catch-up from our log until it is cut
 	// The cut is this sync's: a newer sync or a promotion stops it where it
 	// is, a prefix of our old log (pending.go).
-	prev := n.own(sr.owner)
+	prev := n.ops.own(sr.owner)
 	n.startTruncation(limit)
-	n.cur = prev
+	n.ops.cur = prev
 }
 
 func (n *Node) startTruncation(limit logPos) {
@@ -221,8 +221,8 @@ func (n *Node) planTruncation(t *truncation) {
 		}
 	}
 	switch {
-	case last != n.logPos:
-		n.truncateRefused(fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.logPos.lsn, n.logPos.term))
+	case last != n.disk.logPos:
+		n.truncateRefused(fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.disk.logPos.lsn, n.disk.logPos.term))
 		return
 	case cut < 0:
 		n.truncateRefused(fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
@@ -230,13 +230,13 @@ func (n *Node) planTruncation(t *truncation) {
 	case keep.lsn < floor:
 		n.truncateRefused(fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
 		return
-	case !n.logPos.after(keep):
+	case !n.disk.logPos.after(keep):
 		n.truncateRefused(fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
 		return
 	}
-	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.primary), n.logPos.lsn, n.logPos.term, keep.lsn, keep.term))
-	t.from, t.cut, t.keep = n.logPos, cut, keep
-	n.logPos = keep
+	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.el.primary), n.disk.logPos.lsn, n.disk.logPos.term, keep.lsn, keep.term))
+	t.from, t.cut, t.keep = n.disk.logPos, cut, keep
+	n.disk.logPos = keep
 	var drop []string
 	for _, s := range segs[cut+1:] {
 		drop = append(drop, s.path)
@@ -266,16 +266,16 @@ func (n *Node) rewriteEnd(t *truncation) {
 // truncated: our log ends at t.keep; we join again from there.
 func (n *Node) truncated(t *truncation) {
 	n.setSync(nil)
-	n.logClean = true
-	n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", t.from.lsn, t.keep.lsn, t.keep.term, n.peerName(n.primary)))
+	n.disk.logClean = true
+	n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", t.from.lsn, t.keep.lsn, t.keep.term, n.peerName(n.el.primary)))
 	n.resync()
 }
 
 // truncateRefused: our log cannot be cut to where the primary's agrees
 // (its records are not ours to keep); a snapshot replaces it.
 func (n *Node) truncateRefused(why string) {
-	n.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", n.peerName(n.primary), why))
-	n.logClean = true
+	n.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", n.peerName(n.el.primary), why))
+	n.disk.logClean = true
 	n.truncateEnd()
 }
 
@@ -284,12 +284,12 @@ func (n *Node) truncateRefused(why string) {
 // sync us (our acks say why meanwhile).
 func (n *Node) truncateFailed(what string, d IODone) {
 	n.log(Warn, "repl.truncate-failed", fmt.Sprintf("cutting our divergent log suffix: %s failed: %s %s — asking for a snapshot", what, d.Err, d.Detail))
-	n.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
+	n.sb.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
 	n.truncateEnd()
 }
 
 func (n *Node) truncateEnd() {
 	n.setSync(nil)
-	n.wantSnapshot = true
+	n.sb.wantSnapshot = true
 	n.resync()
 }

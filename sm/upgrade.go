@@ -79,13 +79,13 @@ type upgradeState struct {
 func (n *Node) onUpgrade(u UpgradeConfig) {
 	refuse := func(o UpgradeOutcome, msg string) { n.refuseUpgrade(u.ID, u.Peer, o, msg) }
 	switch {
-	case n.role != RolePrimary || n.cfg == nil:
+	case n.role != RolePrimary || n.conf.cfg == nil:
 		refuse(UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
 		return
 	case !n.opt.EnableUpgrade:
 		refuse(UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
 		return
-	case n.upgrade != nil:
+	case n.conf.upgrade != nil:
 		refuse(UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
 		return
 	case len(u.Bytes) > MaxConfigSize:
@@ -108,47 +108,47 @@ func (n *Node) onUpgrade(u UpgradeConfig) {
 		refuse(UpgradeInvalid, err.Error())
 		return
 	}
-	c.ConfigGeneration = n.cfg.gen + 1 // the primary is the sole authority (§4.4)
+	c.ConfigGeneration = n.conf.cfg.gen + 1 // the primary is the sole authority (§4.4)
 	blob, err := schema.Encode(c)
 	if err != nil || len(blob) > MaxConfigSize {
 		refuse(UpgradeInvalid, "Failed to re-encode config")
 		return
 	}
 	up := &upgradeState{id: u.ID, peer: u.Peer}
-	n.upgrade = up
+	n.conf.upgrade = up
 	n.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
 }
 
 func (n *Node) refuseUpgrade(id uint64, peer string, o UpgradeOutcome, msg string) {
 	n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", peer, msg))
-	n.emit(UpgradeReply{ID: id, Outcome: o, Error: msg, Primary: n.primary})
+	n.emit(UpgradeReply{ID: id, Outcome: o, Error: msg, Primary: n.el.primary})
 }
 
 // upgradeSaved: the upgrade's new config is saved (then pushed), or not.
 func (n *Node) upgradeSaved(up *upgradeState, ok bool) {
 	if !ok {
-		n.upgrade = nil
+		n.conf.upgrade = nil
 		n.refuseUpgrade(up.id, up.peer, UpgradeSaveFailed, "Failed to save new config")
 		return
 	}
-	up.tag = n.cfg.tag
-	n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.cfg.gen, n.cfg.name, n.cfg.tag))
+	up.tag = n.conf.cfg.tag
+	n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.conf.cfg.gen, n.conf.cfg.name, n.conf.cfg.tag))
 	n.pushConfig(up)
 }
 
 // pushConfig sends the new config to every joined standby in parallel and
 // waits one CONF_PUSH_TIMEOUT for their ACKs (seed 002 §6.3).
 func (n *Node) pushConfig(up *upgradeState) {
-	up.pushID = n.id()
+	up.pushID = n.ops.id()
 	up.waiting = map[int]bool{}
 	var peers []int
-	for p := range n.standbys {
+	for p := range n.joined.standbys {
 		peers = append(peers, p)
 	}
 	sort.Ints(peers)
 	for _, p := range peers {
 		up.waiting[p] = true
-		n.send(p, Msg{Type: MsgReplConfigPush, ReqID: up.pushID, ConfigTag: n.cfg.tag, SHA256: n.cfg.sum[:], Bytes: n.cfg.bytes})
+		n.send(p, Msg{Type: MsgReplConfigPush, ReqID: up.pushID, ConfigTag: n.conf.cfg.tag, SHA256: n.conf.cfg.sum[:], Bytes: n.conf.cfg.bytes})
 	}
 	if len(peers) == 0 {
 		n.finishPush(up)
@@ -159,7 +159,7 @@ func (n *Node) pushConfig(up *upgradeState) {
 
 // onPushReply counts a standby's ACK of the upgrade push.
 func (n *Node) onPushReply(from int, m Msg) {
-	up := n.upgrade
+	up := n.conf.upgrade
 	if up == nil || up.replied || m.ReqID != up.pushID || !up.waiting[from] {
 		return
 	}
@@ -179,8 +179,8 @@ func (n *Node) finishPush(up *upgradeState) {
 		return
 	}
 	up.replied = true
-	n.emit(UpgradeReply{ID: up.id, VersionTag: up.tag, AckedCount: up.acked, Primary: n.primary})
-	if up.acked == 0 && len(n.standbys) > 0 {
+	n.emit(UpgradeReply{ID: up.id, VersionTag: up.tag, AckedCount: up.acked, Primary: n.el.primary})
+	if up.acked == 0 && len(n.joined.standbys) > 0 {
 		n.log(Warn, "upgrade.unpushed", "no standby confirmed the new config: if this primary does not come back, a standby promotes with the old one")
 	}
 	n.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
@@ -191,7 +191,7 @@ func (n *Node) finishPush(up *upgradeState) {
 // restartWhenIdle exits 0 unless a checkpoint is being written (§6.7):
 // then it waits for it, at most ckptWaitMax.
 func (n *Node) restartWhenIdle() {
-	up := n.upgrade
+	up := n.conf.upgrade
 	if n.CheckpointInProgress() && n.now.Mono-up.waitFrom < ckptWaitMax {
 		n.setTimer(TimerPush, 10*time.Millisecond)
 		return
@@ -206,7 +206,7 @@ func (n *Node) restartWhenIdle() {
 
 // onPushTimer: the push window closed, or the checkpoint wait ticks.
 func (n *Node) onPushTimer() {
-	up := n.upgrade
+	up := n.conf.upgrade
 	if up == nil {
 		return
 	}
@@ -222,13 +222,13 @@ func (n *Node) onPushTimer() {
 // primary's on the next fetch): the admin hears "outcome unknown" and the
 // node does not restart.
 func (n *Node) abandonUpgrade() {
-	up := n.upgrade
+	up := n.conf.upgrade
 	if up == nil {
 		return
 	}
-	n.upgrade = nil
+	n.conf.upgrade = nil
 	n.cancelTimer(TimerPush)
 	if !up.replied {
-		n.emit(UpgradeReply{ID: up.id, Outcome: UpgradeUnknown, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.primary})
+		n.emit(UpgradeReply{ID: up.id, Outcome: UpgradeUnknown, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.el.primary})
 	}
 }

@@ -40,9 +40,9 @@ func (n *Node) quorumMode() bool { return !n.opt.SeedMode }
 
 // startPreVote asks every peer whether it would vote for us.
 func (n *Node) startPreVote() {
-	n.ballot = ballot{stage: votePre, req: n.id(), grants: map[int]bool{n.opt.Self: true}, tries: n.ballot.tries + 1}
-	n.log(Debug, "election.pre-vote", fmt.Sprintf("HA election: asking for pre-votes for term %d (round %d)", n.term+1, n.ballot.tries))
-	n.broadcast(Msg{Type: MsgPreVote, ReqID: n.ballot.req})
+	n.el.ballot = ballot{stage: votePre, req: n.ops.id(), grants: map[int]bool{n.opt.Self: true}, tries: n.el.ballot.tries + 1}
+	n.log(Debug, "election.pre-vote", fmt.Sprintf("HA election: asking for pre-votes for term %d (round %d)", n.ha.term+1, n.el.ballot.tries))
+	n.broadcast(Msg{Type: MsgPreVote, ReqID: n.el.ballot.req})
 	n.setTimer(TimerElection, n.opt.ProbeInterval/2)
 	n.tryAdvance()
 }
@@ -50,11 +50,11 @@ func (n *Node) startPreVote() {
 // startVote takes the next term, votes for itself and asks for votes; the
 // requests leave once that is durable.
 func (n *Node) startVote() {
-	n.term, n.vote = n.term+1, n.opt.Self
-	n.ballot = ballot{stage: voteReal, req: n.id(), grants: map[int]bool{n.opt.Self: true}, tries: n.ballot.tries}
-	n.log(Info, "election.vote", fmt.Sprintf("HA election: standing for term %d (log term %d, lsn %d)", n.term, n.logPos.term, n.logPos.lsn))
+	n.ha.term, n.ha.vote = n.ha.term+1, n.opt.Self
+	n.el.ballot = ballot{stage: voteReal, req: n.ops.id(), grants: map[int]bool{n.opt.Self: true}, tries: n.el.ballot.tries}
+	n.log(Info, "election.vote", fmt.Sprintf("HA election: standing for term %d (log term %d, lsn %d)", n.ha.term, n.disk.logPos.term, n.disk.logPos.lsn))
 	n.syncHA()
-	n.broadcast(Msg{Type: MsgVote, ReqID: n.ballot.req})
+	n.broadcast(Msg{Type: MsgVote, ReqID: n.el.ballot.req})
 	n.setTimer(TimerElection, n.opt.FailureTimeout)
 	n.tryAdvance()
 }
@@ -62,53 +62,53 @@ func (n *Node) startVote() {
 // tryAdvance moves the ballot on once it has a majority: pre-votes lead
 // to the vote, votes (with our own durable) to promotion.
 func (n *Node) tryAdvance() {
-	if n.role != RoleCandidate || !quorum.Won(len(n.ballot.grants), len(n.opt.Peers)) {
+	if n.role != RoleCandidate || !quorum.Won(len(n.el.ballot.grants), len(n.opt.Peers)) {
 		return
 	}
-	switch n.ballot.stage {
+	switch n.el.ballot.stage {
 	case votePre:
 		n.startVote()
 	case voteReal:
-		if n.haDirty() {
+		if n.ha.haDirty() {
 			return // our own vote counts once it is durable (onHADurable)
 		}
 		n.cancelTimer(TimerProbe)
 		n.cancelTimer(TimerElection)
-		n.ballot = ballot{}
-		n.log(Info, "election.primary", fmt.Sprintf("HA election: won term %d with a majority of votes — starting as primary (my_priority=%d)", n.term, n.opt.Self))
-		n.becomePrimary(n.term)
+		n.el.ballot = ballot{}
+		n.log(Info, "election.primary", fmt.Sprintf("HA election: won term %d with a majority of votes — starting as primary (my_priority=%d)", n.ha.term, n.opt.Self))
+		n.becomePrimary(n.ha.term)
 	}
 }
 
 // onBallotTimeout: the round found no majority in time.
 func (n *Node) onBallotTimeout() {
-	if n.ballot.stage == votePre && n.ballot.tries < maxPreVoteRounds {
+	if n.el.ballot.stage == votePre && n.el.ballot.tries < maxPreVoteRounds {
 		n.startPreVote()
 		return
 	}
 	stage := "votes"
-	if n.ballot.stage == votePre {
+	if n.el.ballot.stage == votePre {
 		stage = "pre-votes"
 	}
-	n.log(Info, "election.no-majority", fmt.Sprintf("HA election: no majority of %s (term %d) — starting over", stage, n.term))
-	n.ballot = ballot{}
-	n.startElection(n.failover)
+	n.log(Info, "election.no-majority", fmt.Sprintf("HA election: no majority of %s (term %d) — starting over", stage, n.ha.term))
+	n.el.ballot = ballot{}
+	n.startElection(n.el.failover)
 }
 
 // followsLivePrimary: we heard from our primary within the failure timeout,
 // so we refuse to help depose it (CheckQuorum's vote rejection).
 func (n *Node) followsLivePrimary() bool {
-	return n.role == RolePrimary || n.role == RoleStandby && !n.lost && int64(n.now.Mono)-n.heardAt < int64(n.opt.FailureTimeout)
+	return n.role == RolePrimary || n.role == RoleStandby && !n.el.lost && int64(n.now.Mono)-n.hb.heardAt < int64(n.opt.FailureTimeout)
 }
 
 // grantable: a candidate at log position pos may have our (pre-)vote.
 func (n *Node) grantable(pos logPos) bool {
-	return n.role != RoleBooting && !n.logUnknown && !n.followsLivePrimary() && !n.logPos.after(pos)
+	return n.role != RoleBooting && !n.disk.logUnknown && !n.followsLivePrimary() && !n.disk.logPos.after(pos)
 }
 
 func (n *Node) onPreVote(from int, m Msg) {
 	pos := logPos{term: m.LogTerm, lsn: m.WALPos}
-	ok := m.Term >= n.term && n.grantable(pos)
+	ok := m.Term >= n.ha.term && n.grantable(pos)
 	n.send(from, Msg{Type: MsgPreVoteReply, ReqID: m.ReqID, Accepted: ok})
 }
 
@@ -116,46 +116,46 @@ func (n *Node) onPreVote(from int, m Msg) {
 // ignores the candidate's term (it must not be deposed by it).
 func (n *Node) onVote(from int, m Msg) {
 	pos := logPos{term: m.LogTerm, lsn: m.WALPos}
-	if m.Term < n.term || n.followsLivePrimary() {
+	if m.Term < n.ha.term || n.followsLivePrimary() {
 		n.send(from, Msg{Type: MsgVoteReply, ReqID: m.ReqID})
 		return
 	}
-	if m.Term > n.term {
+	if m.Term > n.ha.term {
 		n.observeTerm(m.Term)
 		if n.role == RoleCandidate {
-			n.ballot = ballot{} // our round is void in the new term
+			n.el.ballot = ballot{} // our round is void in the new term
 		}
 	}
-	ok := (n.vote < 0 || n.vote == from) && n.grantable(pos)
+	ok := (n.ha.vote < 0 || n.ha.vote == from) && n.grantable(pos)
 	if ok {
-		n.vote = from
+		n.ha.vote = from
 		n.syncHA()
 		if n.role == RoleCandidate {
-			n.setTimer(TimerElection, n.deadline) // give the candidate time to win
+			n.setTimer(TimerElection, n.el.deadline) // give the candidate time to win
 		}
-		n.log(Info, "election.voted", fmt.Sprintf("HA election: voted for %s in term %d (its log term %d, lsn %d; ours term %d, lsn %d)", n.peerName(from), n.term, pos.term, pos.lsn, n.logPos.term, n.logPos.lsn))
+		n.log(Info, "election.voted", fmt.Sprintf("HA election: voted for %s in term %d (its log term %d, lsn %d; ours term %d, lsn %d)", n.peerName(from), n.ha.term, pos.term, pos.lsn, n.disk.logPos.term, n.disk.logPos.lsn))
 	}
 	n.send(from, Msg{Type: MsgVoteReply, ReqID: m.ReqID, Accepted: ok})
 }
 
 func (n *Node) onVoteReply(from int, m Msg, pre bool) {
-	if n.role != RoleCandidate || m.ReqID != n.ballot.req || !m.Accepted {
+	if n.role != RoleCandidate || m.ReqID != n.el.ballot.req || !m.Accepted {
 		return
 	}
-	if pre != (n.ballot.stage == votePre) || !pre && m.Term != n.term {
+	if pre != (n.el.ballot.stage == votePre) || !pre && m.Term != n.ha.term {
 		return
 	}
-	n.ballot.grants[from] = true
+	n.el.ballot.grants[from] = true
 	n.tryAdvance()
 }
 
 // onHADurable: data/term caught up with memory.
 func (n *Node) onHADurable() {
 	switch {
-	case n.role == RoleCandidate && n.ballot.stage == voteReal:
+	case n.role == RoleCandidate && n.el.ballot.stage == voteReal:
 		n.tryAdvance()
-	case n.role == RoleCandidate && n.promoting && !n.quorumMode():
-		n.becomePrimary(n.term)
+	case n.role == RoleCandidate && n.el.promoting && !n.quorumMode():
+		n.becomePrimary(n.ha.term)
 	}
 }
 
@@ -166,11 +166,11 @@ func (n *Node) checkQuorum() bool {
 	if !n.quorumMode() || n.role != RolePrimary {
 		return true
 	}
-	if int64(n.now.Mono)-n.resumed < int64(n.opt.FailureTimeout) {
+	if int64(n.now.Mono)-n.hb.resumed < int64(n.opt.FailureTimeout) {
 		return true // we were not listening: what the peers sent meanwhile is still queued
 	}
 	heard := 1
-	for p, at := range n.peerHeard { // unordered: a count
+	for p, at := range n.hb.peerHeard { // unordered: a count
 		if p != n.opt.Self && int64(n.now.Mono)-at < int64(n.opt.FailureTimeout) {
 			heard++
 		}
@@ -178,14 +178,14 @@ func (n *Node) checkQuorum() bool {
 	if quorum.Won(heard, len(n.opt.Peers)) {
 		return true
 	}
-	n.log(Warn, "ha.quorum-lost", fmt.Sprintf("HA: primary heard from %d of %d nodes within %v — no majority, stepping down (term %d)", heard, len(n.opt.Peers), n.opt.FailureTimeout, n.term))
+	n.log(Warn, "ha.quorum-lost", fmt.Sprintf("HA: primary heard from %d of %d nodes within %v — no majority, stepping down (term %d)", heard, len(n.opt.Peers), n.opt.FailureTimeout, n.ha.term))
 	n.stepDown("lost the majority: outcome unknown, check before retrying against the new primary")
 	return false
 }
 
 // stepDown leaves the primary role for a new election.
 func (n *Node) stepDown(why string) {
-	n.primary = -1
+	n.el.primary = -1
 	n.cancelTimer(TimerHeartbeat)
 	n.cancelTimer(TimerMaintenance)
 	n.failWaiting(why)
