@@ -3,7 +3,6 @@ package sm
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"xce/schema"
@@ -89,7 +88,7 @@ func (n *Node) snapshotImported(s recoveryStep, r result) {
 		// checks).
 		n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
 		j.mustReach = max(j.mustReach, plan.SnapshotLSN)
-		n.recoverFrom(j, slices.DeleteFunc(slices.Clone(s.snaps), func(x string) bool { return x == plan.Snapshot }), s.segs)
+		n.recoverFrom(j, without(s.snaps, plan.Snapshot), s.segs)
 		return
 	}
 	j.lastTerm = ld.term

@@ -3,7 +3,6 @@ package sm
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"xce/sm/wal"
@@ -174,7 +173,7 @@ func (n *Node) scannedSnapshot(s scanStep, d IODone) {
 			bad = s.path
 		}
 		name := strings.TrimPrefix(s.path, wal.SnapDir+"/")
-		n.scanPlan(slices.DeleteFunc(slices.Clone(s.snaps), func(x string) bool { return x == name }), s.segs, bad, s.who)
+		n.scanPlan(without(s.snaps, name), s.segs, bad, s.who)
 		return
 	}
 	if n.disk.scanned != nil {
@@ -330,4 +329,16 @@ func (dl *jobLog) forgetScanned(op FileOp) {
 // candidate that lacks records it holds. Restart and read it again.
 func (n *Node) dieUnreadable(path string, d IODone) {
 	n.die("fatal.wal-unreadable", fmt.Sprintf("cannot read %s to learn the job log's position: %s %s — refusing to vote or stand without it", path, d.Err, d.Detail))
+}
+
+// without is names less every copy of name, in a new slice (a snapshot
+// found unusable is dropped from the plan, and the plan made again).
+func without(names []string, name string) []string {
+	out := make([]string, 0, len(names))
+	for _, x := range names {
+		if x != name {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -2,7 +2,7 @@ package sm
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // In-flight file operations belong to the role that started them
@@ -148,7 +148,7 @@ func (n *Node) PendingOps() []string {
 	for id := range n.ops.pending {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	slices.Sort(ids)
 	out := make([]string, len(ids))
 	for i, id := range ids {
 		p := n.ops.pending[id]

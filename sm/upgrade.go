@@ -77,41 +77,40 @@ type upgradeState struct {
 // names; then generation = current + 1, re-encode, crash-safe save, push
 // to the joined standbys, ACK the admin with the count, and restart.
 func (n *Node) onUpgrade(u UpgradeConfig) {
-	refuse := func(o UpgradeOutcome, msg string) { n.refuseUpgrade(u.ID, u.Peer, o, msg) }
 	switch {
 	case n.role != RolePrimary || n.conf.cfg == nil:
-		refuse(UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
 		return
 	case !n.opt.EnableUpgrade:
-		refuse(UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
 		return
 	case n.conf.upgrade != nil:
-		refuse(UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
 		return
 	case len(u.Bytes) > MaxConfigSize:
-		refuse(UpgradeInvalid, "Config blob exceeds CONF_MAX_SIZE")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Config blob exceeds CONF_MAX_SIZE")
 		return
 	case len(u.Bytes) == 0 || len(u.SHA256) != 32:
-		refuse(UpgradeInvalid, "Invalid request: bytes or sha256 field missing")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Invalid request: bytes or sha256 field missing")
 		return
 	}
 	if sum := sha256.Sum256(u.Bytes); !bytes.Equal(sum[:], u.SHA256) {
-		refuse(UpgradeInvalid, "SHA-256 mismatch — blob corrupted in transit")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "SHA-256 mismatch — blob corrupted in transit")
 		return
 	}
 	c, err := schema.DecodeClusterConfig(u.Bytes)
 	if err != nil {
-		refuse(UpgradeInvalid, "Failed to decode ClusterConfig blob")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to decode ClusterConfig blob")
 		return
 	}
 	if err := schema.Validate(c); err != nil {
-		refuse(UpgradeInvalid, err.Error())
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, err.Error())
 		return
 	}
 	c.ConfigGeneration = n.conf.cfg.gen + 1 // the primary is the sole authority (§4.4)
 	blob, err := schema.Encode(c)
 	if err != nil || len(blob) > MaxConfigSize {
-		refuse(UpgradeInvalid, "Failed to re-encode config")
+		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to re-encode config")
 		return
 	}
 	up := &upgradeState{id: u.ID, peer: u.Peer}
