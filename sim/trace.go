@@ -134,17 +134,7 @@ func (t *tracer) computed(now time.Duration, node int, c sm.Compute, res sm.Comp
 		t.buf = append(t.buf, ' ')
 		t.buf = append(t.buf, c.Path...)
 	}
-	if len(c.Data) > 0 {
-		t.buf = append(t.buf, " len="...)
-		t.buf = strconv.AppendInt(t.buf, int64(len(c.Data)), 10)
-	}
-	t.buf = append(t.buf, ": "...)
-	t.buf = append(t.buf, res.Err.String()...)
-	if len(res.Data) > 0 {
-		t.buf = append(t.buf, " bytes="...)
-		t.buf = strconv.AppendInt(t.buf, int64(len(res.Data)), 10)
-	}
-	t.end()
+	t.outcome(len(c.Data), res.Err, len(res.Data))
 }
 
 // ioDone traces a completed file operation with what it did.
@@ -160,15 +150,21 @@ func (t *tracer) ioDone(now time.Duration, node int, op sm.FileOp, res sm.IODone
 		t.buf = append(t.buf, " -> "...)
 		t.buf = append(t.buf, op.To...)
 	}
-	if len(op.Data) > 0 {
+	t.outcome(len(op.Data), res.Err, len(res.Data))
+}
+
+// outcome ends the line of a completed operation: the bytes it was given,
+// its result and the bytes it gave back.
+func (t *tracer) outcome(in int, err sm.IOErr, out int) {
+	if in > 0 {
 		t.buf = append(t.buf, " len="...)
-		t.buf = strconv.AppendInt(t.buf, int64(len(op.Data)), 10)
+		t.buf = strconv.AppendInt(t.buf, int64(in), 10)
 	}
 	t.buf = append(t.buf, ": "...)
-	t.buf = append(t.buf, res.Err.String()...)
-	if len(res.Data) > 0 {
+	t.buf = append(t.buf, err.String()...)
+	if out > 0 {
 		t.buf = append(t.buf, " bytes="...)
-		t.buf = strconv.AppendInt(t.buf, int64(len(res.Data)), 10)
+		t.buf = strconv.AppendInt(t.buf, int64(out), 10)
 	}
 	t.end()
 }

@@ -344,13 +344,8 @@ func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
 // holding the record after cu.sent.
 func (n *Node) catchUpRoundListed(c catchUpStep, d IODone) {
 	s, rp, cu := c.s, c.rp, c.cu
-	live := c.live()
-	if d.Err != IOOK {
-		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+	if !n.catchUpRoundGoesOn(c, d, "list "+wal.WALDir) {
 		return
-	}
-	if !live {
-		return // resynced meanwhile
 	}
 	seg, next := segmentAfter(d.Entries, cu.sent)
 	if seg == "" {
@@ -367,12 +362,7 @@ func (n *Node) catchUpRoundListed(c catchUpStep, d IODone) {
 // cu.sent are queued and sent.
 func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
 	s, rp, cu := c.s, c.rp, c.cu
-	live := c.live()
-	if d.Err != IOOK {
-		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot read %s: %s %s", c.seg, d.Err, d.Detail))
-		return
-	}
-	if !live {
+	if !n.catchUpRoundGoesOn(c, d, "read "+c.seg) {
 		return
 	}
 	frames, end, why := framesFrom(d.Data, cu.sent)
@@ -392,6 +382,19 @@ func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
 // round's too) falls back
 // to a snapshot, or, for a catch-up abandoned meanwhile, is logged (an
 // error is never dropped unseen).
+// catchUpRoundGoesOn reports whether a later round goes on after the
+// operation (what) that resumed it: not if it failed (then the catch-up
+// fails, or an abandoned one logs why), nor if the standby resynced
+// meanwhile.
+func (n *Node) catchUpRoundGoesOn(c catchUpStep, d IODone, what string) bool {
+	live := c.live()
+	if d.Err != IOOK {
+		n.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot %s: %s %s", what, d.Err, d.Detail))
+		return false
+	}
+	return live
+}
+
 func (n *Node) catchUpRoundIOFailed(s int, rp *replPeer, live bool, why string) {
 	if !live {
 		n.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
