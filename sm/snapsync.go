@@ -134,7 +134,7 @@ func (n *Node) onReplSnapshot(from int, m Msg) {
 	// until this snapshot is complete and verified.
 	n.sb.epochSeen = m.ReqID
 	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit(), recv: &snapRecv{
-		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.SnapshotTempName(m.PrevLSN),
+		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.ReceivedSnapshotTempName(m.PrevLSN),
 	}}
 	n.setSync(sr)
 	prev := n.ops.own(sr.owner) // the transfer is this sync's (pending.go)

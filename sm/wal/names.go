@@ -45,6 +45,14 @@ func SnapshotPath(lsn uint64) string { return SnapDir + "/" + SnapshotName(lsn) 
 // rename into SnapshotName(lsn).
 func SnapshotTempName(lsn uint64) string { return SnapshotName(lsn) + TempExt }
 
+// ReceivedSnapshotTempName is the name a snapshot received from the
+// primary is written under before its rename into SnapshotName(lsn): not
+// SnapshotTempName's, so a standby's own checkpoint at the same LSN, which
+// may still be writing its temporary file, never shares a file with it.
+func ReceivedSnapshotTempName(lsn uint64) string {
+	return fmt.Sprintf("%016x.recv%s", lsn, snapshotExt) + TempExt
+}
+
 // ParseSnapshotName returns the LSN named by a snapshot file name, or ok
 // false for any other name (temp files included).
 func ParseSnapshotName(name string) (lsn uint64, ok bool) { return parseName(name, snapshotExt) }

@@ -21,6 +21,14 @@ func TestNames(t *testing.T) {
 	if got := SnapshotTempName(255); got != "00000000000000ff.snap.tmp" {
 		t.Fatal(got)
 	}
+	// A received snapshot and a checkpoint at one LSN never share a file,
+	// and neither temporary name passes for a snapshot.
+	if got := ReceivedSnapshotTempName(255); got != "00000000000000ff.recv.snap.tmp" || got == SnapshotTempName(255) {
+		t.Fatal(got)
+	}
+	if _, ok := ParseSnapshotName(ReceivedSnapshotTempName(255)); ok {
+		t.Fatal("a received snapshot's temporary name parses as a snapshot")
+	}
 	for _, lsn := range []uint64{0, 1, 0xdeadbeef, 1<<64 - 1} {
 		if v, ok := ParseSegmentName(SegmentName(lsn)); !ok || v != lsn {
 			t.Fatalf("segment %d: %d %v", lsn, v, ok)
