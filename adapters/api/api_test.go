@@ -167,6 +167,21 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 		t.Cleanup(func() { fwd.Close(); tr.Close() })
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	// Each node listens in a goroutine: wait until every live one accepts,
+	// so a call forwarded to it is never refused because its listener is
+	// not up yet (CI saw n1 refused, TestForwardOnceAndUnreachable).
+	for i, p := range c.peers {
+		for deadline := time.Now().Add(5 * time.Second); up[i]; time.Sleep(5 * time.Millisecond) {
+			conn, err := net.DialTimeout("tcp", p.Addr, time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never listened on %s: %v", p.Name, p.Addr, err)
+			}
+		}
+	}
 	return c
 }
 
