@@ -188,6 +188,25 @@ type bodyResult struct {
 	sent      int64         // body bytes the kernel took in all
 }
 
+// replied records the reply (or err, none arrived) that came in after
+// in, when the kernel had taken sentFirst body bytes, and reads its body
+// to its end.
+func (res *bodyResult) replied(resp *http.Response, err error, in time.Duration, sentFirst int64) {
+	res.replyIn, res.sentFirst = in, sentFirst
+	if err != nil {
+		res.replyErr = fmt.Errorf("no reply: %w", err)
+		return
+	}
+	res.status = resp.StatusCode
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	res.body = string(b)
+	res.complete = err == nil
+	if err != nil {
+		res.replyErr = fmt.Errorf("reply body cut after %d bytes: %w", len(b), err)
+	}
+}
+
 // countingZeros is a reader of zero bytes counting what was read.
 type countingZeros struct {
 	left int64
@@ -279,19 +298,7 @@ func oversizedBodyH1(v bodyVariant, addr string, tc *tls.Config, size int64, lim
 	br := bufio.NewReader(conn)
 	req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/xce.v1.Xce/Submit", nil)
 	resp, err := http.ReadResponse(br, req)
-	res.replyIn = time.Since(t0)
-	res.sentFirst = sent.Load()
-	if err != nil {
-		res.replyErr = fmt.Errorf("no reply: %w", err)
-	} else {
-		res.status = resp.StatusCode
-		b, err := io.ReadAll(resp.Body)
-		res.body = string(b)
-		res.complete = err == nil
-		if err != nil {
-			res.replyErr = fmt.Errorf("reply body cut after %d bytes: %w", len(b), err)
-		}
-	}
+	res.replied(resp, err, time.Since(t0), sent.Load())
 	close(stop)
 	conn.Close()
 	<-wrote
@@ -322,20 +329,7 @@ func oversizedBodyH2(v bodyVariant, addr string, tc *tls.Config, size int64, lim
 	}
 	t0 := time.Now()
 	resp, err := tr.RoundTrip(req)
-	res.replyIn = time.Since(t0)
-	res.sentFirst = sent.Load()
-	if err != nil {
-		res.replyErr = fmt.Errorf("no reply: %w", err)
-	} else {
-		res.status = resp.StatusCode
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		res.body = string(b)
-		res.complete = err == nil
-		if err != nil {
-			res.replyErr = fmt.Errorf("reply body cut after %d bytes: %w", len(b), err)
-		}
-	}
+	res.replied(resp, err, time.Since(t0), sent.Load())
 	cancel()
 	res.sent = sent.Load()
 	return res

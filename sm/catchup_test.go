@@ -162,16 +162,7 @@ func TestStepDownAbandonsJobOperations(t *testing.T) {
 	h, p := threeNodes(t)
 	pn := h.node(p)
 	other := (p + 1) % 3
-	h.step(p, sm.ClientOp{ID: 700, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("z")}})
-	var appended string
-	for _, op := range pn.ops {
-		if op.Op == sm.OpAppend {
-			appended = op.Path
-		}
-	}
-	if appended == "" {
-		t.Fatal("the write issued no WAL append")
-	}
+	appended := writeInFlight(t, h, p, 700)
 	if len(pn.n.PendingOps()) == 0 {
 		t.Fatal("no pending operation after the append was issued")
 	}

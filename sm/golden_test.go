@@ -88,12 +88,8 @@ func (g *golden) run(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "restart":
 		for _, i := range g.nodes(t, d) {
-			g.h.kill(i)
-			g.h.newProcess(g.h.nodes[i])
-			g.h.nodes[i].up = true
-			g.h.enqueue(i, sm.Boot{Seed: uint64(1000 + i)})
+			g.h.restart(i)
 		}
-		g.h.run()
 	case "cut":
 		ns := g.nodes(t, d)
 		g.h.cutLink(ns[0], ns[1])
