@@ -79,7 +79,7 @@ func (s bootStep) resume(n *Node, r result) {
 	case bootTermDurable:
 		if !n.ha.haWriting && n.ha.durTerm < s.t {
 			n.ha.durTerm, n.ha.durVote = s.t, s.v
-			if !n.ha.haDirty() {
+			if !n.ha.dirty() {
 				n.releaseHeld()
 			}
 		}

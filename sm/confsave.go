@@ -130,7 +130,12 @@ func (s storeStep) String() string {
 	if s.save != nil {
 		out += fmt.Sprintf(" %s for %s", s.save.name, saveForNames[s.save.why.kind])
 	}
-	return out + s.path + s.name
+	for _, x := range []string{s.path, s.name} {
+		if x != "" {
+			out += " " + x
+		}
+	}
+	return out
 }
 
 func (s storeStep) resume(n *Node, r result) {

@@ -40,7 +40,7 @@ type onErr uint8
 
 const (
 	errHalt  onErr = iota // stop and resume next with the failure
-	errGoOn               // log a warning (key, text after pre) and go on
+	errGoOn               // log a warning (key; its text starts with pre) and go on
 	errFatal              // the node stops (key)
 )
 
@@ -96,7 +96,7 @@ func (s *seq) resume(n *Node, r result) {
 			n.die(cur.key, fmt.Sprintf("cannot %s: %s %s", failedTo(cur.op), r.Err, r.Detail))
 			return
 		case errGoOn:
-			n.log(Warn, cur.key, fmt.Sprintf("%scannot remove %s: %s %s", cur.pre, cur.op.Path, r.Err, r.Detail))
+			n.log(Warn, cur.key, fmt.Sprintf("%scannot %s: %s %s", cur.pre, describeOp(cur.op), r.Err, r.Detail))
 		}
 	}
 	s.at++

@@ -61,8 +61,8 @@ func termFile(t uint64, vote int) []byte {
 	return []byte(body + termSumSep + fmt.Sprintf("%08x", wal.Checksum([]byte(body))) + "\n")
 }
 
-// haDirty: the in-memory term or vote is not durable yet.
-func (hs *haState) haDirty() bool { return hs.term != hs.durTerm || hs.vote != hs.durVote }
+// dirty: the in-memory term or vote is not durable yet.
+func (hs *haState) dirty() bool { return hs.term != hs.durTerm || hs.vote != hs.durVote }
 
 // observeTerm moves to a higher term seen in a message (no vote in it yet)
 // and starts making it durable.
@@ -86,7 +86,7 @@ func (n *Node) observeTerm(t uint64) {
 // write is in flight; on completion it writes again if the state moved
 // meanwhile, else releases the held sends and lets the election proceed.
 func (n *Node) syncHA() {
-	if n.ha.haWriting || !n.ha.haDirty() || n.role == RoleStopped {
+	if n.ha.haWriting || !n.ha.dirty() || n.role == RoleStopped {
 		return
 	}
 	t, v := n.ha.term, n.ha.vote
@@ -121,7 +121,7 @@ func (w termWritten) resume(n *Node, r result) {
 	}
 	n.ha.haWriting = false
 	n.ha.durTerm, n.ha.durVote = w.t, w.v
-	if n.ha.haDirty() {
+	if n.ha.dirty() {
 		n.syncHA()
 		return
 	}

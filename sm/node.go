@@ -337,7 +337,7 @@ func (n *Node) send(to int, m Msg) {
 		m.Round = n.hb.lastRound
 	}
 	s := Send{To: to, Msg: m}
-	if n.ha.haDirty() {
+	if n.ha.dirty() {
 		n.ha.hold(s) // it reveals a term or vote not durable yet
 		return
 	}

@@ -69,7 +69,7 @@ func (n *Node) tryAdvance() {
 	case votePre:
 		n.startVote()
 	case voteReal:
-		if n.ha.haDirty() {
+		if n.ha.dirty() {
 			return // our own vote counts once it is durable (onHADurable)
 		}
 		n.cancelTimer(TimerProbe)
