@@ -22,7 +22,10 @@ type checkpoint struct {
 }
 
 // CheckpointInProgress is checkpoint_in_progress (seed 002 §6.7).
-func (n *Node) CheckpointInProgress() bool { return n.jobs != nil && n.jobs.ckpt.inProgress }
+func (n *Node) CheckpointInProgress() bool { return n.jobs.checkpointing() }
+
+// checkpointing reports a checkpoint in progress (false with no job state).
+func (j *jobState) checkpointing() bool { return j != nil && j.ckpt.inProgress }
 
 // maybeCheckpoint starts a checkpoint once the active segment holds more
 // than max_wal_records records (a soft trigger, §13.2, §13.5).

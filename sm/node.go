@@ -248,11 +248,14 @@ func (n *Node) Ready() bool {
 func (n *Node) Stale() bool { return n.conf.stale }
 
 // ConfigTag is the tag of the running config, 0 if none.
-func (n *Node) ConfigTag() uint64 {
-	if n.conf.cfg == nil {
+func (n *Node) ConfigTag() uint64 { return n.conf.runningTag() }
+
+// runningTag is the tag of the config this node runs with, 0 if none.
+func (cs *configState) runningTag() uint64 {
+	if cs.cfg == nil {
 		return 0
 	}
-	return n.conf.cfg.tag
+	return cs.cfg.tag
 }
 
 // Config returns the running config's bytes and versioned file name.
@@ -328,7 +331,7 @@ func (n *Node) send(to int, m Msg) {
 		m.WALPos, m.LogTerm = n.disk.logPos.lsn, n.disk.logPos.term
 	}
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
-		m.ConfigTag = n.ConfigTag()
+		m.ConfigTag = n.conf.runningTag()
 	}
 	switch {
 	case n.role == RolePrimary && m.Type == MsgHeartbeat:

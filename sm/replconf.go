@@ -30,7 +30,7 @@ type fetchState struct {
 
 func (n *Node) startFetch() {
 	n.conf.fetch = &fetchState{}
-	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.el.primary), n.ConfigTag()))
+	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.el.primary), n.conf.runningTag()))
 	n.tryFetch()
 }
 
@@ -80,7 +80,7 @@ func (n *Node) onFetchTimeout() {
 // checkPrimaryTag re-pulls when the primary's heartbeat shows a different
 // config tag (seed §10.8 "tag check on every reconnect", made continuous).
 func (n *Node) checkPrimaryTag(tag uint64) {
-	if n.conf.fetch != nil || tag == 0 || tag == n.ConfigTag() {
+	if n.conf.fetch != nil || tag == 0 || tag == n.conf.runningTag() {
 		return
 	}
 	n.startFetch()
@@ -109,7 +109,7 @@ func (n *Node) onJoinReply(from int, m Msg) {
 		n.log(Warn, "conf.join-refused", fmt.Sprintf("join refused by %s: %s (status %d)", n.peerName(from), m.Error, m.Status))
 		return // the attempt times out and retries
 	}
-	n.send(from, Msg{Type: MsgReplConfig, ReqID: f.reqID, ConfigTag: n.ConfigTag()})
+	n.send(from, Msg{Type: MsgReplConfig, ReqID: f.reqID, ConfigTag: n.conf.runningTag()})
 }
 
 // onReplConfig is the primary handler (seed 002 §5.4): up-to-date if the
@@ -249,7 +249,7 @@ func (n *Node) fetchSaved(f *fetchState, tag uint64, ok bool) {
 
 // onPush is the standby side of OP_replConfigPush (seed 002 §5.2).
 func (n *Node) onPush(from int, m Msg) {
-	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: n.ConfigTag()}
+	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: n.conf.runningTag()}
 	if n.role != RoleStandby || from != n.el.primary {
 		n.send(from, reply)
 		return
@@ -271,7 +271,7 @@ func (n *Node) onPush(from int, m Msg) {
 
 // pushSaved answers the primary's push once its config is saved (or not).
 func (n *Node) pushSaved(from int, reqID uint64, ok bool) {
-	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: n.ConfigTag()}
+	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: n.conf.runningTag()}
 	if n.role == RoleStandby && n.el.primary == from {
 		n.send(from, r)
 	}

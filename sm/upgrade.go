@@ -191,11 +191,11 @@ func (n *Node) finishPush(up *upgradeState) {
 // then it waits for it, at most ckptWaitMax.
 func (n *Node) restartWhenIdle() {
 	up := n.conf.upgrade
-	if n.CheckpointInProgress() && n.now.Mono-up.waitFrom < ckptWaitMax {
+	if n.jobs.checkpointing() && n.now.Mono-up.waitFrom < ckptWaitMax {
 		n.setTimer(TimerPush, 10*time.Millisecond)
 		return
 	}
-	if n.CheckpointInProgress() {
+	if n.jobs.checkpointing() {
 		n.log(Error, "upgrade.checkpoint-timeout", "Checkpoint did not complete within 30s — restarting anyway")
 	}
 	n.log(Info, "upgrade.exit", "restarting to apply the new config")
