@@ -71,36 +71,36 @@ func (s bootStep) String() string {
 func (s bootStep) resume(n *Node, r result) {
 	switch s.kind {
 	case bootInstall:
-		n.install(s.blob)
+		n.conf.install(s.blob)
 	case bootReadTerm:
 		n.io(FileOp{Op: OpRead, Path: TermPath, MaxSize: maxTermFile}, bootStep{kind: bootTermRead})
 	case bootTermRead:
-		n.onTermRead(r.IODone)
+		n.el.onTermRead(r.IODone)
 	case bootTermDurable:
-		if !n.ha.haWriting && n.ha.durTerm < s.t {
-			n.ha.durTerm, n.ha.durVote = s.t, s.v
-			if !n.ha.dirty() {
-				n.releaseHeld()
+		if !n.el.ha.haWriting && n.el.ha.durTerm < s.t {
+			n.el.ha.durTerm, n.el.ha.durVote = s.t, s.v
+			if !n.el.ha.dirty() {
+				n.el.releaseHeld()
 			}
 		}
-		n.loadSaved(bootScan)
+		n.conf.loadSaved(bootScan)
 	case loadPointer:
-		n.onPointerRead(r.IODone, s.next)
+		n.conf.onPointerRead(r.IODone, s.next)
 	case loadVersioned:
-		n.onVersionedRead(s.name, r.IODone, s.next)
+		n.conf.onVersionedRead(s.name, r.IODone, s.next)
 	case loadDurable:
-		n.adoptLoaded(s.c)
-		n.afterLoad(s.next)
+		n.conf.adoptLoaded(s.c)
+		n.el.afterLoad(s.next)
 	}
 }
 
 // afterLoad goes on once loadSaved is done, as next says.
-func (n *Node) afterLoad(next bootKind) {
+func (el *election) afterLoad(next bootKind) {
 	if next == bootElect {
-		n.startElection(n.el.failover)
+		el.startElection(el.failover)
 		return
 	}
-	n.scanBootLog()
+	el.disk.scanBootLog()
 }
 
 // ErrBadTermFile reports an unreadable data/term.
@@ -113,71 +113,71 @@ func ParseTerm(b []byte) (uint64, error) {
 	return t, err
 }
 
-func (n *Node) onTermRead(d IODone) {
+func (el *election) onTermRead(d IODone) {
 	switch d.Err {
 	case IOOK:
 		t, v, err := ParseTermVote(d.Data)
 		if err != nil {
-			n.die("fatal.term", err.Error())
+			el.node.die("fatal.term", err.Error())
 			return
 		}
 		// What we act on must be durable even if an earlier process died
 		// after a failed fsync left it only in the page cache: until the
 		// fsyncs below complete, messages revealing it are held.
-		n.ha.term, n.ha.vote = t, v
-		n.run([]seqOp{{op: FileOp{Op: OpFsync, Path: TermPath}}, {op: FileOp{Op: OpFsyncDir, Path: DataDir}}}, bootStep{kind: bootTermDurable, t: t, v: v})
+		el.ha.term, el.ha.vote = t, v
+		el.run([]seqOp{{op: FileOp{Op: OpFsync, Path: TermPath}}, {op: FileOp{Op: OpFsyncDir, Path: DataDir}}}, bootStep{kind: bootTermDurable, t: t, v: v})
 		return
 	case IONotExist:
-		n.ha.term = 0
+		el.ha.term = 0
 	default:
-		n.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
+		el.node.die("fatal.term", fmt.Sprintf("cannot read '%s': %s %s", TermPath, d.Err, d.Detail))
 		return
 	}
-	n.loadSaved(bootScan)
+	el.conf.loadSaved(bootScan)
 }
 
 // afterBootScan: a log holding records of a term above data/term (a
 // standby appended them and died before its term write) raises the term.
-func (n *Node) afterBootScan(pos logPos, clean bool) {
-	n.disk.logPos, n.disk.logClean = pos, clean
-	n.observeTerm(n.disk.logPos.term)
-	n.startElection(false)
+func (el *election) afterBootScan(pos logPos, clean bool) {
+	el.disk.logPos, el.disk.logClean = pos, clean
+	el.observeTerm(el.disk.logPos.term)
+	el.startElection(false)
 }
 
 // loadSaved resolves conf/current -> versioned file and verifies it. A
 // problem leaves cfg nil and records why in cfgProblem; whether that is
 // FATAL depends on the role the election gives (seed 002 §10).
 // next is what goes on afterwards (bootScan or bootElect).
-func (n *Node) loadSaved(next bootKind) {
-	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, bootStep{kind: loadPointer, next: next})
+func (cs *configState) loadSaved(next bootKind) {
+	cs.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: PointerReadLimit}, bootStep{kind: loadPointer, next: next})
 }
 
-func (n *Node) onPointerRead(d IODone, next bootKind) {
+func (cs *configState) onPointerRead(d IODone, next bootKind) {
 	name, problem, key, level := ResolvePointer(d)
 	// §10.6a: an empty pointer is a missing config; anything else wrong
 	// is a config the FATAL says is unusable, and why.
-	n.conf.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
+	cs.cfgMissing = d.Err == IONotExist || key == "conf.pointer-empty"
 	if problem != "" {
-		n.conf.cfgProblem = problem
+		cs.cfgProblem = problem
 		if key != "" {
-			n.log(level, key, problem)
+			cs.log(level, key, problem)
 		}
-		n.afterLoad(next)
+		cs.el.afterLoad(next)
 		return
 	}
-	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + name, MaxSize: MaxConfigSize}, bootStep{kind: loadVersioned, name: name, next: next})
+	cs.io(FileOp{Op: OpRead, Path: ConfDir + "/" + name, MaxSize: MaxConfigSize}, bootStep{kind: loadVersioned, name: name, next: next})
 }
 
-func (n *Node) onVersionedRead(name string, d IODone, next bootKind) {
+func (cs *configState) onVersionedRead(name string, d IODone, next bootKind) {
 	c, problem, key := verifyVersioned(name, d)
 	if c == nil {
-		n.conf.cfgProblem = problem
-		n.log(Error, key, problem)
-		n.afterLoad(next)
+		cs.cfgProblem = problem
+		cs.log(Error, key, problem)
+		cs.el.afterLoad(next)
 		return
 	}
 	// Make what we loaded durable before acting on it (see onTermRead).
-	n.run([]seqOp{
+	cs.run([]seqOp{
 		{op: FileOp{Op: OpFsync, Path: ConfDir + "/" + name}},
 		{op: FileOp{Op: OpFsync, Path: PointerPath}},
 		{op: FileOp{Op: OpFsyncDir, Path: ConfDir}},
@@ -239,38 +239,38 @@ func verifyVersioned(name string, d IODone) (*loaded, string, string) {
 
 // adoptLoaded makes a verified saved config the running one and computes
 // config_stale from its mtime (seed 002 §10.3).
-func (n *Node) adoptLoaded(c *loaded) {
-	n.conf.cfg = c
-	n.conf.stale = n.opt.StaleTimeout > 0 && time.Duration(n.now.Wall-c.modTime) > n.opt.StaleTimeout
-	if n.conf.stale {
-		n.log(Warn, "conf.stale", fmt.Sprintf("saved config %s (tag=%016x) is older than conf_stale_timeout %v — flagged config_stale", c.name, c.tag, n.opt.StaleTimeout))
+func (cs *configState) adoptLoaded(c *loaded) {
+	cs.cfg = c
+	cs.stale = cs.opt.StaleTimeout > 0 && time.Duration(cs.now.Wall-c.modTime) > cs.opt.StaleTimeout
+	if cs.stale {
+		cs.log(Warn, "conf.stale", fmt.Sprintf("saved config %s (tag=%016x) is older than conf_stale_timeout %v — flagged config_stale", c.name, c.tag, cs.opt.StaleTimeout))
 	}
-	n.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
+	cs.log(Info, "conf.loaded", fmt.Sprintf("loaded saved config %s (tag=%016x, generation %d)", c.name, c.tag, c.gen))
 }
 
 // install saves blob as the node's config and exits: 0 once it is durable
 // and trimmed, 1 if the blob is invalid or the save failed.
-func (n *Node) install(blob []byte) {
+func (cs *configState) install(blob []byte) {
 	if _, problem := verifyBlob("", blob, 0); problem != "" {
-		n.die("install.invalid", "refusing to install config: "+problem)
+		cs.node.die("install.invalid", "refusing to install config: "+problem)
 		return
 	}
-	n.saveConfig(blob, saveFor{kind: savedInstall})
+	cs.saveConfig(blob, saveFor{kind: savedInstall})
 }
 
 // installSaved: once the installed config is durable, the trim that
 // follows the save runs, then the node exits.
-func (n *Node) installSaved(ok bool) {
+func (cs *configState) installSaved(ok bool) {
 	if !ok {
-		n.die("install.failed", "config install failed; conf/current unchanged")
+		cs.node.die("install.failed", "config install failed; conf/current unchanged")
 		return
 	}
-	n.enqueueStore(storeJob{kind: jobInstalled})
+	cs.enqueueStore(storeJob{kind: jobInstalled})
 }
 
 // configInstalled ends an install (a store job: after the trim).
-func (n *Node) configInstalled() {
-	n.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", n.conf.cfg.name, n.conf.cfg.tag))
-	n.emit(Exit{Code: 0, Reason: "config installed"})
-	n.role = RoleStopped
+func (cs *configState) configInstalled() {
+	cs.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", cs.cfg.name, cs.cfg.tag))
+	cs.emit(Exit{Code: 0, Reason: "config installed"})
+	cs.role = RoleStopped
 }

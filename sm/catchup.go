@@ -64,13 +64,13 @@ func (cu *catchUpRead) newRound() {
 
 // canCatchUp: the standby's log ends exactly at logPos with nothing after
 // it, and nothing will change it but this primary's sync.
-func (n *Node) canCatchUp() bool {
-	return n.quorumMode() && n.role == RoleStandby && !n.disk.logUnknown && n.disk.logClean && !n.sb.installBusy && n.sb.replWriting == 0 && !n.sb.wantSnapshot
+func (sl *standbyLog) canCatchUp() bool {
+	return sl.quorumMode() && sl.role == RoleStandby && !sl.disk.logUnknown && sl.disk.logClean && !sl.installBusy && sl.replWriting == 0 && !sl.wantSnapshot
 }
 
 // joinMsg is a standby's request for a log sync.
-func (n *Node) joinMsg(reqID uint64) Msg {
-	return Msg{Type: MsgJoin, ReqID: reqID, CatchUp: n.canCatchUp()}
+func (sl *standbyLog) joinMsg(reqID uint64) Msg {
+	return Msg{Type: MsgJoin, ReqID: reqID, CatchUp: sl.canCatchUp()}
 }
 
 // noteJoin keeps the position a standby asked to catch up from, for the
@@ -87,33 +87,33 @@ func (jp *joinedPeers) noteJoin(from int, m Msg) {
 
 // tryCatchUp starts a catch-up sync of standby s from its stated position,
 // or reports that only a snapshot can sync it.
-func (n *Node) tryCatchUp(s int) bool {
-	from, ok := n.joined.joinPos[s]
-	delete(n.joined.joinPos, s)
-	j := n.jobs
-	if !ok || !n.quorumMode() {
+func (jp *joinedPeers) tryCatchUp(s int) bool {
+	from, ok := jp.joinPos[s]
+	delete(jp.joinPos, s)
+	j := jp.journal.jobs
+	if !ok || !jp.quorumMode() {
 		return false
 	}
 	j.replEpoch++
-	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(n.now.Mono)), catchUp: &catchUpRead{from: from}}
+	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(jp.now.Mono)), catchUp: &catchUpRead{from: from}}
 	j.setPeer(s, rp)
 	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
 		rp.catchUp.sent = from.lsn
-		n.finishCatchUp(s, rp) // nothing to read: it has every record
+		jp.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.readForCatchUp(j, s, rp)
-	n.ops.cur = prev
+	prev := jp.ops.own(jp.ops.jobsOwner())
+	jp.readForCatchUp(j, s, rp)
+	jp.ops.cur = prev
 	return true
 }
 
 // readForCatchUp lists our segments and reads those after the standby's
 // position.
-func (n *Node) readForCatchUp(j *jobState, s int, rp *replPeer) {
+func (jp *joinedPeers) readForCatchUp(j *jobState, s int, rp *replPeer) {
 	cu := rp.catchUp
 	cu.reading = true
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpListed, j: j, s: s, rp: rp, cu: cu})
+	jp.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpListed, j: j, s: s, rp: rp, cu: cu})
 }
 
 // live reports whether the catch-up the step serves is still standby
@@ -122,12 +122,12 @@ func (c catchUpStep) live() bool { return c.j.repl[c.s] == c.rp && c.rp.catchUp 
 
 // catchUpListed: the first round's listing is in; read the segments that
 // may hold the standby's position and the records before it.
-func (n *Node) catchUpListed(c catchUpStep, d IODone) {
+func (jp *joinedPeers) catchUpListed(c catchUpStep, d IODone) {
 	s, rp, cu := c.s, c.rp, c.cu
 	from := cu.from
 	live := c.live()
 	if d.Err != IOOK {
-		n.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
+		jp.catchUpRoundIOFailed(s, rp, live, fmt.Sprintf("cannot list %s: %s %s", wal.WALDir, d.Err, d.Detail))
 		return
 	}
 	if !live {
@@ -135,7 +135,7 @@ func (n *Node) catchUpListed(c catchUpStep, d IODone) {
 	}
 	segs := catchUpSegments(d.Entries, from.lsn)
 	if len(segs) == 0 {
-		n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
+		jp.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", from.lsn))
 		return
 	}
 	// The segments that may hold from.lsn and the records before it
@@ -153,7 +153,7 @@ func (n *Node) catchUpListed(c catchUpStep, d IODone) {
 	for i, seg := range segs {
 		next := c
 		next.kind, next.seg, next.i, next.g = catchUpSegmentRead, seg, i, g
-		n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, next)
+		jp.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, next)
 	}
 }
 
@@ -165,10 +165,10 @@ type catchUpGather struct {
 
 // catchUpSegmentRead: one of the first round's reads is in; with the
 // last, what they found is checked and sent.
-func (n *Node) catchUpSegmentRead(c catchUpStep, d IODone) {
+func (jp *joinedPeers) catchUpSegmentRead(c catchUpStep, d IODone) {
 	live := c.live() // (a step-down drops this completion)
 	if d.Err != IOOK {
-		n.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot read %s: %s %s", c.seg, d.Err, d.Detail))
+		jp.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot read %s: %s %s", c.seg, d.Err, d.Detail))
 		return
 	}
 	if !live {
@@ -176,7 +176,7 @@ func (n *Node) catchUpSegmentRead(c catchUpStep, d IODone) {
 	}
 	c.g.data[c.i] = d.Data
 	if c.g.left--; c.g.left == 0 {
-		n.catchUpRead(c.s, c.rp, c.g.data)
+		jp.catchUpRead(c.s, c.rp, c.g.data)
 	}
 }
 
@@ -200,7 +200,7 @@ func catchUpSegments(entries []DirEntry, lsn uint64) []string {
 // standby's position must carry its term, the records after it must be
 // contiguous. A standby whose log diverges from ours (another term at its
 // position, or a log longer than ours) is told where to truncate to.
-func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
+func (jp *joinedPeers) catchUpRead(s int, rp *replPeer, data [][]byte) {
 	from := rp.catchUp.from
 	var frames []byte
 	var hint logPos // our last record at or before from.lsn with a term <= from.term
@@ -228,10 +228,10 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 		})
 		switch {
 		case why != "":
-			n.catchUpFailed(s, rp, why)
+			jp.catchUpFailed(s, rp, why)
 			return
 		case err != nil:
-			n.catchUpFailed(s, rp, fmt.Sprintf("the primary's own log does not scan: %v", err))
+			jp.catchUpFailed(s, rp, fmt.Sprintf("the primary's own log does not scan: %v", err))
 			return
 		}
 		if cut >= 0 {
@@ -242,26 +242,26 @@ func (n *Node) catchUpRead(s int, rp *replPeer, data [][]byte) {
 	case matched:
 		cu := rp.catchUp
 		cu.reading, cu.sent = false, from.lsn
-		n.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): records from our log, no snapshot", n.peerName(s), from.lsn, from.term))
-		n.queueCatchUp(cu, frames, max(end, from.lsn))
-		n.pumpCatchUp(s, rp)
+		jp.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): records from our log, no snapshot", jp.peerName(s), from.lsn, from.term))
+		jp.queueCatchUp(cu, frames, max(end, from.lsn))
+		jp.pumpCatchUp(s, rp)
 	case !diverged && from.lsn <= end:
-		n.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
+		jp.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
 	case hint.lsn == 0:
-		n.catchUpFailed(s, rp, fmt.Sprintf("its log diverges from ours before our oldest record (lsn %d, term %d)", from.lsn, from.term))
+		jp.catchUpFailed(s, rp, fmt.Sprintf("its log diverges from ours before our oldest record (lsn %d, term %d)", from.lsn, from.term))
 	default:
-		n.tellDiverged(s, rp, hint)
+		jp.tellDiverged(s, rp, hint)
 	}
 }
 
 // tellDiverged tells standby s that its log diverges from ours after
 // hint: it truncates its suffix (truncate.go) and joins again. Until then
 // it is in no sync (its acks say only that it is alive).
-func (n *Node) tellDiverged(s int, rp *replPeer, hint logPos) {
+func (jp *joinedPeers) tellDiverged(s int, rp *replPeer, hint logPos) {
 	from := rp.catchUp.from
 	rp.catchUp, rp.truncating = nil, true
-	n.log(Info, "repl.diverged", fmt.Sprintf("%s's log (lsn %d, term %d) diverges from ours: it truncates to at most lsn %d (term %d) and joins again", n.peerName(s), from.lsn, from.term, hint.lsn, hint.term))
-	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
+	jp.log(Info, "repl.diverged", fmt.Sprintf("%s's log (lsn %d, term %d) diverges from ours: it truncates to at most lsn %d (term %d) and joins again", jp.peerName(s), from.lsn, from.term, hint.lsn, hint.term))
+	jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, Diverged: true, PrevLSN: hint.lsn, PrevTerm: hint.term})
 }
 
 // errStop ends a wal.Walk early.
@@ -269,12 +269,12 @@ var errStop = errors.New("stop")
 
 // queueCatchUp queues frames (the records after cu.sent up to end) in
 // pieces of at most Options.SnapshotChunk bytes.
-func (n *Node) queueCatchUp(cu *catchUpRead, frames []byte, end uint64) {
+func (jp *joinedPeers) queueCatchUp(cu *catchUpRead, frames []byte, end uint64) {
 	cu.sent = max(cu.sent, end)
 	if len(frames) == 0 {
 		return // an empty message is "unusable" to the standby
 	}
-	for _, c := range splitFrames(frames, n.opt.SnapshotChunk) {
+	for _, c := range splitFrames(frames, jp.opt.SnapshotChunk) {
 		cu.queue = append(cu.queue, catchUpPiece{data: c, last: lastLSN(c)})
 	}
 }
@@ -283,38 +283,38 @@ func (n *Node) queueCatchUp(cu *catchUpRead, frames []byte, end uint64) {
 // unacknowledged; with the queue empty it reads the next segment, or
 // finishes: the batches held meanwhile follow, and the standby streams
 // live.
-func (n *Node) pumpCatchUp(s int, rp *replPeer) {
+func (jp *joinedPeers) pumpCatchUp(s int, rp *replPeer) {
 	cu := rp.catchUp
 	for len(cu.queue) > 0 && len(cu.inflight) < catchUpWindow {
 		p := cu.queue[0]
 		cu.queue = cu.queue[1:]
-		n.sendCatchUp(s, rp, p.data)
+		jp.sendCatchUp(s, rp, p.data)
 		cu.inflight = append(cu.inflight, p.last)
 	}
 	switch {
 	case len(cu.queue) > 0 || cu.reading:
 	case cu.more || cu.held.overflow:
-		n.nextCatchUpRound(s, rp)
+		jp.nextCatchUpRound(s, rp)
 	default:
-		n.finishCatchUp(s, rp)
+		jp.finishCatchUp(s, rp)
 	}
 }
 
 // sendCatchUp sends one run of frames: the first message of the
 // catch-up says where it starts; those after it are plain records.
-func (n *Node) sendCatchUp(s int, rp *replPeer, data []byte) {
+func (jp *joinedPeers) sendCatchUp(s int, rp *replPeer, data []byte) {
 	cu := rp.catchUp
 	if cu.started {
-		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: data})
+		jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: data})
 		return
 	}
 	cu.started = true
-	n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: cu.from.lsn, PrevTerm: cu.from.term, Bytes: data})
+	jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, CatchUp: true, PrevLSN: cu.from.lsn, PrevTerm: cu.from.term, Bytes: data})
 }
 
 // catchUpAcked notes the standby's durable LSN: the pieces it covers are
 // no longer in flight.
-func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
+func (jp *joinedPeers) catchUpAcked(s int, rp *replPeer, lsn uint64) {
 	cu := rp.catchUp
 	if cu == nil {
 		return
@@ -328,41 +328,41 @@ func (n *Node) catchUpAcked(s int, rp *replPeer, lsn uint64) {
 		return
 	}
 	cu.inflight = cu.inflight[k:]
-	n.pumpCatchUp(s, rp)
+	jp.pumpCatchUp(s, rp)
 }
 
 // nextCatchUpRound reads the segment holding the record after cu.sent.
-func (n *Node) nextCatchUpRound(s int, rp *replPeer) {
-	j, cu := n.jobs, rp.catchUp
+func (jp *joinedPeers) nextCatchUpRound(s int, rp *replPeer) {
+	j, cu := jp.journal.jobs, rp.catchUp
 	cu.newRound()
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpRoundListed, j: j, s: s, rp: rp, cu: cu})
-	n.ops.cur = prev
+	prev := jp.ops.own(jp.ops.jobsOwner())
+	jp.io(FileOp{Op: OpList, Path: wal.WALDir}, catchUpStep{kind: catchUpRoundListed, j: j, s: s, rp: rp, cu: cu})
+	jp.ops.cur = prev
 }
 
 // catchUpRoundListed: a later round's listing is in; read the segment
 // holding the record after cu.sent.
-func (n *Node) catchUpRoundListed(c catchUpStep, d IODone) {
+func (jp *joinedPeers) catchUpRoundListed(c catchUpStep, d IODone) {
 	s, rp, cu := c.s, c.rp, c.cu
-	if !n.catchUpRoundGoesOn(c, d, "list "+wal.WALDir) {
+	if !jp.catchUpRoundGoesOn(c, d, "list "+wal.WALDir) {
 		return
 	}
 	seg, next := segmentAfter(d.Entries, cu.sent)
 	if seg == "" {
-		n.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", cu.sent))
+		jp.catchUpFailed(s, rp, fmt.Sprintf("the records after lsn %d were checkpointed away", cu.sent))
 		return
 	}
 	cu.more = next > 0
 	step := c
 	step.kind, step.seg, step.next = catchUpRoundRead, seg, next
-	n.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, step)
+	jp.io(FileOp{Op: OpRead, Path: seg, MaxSize: maxLogFile}, step)
 }
 
 // catchUpRoundRead: a later round's segment is read; its records after
 // cu.sent are queued and sent.
-func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
+func (jp *joinedPeers) catchUpRoundRead(c catchUpStep, d IODone) {
 	s, rp, cu := c.s, c.rp, c.cu
-	if !n.catchUpRoundGoesOn(c, d, "read "+c.seg) {
+	if !jp.catchUpRoundGoesOn(c, d, "read "+c.seg) {
 		return
 	}
 	frames, end, why := framesFrom(d.Data, cu.sent)
@@ -370,12 +370,12 @@ func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
 		why = fmt.Sprintf("our segments skip from lsn %d to %d", end, c.next)
 	}
 	if why != "" {
-		n.catchUpFailed(s, rp, why)
+		jp.catchUpFailed(s, rp, why)
 		return
 	}
 	cu.reading = false
-	n.queueCatchUp(cu, frames, end)
-	n.pumpCatchUp(s, rp)
+	jp.queueCatchUp(cu, frames, end)
+	jp.pumpCatchUp(s, rp)
 }
 
 // catchUpRoundIOFailed: an I/O error of a round's list or read (the first
@@ -386,21 +386,21 @@ func (n *Node) catchUpRoundRead(c catchUpStep, d IODone) {
 // operation (what) that resumed it: not if it failed (then the catch-up
 // fails, or an abandoned one logs why), nor if the standby resynced
 // meanwhile.
-func (n *Node) catchUpRoundGoesOn(c catchUpStep, d IODone, what string) bool {
+func (jp *joinedPeers) catchUpRoundGoesOn(c catchUpStep, d IODone, what string) bool {
 	live := c.live()
 	if d.Err != IOOK {
-		n.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot %s: %s %s", what, d.Err, d.Detail))
+		jp.catchUpRoundIOFailed(c.s, c.rp, live, fmt.Sprintf("cannot %s: %s %s", what, d.Err, d.Detail))
 		return false
 	}
 	return live
 }
 
-func (n *Node) catchUpRoundIOFailed(s int, rp *replPeer, live bool, why string) {
+func (jp *joinedPeers) catchUpRoundIOFailed(s int, rp *replPeer, live bool, why string) {
 	if !live {
-		n.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
+		jp.log(Warn, "repl.catch-up-io", "reading our log for an abandoned catch-up: "+why)
 		return
 	}
-	n.catchUpIOFailed(s, rp, why)
+	jp.catchUpIOFailed(s, rp, why)
 }
 
 // segmentAfter is the segment holding the record after lsn (the last
@@ -453,19 +453,19 @@ func framesFrom(data []byte, lsn uint64) (frames []byte, end uint64, why string)
 
 // finishCatchUp sends the batches written since the last read was issued
 // (the records after cu.sent), then streams live.
-func (n *Node) finishCatchUp(s int, rp *replPeer) {
+func (jp *joinedPeers) finishCatchUp(s int, rp *replPeer) {
 	cu := rp.catchUp
 	end := cu.sent
 	var frames []byte
 	for _, b := range cu.held.batches {
 		rest, last, why := framesFrom(b, end)
 		if why != "" {
-			n.catchUpFailed(s, rp, "records written meanwhile: "+why)
+			jp.catchUpFailed(s, rp, "records written meanwhile: "+why)
 			return
 		}
 		frames, end = append(frames, rest...), last
 	}
-	n.log(Info, "repl.caught-up", fmt.Sprintf("%s caught up from lsn %d (term %d): %d records, no snapshot; streaming live", n.peerName(s), cu.from.lsn, cu.from.term, end-cu.from.lsn))
+	jp.log(Info, "repl.caught-up", fmt.Sprintf("%s caught up from lsn %d (term %d): %d records, no snapshot; streaming live", jp.peerName(s), cu.from.lsn, cu.from.term, end-cu.from.lsn))
 	var chunks [][]byte // none when it has every record: an empty one is "unusable" to it
 	if len(frames) > 0 {
 		chunks = splitFrames(frames, MaxConfigSize)
@@ -475,11 +475,11 @@ func (n *Node) finishCatchUp(s int, rp *replPeer) {
 		if len(chunks) > 0 {
 			first, chunks = chunks[0], chunks[1:]
 		}
-		n.sendCatchUp(s, rp, first)
+		jp.sendCatchUp(s, rp, first)
 	}
 	rp.catchUp = nil
 	for _, c := range chunks {
-		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: c})
+		jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: c})
 	}
 }
 
@@ -494,54 +494,58 @@ func lastLSN(frames []byte) (last uint64) {
 
 // catchUpFailed falls back to a snapshot: the records are not ours to
 // send (Info), or our own log could not be read (a WARN: an I/O error).
-func (n *Node) catchUpFailed(s int, rp *replPeer, why string) { n.catchUpFallback(s, rp, Info, why) }
+func (jp *joinedPeers) catchUpFailed(s int, rp *replPeer, why string) {
+	jp.catchUpFallback(s, rp, Info, why)
+}
 
-func (n *Node) catchUpIOFailed(s int, rp *replPeer, why string) { n.catchUpFallback(s, rp, Warn, why) }
+func (jp *joinedPeers) catchUpIOFailed(s int, rp *replPeer, why string) {
+	jp.catchUpFallback(s, rp, Warn, why)
+}
 
-func (n *Node) catchUpFallback(s int, rp *replPeer, level Level, why string) {
+func (jp *joinedPeers) catchUpFallback(s int, rp *replPeer, level Level, why string) {
 	key := "repl.catch-up-refused"
 	if level == Warn {
 		key = "repl.catch-up-io"
 	}
-	n.log(level, key, fmt.Sprintf("cannot catch %s up from lsn %d (%s): sending a snapshot", n.peerName(s), rp.catchUp.from.lsn, why))
-	delete(n.jobs.repl, s)
-	n.sendSnapshot(s)
+	jp.log(level, key, fmt.Sprintf("cannot catch %s up from lsn %d (%s): sending a snapshot", jp.peerName(s), rp.catchUp.from.lsn, why))
+	delete(jp.journal.jobs.repl, s)
+	jp.sendSnapshot(s)
 }
 
 // onCatchUp is the standby's side of a catch-up sync's first message: it
 // starts the sync only if its log still ends at the position it asked
 // from; otherwise it asks again.
-func (n *Node) onCatchUp(from int, m Msg) {
-	if n.role != RoleStandby || from != n.el.primary || m.ReqID <= n.sb.epochSeen {
+func (sl *standbyLog) onCatchUp(from int, m Msg) {
+	if sl.role != RoleStandby || from != sl.el.primary || m.ReqID <= sl.epochSeen {
 		return
 	}
 	if m.Diverged {
-		n.truncateLog(m)
+		sl.truncateLog(m)
 		return
 	}
-	if !n.canCatchUp() || n.disk.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {
-		n.log(Info, "repl.catch-up-stale", fmt.Sprintf("catch-up from lsn %d (term %d) no longer matches our log (term %d, lsn %d): asking again", m.PrevLSN, m.PrevTerm, n.disk.logPos.term, n.disk.logPos.lsn))
-		n.resync()
+	if !sl.canCatchUp() || sl.disk.logPos != (logPos{term: m.PrevTerm, lsn: m.PrevLSN}) {
+		sl.log(Info, "repl.catch-up-stale", fmt.Sprintf("catch-up from lsn %d (term %d) no longer matches our log (term %d, lsn %d): asking again", m.PrevLSN, m.PrevTerm, sl.disk.logPos.term, sl.disk.logPos.lsn))
+		sl.resync()
 		return
 	}
-	n.sb.epochSeen = m.ReqID
+	sl.epochSeen = m.ReqID
 	// installing until the log's directories exist (a node with no log yet).
-	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: n.firstSegLimit(), installing: true}
-	n.setSync(sr)
-	n.sb.replFailure = ""
-	n.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", n.peerName(from), m.PrevLSN))
+	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: sl.firstSegLimit(), installing: true}
+	sl.setSync(sr)
+	sl.replFailure = ""
+	sl.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", sl.peerName(from), m.PrevLSN))
 	if m.Bytes != nil {
 		sr.queue = append(sr.queue, m)
 	}
-	prev := n.ops.own(sr.owner)
-	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), catchUpStep{kind: catchUpDirsMade, sr: sr})
-	n.ops.cur = prev
+	prev := sl.ops.own(sr.owner)
+	sl.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), catchUpStep{kind: catchUpDirsMade, sr: sr})
+	sl.ops.cur = prev
 }
 
 // catchUpDirsMade: the standby's log directories exist; its sync
 // acknowledges and writes what it was sent.
-func (n *Node) catchUpDirsMade(sr *standbyRepl) {
+func (jp *joinedPeers) catchUpDirsMade(sr *standbyRepl) {
 	sr.installing = false
-	n.ackRepl()
-	n.drainRepl()
+	jp.sb.ackRepl()
+	jp.sb.drainRepl()
 }

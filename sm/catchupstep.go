@@ -47,15 +47,15 @@ func (k catchUpKind) String() string { return catchUpKindNames[k] }
 func (c catchUpStep) resume(n *Node, r result) {
 	switch c.kind {
 	case catchUpListed:
-		n.catchUpListed(c, r.IODone)
+		n.joined.catchUpListed(c, r.IODone)
 	case catchUpSegmentRead:
-		n.catchUpSegmentRead(c, r.IODone)
+		n.joined.catchUpSegmentRead(c, r.IODone)
 	case catchUpRoundListed:
-		n.catchUpRoundListed(c, r.IODone)
+		n.joined.catchUpRoundListed(c, r.IODone)
 	case catchUpRoundRead:
-		n.catchUpRoundRead(c, r.IODone)
+		n.joined.catchUpRoundRead(c, r.IODone)
 	case catchUpDirsMade:
-		n.catchUpDirsMade(c.sr)
+		n.joined.catchUpDirsMade(c.sr)
 	}
 }
 

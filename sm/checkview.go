@@ -17,7 +17,7 @@ type SyncView struct {
 // SyncViews lists the primary's syncs by peer index (nil unless primary
 // with job state).
 func (n *Node) SyncViews() []SyncView {
-	j := n.jobs
+	j := n.journal.jobs
 	if n.role != RolePrimary || j == nil {
 		return nil
 	}

@@ -13,51 +13,51 @@ import "xce/sm/quorum"
 // waits for SyncStandbys live standbys (fewer if fewer are live).
 
 // commitLSN is the highest LSN durable on a majority (quorum mode).
-func (n *Node) commitLSN() uint64 {
-	return n.jobs.prog.Committed(n.jobs.durableLSN, n.opt.Majority())
+func (jl *journal) commitLSN() uint64 {
+	return jl.jobs.prog.Committed(jl.jobs.durableLSN, jl.opt.Majority())
 }
 
 // startRound sends a numbered heartbeat to every peer.
-func (n *Node) startRound() {
-	n.hb.round++
-	n.hb.roundPending = len(n.opt.Peers) > 1
-	n.hb.roundWanted = false
-	n.broadcast(Msg{Type: MsgHeartbeat})
+func (el *election) startRound() {
+	el.hb.round++
+	el.hb.roundPending = len(el.opt.Peers) > 1
+	el.hb.roundWanted = false
+	el.broadcast(Msg{Type: MsgHeartbeat})
 }
 
 // confirmedRound is the newest round a majority (us included) has echoed.
-func (n *Node) confirmedRound() uint64 {
-	pos := []uint64{n.hb.round}
-	for p := range n.opt.Peers {
-		if p != n.opt.Self {
-			pos = append(pos, n.hb.peerRound[p])
+func (el *election) confirmedRound() uint64 {
+	pos := []uint64{el.hb.round}
+	for p := range el.opt.Peers {
+		if p != el.opt.Self {
+			pos = append(pos, el.hb.peerRound[p])
 		}
 	}
-	return quorum.Committed(pos, n.opt.Majority())
+	return quorum.Committed(pos, el.opt.Majority())
 }
 
 // readRound is the round a read arriving now must see confirmed: one sent
 // after it arrived.
-func (n *Node) readRound() uint64 {
-	if !n.hb.roundPending {
-		n.startRound()
-		return n.hb.round
+func (el *election) readRound() uint64 {
+	if !el.hb.roundPending {
+		el.startRound()
+		return el.hb.round
 	}
-	n.hb.roundWanted = true
-	return n.hb.round + 1
+	el.hb.roundWanted = true
+	return el.hb.round + 1
 }
 
 // onRoundEcho notes a standby's echo; a confirmed round lets the next one
 // start at once if a read waits for it.
-func (n *Node) onRoundEcho(from int, round uint64) {
-	if round <= n.hb.peerRound[from] {
+func (el *election) onRoundEcho(from int, round uint64) {
+	if round <= el.hb.peerRound[from] {
 		return
 	}
-	n.hb.peerRound[from] = round
-	if n.hb.roundPending && n.confirmedRound() >= n.hb.round {
-		n.hb.roundPending = false
-		if n.hb.roundWanted {
-			n.startRound()
+	el.hb.peerRound[from] = round
+	if el.hb.roundPending && el.confirmedRound() >= el.hb.round {
+		el.hb.roundPending = false
+		if el.hb.roundWanted {
+			el.startRound()
 		}
 	}
 }

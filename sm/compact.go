@@ -35,22 +35,22 @@ type compaction struct {
 
 // maybeCompact starts a standby checkpoint once the current segment is
 // full; sr's later appends go to a new segment.
-func (n *Node) maybeCompact(sr *standbyRepl) {
-	limit := n.opt.MaxWALRecords
+func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
+	limit := sl.opt.MaxWALRecords
 	if sr.segLimit > 0 {
 		limit = sr.segLimit
 	}
-	if sr.segRecords < limit || n.sb.compact != nil || n.sb.installBusy || n.disk.logUnknown || n.conf.cfg == nil {
+	if sr.segRecords < limit || sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
 		return
 	}
-	c := &compaction{at: n.disk.logPos}
-	n.sb.compact = c
-	sr.seg, sr.segRecords, sr.segLimit = wal.SegmentPath(c.at.lsn+1), 0, n.opt.MaxWALRecords
-	n.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
+	c := &compaction{at: sl.disk.logPos}
+	sl.compact = c
+	sr.seg, sr.segRecords, sr.segLimit = wal.SegmentPath(c.at.lsn+1), 0, sl.opt.MaxWALRecords
+	sl.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
-	prev := n.ops.own(n.ops.logOwner())
-	n.startCompaction(c)
-	n.ops.cur = prev
+	prev := sl.ops.own(sl.ops.logOwner())
+	sl.startCompaction(c)
+	sl.ops.cur = prev
 }
 
 // firstSegLimit is the compaction threshold of a standby's first segment
@@ -62,12 +62,12 @@ func (n *Node) maybeCompact(sr *standbyRepl) {
 // up to 850 ms at 1M jobs (docs/performance.md). A shorter first segment
 // sets each standby's later compactions apart from the others' and from
 // the primary's by a fixed share of the interval.
-func (n *Node) firstSegLimit() int {
-	return max(1, n.opt.MaxWALRecords*(n.opt.Self+1)/(len(n.opt.Peers)+1))
+func (sl *standbyLog) firstSegLimit() int {
+	return max(1, sl.opt.MaxWALRecords*(sl.opt.Self+1)/(len(sl.opt.Peers)+1))
 }
 
-func (n *Node) startCompaction(c *compaction) {
-	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, compactStep{kind: compactSnapsListed, c: c})
+func (sl *standbyLog) startCompaction(c *compaction) {
+	sl.io(FileOp{Op: OpList, Path: wal.SnapDir}, compactStep{kind: compactSnapsListed, c: c})
 }
 
 // compactStep is what resumes in a standby checkpoint: the listing of
@@ -114,7 +114,7 @@ func (s compactStep) resume(n *Node, r result) {
 	switch s.kind {
 	case compactSnapsListed:
 		if r.Err != IOOK && r.Err != IONotExist {
-			n.compactFailed(c, "list "+wal.SnapDir, r.IODone)
+			n.sb.compactFailed(c, "list "+wal.SnapDir, r.IODone)
 			return
 		}
 		var snaps []string
@@ -123,39 +123,39 @@ func (s compactStep) resume(n *Node, r result) {
 		}
 		snaps = wal.SortSnapshots(snaps)
 		if len(snaps) == 0 {
-			n.compactFrom(c, snaps, nil)
+			n.sb.compactFrom(c, snaps, nil)
 			return
 		}
 		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
 	case compactSnapRead:
 		if r.Err != IOOK {
-			n.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
+			n.sb.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
 			return
 		}
-		n.compactFrom(c, s.snaps, r.Data)
+		n.sb.compactFrom(c, s.snaps, r.Data)
 	case compactSegsListed:
-		n.compactSegsListed(s, r.IODone)
+		n.sb.compactSegsListed(s, r.IODone)
 	case compactSegRead:
 		path := wal.WALDir + "/" + s.rest[0]
 		if r.Err != IOOK {
-			n.compactFailed(c, "read "+path, r.IODone)
+			n.sb.compactFailed(c, "read "+path, r.IODone)
 			return
 		}
 		s.in.segs, s.in.paths = append(s.in.segs, r.Data), append(s.in.paths, path)
 		s.rest = s.rest[1:]
-		n.compactRead(s)
+		n.sb.compactRead(s)
 	case compactWritten:
 		if r.failed != "" {
-			n.compactFailed(c, r.failed, r.IODone)
+			n.sb.compactFailed(c, r.failed, r.IODone)
 			return
 		}
-		n.compactWritten(c, s.names)
+		n.sb.compactWritten(c, s.names)
 	case compactSegsRemoved:
 		n.run(listOps(wal.SnapDir, "fatal.recovery"), compactStep{kind: compactSnapsRelisted, c: c})
 	case compactSnapsRelisted:
 		n.run(removeOps(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(r.names(), 2)), wal.SnapDir, "wal.remove-failed", ""), compactStep{kind: compactSnapsRemoved, c: c})
 	case compactSnapsRemoved:
-		n.compactDone(c, "snapshot "+wal.SnapshotPath(c.at.lsn)+" written")
+		n.sb.compactDone(c, "snapshot "+wal.SnapshotPath(c.at.lsn)+" written")
 	}
 }
 
@@ -164,22 +164,22 @@ func (s compactStep) resume(n *Node, r result) {
 // number of jobs: the reads are the executor's, and the rebuild and the
 // encoding run in the ComputeEncodeTo's Encode, on the executor's compute
 // lane.
-func (n *Node) compactFrom(c *compaction, snaps []string, snap []byte) {
+func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte) {
 	if len(snaps) > 0 {
 		if lsn, _ := wal.ParseSnapshotName(snaps[len(snaps)-1]); lsn >= c.at.lsn {
-			n.compactDone(c, "nothing to compact")
+			sl.compactDone(c, "nothing to compact")
 			return
 		}
 	}
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap})
+	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap})
 }
 
 // compactSegsListed plans the segments to read after the snapshot and
 // reads them.
-func (n *Node) compactSegsListed(s compactStep, d IODone) {
+func (sl *standbyLog) compactSegsListed(s compactStep, d IODone) {
 	c := s.c
 	if d.Err != IOOK {
-		n.compactFailed(c, "list "+wal.WALDir, d)
+		sl.compactFailed(c, "list "+wal.WALDir, d)
 		return
 	}
 	var names []string
@@ -188,20 +188,20 @@ func (n *Node) compactSegsListed(s compactStep, d IODone) {
 	}
 	plan, err := wal.PlanRecovery(s.snaps, names)
 	if err != nil {
-		n.compactRefused(c, err.Error())
+		sl.compactRefused(c, err.Error())
 		return
 	}
-	in := &compactInput{cfg: n.conf.cfgDecoded(), snap: s.snap, upto: c.at}
-	n.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
+	in := &compactInput{cfg: sl.conf.cfgDecoded(), snap: s.snap, upto: c.at}
+	sl.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
 }
 
 // compactRead reads s.rest[0], or writes the snapshot once all are read.
-func (n *Node) compactRead(s compactStep) {
+func (sl *standbyLog) compactRead(s compactStep) {
 	if len(s.rest) == 0 {
-		n.writeCompaction(s.c, s.in, s.names)
+		sl.writeCompaction(s.c, s.in, s.names)
 		return
 	}
-	n.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile}, s)
+	sl.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile}, s)
 }
 
 // compactInput is what a standby checkpoint rebuilds its snapshot from:
@@ -258,45 +258,45 @@ func (in *compactInput) encode() ([]byte, error) {
 
 // writeCompaction writes the snapshot durably (built and encoded by the
 // executor), then removes what it makes obsolete.
-func (n *Node) writeCompaction(c *compaction, in *compactInput, names []string) {
+func (sl *standbyLog) writeCompaction(c *compaction, in *compactInput, names []string) {
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
-	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names})
+	sl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names})
 }
 
 // compactWritten: the snapshot is durable; the segments it covers go.
-func (n *Node) compactWritten(c *compaction, names []string) {
+func (sl *standbyLog) compactWritten(c *compaction, names []string) {
 	// The segment appends roll to may not exist yet: count it, so
 	// the one before it, wholly covered, goes too.
 	if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {
 		names = append(names, next)
 	}
-	n.run(removeOps(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, "wal.remove-failed", ""), compactStep{kind: compactSegsRemoved, c: c})
+	sl.run(removeOps(prefixAll(wal.WALDir, wal.Obsolete(names, c.at.lsn)), wal.WALDir, "wal.remove-failed", ""), compactStep{kind: compactSegsRemoved, c: c})
 }
 
 // compactRefused: the log cannot be compacted from what is on disk; a
 // snapshot from the primary compacts it instead.
-func (n *Node) compactRefused(c *compaction, why string) {
-	n.log(Warn, "repl.compact-refused", "standby checkpoint: "+why+" — asking the primary for a snapshot")
-	n.sb.wantSnapshot = true
+func (sl *standbyLog) compactRefused(c *compaction, why string) {
+	sl.log(Warn, "repl.compact-refused", "standby checkpoint: "+why+" — asking the primary for a snapshot")
+	sl.wantSnapshot = true
 	c.thenJoin = true
-	n.compactDone(c, "")
+	sl.compactDone(c, "")
 }
 
-func (n *Node) compactFailed(c *compaction, what string, d IODone) {
-	n.compactRefused(c, fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
+func (sl *standbyLog) compactFailed(c *compaction, what string, d IODone) {
+	sl.compactRefused(c, fmt.Sprintf("%s failed: %s %s", what, d.Err, d.Detail))
 }
 
 // compactDone ends the compaction and lets what waited for it run.
-func (n *Node) compactDone(c *compaction, what string) {
-	n.sb.compact = nil
+func (sl *standbyLog) compactDone(c *compaction, what string) {
+	sl.compact = nil
 	if what != "" {
-		n.log(Info, "repl.compacted", fmt.Sprintf("standby checkpoint at lsn %d: %s", c.at.lsn, what))
+		sl.log(Info, "repl.compacted", fmt.Sprintf("standby checkpoint at lsn %d: %s", c.at.lsn, what))
 	}
-	if n.startReady() {
+	if sl.startReady() {
 		return
 	}
-	if c.thenJoin && n.role == RoleStandby {
-		n.resync()
+	if c.thenJoin && sl.role == RoleStandby {
+		sl.resync()
 	}
 }

@@ -14,8 +14,8 @@ func TestFirstSegLimitSetsStandbysApart(t *testing.T) {
 		{0, 1, 10000, 5000},
 		{6, 7, 100, 87}, {0, 7, 100, 12},
 	} {
-		n := &Node{opt: Options{Self: c.self, Peers: make([]string, c.peers), MaxWALRecords: c.max}}
-		if got := n.firstSegLimit(); got != c.want {
+		n := newNode(Options{Self: c.self, Peers: make([]string, c.peers), MaxWALRecords: c.max})
+		if got := n.sb.firstSegLimit(); got != c.want {
 			t.Errorf("self %d of %d, max_wal_records %d: first segment limit %d, want %d", c.self, c.peers, c.max, got, c.want)
 		}
 	}

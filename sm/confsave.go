@@ -51,46 +51,46 @@ const (
 var saveForNames = [...]string{"install", "upgrade", "repair", "fetch", "push"}
 
 // saved tells the save's requester whether the config is durable.
-func (n *Node) saved(w saveFor, ok bool) {
+func (cs *configState) saved(w saveFor, ok bool) {
 	switch w.kind {
 	case savedInstall:
-		n.installSaved(ok)
+		cs.installSaved(ok)
 	case savedUpgrade:
-		n.upgradeSaved(w.up, ok)
+		cs.upgradeSaved(w.up, ok)
 	case savedRepair:
-		n.conf.repairing = false
+		cs.repairing = false
 	case savedFetch:
-		n.fetchSaved(w.f, w.tag, ok)
+		cs.fetchSaved(w.f, w.tag, ok)
 	case savedPush:
-		n.pushSaved(w.from, w.reqID, ok)
+		cs.pushSaved(w.from, w.reqID, ok)
 	}
 }
 
-func (n *Node) enqueueStore(job storeJob) {
-	if n.conf.store.busy {
-		n.conf.store.jobs = append(n.conf.store.jobs, job)
+func (cs *configState) enqueueStore(job storeJob) {
+	if cs.store.busy {
+		cs.store.jobs = append(cs.store.jobs, job)
 		return
 	}
-	n.conf.store.busy = true
-	n.runStoreJob(job)
+	cs.store.busy = true
+	cs.runStoreJob(job)
 }
 
-func (n *Node) storeDone() {
-	if len(n.conf.store.jobs) == 0 {
-		n.conf.store.busy = false
+func (cs *configState) storeDone() {
+	if len(cs.store.jobs) == 0 {
+		cs.store.busy = false
 		return
 	}
-	job := n.conf.store.jobs[0]
-	n.conf.store.jobs = n.conf.store.jobs[1:]
-	n.runStoreJob(job)
+	job := cs.store.jobs[0]
+	cs.store.jobs = cs.store.jobs[1:]
+	cs.runStoreJob(job)
 }
 
-func (n *Node) runStoreJob(job storeJob) {
+func (cs *configState) runStoreJob(job storeJob) {
 	switch job.kind {
 	case jobSave:
-		n.startSave(job.blob, job.why)
+		cs.startSave(job.blob, job.why)
 	case jobInstalled:
-		n.configInstalled()
+		cs.configInstalled()
 	}
 }
 
@@ -142,29 +142,29 @@ func (s storeStep) resume(n *Node, r result) {
 	switch s.kind {
 	case storeVersioned:
 		if r.failed != "" {
-			n.saveFailed(s.save, s.save.tmp, r)
+			n.conf.saveFailed(s.save, s.save.tmp, r)
 			return
 		}
 		n.replaceDurably(s.save.ptrTmp, PointerPath, ConfDir, PointerContents(s.save.name), storeStep{kind: storePointer, save: s.save})
 	case storePointer:
 		if r.failed != "" {
-			n.saveFailed(s.save, s.save.ptrTmp, r)
+			n.conf.saveFailed(s.save, s.save.ptrTmp, r)
 			return
 		}
-		n.adopt(s.save.blob, s.save.sum)
-		n.saved(s.save.why, true)
-		n.trim()
+		n.conf.adopt(s.save.blob, s.save.sum)
+		n.conf.saved(s.save.why, true)
+		n.conf.trim()
 	case storeCleanup:
 		if r.Err != IOOK && r.Err != IONotExist {
 			n.log(Warn, "conf.cleanup-failed", fmt.Sprintf("cannot remove %s: %s %s", s.path, r.Err, r.Detail))
 		}
 	case trimPointer:
-		n.onTrimPointer(r.IODone)
+		n.conf.onTrimPointer(r.IODone)
 	case trimList:
-		n.onTrimList(s.name, r.IODone)
+		n.conf.onTrimList(s.name, r.IODone)
 	case trimDone:
 		n.log(Debug, "conf.trimmed", "trim pass done")
-		n.storeDone()
+		n.conf.storeDone()
 	}
 }
 
@@ -172,71 +172,71 @@ func (s storeStep) resume(n *Node, r result) {
 // with a directory fsync after each rename: versioned tmp write, fsync,
 // rename, fsync conf/; pointer tmp write, fsync, rename, fsync conf/. Only
 // then is the config adopted and why told it is saved; the trim follows.
-func (n *Node) saveConfig(blob []byte, why saveFor) {
-	n.enqueueStore(storeJob{kind: jobSave, blob: blob, why: why})
+func (cs *configState) saveConfig(blob []byte, why saveFor) {
+	cs.enqueueStore(storeJob{kind: jobSave, blob: blob, why: why})
 }
 
-func (n *Node) startSave(blob []byte, why saveFor) {
-	if n.role == RoleStopped {
+func (cs *configState) startSave(blob []byte, why saveFor) {
+	if cs.role == RoleStopped {
 		return
 	}
-	op := n.ops.id()
+	op := cs.ops.id()
 	sum := sha256.Sum256(blob)
 	name := VersionName(sum)
 	sv := &saving{blob: blob, sum: sum, name: name, tmp: ConfDir + "/" + versionTmpName(sum, op), ptrTmp: ConfDir + "/" + pointerTmpName(op), why: why}
-	n.replaceDurably(sv.tmp, ConfDir+"/"+name, ConfDir, blob, storeStep{kind: storeVersioned, save: sv})
+	cs.replaceDurably(sv.tmp, ConfDir+"/"+name, ConfDir, blob, storeStep{kind: storeVersioned, save: sv})
 }
 
 // saveFailed: a write or rename of a save failed; the temporary file it
 // left is removed (best effort; the trim cleans leftovers).
-func (n *Node) saveFailed(sv *saving, cleanup string, r result) {
-	n.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", r.failed, r.Err, r.Detail))
-	n.io(FileOp{Op: OpRemove, Path: cleanup}, storeStep{kind: storeCleanup, path: cleanup})
-	n.storeDone()
-	n.saved(sv.why, false)
+func (cs *configState) saveFailed(sv *saving, cleanup string, r result) {
+	cs.log(Error, "conf.save-failed", fmt.Sprintf("%s failed: %s %s — config not saved", r.failed, r.Err, r.Detail))
+	cs.io(FileOp{Op: OpRemove, Path: cleanup}, storeStep{kind: storeCleanup, path: cleanup})
+	cs.storeDone()
+	cs.saved(sv.why, false)
 }
 
 // adopt makes a durably saved config the running one.
-func (n *Node) adopt(blob []byte, sum [32]byte) {
+func (cs *configState) adopt(blob []byte, sum [32]byte) {
 	gen, _ := decodeGeneration(blob) // validated before saving
-	n.conf.cfg = &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: n.now.Wall}
-	n.conf.cfgProblem = ""
-	n.conf.savedTags = append(n.conf.savedTags, n.conf.cfg.tag)
-	n.log(Info, "conf.saved", fmt.Sprintf("saved config %s (tag=%016x); conf/current updated", n.conf.cfg.name, n.conf.cfg.tag))
+	cs.cfg = &loaded{bytes: blob, sum: sum, tag: Tag(sum), name: VersionName(sum), gen: gen, modTime: cs.now.Wall}
+	cs.cfgProblem = ""
+	cs.savedTags = append(cs.savedTags, cs.cfg.tag)
+	cs.log(Info, "conf.saved", fmt.Sprintf("saved config %s (tag=%016x); conf/current updated", cs.cfg.name, cs.cfg.tag))
 }
 
 // trim is conf_trim_old_versions (seed 002 §3.3, §10.9): read the pointer
 // first, never delete its target, keep keep_n versions, clean stale .tmp.
 // It is best effort: failures are logged and left for the next trim.
-func (n *Node) trim() {
-	n.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, storeStep{kind: trimPointer})
+func (cs *configState) trim() {
+	cs.io(FileOp{Op: OpRead, Path: PointerPath, MaxSize: nameMaxBytes + 1}, storeStep{kind: trimPointer})
 }
 
-func (n *Node) onTrimPointer(d IODone) {
+func (cs *configState) onTrimPointer(d IODone) {
 	if d.Err != IOOK {
-		n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot read conf/current: %s %s", d.Err, d.Detail))
-		n.storeDone()
+		cs.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot read conf/current: %s %s", d.Err, d.Detail))
+		cs.storeDone()
 		return
 	}
 	target, err := ParsePointer(d.Data)
 	if err != nil {
-		n.log(Warn, "conf.trim-skipped", "trim skipped: "+err.Error())
-		n.storeDone()
+		cs.log(Warn, "conf.trim-skipped", "trim skipped: "+err.Error())
+		cs.storeDone()
 		return
 	}
-	n.io(FileOp{Op: OpList, Path: ConfDir}, storeStep{kind: trimList, name: target})
+	cs.io(FileOp{Op: OpList, Path: ConfDir}, storeStep{kind: trimList, name: target})
 }
 
-func (n *Node) onTrimList(target string, d IODone) {
+func (cs *configState) onTrimList(target string, d IODone) {
 	if d.Err != IOOK {
-		n.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot list conf/: %s %s", d.Err, d.Detail))
-		n.storeDone()
+		cs.log(Warn, "conf.trim-skipped", fmt.Sprintf("trim skipped: cannot list conf/: %s %s", d.Err, d.Detail))
+		cs.storeDone()
 		return
 	}
-	names := TrimPlan(d.Entries, target, n.opt.KeepN, nil)
+	names := TrimPlan(d.Entries, target, cs.opt.KeepN, nil)
 	paths := make([]string, len(names))
 	for i, name := range names {
 		paths[i] = ConfDir + "/" + name
 	}
-	n.run(removeOps(paths, ConfDir, "conf.trim-remove", "trim: "), storeStep{kind: trimDone})
+	cs.run(removeOps(paths, ConfDir, "conf.trim-remove", "trim: "), storeStep{kind: trimDone})
 }

@@ -73,13 +73,13 @@ func (s *seq) String() string {
 }
 
 // run starts a sequence; with no operations it resumes next at once.
-func (n *Node) run(ops []seqOp, next cont) {
+func (en *env) run(ops []seqOp, next cont) {
 	if len(ops) == 0 {
-		next.resume(n, result{})
+		en.node.resumeNow(next, result{})
 		return
 	}
 	s := &seq{ops: ops, next: next}
-	n.io(ops[0].op, s)
+	en.io(ops[0].op, s)
 }
 
 func (s *seq) resume(n *Node, r result) {
@@ -143,8 +143,8 @@ func failedTo(op FileOp) string {
 // encodes into the temporary file (write.Path); then fsync it, rename it
 // over path, fsync dir. next resumes as after a sequence: with failed set
 // if the write or a step after it failed.
-func (n *Node) replaceComputed(write Compute, path, dir string, next cont) {
-	n.compute(write, computedWrite{tmp: write.Path, path: path, dir: dir, next: next})
+func (en *env) replaceComputed(write Compute, path, dir string, next cont) {
+	en.compute(write, computedWrite{tmp: write.Path, path: path, dir: dir, next: next})
 }
 
 // computedWrite resumes when replaceComputed's temporary file is written.
@@ -180,8 +180,8 @@ func replaceOps(write FileOp, path, dir string) []seqOp {
 }
 
 // replaceDurably replaces path with data by way of tmp (replaceOps).
-func (n *Node) replaceDurably(tmp, path, dir string, data []byte, next cont) {
-	n.run(replaceOps(FileOp{Op: OpWrite, Path: tmp, Data: data}, path, dir), next)
+func (en *env) replaceDurably(tmp, path, dir string, data []byte, next cont) {
+	en.run(replaceOps(FileOp{Op: OpWrite, Path: tmp, Data: data}, path, dir), next)
 }
 
 // appendOps appends data to a WAL segment and fsyncs it, and its directory

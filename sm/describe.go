@@ -15,9 +15,9 @@ func (n *Node) Describe() string {
 	if n.el.primary >= 0 {
 		primary = n.peerName(n.el.primary)
 	}
-	fmt.Fprintf(&b, "election: %s term=%d vote=%d primary=%s", n.role, n.ha.term, n.ha.vote, primary)
-	if n.ha.durTerm != n.ha.term || n.ha.durVote != n.ha.vote || n.ha.haWriting {
-		fmt.Fprintf(&b, " durable=%d/%d writing=%t held=%d", n.ha.durTerm, n.ha.durVote, n.ha.haWriting, len(n.ha.held))
+	fmt.Fprintf(&b, "election: %s term=%d vote=%d primary=%s", n.role, n.el.ha.term, n.el.ha.vote, primary)
+	if n.el.ha.durTerm != n.el.ha.term || n.el.ha.durVote != n.el.ha.vote || n.el.ha.haWriting {
+		fmt.Fprintf(&b, " durable=%d/%d writing=%t held=%d", n.el.ha.durTerm, n.el.ha.durVote, n.el.ha.haWriting, len(n.el.ha.held))
 	}
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "config: tag=%016x serving=%t stale=%t", n.ConfigTag(), n.conf.serving, n.conf.stale)
@@ -29,9 +29,9 @@ func (n *Node) Describe() string {
 	}
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "log: term=%d lsn=%d clean=%t unknown=%t\n", n.disk.logPos.term, n.disk.logPos.lsn, n.disk.logClean, n.disk.logUnknown)
-	if j := n.jobs; j != nil {
+	if j := n.journal.jobs; j != nil {
 		fmt.Fprintf(&b, "journal: recovered=%t next=%d durable=%d commit=%d batches=%d writing=%t waiting=%d reads=%d polls=%d\n",
-			j.recovered, j.nextLSN, j.durableLSN, n.commitLSN(), len(j.batches), j.writing, len(j.waiting), len(j.reads), len(j.polls))
+			j.recovered, j.nextLSN, j.durableLSN, n.journal.commitLSN(), len(j.batches), j.writing, len(j.waiting), len(j.reads), len(j.polls))
 		for _, s := range sortedKeys(j.repl) {
 			rp := j.repl[s]
 			fmt.Fprintf(&b, "  %s: epoch=%d start=%d acked=%d synced=%t", n.peerName(s), rp.Epoch, rp.StartLSN, rp.Acked, rp.Synced)

@@ -66,34 +66,34 @@ func (hs *haState) dirty() bool { return hs.term != hs.durTerm || hs.vote != hs.
 
 // observeTerm moves to a higher term seen in a message (no vote in it yet)
 // and starts making it durable.
-func (n *Node) observeTerm(t uint64) {
-	if t <= n.ha.term {
+func (el *election) observeTerm(t uint64) {
+	if t <= el.ha.term {
 		return
 	}
-	n.ha.term, n.ha.vote = t, -1
-	if n.role == RoleStandby {
+	el.ha.term, el.ha.vote = t, -1
+	if el.role == RoleStandby {
 		// A sync belongs to the primary's term it started in: a primary of
 		// a newer term (the same peer's new process included, whose sync
 		// epochs count from 1 again) may hold other records at the LSNs we
 		// have, so it must sync us afresh before we append or ack anything.
-		n.setSync(nil)
-		n.sb.epochSeen = 0
+		el.sb.setSync(nil)
+		el.sb.epochSeen = 0
 	}
-	n.syncHA()
+	el.syncHA()
 }
 
 // syncHA writes the current (term, vote) if it is not durable and no
 // write is in flight; on completion it writes again if the state moved
 // meanwhile, else releases the held sends and lets the election proceed.
-func (n *Node) syncHA() {
-	if n.ha.haWriting || !n.ha.dirty() || n.role == RoleStopped {
+func (el *election) syncHA() {
+	if el.ha.haWriting || !el.ha.dirty() || el.role == RoleStopped {
 		return
 	}
-	t, v := n.ha.term, n.ha.vote
-	n.ha.haWriting = true
-	prev := n.ops.own(owner{}) // the node's, whatever role asked
-	n.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), termWritten{t: t, v: v})
-	n.ops.cur = prev
+	t, v := el.ha.term, el.ha.vote
+	el.ha.haWriting = true
+	prev := el.ops.own(owner{}) // the node's, whatever role asked
+	el.replaceDurably(termTmpPath, TermPath, DataDir, termFile(t, v), termWritten{t: t, v: v})
+	el.ops.cur = prev
 }
 
 // termWritten resumes when a data/term write of (t, v) is durable, or
@@ -109,32 +109,32 @@ func (w termWritten) resume(n *Node, r result) {
 	if r.failed != "" {
 		// Not durable: nothing that depends on it goes out. The next
 		// timer or message tries again.
-		n.ha.haWriting = false
+		n.el.ha.haWriting = false
 		n.log(Error, "ha.term-write", fmt.Sprintf("%s failed: %s %s — term %d not durable, holding messages", r.failed, r.Err, r.Detail, w.t))
 		if n.role == RoleCandidate {
 			// The election waits for this write: start it over (its
 			// timers retry the write).
 			n.el.promoting = false
-			n.startElection(n.el.failover)
+			n.el.startElection(n.el.failover)
 		}
 		return
 	}
-	n.ha.haWriting = false
-	n.ha.durTerm, n.ha.durVote = w.t, w.v
-	if n.ha.dirty() {
-		n.syncHA()
+	n.el.ha.haWriting = false
+	n.el.ha.durTerm, n.el.ha.durVote = w.t, w.v
+	if n.el.ha.dirty() {
+		n.el.syncHA()
 		return
 	}
-	n.releaseHeld()
-	n.onHADurable()
+	n.el.releaseHeld()
+	n.el.onHADurable()
 }
 
 // releaseHeld sends what waited for data/term, in order.
-func (n *Node) releaseHeld() {
-	held := n.ha.held
-	n.ha.held = nil
+func (el *election) releaseHeld() {
+	held := el.ha.held
+	el.ha.held = nil
 	for _, s := range held {
-		n.emit(s)
+		el.emit(s)
 	}
 }
 

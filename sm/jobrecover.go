@@ -18,19 +18,19 @@ const maxLogFile = 1 << 31
 // queue and host exist before replay (they are names the router always
 // accepts); load the newest valid snapshot, replay the WAL after it,
 // truncate a torn tail, refuse corruption before the tail.
-func (n *Node) startRecovery() {
-	j := &jobState{q: queue.New(), r: newRouter(n.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
-	n.jobs = j
-	n.ops.endJobs() // a new generation: this promotion's operations
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
-	n.ops.cur = prev
+func (jl *journal) startRecovery() {
+	j := &jobState{q: queue.New(), r: newRouter(jl.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
+	jl.jobs = j
+	jl.ops.endJobs() // a new generation: this promotion's operations
+	prev := jl.ops.own(jl.ops.jobsOwner())
+	jl.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
+	jl.ops.cur = prev
 }
 
-func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
+func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {
 	plan, err := wal.PlanRecovery(snaps, segs)
 	if err != nil {
-		n.die("fatal.recovery", fmt.Sprintf("WAL recovery impossible: %v", err))
+		jl.node.die("fatal.recovery", fmt.Sprintf("WAL recovery impossible: %v", err))
 		return
 	}
 	for _, s := range segs {
@@ -39,46 +39,46 @@ func (n *Node) recoverFrom(j *jobState, snaps, segs []string) {
 		}
 	}
 	if plan.Snapshot == "" {
-		n.replayFrom(j, plan, logPos{})
+		jl.replayFrom(j, plan, logPos{})
 		return
 	}
-	n.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
+	jl.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
 }
 
 // replayFrom replays the plan's segments after the snapshot at snap.
-func (n *Node) replayFrom(j *jobState, plan wal.Plan, snap logPos) {
+func (jl *journal) replayFrom(j *jobState, plan wal.Plan, snap logPos) {
 	j.nextLSN = snap.lsn + 1
-	n.replaySegments(j, plan.Segments, plan.Segments, snap)
+	jl.replaySegments(j, plan.Segments, plan.Segments, snap)
 }
 
 // snapshotRead: the plan's snapshot is read (checked: the head the boot
 // scan verified, if it did); the executor builds the state from it
 // (jobload.go) while the node goes on answering.
-func (n *Node) snapshotRead(s recoveryStep, d IODone) {
+func (jl *journal) snapshotRead(s recoveryStep, d IODone) {
 	path := wal.SnapDir + "/" + s.plan.Snapshot
 	if err := ioErr(d); err != nil {
 		// Unreadable is not invalid: falling back would rebuild less
 		// than this node holds (and has told its peers it holds).
-		n.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
+		jl.node.die("fatal.recovery", fmt.Sprintf("cannot read snapshot %s: %v — restart to read it again", path, err))
 		return
 	}
 	next := s
 	next.kind, next.checked = recoverySnapshotImported, nil
-	n.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(s.j.r, s.checked)}, next)
+	jl.compute(Compute{Kind: ComputeImport, Path: path, Data: d.Data, Load: newSnapshotLoad(s.j.r, s.checked)}, next)
 }
 
 // snapshotImported: the executor built the state from the snapshot, or
 // found it invalid (then an older one is tried).
-func (n *Node) snapshotImported(s recoveryStep, r result) {
+func (jl *journal) snapshotImported(s recoveryStep, r result) {
 	j, plan := s.j, s.plan
 	path := wal.SnapDir + "/" + plan.Snapshot
 	if r.Err != IOOK || r.loaded == nil {
-		n.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, r.Err, r.Detail))
+		jl.node.die("fatal.recovery", fmt.Sprintf("cannot import snapshot %s: %s %s — restart to read it again", path, r.Err, r.Detail))
 		return
 	}
 	ld := r.loaded
 	for _, w := range ld.warnings {
-		n.logRouteWarning(w, 0, path)
+		jl.logRouteWarning(w, 0, path)
 	}
 	j.r.routed += ld.routed
 	j.lostFound += ld.routed
@@ -86,15 +86,15 @@ func (n *Node) snapshotImported(s recoveryStep, r result) {
 		// The newest valid snapshot wins: drop this one and plan
 		// again; the log must still reach its LSN (finishRecovery
 		// checks).
-		n.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
+		jl.log(Warn, "wal.snapshot-invalid", fmt.Sprintf("snapshot %s unusable (%v) — trying an older one", path, ld.err))
 		j.mustReach = max(j.mustReach, plan.SnapshotLSN)
-		n.recoverFrom(j, without(s.snaps, plan.Snapshot), s.segs)
+		jl.recoverFrom(j, without(s.snaps, plan.Snapshot), s.segs)
 		return
 	}
 	j.lastTerm = ld.term
 	j.q = ld.q
-	n.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
-	n.replayFrom(j, plan, logPos{term: j.lastTerm, lsn: ld.lsn})
+	jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d)", path, ld.lsn))
+	jl.replayFrom(j, plan, logPos{term: j.lastTerm, lsn: ld.lsn})
 }
 
 // errDiverged: a segment's record at the snapshot's LSN has another term —
@@ -111,27 +111,27 @@ func ioErr(d IODone) error {
 
 // replaySegments replays segs[0] and continues with the rest (all is the
 // whole plan); snap is the snapshot's position.
-func (n *Node) replaySegments(j *jobState, segs, all []string, snap logPos) {
+func (jl *journal) replaySegments(j *jobState, segs, all []string, snap logPos) {
 	if len(segs) == 0 {
-		n.finishRecovery(j)
+		jl.finishRecovery(j)
 		return
 	}
-	n.readRecovering(wal.WALDir+"/"+segs[0], recoveryStep{kind: recoverySegmentRead, j: j, segs: segs, all: all, snap: snap})
+	jl.readRecovering(wal.WALDir+"/"+segs[0], recoveryStep{kind: recoverySegmentRead, j: j, segs: segs, all: all, snap: snap})
 }
 
 // segmentRead replays the segment s.segs[0] (read: d; its first
 // s.frames bytes' frames checked by the boot scan) and goes on with the
 // rest: a torn tail is cut, a replaced log's segments are removed,
 // corruption before the tail stops the node (unless repairing).
-func (n *Node) segmentRead(s recoveryStep, d IODone) {
+func (jl *journal) segmentRead(s recoveryStep, d IODone) {
 	j, segs, snap := s.j, s.segs, s.snap
 	snapLSN := snap.lsn
 	path := wal.WALDir + "/" + segs[0]
 	if d.Err != IOOK {
-		n.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
+		jl.node.die("fatal.recovery", fmt.Sprintf("cannot read WAL segment %s: %s %s", path, d.Err, d.Detail))
 		return
 	}
-	at := n.routeWarnings(j, path) // one for the segment, not one a record
+	at := jl.routeWarnings(j, path) // one for the segment, not one a record
 	validLen, err := wal.WalkChecked(d.Data, s.frames, func(off int, rec *schema.WalRecord) error {
 		if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
 			return errDiverged
@@ -143,67 +143,67 @@ func (n *Node) segmentRead(s recoveryStep, d IODone) {
 			return &wal.CorruptError{Offset: off, Reason: fmt.Sprintf("LSN %d where %d was expected", rec.GetLsn(), j.nextLSN)}
 		}
 		*at = off
-		n.replayRecord(j, rec, off, path)
+		jl.replayRecord(j, rec, off, path)
 		return nil
 	})
 	j.r.warn = nil
 	if errors.Is(err, errDiverged) {
-		n.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
-		n.removeForRecovery(j, s.all)
+		jl.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
+		jl.removeForRecovery(j, s.all)
 		return
 	}
 	var ce *wal.CorruptError
 	if errors.As(err, &ce) {
-		if !n.opt.WALRepair {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+		if !jl.opt.WALRepair {
+			jl.node.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
 			return
 		}
-		n.log(Warn, "wal.repair", fmt.Sprintf("--wal-repair: truncating %s at offset %d (%s); later records are discarded", path, ce.Offset, ce.Reason))
+		jl.log(Warn, "wal.repair", fmt.Sprintf("--wal-repair: truncating %s at offset %d (%s); later records are discarded", path, ce.Offset, ce.Reason))
 		validLen = ce.Offset
 	} else if err != nil {
-		n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s: %v", path, err))
+		jl.node.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s: %v", path, err))
 		return
 	}
 	rest := segs[1:]
 	if validLen < len(d.Data) {
-		if len(rest) > 0 && !n.opt.WALRepair {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a torn record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+		if len(rest) > 0 && !jl.opt.WALRepair {
+			jl.node.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a torn record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
 			return
 		}
-		n.log(Warn, "wal.torn-tail", fmt.Sprintf("WAL segment %s: torn or zeroed tail at offset %d (%d bytes) truncated", path, validLen, len(d.Data)-validLen))
-		n.rewriteFile(j, path, d.Data[:validLen], rest)
+		jl.log(Warn, "wal.torn-tail", fmt.Sprintf("WAL segment %s: torn or zeroed tail at offset %d (%d bytes) truncated", path, validLen, len(d.Data)-validLen))
+		jl.rewriteFile(j, path, d.Data[:validLen], rest)
 		return
 	}
-	n.replaySegments(j, rest, s.all, snap)
+	jl.replaySegments(j, rest, s.all, snap)
 }
 
 // removeForRecovery removes the segments named (in data/wal), then
 // finishes recovery.
-func (n *Node) removeForRecovery(j *jobState, segs []string) {
-	n.run(removeOps(prefixAll(wal.WALDir, segs), wal.WALDir, "wal.remove-failed", ""), recoveryStep{kind: recoveryRemoved, j: j})
+func (jl *journal) removeForRecovery(j *jobState, segs []string) {
+	jl.run(removeOps(prefixAll(wal.WALDir, segs), wal.WALDir, "wal.remove-failed", ""), recoveryStep{kind: recoveryRemoved, j: j})
 }
 
 // readRecovering is recovery's read-then-fsync (readDurablyOps): a file
 // the boot scan read and fsync'd, unchanged since, is handed on without
 // reading it again, with what the scan checked of it in next's checked
 // and frames (scannedFiles, logpos.go).
-func (n *Node) readRecovering(path string, next recoveryStep) {
-	if n.disk.scanned != nil {
-		if data, ok := n.disk.scanned.data[path]; ok {
+func (jl *journal) readRecovering(path string, next recoveryStep) {
+	if jl.disk.scanned != nil {
+		if data, ok := jl.disk.scanned.data[path]; ok {
 			next.checked = nil
-			if h, ok := n.disk.scanned.checked[path]; ok {
+			if h, ok := jl.disk.scanned.checked[path]; ok {
 				next.checked = &h
 			}
-			next.frames = n.disk.scanned.frames[path]
-			delete(n.disk.scanned.data, path)
-			delete(n.disk.scanned.checked, path)
-			delete(n.disk.scanned.frames, path)
-			next.resume(n, result{IODone: IODone{Err: IOOK, Data: data}})
+			next.frames = jl.disk.scanned.frames[path]
+			delete(jl.disk.scanned.data, path)
+			delete(jl.disk.scanned.checked, path)
+			delete(jl.disk.scanned.frames, path)
+			jl.node.resumeNow(next, result{IODone: IODone{Err: IOOK, Data: data}})
 			return
 		}
 	}
 	next.checked, next.frames = nil, 0
-	n.run(readDurablyOps(path), next)
+	jl.run(readDurablyOps(path), next)
 }
 
 func prefixAll(dir string, names []string) []string {
@@ -217,10 +217,10 @@ func prefixAll(dir string, names []string) []string {
 // replayRecord applies one WAL record at offset off of path, routing
 // unknown names to lost_and_found with the §6.5 WARN lines (routeWarnings
 // set up for this record's offset).
-func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path string) {
+func (jl *journal) replayRecord(j *jobState, rec *schema.WalRecord, off int, path string) {
 	before := j.r.routed
 	if err := replayApply(j.q, j.r, rec); err != nil {
-		n.log(Warn, "wal.replay-refused", fmt.Sprintf("WAL record %d at offset %d in %s refused on replay: %v — skipped", rec.GetLsn(), off, path, err))
+		jl.log(Warn, "wal.replay-refused", fmt.Sprintf("WAL record %d at offset %d in %s refused on replay: %v — skipped", rec.GetLsn(), off, path, err))
 	}
 	j.lostFound += j.r.routed - before
 	j.nextLSN = rec.GetLsn() + 1
@@ -231,65 +231,65 @@ func (n *Node) replayRecord(j *jobState, rec *schema.WalRecord, off int, path st
 // routeWarnings makes the router log the §6.5 WARN lines for the records
 // of path, each at the offset the caller stores in *at before applying
 // it; the caller sets j.r.warn back to nil after the last.
-func (n *Node) routeWarnings(j *jobState, path string) *int {
+func (jl *journal) routeWarnings(j *jobState, path string) *int {
 	at := new(int)
-	j.r.warn = func(what, id string) { n.logRouteWarning(routeWarning{what, id}, *at, path) }
+	j.r.warn = func(what, id string) { jl.logRouteWarning(routeWarning{what, id}, *at, path) }
 	return at
 }
 
 // logRouteWarning logs one §6.5 WARN line for a record (or snapshot) at
 // offset off of path.
-func (n *Node) logRouteWarning(w routeWarning, off int, path string) {
+func (jl *journal) logRouteWarning(w routeWarning, off int, path string) {
 	switch w.what {
 	case "queue":
-		n.log(Warn, "wal.unknown-queue", fmt.Sprintf("WAL record references unknown queue '%s' at offset %d in %s — routing job to lost_and_found queue", w.id, off, path))
+		jl.log(Warn, "wal.unknown-queue", fmt.Sprintf("WAL record references unknown queue '%s' at offset %d in %s — routing job to lost_and_found queue", w.id, off, path))
 	case "resource":
-		n.log(Warn, "wal.unknown-resource", fmt.Sprintf("WAL record references unknown resource id=%s at offset %d in %s — clearing resource assignment, job set to PEND", w.id, off, path))
+		jl.log(Warn, "wal.unknown-resource", fmt.Sprintf("WAL record references unknown resource id=%s at offset %d in %s — clearing resource assignment, job set to PEND", w.id, off, path))
 	case "host":
-		n.log(Warn, "wal.unknown-host", fmt.Sprintf("WAL record references unknown host '%s' at offset %d in %s — routing to lost_and_found host", w.id, off, path))
+		jl.log(Warn, "wal.unknown-host", fmt.Sprintf("WAL record references unknown host '%s' at offset %d in %s — routing to lost_and_found host", w.id, off, path))
 	}
 }
 
-func (n *Node) finishRecovery(j *jobState) {
+func (jl *journal) finishRecovery(j *jobState) {
 	j.durableLSN = j.nextLSN - 1
 	if j.durableLSN < j.mustReach {
-		n.die("fatal.wal-corrupt", fmt.Sprintf("the newest snapshot (lsn %d) is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", j.mustReach, j.durableLSN, j.durableLSN+1, j.mustReach))
+		jl.node.die("fatal.wal-corrupt", fmt.Sprintf("the newest snapshot (lsn %d) is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", j.mustReach, j.durableLSN, j.durableLSN+1, j.mustReach))
 		return
 	}
 	j.seg = wal.SegmentPath(j.nextLSN)
 	if j.lostFound > 0 {
-		n.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))
+		jl.log(Warn, "wal.lost-and-found", fmt.Sprintf("lost_and_found_job_count=%d: jobs of removed queues were routed to 'lost_and_found' during recovery — inspect and drain them", j.lostFound))
 	}
 	j.recovered = true
 	j.recoveredLSN = j.durableLSN
-	n.disk.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
+	jl.disk.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
 	// Known now, even if a standby's install or rescan was cut short by
 	// the promotion (endLog).
-	n.disk.logPos, n.disk.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
-	n.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+	jl.disk.logPos, jl.disk.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
+	jl.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
 	// The term's first record: committing it commits everything before,
 	// and applying it gives the term's jobs their own id range.
-	now := max(n.now.Wall/1e9, j.lastNow)
-	rec := &schema.WalRecord{Lsn: j.nextLSN, Term: n.ha.term, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
+	now := max(jl.now.Wall/1e9, j.lastNow)
+	rec := &schema.WalRecord{Lsn: j.nextLSN, Term: jl.el.ha.term, Now: now, Op: &schema.WalRecord_Noop{Noop: &schema.WalNoop{}}}
 	if _, err := applyRecord(j.q, j.r, rec); err != nil {
-		n.die("fatal.recovery", fmt.Sprintf("cannot apply the no-op of term %d: %v", n.ha.term, err))
+		jl.node.die("fatal.recovery", fmt.Sprintf("cannot apply the no-op of term %d: %v", jl.el.ha.term, err))
 		return
 	}
 	j.nextLSN++
 	j.lastNow = now
-	n.appendRecord(rec)
-	for _, s := range sortedKeys(n.joined.standbys) {
-		n.startSync(s) // standbys that joined while we recovered
+	jl.appendRecord(rec)
+	for _, s := range sortedKeys(jl.joined.standbys) {
+		jl.joined.startSync(s) // standbys that joined while we recovered
 	}
-	if n.opt.MaintenanceInterval > 0 {
-		n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
+	if jl.opt.MaintenanceInterval > 0 {
+		jl.setTimer(TimerMaintenance, jl.opt.MaintenanceInterval)
 	}
 }
 
 // rewriteFile replaces path with data crash-safely (a torn tail cut),
 // then removes the segments after it (rest) and finishes recovery.
-func (n *Node) rewriteFile(j *jobState, path string, data []byte, rest []string) {
-	n.run(replaceOps(FileOp{Op: OpWrite, Path: path + ".tmp", Data: data}, path, path[:lastSlash(path)]), recoveryStep{kind: recoveryTailCut, j: j, segs: rest})
+func (jl *journal) rewriteFile(j *jobState, path string, data []byte, rest []string) {
+	jl.run(replaceOps(FileOp{Op: OpWrite, Path: path + ".tmp", Data: data}, path, path[:lastSlash(path)]), recoveryStep{kind: recoveryTailCut, j: j, segs: rest})
 }
 
 func lastSlash(p string) int {

@@ -61,19 +61,19 @@ type waitingRead struct {
 // onClientOp handles a client request (seed 000 ops over seed 002's
 // controller): only a recovered primary serves; mutations are logged and
 // applied, and the reply waits for the fsync of their batch.
-func (n *Node) onClientOp(c ClientOp) {
+func (jl *journal) onClientOp(c ClientOp) {
 	req := c.Req
-	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered {
+	if jl.role != RolePrimary || jl.jobs == nil || !jl.jobs.recovered {
 		why := "Not primary — redirect to primary"
-		if n.role == RolePrimary {
+		if jl.role == RolePrimary {
 			why = "primary is recovering its job state; retry"
 		}
-		n.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: n.el.primary, NotPrimary: n.role != RolePrimary})
+		jl.emit(Reply{ID: c.ID, Status: StatusEAGAIN, Error: why, Primary: jl.el.primary, NotPrimary: jl.role != RolePrimary})
 		return
 	}
-	j := n.jobs
+	j := jl.jobs
 	if msg := validateJob(j.r, req); msg != "" {
-		n.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: n.el.primary})
+		jl.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: jl.el.primary})
 		return
 	}
 	if req.Kind.readOnly() {
@@ -88,7 +88,7 @@ func (n *Node) onClientOp(c ClientOp) {
 		case JobList:
 			rep.Jobs, rep.More = listPage(j.q.List(req.Queue), req.AfterID, req.JSON)
 		}
-		n.answerRead(rep)
+		jl.answerRead(rep)
 		return
 	}
 	var acks []bool // a claim's acks (claimAcks), applied before it
@@ -97,31 +97,31 @@ func (n *Node) onClientOp(c ClientOp) {
 	if req.Kind == JobClaim && len(req.Handles) > 0 {
 		// One write for both records: the acks' and the claim's.
 		j.hold = true
-		defer n.release()
+		defer jl.release()
 		var refused bool
-		if acks, ackLSN, ackAt, refused = n.claimAcks(c.ID, req.Handles); refused {
+		if acks, ackLSN, ackAt, refused = jl.claimAcks(c.ID, req.Handles); refused {
 			return
 		}
 		req.Handles = nil
 	}
-	rep, changed, refused := n.mutate(c.ID, req, acks)
+	rep, changed, refused := jl.mutate(c.ID, req, acks)
 	switch {
 	case refused && ackLSN > 0: // cannot happen for a validated claim; say so rather than "nothing applied"
-		n.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: n.el.primary})
+		jl.emit(Reply{ID: c.ID, Status: StatusOutcomeUnknown, Error: "acks applied, then the claim was refused: " + rep.Error, Primary: jl.el.primary})
 	case refused:
-		n.emit(rep)
+		jl.emit(rep)
 	case changed:
 	case req.Kind == JobClaim && req.Wait > 0:
-		n.park(c.ID, req, acks, ackLSN, ackAt) // nothing ready: wait for a job (longpoll.go)
+		jl.park(c.ID, req, acks, ackLSN, ackAt) // nothing ready: wait for a job (longpoll.go)
 	case ackLSN > 0:
 		// Nothing to claim, but its acks were logged: a write, answered
 		// once they are durable (a step-down: outcome unknown).
 		rep.LSN = ackLSN
-		n.replyWhenDurable(rep.LSN, rep)
+		jl.replyWhenDurable(rep.LSN, rep)
 	default:
 		// No record without a state change (an idle worker's empty claim,
 		// a refused handle): the answer is a read of the current state.
-		n.answerRead(rep)
+		jl.answerRead(rep)
 	}
 }
 
@@ -130,25 +130,25 @@ func (n *Node) onClientOp(c ClientOp) {
 // logged before the claim's: their per-handle results, the LSN of their
 // record (0: nothing logged), the wall time they were judged at, and
 // whether they were refused (then answered here).
-func (n *Node) claimAcks(id uint64, hs []queue.Handle) (oks []bool, lsn uint64, at int64, refused bool) {
-	rep, logged, refused := n.apply(id, JobRequest{Kind: JobAckBatch, Handles: hs})
+func (jl *journal) claimAcks(id uint64, hs []queue.Handle) (oks []bool, lsn uint64, at int64, refused bool) {
+	rep, logged, refused := jl.apply(id, JobRequest{Kind: JobAckBatch, Handles: hs})
 	if refused {
-		n.emit(rep)
+		jl.emit(rep)
 		return nil, 0, 0, true
 	}
 	if logged {
-		lsn = n.jobs.nextLSN - 1
-		n.wakePolls() // an ack may free a resource a parked claim waits for
+		lsn = jl.jobs.nextLSN - 1
+		jl.wakePolls() // an ack may free a resource a parked claim waits for
 	}
 	return rep.OKs, lsn, rep.At, false
 }
 
 // release ends a hold of the WAL (jobState.hold): the records appended
 // meanwhile go out in one write.
-func (n *Node) release() {
-	if j := n.jobs; j != nil {
+func (jl *journal) release() {
+	if j := jl.jobs; j != nil {
 		j.hold = false
-		n.flushWAL()
+		jl.flushWAL()
 	}
 }
 
@@ -156,30 +156,30 @@ func (n *Node) release() {
 // durability. changed is false if it changed nothing (not logged: rep is
 // then the answer as a read); refused, if it is refused (rep says why).
 // A claim's reply carries acks, the results of the acks it carried.
-func (n *Node) mutate(id uint64, req JobRequest, acks []bool) (rep Reply, changed, refused bool) {
-	rep, changed, refused = n.apply(id, req)
+func (jl *journal) mutate(id uint64, req JobRequest, acks []bool) (rep Reply, changed, refused bool) {
+	rep, changed, refused = jl.apply(id, req)
 	if req.Kind == JobClaim {
 		rep.OKs = acks
 	}
 	if changed {
-		n.replyWhenDurable(rep.LSN, rep)
-		n.wakePolls() // the record may have made a job ready for a parked claim
+		jl.replyWhenDurable(rep.LSN, rep)
+		jl.wakePolls() // the record may have made a job ready for a parked claim
 	}
 	return rep, changed, refused
 }
 
 // apply builds, applies and logs req (no reply): changed and refused as
 // mutate's.
-func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused bool) {
-	j := n.jobs
-	now := max(n.now.Wall/1e9, j.lastNow)
+func (jl *journal) apply(id uint64, req JobRequest) (rep Reply, changed, refused bool) {
+	j := jl.jobs
+	now := max(jl.now.Wall/1e9, j.lastNow)
 	rec, err := buildRecord(j.r, now, req)
 	if err != nil {
-		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.el.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: jl.el.primary}, false, true
 	}
-	rec.Lsn, rec.Term = j.nextLSN, n.ha.term // applying a claim stamps it with both
+	rec.Lsn, rec.Term = j.nextLSN, jl.el.ha.term // applying a claim stamps it with both
 	if why := recordTooLarge(rec); why != "" {
-		return Reply{ID: id, Status: StatusEINVAL, Error: why, Primary: n.el.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: why, Primary: jl.el.primary}, false, true
 	}
 	var before [3]int // an empty claim may still dead-letter exhausted jobs
 	if req.Kind == JobClaim {
@@ -187,7 +187,7 @@ func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused boo
 	}
 	rep, err = applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
-		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: n.el.primary}, false, true
+		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: jl.el.primary}, false, true
 	}
 	rep.ID = id
 	if changedNothing(req.Kind, rep) && (req.Kind != JobClaim || laneCounts(j.q, req.Queue) == before) {
@@ -196,21 +196,21 @@ func (n *Node) apply(id uint64, req JobRequest) (rep Reply, changed, refused boo
 	}
 	j.nextLSN++
 	j.lastNow = now
-	n.appendRecord(rec)
+	jl.appendRecord(rec)
 	return rep, true, false
 }
 
 // answerRead answers rep, which observed the current state: once the
 // records it may have seen are durable (committed, and still ours in
 // quorum mode: a read-index round).
-func (n *Node) answerRead(rep Reply) {
-	j := n.jobs
-	if n.quorumMode() {
-		j.reads = append(j.reads, waitingRead{lsn: j.nextLSN - 1, round: n.readRound(), rep: rep})
-		n.releaseWaiting()
+func (jl *journal) answerRead(rep Reply) {
+	j := jl.jobs
+	if jl.quorumMode() {
+		j.reads = append(j.reads, waitingRead{lsn: j.nextLSN - 1, round: jl.el.readRound(), rep: rep})
+		jl.releaseWaiting()
 		return
 	}
-	n.replyWhenDurable(j.nextLSN-1, rep)
+	jl.replyWhenDurable(j.nextLSN-1, rep)
 }
 
 // laneCounts is queue's pending, processing and dead counts (O(1)).
@@ -316,10 +316,10 @@ func validateJob(r *router, req JobRequest) string {
 const maxBatchJobs = 1000
 
 // replyWhenDurable emits rep once every record up to lsn is fsync'd.
-func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
-	j := n.jobs
-	if lsn <= j.durableLSN && n.replicated(lsn) {
-		n.emitReply(lsn, rep)
+func (jl *journal) replyWhenDurable(lsn uint64, rep Reply) {
+	j := jl.jobs
+	if lsn <= j.durableLSN && jl.replicated(lsn) {
+		jl.emitReply(lsn, rep)
 		return
 	}
 	j.waiting = append(j.waiting, waitingReply{lsn: lsn, rep: rep})
@@ -328,93 +328,93 @@ func (n *Node) replyWhenDurable(lsn uint64, rep Reply) {
 // appendRecord frames rec into the open batch of the current segment and
 // starts a write if none is in flight (group commit: records arriving
 // during a write share the next one).
-func (n *Node) appendRecord(rec *schema.WalRecord) {
-	j := n.jobs
+func (jl *journal) appendRecord(rec *schema.WalRecord) {
+	j := jl.jobs
 	if len(j.batches) == 0 || j.batches[len(j.batches)-1].seg != j.seg || j.writing && len(j.batches) == 1 {
 		j.batches = append(j.batches, walBatch{seg: j.seg})
 	}
 	b := &j.batches[len(j.batches)-1]
-	rec.Term = n.ha.term
-	j.lastTerm = n.ha.term
+	rec.Term = jl.el.ha.term
+	j.lastTerm = jl.el.ha.term
 	if b.n == 0 {
 		b.firstLSN = rec.GetLsn()
 	}
 	data, err := wal.AppendFrame(b.data, rec)
 	if err != nil {
-		n.die("fatal.wal-encode", fmt.Sprintf("cannot encode WAL record %d: %v", rec.GetLsn(), err))
+		jl.node.die("fatal.wal-encode", fmt.Sprintf("cannot encode WAL record %d: %v", rec.GetLsn(), err))
 		return
 	}
 	b.data, b.lastLSN = data, rec.GetLsn()
 	b.n++
 	j.segRecords++
 	if !j.writing && !j.hold {
-		n.flushWAL()
+		jl.flushWAL()
 	}
 }
 
 // flushWAL writes the oldest batch: append, fsync (a failure of either is
 // fatal: the log's tail is unknown), fsync of the directory when the
 // segment is new; then releases the replies it covers.
-func (n *Node) flushWAL() {
-	j := n.jobs
+func (jl *journal) flushWAL() {
+	j := jl.jobs
 	if j.writing || len(j.batches) == 0 {
 		return
 	}
 	if j.batches[0].n == 0 {
 		j.batches = j.batches[1:]
-		n.flushWAL()
+		jl.flushWAL()
 		return
 	}
 	b := j.batches[0]
 	j.writing = true
 	newSeg := !j.liveSegs[b.seg]
-	n.streamBatch(b) // standbys write in parallel with our fsync
+	jl.joined.streamBatch(b) // standbys write in parallel with our fsync
 	// The job state's operations: a step-down drops their completions.
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.run(appendOps(b.seg, b.data, newSeg, wal.WALDir), journalStep{kind: journalBatchWritten, j: j, seg: b.seg, first: b.firstLSN, last: b.lastLSN})
-	n.ops.cur = prev
+	prev := jl.ops.own(jl.ops.jobsOwner())
+	jl.run(appendOps(b.seg, b.data, newSeg, wal.WALDir), journalStep{kind: journalBatchWritten, j: j, seg: b.seg, first: b.firstLSN, last: b.lastLSN})
+	jl.ops.cur = prev
 }
 
 // batchWritten: the oldest batch is appended and fsync'd (a failed append
 // is fatal: the log's tail is unknown; a failed fsync already was).
-func (n *Node) batchWritten(s journalStep, r result) {
+func (jl *journal) batchWritten(s journalStep, r result) {
 	if r.failed != "" {
-		n.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
+		jl.node.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
 		return
 	}
 	j := s.j
 	j.liveSegs[s.seg] = true
 	j.batches = j.batches[1:]
 	j.writing = false
-	n.walDurable(s.last)
+	jl.walDurable(s.last)
 }
 
 // walDurable: records up to lsn are on disk.
-func (n *Node) walDurable(lsn uint64) {
-	j := n.jobs
+func (jl *journal) walDurable(lsn uint64) {
+	j := jl.jobs
 	j.durableLSN = max(j.durableLSN, lsn)
-	n.disk.logPos = logPos{term: n.ha.term, lsn: j.durableLSN}
-	n.releaseWaiting()
-	n.maybeCheckpoint()
-	n.flushWAL()
+	jl.disk.logPos = logPos{term: jl.el.ha.term, lsn: j.durableLSN}
+	jl.releaseWaiting()
+	jl.maybeCheckpoint()
+	jl.flushWAL()
 }
 
 // failWaiting answers every waiting request when the node loses the role:
 // their outcome is unknown to the client (they may or may not be durable).
-func (n *Node) failWaiting(why string) {
-	if n.jobs == nil {
+func (jl *journal) failWaiting(why string) {
+	if jl.jobs == nil {
 		return
 	}
-	for _, w := range n.jobs.waiting {
-		n.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: n.el.primary})
+	for _, w := range jl.jobs.waiting {
+		jl.emit(Reply{ID: w.rep.ID, Status: StatusOutcomeUnknown, Error: why, Primary: jl.el.primary})
 	}
-	for _, r := range n.jobs.reads { // a read changed nothing: just retry it
-		n.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: n.el.primary, NotPrimary: true})
+	for _, r := range jl.jobs.reads { // a read changed nothing: just retry it
+		jl.emit(Reply{ID: r.rep.ID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary", Primary: jl.el.primary, NotPrimary: true})
 	}
-	n.releasePolls("Not primary — redirect to primary")
-	n.jobs = nil    // a future promotion recovers from disk again
-	n.ops.endJobs() // and its operations in flight complete into nothing
-	n.relearnLog()
+	jl.releasePolls("Not primary — redirect to primary")
+	jl.jobs = nil    // a future promotion recovers from disk again
+	jl.ops.endJobs() // and its operations in flight complete into nothing
+	jl.disk.relearnLog()
 }
 
 // relearnLog: a node that leaves the primary role learns its log's
@@ -424,48 +424,48 @@ func (n *Node) failWaiting(why string) {
 // durable what it reads before counting it (an append whose fsync was
 // abandoned counts once it is durable). A log it finds clean can then be
 // caught up or cut back (truncate.go) instead of replaced by a snapshot.
-func (n *Node) relearnLog() {
-	n.disk.logUnknown = true
-	n.installDone()
+func (lg *jobLog) relearnLog() {
+	lg.logUnknown = true
+	lg.sb.installDone()
 }
 
 // maintain runs what is due on the primary's own clock: sweep_expired
 // when a job expired, a claim lapsed with no attempts left, or a dead job
 // passed retention; a scheduler tick when a boundary passed. Each is a
 // logged record like a client's, applied the same way.
-func (n *Node) maintain() {
-	j := n.jobs
-	if n.role != RolePrimary || j == nil || !j.recovered {
+func (jl *journal) maintain() {
+	j := jl.jobs
+	if jl.role != RolePrimary || j == nil || !j.recovered {
 		return
 	}
-	now := max(n.now.Wall/1e9, j.lastNow)
+	now := max(jl.now.Wall/1e9, j.lastNow)
 	if j.q.SweepDue(now) {
-		n.logInternal(JobRequest{Kind: JobSweep}, now)
+		jl.logInternal(JobRequest{Kind: JobSweep}, now)
 	}
 	if at, ok := j.q.Soonest(); ok && at <= now {
-		n.logInternal(JobRequest{Kind: JobTick}, now)
+		jl.logInternal(JobRequest{Kind: JobTick}, now)
 	}
-	n.sweepPolls()
-	n.setTimer(TimerMaintenance, n.opt.MaintenanceInterval)
+	jl.sweepPolls()
+	jl.setTimer(TimerMaintenance, jl.opt.MaintenanceInterval)
 }
 
 // logInternal logs and applies an operation nobody waits for.
-func (n *Node) logInternal(req JobRequest, now int64) {
-	j := n.jobs
+func (jl *journal) logInternal(req JobRequest, now int64) {
+	j := jl.jobs
 	rec, err := buildRecord(j.r, now, req)
 	if err != nil {
-		n.log(Error, "jobs.maintenance", fmt.Sprintf("cannot build %s record: %v", req.Kind, err))
+		jl.log(Error, "jobs.maintenance", fmt.Sprintf("cannot build %s record: %v", req.Kind, err))
 		return
 	}
-	rec.Lsn, rec.Term = j.nextLSN, n.ha.term // applying a claim stamps it with both
+	rec.Lsn, rec.Term = j.nextLSN, jl.el.ha.term // applying a claim stamps it with both
 	rep, err := applyRecord(j.q, j.r, rec)
 	if err != nil {
-		n.log(Error, "jobs.maintenance", fmt.Sprintf("%s refused: %v", req.Kind, err))
+		jl.log(Error, "jobs.maintenance", fmt.Sprintf("%s refused: %v", req.Kind, err))
 		return
 	}
 	j.nextLSN++
 	j.lastNow = now
-	n.log(Debug, "jobs.maintenance", fmt.Sprintf("%s at %d: moved %d, deleted %d, fired %d", req.Kind, now, rep.Moved, rep.Deleted, len(rep.Jobs)))
-	n.appendRecord(rec)
-	n.wakePolls()
+	jl.log(Debug, "jobs.maintenance", fmt.Sprintf("%s at %d: moved %d, deleted %d, fired %d", req.Kind, now, rep.Moved, rep.Deleted, len(rep.Jobs)))
+	jl.appendRecord(rec)
+	jl.wakePolls()
 }

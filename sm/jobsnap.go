@@ -22,28 +22,28 @@ type checkpoint struct {
 }
 
 // CheckpointInProgress is checkpoint_in_progress (seed 002 §6.7).
-func (n *Node) CheckpointInProgress() bool { return n.jobs.checkpointing() }
+func (n *Node) CheckpointInProgress() bool { return n.journal.jobs.checkpointing() }
 
 // checkpointing reports a checkpoint in progress (false with no job state).
 func (j *jobState) checkpointing() bool { return j != nil && j.ckpt.inProgress }
 
 // maybeCheckpoint starts a checkpoint once the active segment holds more
 // than max_wal_records records (a soft trigger, §13.2, §13.5).
-func (n *Node) maybeCheckpoint() {
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.checkpointIfDue()
-	n.ops.cur = prev
+func (jl *journal) maybeCheckpoint() {
+	prev := jl.ops.own(jl.ops.jobsOwner())
+	jl.checkpointIfDue()
+	jl.ops.cur = prev
 }
 
-func (n *Node) checkpointIfDue() {
-	j := n.jobs
+func (jl *journal) checkpointIfDue() {
+	j := jl.jobs
 	if j == nil || !j.recovered {
 		return
 	}
 	if j.ckpt.removeLSN > 0 && !j.writing {
-		n.removeObsolete(j)
+		jl.removeObsolete(j)
 	}
-	if j.segRecords < n.opt.MaxWALRecords {
+	if j.segRecords < jl.opt.MaxWALRecords {
 		return
 	}
 	if j.ckpt.inProgress {
@@ -59,26 +59,26 @@ func (n *Node) checkpointIfDue() {
 	j.seg, j.segRecords = wal.SegmentPath(j.nextLSN), 0
 	path := wal.SnapshotPath(lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(lsn)
-	n.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, snap.view.Len()))
-	n.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, journalStep{kind: journalSnapshotWritten, j: j, last: lsn})
+	jl.log(Info, "wal.checkpoint", fmt.Sprintf("checkpoint: writing %s (%d jobs)", path, snap.view.Len()))
+	jl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, journalStep{kind: journalSnapshotWritten, j: j, last: lsn})
 }
 
 // snapshotWritten: the checkpoint's snapshot is durable, and older
 // segments may go once their last writes have landed; or a step of it
 // failed, and the WAL keeps everything.
-func (n *Node) snapshotWritten(s journalStep, r result) {
+func (jl *journal) snapshotWritten(s journalStep, r result) {
 	j := s.j
 	if r.failed != "" {
-		n.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", r.failed, r.Err, r.Detail))
-		n.checkpointDone(j)
+		jl.log(Error, "wal.checkpoint-failed", fmt.Sprintf("checkpoint: %s failed: %s %s — the WAL keeps everything", r.failed, r.Err, r.Detail))
+		jl.checkpointDone(j)
 		return
 	}
 	j.ckpt.removeLSN = s.last
 	if !j.writing {
-		n.removeObsolete(j)
+		jl.removeObsolete(j)
 		return
 	}
-	n.checkpointDone(j)
+	jl.checkpointDone(j)
 }
 
 // SnapshotData is a checkpoint's contents before encoding: a view of the
@@ -176,27 +176,27 @@ func encodeJobs(v queue.View, lsn, term uint64, size int, w io.Writer) ([]byte, 
 	return e.Finish()
 }
 
-func (n *Node) checkpointDone(j *jobState) {
+func (jl *journal) checkpointDone(j *jobState) {
 	j.ckpt.inProgress = false
 	if j.ckpt.again {
 		j.ckpt.again = false
-		n.maybeCheckpoint()
+		jl.maybeCheckpoint()
 	}
 }
 
 // removeObsolete deletes segments wholly covered by the durable snapshot
 // and not retained for a standby (retainedFrom), and snapshots beyond the
 // newest two.
-func (n *Node) removeObsolete(j *jobState) {
-	lsn := n.retainedFrom(j, j.ckpt.removeLSN)
+func (jl *journal) removeObsolete(j *jobState) {
+	lsn := jl.retainedFrom(j, j.ckpt.removeLSN)
 	j.ckpt.removeLSN = 0
-	n.run(listOps(wal.WALDir, "fatal.recovery"), journalStep{kind: journalSegmentsListed, j: j, last: lsn})
+	jl.run(listOps(wal.WALDir, "fatal.recovery"), journalStep{kind: journalSegmentsListed, j: j, last: lsn})
 }
 
 // removeSegments removes the segments wholly covered by the snapshot at
 // lsn among segs (those listed), but none a batch is still to be written
 // to; then the snapshots beyond the newest two.
-func (n *Node) removeSegments(j *jobState, segs []string, lsn uint64) {
+func (jl *journal) removeSegments(j *jobState, segs []string, lsn uint64) {
 	// The segment the checkpoint rolled to may not exist yet: count it,
 	// so the one before it, wholly covered, goes too.
 	if next := j.seg[len(wal.WALDir)+1:]; !slices.Contains(segs, next) {
@@ -210,18 +210,18 @@ func (n *Node) removeSegments(j *jobState, segs []string, lsn uint64) {
 			delete(j.liveSegs, p)
 		}
 	}
-	n.run(removeOps(paths, wal.WALDir, "wal.remove-failed", ""), journalStep{kind: journalSegmentsRemoved, j: j})
+	jl.run(removeOps(paths, wal.WALDir, "wal.remove-failed", ""), journalStep{kind: journalSegmentsRemoved, j: j})
 }
 
 // retainedFrom lowers a checkpoint's removal point to the oldest position
 // a standby synced in this promotion has durably reached (a dead one's
 // last ack included: it catches up from there when it returns), but
 // never more than RetainWALRecords below it.
-func (n *Node) retainedFrom(j *jobState, lsn uint64) uint64 {
+func (jl *journal) retainedFrom(j *jobState, lsn uint64) uint64 {
 	keep, who := j.prog.Slowest(lsn)
-	floor := lsn - min(lsn, uint64(n.opt.RetainWALRecords))
+	floor := lsn - min(lsn, uint64(jl.opt.RetainWALRecords))
 	if keep = max(keep, floor); keep < lsn {
-		n.log(Info, "wal.retained", fmt.Sprintf("checkpoint at lsn %d: keeping the segments after lsn %d for %s to catch up from", lsn, keep, n.peerName(who)))
+		jl.log(Info, "wal.retained", fmt.Sprintf("checkpoint at lsn %d: keeping the segments after lsn %d for %s to catch up from", lsn, keep, jl.peerName(who)))
 	}
 	return keep
 }

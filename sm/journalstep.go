@@ -45,17 +45,17 @@ func (k journalKind) String() string { return journalKindNames[k] }
 func (s journalStep) resume(n *Node, r result) {
 	switch s.kind {
 	case journalBatchWritten:
-		n.batchWritten(s, r)
+		n.journal.batchWritten(s, r)
 	case journalSnapshotWritten:
-		n.snapshotWritten(s, r)
+		n.journal.snapshotWritten(s, r)
 	case journalSegmentsListed:
-		n.removeSegments(s.j, r.names(), s.last)
+		n.journal.removeSegments(s.j, r.names(), s.last)
 	case journalSegmentsRemoved:
 		n.run(listOps(wal.SnapDir, "fatal.recovery"), journalStep{kind: journalSnapshotsListed, j: s.j})
 	case journalSnapshotsListed:
 		n.run(removeOps(prefixAll(wal.SnapDir, wal.ObsoleteSnapshots(r.names(), 2)), wal.SnapDir, "wal.remove-failed", ""), journalStep{kind: journalSnapshotsRemoved, j: s.j})
 	case journalSnapshotsRemoved:
-		n.checkpointDone(s.j)
+		n.journal.checkpointDone(s.j)
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 // but decodes only each record's LSN and term (wal.WalkPositions,
 // wal.SnapshotPosition): recovery decodes each record, and the snapshot,
 // once.
-func (n *Node) scanLogPosition(who scanFor) {
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, scanStep{kind: scanSegsListed, who: who})
+func (lg *jobLog) scanLogPosition(who scanFor) {
+	lg.io(FileOp{Op: OpList, Path: wal.WALDir}, scanStep{kind: scanSegsListed, who: who})
 }
 
 // scanFor is who asked for a scan of the log's position, and so what the
@@ -79,13 +79,13 @@ func (s scanStep) String() string {
 func (s scanStep) resume(n *Node, r result) {
 	switch s.kind {
 	case scanSegsListed:
-		segs, ok := n.scanListed(wal.WALDir, r)
+		segs, ok := n.disk.scanListed(wal.WALDir, r)
 		if !ok {
 			return
 		}
 		s.segs = segs
 		if r.Err == IONotExist { // no log yet
-			n.scanListSnaps(s)
+			n.disk.scanListSnaps(s)
 			return
 		}
 		// The names we count must be durable too (a create whose
@@ -93,44 +93,44 @@ func (s scanStep) resume(n *Node, r result) {
 		s.kind = scanSegsSynced
 		n.io(FileOp{Op: OpFsyncDir, Path: wal.WALDir}, s)
 	case scanSegsSynced:
-		n.scanListSnaps(s)
+		n.disk.scanListSnaps(s)
 	case scanSnapsListed:
-		snaps, ok := n.scanListed(wal.SnapDir, r)
+		snaps, ok := n.disk.scanListed(wal.SnapDir, r)
 		if !ok {
 			return
 		}
 		s.snaps = snaps
 		if r.Err == IONotExist {
-			n.scanPlan(s.snaps, s.segs, "", s.who)
+			n.disk.scanPlan(s.snaps, s.segs, "", s.who)
 			return
 		}
 		s.kind = scanSnapsSynced
 		n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, s)
 	case scanSnapsSynced:
-		n.scanPlan(s.snaps, s.segs, "", s.who)
+		n.disk.scanPlan(s.snaps, s.segs, "", s.who)
 	case scanSnapRead:
 		n.disk.keepScanned(s.path, r)
-		n.scannedSnapshot(s, r.IODone)
+		n.disk.scannedSnapshot(s, r.IODone)
 	case scanSegRead:
 		n.disk.keepScanned(s.path, r)
-		n.scannedSegment(s, r.IODone)
+		n.disk.scannedSegment(s, r.IODone)
 	}
 }
 
 // scanListSnaps lists data/snap once data/wal's listing is known.
-func (n *Node) scanListSnaps(s scanStep) {
+func (lg *jobLog) scanListSnaps(s scanStep) {
 	s.kind = scanSnapsListed
-	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, s)
+	lg.io(FileOp{Op: OpList, Path: wal.SnapDir}, s)
 }
 
 // scanListed is a listing of dir for the scan: no directory is no log yet
 // (nil); one that cannot be listed stops the node (ok false).
-func (n *Node) scanListed(dir string, r result) (names []string, ok bool) {
+func (lg *jobLog) scanListed(dir string, r result) (names []string, ok bool) {
 	if r.Err == IONotExist {
 		return nil, true
 	}
 	if r.Err != IOOK {
-		n.dieUnreadable(dir, r.IODone)
+		lg.dieUnreadable(dir, r.IODone)
 		return nil, false
 	}
 	return r.names(), true
@@ -141,70 +141,70 @@ func (n *Node) scanListed(dir string, r result) (names []string, ok bool) {
 // an older one but refuses a log that does not reach the corrupt one's LSN,
 // so the scan refuses it too, naming the file, rather than claim records
 // recovery cannot rebuild (scanDone).
-func (n *Node) scanPlan(snaps, segs []string, bad string, who scanFor) {
+func (lg *jobLog) scanPlan(snaps, segs []string, bad string, who scanFor) {
 	plan, err := wal.PlanRecovery(snaps, segs)
 	if err != nil {
 		if bad != "" {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the log does not continue an older one (%v): restore this node's data/ or wipe it so it resyncs from the primary", bad, err))
+			lg.node.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the log does not continue an older one (%v): restore this node's data/ or wipe it so it resyncs from the primary", bad, err))
 			return
 		}
-		n.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
+		lg.log(Warn, "wal.position-unknown", fmt.Sprintf("job log position: %v (recovery will refuse this log)", err))
 	}
 	s := scanStep{who: who, segs: segs, snaps: snaps, bad: bad, rest: plan.Segments, clean: err == nil && bad == ""}
 	if plan.Snapshot == "" {
-		n.scanSegments(s)
+		lg.scanSegments(s)
 		return
 	}
 	s.kind, s.path = scanSnapRead, wal.SnapDir+"/"+plan.Snapshot
-	n.readScanning(s)
+	lg.readScanning(s)
 }
 
 // scannedSnapshot: the plan's snapshot was read (s.path), for its position.
-func (n *Node) scannedSnapshot(s scanStep, d IODone) {
+func (lg *jobLog) scannedSnapshot(s scanStep, d IODone) {
 	if d.Err != IOOK {
-		n.dieUnreadable(s.path, d)
+		lg.dieUnreadable(s.path, d)
 		return
 	}
 	head, err := wal.SnapshotPosition(d.Data)
 	if err != nil { // corrupt: recovery falls back to an older one, so do we
-		n.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", s.path, err))
+		lg.log(Warn, "wal.position-unknown", fmt.Sprintf("cannot read the newest snapshot %s: %v — trying an older one", s.path, err))
 		bad := s.bad
 		if bad == "" {
 			bad = s.path
 		}
 		name := strings.TrimPrefix(s.path, wal.SnapDir+"/")
-		n.scanPlan(without(s.snaps, name), s.segs, bad, s.who)
+		lg.scanPlan(without(s.snaps, name), s.segs, bad, s.who)
 		return
 	}
-	if n.disk.scanned != nil {
-		n.disk.scanned.checked[s.path] = head // these bytes matched their checksum
+	if lg.scanned != nil {
+		lg.scanned.checked[s.path] = head // these bytes matched their checksum
 	}
 	s.snap = logPos{term: head.Term, lsn: head.LSN}
-	n.scanSegments(s)
+	lg.scanSegments(s)
 }
 
 // scanSegments walks s.rest after the snapshot at s.snap, one segment at a
 // time (scannedSegment).
-func (n *Node) scanSegments(s scanStep) {
+func (lg *jobLog) scanSegments(s scanStep) {
 	s.pos = s.snap
-	n.walkSegments(s)
+	lg.walkSegments(s)
 }
 
-func (n *Node) walkSegments(s scanStep) {
+func (lg *jobLog) walkSegments(s scanStep) {
 	if len(s.rest) == 0 {
-		n.scanDone(s, s.pos, s.clean)
+		lg.scanDone(s, s.pos, s.clean)
 		return
 	}
 	s.kind, s.path = scanSegRead, wal.WALDir+"/"+s.rest[0]
-	n.readScanning(s)
+	lg.readScanning(s)
 }
 
 // scannedSegment: s.rest[0] was read (s.path); its records extend the
 // position, then the walk goes on with the next.
-func (n *Node) scannedSegment(s scanStep, d IODone) {
+func (lg *jobLog) scannedSegment(s scanStep, d IODone) {
 	path, snap := s.path, s.snap
 	if d.Err != IOOK {
-		n.dieUnreadable(path, d)
+		lg.dieUnreadable(path, d)
 		return
 	}
 	diverged := false
@@ -223,55 +223,55 @@ func (n *Node) scannedSegment(s scanStep, d IODone) {
 		}
 		return nil
 	})
-	if n.disk.scanned != nil {
-		n.disk.scanned.frames[path] = validLen // the frames before it matched their checksums
+	if lg.scanned != nil {
+		lg.scanned.frames[path] = validLen // the frames before it matched their checksums
 	}
 	if diverged {
 		pos = snap
 	}
 	var ce *wal.CorruptError
-	if errors.As(err, &ce) && !n.opt.WALRepair {
+	if errors.As(err, &ce) && !lg.opt.WALRepair {
 		// Recovery refuses this log: so does the position. A
 		// shorter claim would let this node vote for a candidate
 		// lacking records it holds behind the corruption.
-		n.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
+		lg.node.die("fatal.wal-corrupt", fmt.Sprintf("WAL corruption in %s at offset %d: %s — records before it are intact; restart with --wal-repair to truncate the log there (records after it are lost)", path, ce.Offset, ce.Reason))
 		return
 	}
 	if err != nil { // divergence, or corruption truncated by --wal-repair: the log ends here
-		n.scanDone(s, pos, false)
+		lg.scanDone(s, pos, false)
 		return
 	}
 	if validLen < len(d.Data) && len(s.rest) > 1 {
 		// A bad frame ends a segment that later ones follow:
 		// recovery refuses it (or, repairing, truncates the log
 		// here), so the position cannot count the later segments.
-		if !n.opt.WALRepair {
-			n.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a bad record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
+		if !lg.opt.WALRepair {
+			lg.node.die("fatal.wal-corrupt", fmt.Sprintf("WAL segment %s ends in a bad record at offset %d but later segments follow — restart with --wal-repair to truncate there", path, validLen))
 			return
 		}
-		n.scanDone(s, pos, false)
+		lg.scanDone(s, pos, false)
 		return
 	}
 	if validLen < len(d.Data) {
 		s.clean = false // a torn tail: recovery truncates it
 	}
 	s.pos, s.rest = pos, s.rest[1:]
-	n.walkSegments(s)
+	lg.walkSegments(s)
 }
 
 // scanDone hands the position found to who asked. With a corrupt snapshot
 // s.bad, the position must reach its LSN (recovery's rule), else the node
 // stops.
-func (n *Node) scanDone(s scanStep, pos logPos, clean bool) {
+func (lg *jobLog) scanDone(s scanStep, pos logPos, clean bool) {
 	if lsn, ok := wal.ParseSnapshotName(strings.TrimPrefix(s.bad, wal.SnapDir+"/")); s.bad != "" && ok && pos.lsn < lsn {
-		n.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", s.bad, pos.lsn, pos.lsn+1, lsn))
+		lg.node.die("fatal.wal-corrupt", fmt.Sprintf("snapshot %s is corrupt and the rest of the log ends at lsn %d: records %d..%d are lost — restore this node's data/ or wipe it so it resyncs from the primary", s.bad, pos.lsn, pos.lsn+1, lsn))
 		return
 	}
 	switch s.who {
 	case scanForBoot:
-		n.afterBootScan(pos, clean)
+		lg.el.afterBootScan(pos, clean)
 	case scanForRescan:
-		n.afterRescan(pos, clean)
+		lg.sb.afterRescan(pos, clean)
 	}
 }
 
@@ -294,14 +294,14 @@ type scannedFiles struct {
 // count it), and it is the file as it is while the node changes nothing
 // in data/wal or data/snap: any such change drops the hand-off
 // (forgetScanned), as does becoming a standby, which recovers nothing.
-func (n *Node) scanBootLog() {
-	n.disk.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
-	n.scanLogPosition(scanForBoot)
+func (lg *jobLog) scanBootLog() {
+	lg.scanned = &scannedFiles{data: map[string][]byte{}, checked: map[string]wal.SnapshotHead{}, frames: map[string]int{}}
+	lg.scanLogPosition(scanForBoot)
 }
 
 // readScanning is the scan's readDurably of s.path; at boot it keeps what
 // it read (keepScanned).
-func (n *Node) readScanning(s scanStep) { n.run(readDurablyOps(s.path), s) }
+func (lg *jobLog) readScanning(s scanStep) { lg.run(readDurablyOps(s.path), s) }
 
 func (dl *jobLog) keepScanned(path string, r result) {
 	if r.Err == IOOK && dl.scanned != nil {
@@ -327,8 +327,8 @@ func (dl *jobLog) forgetScanned(op FileOp) {
 // dieUnreadable: a log the node cannot read has an unknown position, and
 // taking it as shorter than it is would let this node vote for a
 // candidate that lacks records it holds. Restart and read it again.
-func (n *Node) dieUnreadable(path string, d IODone) {
-	n.die("fatal.wal-unreadable", fmt.Sprintf("cannot read %s to learn the job log's position: %s %s — refusing to vote or stand without it", path, d.Err, d.Detail))
+func (lg *jobLog) dieUnreadable(path string, d IODone) {
+	lg.node.die("fatal.wal-unreadable", fmt.Sprintf("cannot read %s to learn the job log's position: %s %s — refusing to vote or stand without it", path, d.Err, d.Detail))
 }
 
 // without is names less every copy of name, in a new slice (a snapshot

@@ -32,26 +32,26 @@ type parkedClaim struct {
 // park holds claim id until a job is ready for it or its wait ends; acks
 // are the results of the acks it carried at ackAt, logged at ackLSN (0:
 // none logged).
-func (n *Node) park(id uint64, req JobRequest, acks []bool, ackLSN uint64, ackAt int64) {
-	j := n.jobs
-	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(n.now.Mono) + int64(req.Wait), acks: acks, ackLSN: ackLSN, ackAt: ackAt})
-	n.armPolls()
+func (jl *journal) park(id uint64, req JobRequest, acks []bool, ackLSN uint64, ackAt int64) {
+	j := jl.jobs
+	j.polls = append(j.polls, parkedClaim{id: id, req: req, deadline: int64(jl.now.Mono) + int64(req.Wait), acks: acks, ackLSN: ackLSN, ackAt: ackAt})
+	jl.armPolls()
 }
 
 // wakePolls tries the parked claims again after a logged record: per
 // queue with pending jobs, in arrival order, until one finds nothing.
-func (n *Node) wakePolls() {
-	j := n.jobs
-	if len(j.polls) == 0 || n.waking {
+func (jl *journal) wakePolls() {
+	j := jl.jobs
+	if len(j.polls) == 0 || jl.waking {
 		return
 	}
-	n.waking = true // a claim logged here wakes nothing more
+	jl.waking = true // a claim logged here wakes nothing more
 	dry := map[string]bool{}
 	k := 0
 	for _, p := range j.polls {
 		q := p.req.Queue
 		if !dry[q] {
-			if pending, _, _ := j.q.Counts(q); pending == 0 || !n.retryClaim(p) {
+			if pending, _, _ := j.q.Counts(q); pending == 0 || !jl.retryClaim(p) {
 				dry[q] = true
 				j.polls[k] = p
 				k++
@@ -62,63 +62,63 @@ func (n *Node) wakePolls() {
 		k++
 	}
 	j.polls = j.polls[:k]
-	n.waking = false
-	n.armPolls()
+	jl.waking = false
+	jl.armPolls()
 }
 
 // sweepPolls, at a maintenance tick: every parked claim is tried again,
 // and those past their deadline are answered empty.
-func (n *Node) sweepPolls() { n.passPolls(true) }
+func (jl *journal) sweepPolls() { jl.passPolls(true) }
 
 // expirePolls answers empty the parked claims whose wait is over.
-func (n *Node) expirePolls() {
-	if n.role == RolePrimary && n.jobs != nil {
-		n.passPolls(false)
+func (jl *journal) expirePolls() {
+	if jl.role == RolePrimary && jl.jobs != nil {
+		jl.passPolls(false)
 	}
 }
 
 // passPolls goes over the parked claims once, in arrival order: each is
 // tried again if retry, then answered empty if its deadline passed.
-func (n *Node) passPolls(retry bool) {
-	j := n.jobs
+func (jl *journal) passPolls(retry bool) {
+	j := jl.jobs
 	if len(j.polls) == 0 {
 		return
 	}
-	n.waking = true // a claim logged here wakes nothing more
-	polls, now := j.polls, int64(n.now.Mono)
+	jl.waking = true // a claim logged here wakes nothing more
+	polls, now := j.polls, int64(jl.now.Mono)
 	j.polls = nil
 	for _, p := range polls {
 		switch {
-		case retry && n.retryClaim(p):
+		case retry && jl.retryClaim(p):
 		case now >= p.deadline && p.ackLSN > 0:
 			// Nothing claimed, but its acks were logged: answered as the
 			// write they are (a step-down meanwhile: outcome unknown).
-			n.replyWhenDurable(p.ackLSN, Reply{ID: p.id, OK: true, OKs: p.acks, LSN: p.ackLSN, At: p.ackAt})
+			jl.replyWhenDurable(p.ackLSN, Reply{ID: p.id, OK: true, OKs: p.acks, LSN: p.ackLSN, At: p.ackAt})
 		case now >= p.deadline:
-			n.answerRead(Reply{ID: p.id, OK: true, OKs: p.acks, At: p.ackAt})
+			jl.answerRead(Reply{ID: p.id, OK: true, OKs: p.acks, At: p.ackAt})
 		default:
 			j.polls = append(j.polls, p)
 		}
 	}
-	n.waking = false
-	n.armPolls()
+	jl.waking = false
+	jl.armPolls()
 }
 
 // retryClaim applies a parked claim again; true if it was answered (it
 // claimed jobs, or it is refused now).
-func (n *Node) retryClaim(p parkedClaim) bool {
-	rep, changed, refused := n.mutate(p.id, p.req, p.acks)
+func (jl *journal) retryClaim(p parkedClaim) bool {
+	rep, changed, refused := jl.mutate(p.id, p.req, p.acks)
 	if refused {
-		n.emit(rep)
+		jl.emit(rep)
 	}
 	return changed || refused
 }
 
 // armPolls sets the long-poll timer to the earliest deadline.
-func (n *Node) armPolls() {
-	j := n.jobs
+func (jl *journal) armPolls() {
+	j := jl.jobs
 	if len(j.polls) == 0 {
-		n.cancelTimer(TimerLongPoll)
+		jl.cancelTimer(TimerLongPoll)
 		return
 	}
 	first := j.polls[0].deadline
@@ -127,23 +127,23 @@ func (n *Node) armPolls() {
 	}
 	// At least a millisecond: a timer that fires a hair early (an
 	// executor's clock granularity) must not re-arm at zero forever.
-	n.setTimer(TimerLongPoll, time.Duration(max(int64(time.Millisecond), first-int64(n.now.Mono))))
+	jl.setTimer(TimerLongPoll, time.Duration(max(int64(time.Millisecond), first-int64(jl.now.Mono))))
 }
 
 // releasePolls answers every parked claim "unavailable" when the node
 // loses the role: it changed nothing, so the client just asks the new
 // primary. One whose acks were logged is answered "outcome unknown": they
 // may or may not be durable.
-func (n *Node) releasePolls(why string) {
-	for _, p := range n.jobs.polls {
+func (jl *journal) releasePolls(why string) {
+	for _, p := range jl.jobs.polls {
 		if p.ackLSN > 0 {
-			n.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: n.el.primary})
+			jl.emit(Reply{ID: p.id, Status: StatusOutcomeUnknown, Error: why + "; the acks this claim carried may have been applied", Primary: jl.el.primary})
 			continue
 		}
-		n.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: n.el.primary, NotPrimary: true})
+		jl.emit(Reply{ID: p.id, Status: StatusEAGAIN, Error: why, Primary: jl.el.primary, NotPrimary: true})
 	}
-	n.jobs.polls = nil
-	n.cancelTimer(TimerLongPoll)
+	jl.jobs.polls = nil
+	jl.cancelTimer(TimerLongPoll)
 }
 
 // checkWait validates a claim's wait.
@@ -155,15 +155,15 @@ func checkWait(req JobRequest) string {
 }
 
 // dropPoll forgets the parked claim id (its client is gone), if any.
-func (n *Node) dropPoll(id uint64) {
-	j := n.jobs
+func (jl *journal) dropPoll(id uint64) {
+	j := jl.jobs
 	if j == nil {
 		return
 	}
 	for k, p := range j.polls {
 		if p.id == id {
 			j.polls = append(j.polls[:k], j.polls[k+1:]...)
-			n.armPolls()
+			jl.armPolls()
 			return
 		}
 	}

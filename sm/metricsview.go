@@ -16,7 +16,7 @@ type QueueDepth struct {
 // holding jobs (lost_and_found), sorted by name; nil unless a recovered
 // primary (a standby holds the log, not the queues).
 func (n *Node) QueueDepths() []QueueDepth {
-	j := n.jobs
+	j := n.journal.jobs
 	if n.role != RolePrimary || j == nil || !j.recovered {
 		return nil
 	}
@@ -45,8 +45,8 @@ func (n *Node) QueueDepths() []QueueDepth {
 // since its last sync (at the same bound it asks for a fresh snapshot).
 func (n *Node) WALRecordsSinceCheckpoint() int {
 	switch {
-	case n.role == RolePrimary && n.jobs != nil && n.jobs.recovered:
-		return n.jobs.segRecords
+	case n.role == RolePrimary && n.journal.jobs != nil && n.journal.jobs.recovered:
+		return n.journal.jobs.segRecords
 	case n.role == RoleStandby && n.sb.srepl != nil:
 		return n.sb.srepl.segRecords
 	}
@@ -63,13 +63,13 @@ func (n *Node) Readiness() (ready bool, why string) {
 		return false, "stopped: " + n.fatal
 	case !n.conf.serving:
 		return false, n.role.String() + ": no config loaded yet"
-	case n.role == RolePrimary && (n.jobs == nil || !n.jobs.recovered):
+	case n.role == RolePrimary && (n.journal.jobs == nil || !n.journal.jobs.recovered):
 		return false, "primary: recovering its job state"
 	case n.role == RolePrimary:
 		return true, "primary: serving"
 	case n.role != RoleStandby:
 		return false, n.role.String() + ": no primary elected"
-	case !n.followsLivePrimary():
+	case !n.el.followsLivePrimary():
 		return false, "standby: lost its primary " + n.peerName(n.el.primary) + " (silent, restarted or stepped down)"
 	case n.sb.replFailure != "":
 		return false, "standby: replication failing: " + n.sb.replFailure

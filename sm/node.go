@@ -10,29 +10,58 @@ import (
 )
 
 // Node is one controller's state machine. It is not safe for concurrent
-// use: one goroutine (or the simulator) owns it and calls Step. Its state
-// is one value per concern; each concern's fields are declared with its
-// type.
+// use: one goroutine (or the simulator) owns it and calls Step. Node
+// routes each input to the concern that handles it (Step, onMsg, onTimer)
+// and makes the role changes; each concern is a type that owns its
+// state and its methods and reaches the rest through env and the sibling
+// concerns it names.
 type Node struct {
-	opt Options
-	now Clock
-	out []Effect
+	env                 // the context every concern reaches: options, clock, effects, I/O, timers
+	el      election    // the election: role changes, term and vote, heartbeats (election.go, vote.go, hastate.go, commit.go)
+	conf    configState // the config store and config replication (boot.go, confsave.go, replconf.go, upgrade.go)
+	journal journal     // primary: the job log, its commit, replies, long polls, checkpoints (jobs.go, jobrecover.go, jobsnap.go, longpoll.go)
+	joined  joinedPeers // primary: its standbys, their syncs and catch-up (catchup.go, repl.go)
+	sb      standbyLog  // standby: the log replicated from the primary (repl.go, snapsync.go, truncate.go, compact.go)
+	diskLog jobLog      // this node's job log on disk (logpos.go), reached as env.disk
+}
 
-	role     Role
+// env is the small context every concern reaches: the options, the
+// clock, the effects of this step, the file operations in flight, the
+// timers, the role, and the job log's position that every message
+// carries. What only the router may do, a concern asks of node.
+type env struct {
+	opt      Options
+	now      Clock
+	out      []Effect
+	role     Role   // written by Node only (boot, role changes, die)
 	rng      uint64 // xorshift64 state (seed 002 §9.0)
 	fatal    string // reason, once stopped
 	timerGen [timerKinds]uint64
-	ops      ioTable // file operations in flight and their owners (pending.go)
+	ops      ioTable     // file operations in flight and their owners (pending.go)
+	disk     *jobLog     // the Node's diskLog
+	node     roleChanger // the Node
+}
 
-	ha     haState     // the durable term and vote (hastate.go)
-	el     election    // the election and the view of the primary (election.go, vote.go)
-	hb     heartbeats  // heartbeat rounds, CheckQuorum and the read index (commit.go)
-	conf   configState // the config store and config replication (confsave.go, replconf.go)
-	disk   jobLog      // this node's job log on disk: its position (logpos.go)
-	jobs   *jobState   // primary: durable job state (nil until recovery starts)
-	joined joinedPeers // primary: the standbys that joined it
-	sb     standbyLog  // standby: the log replicated from the primary (repl.go)
-	waking bool        // parked claims are being retried (longpoll.go)
+// roleChanger is what a concern asks of the Node: the role changes, which
+// reset every concern's role state, the stop, and resuming a continuation
+// at once (a continuation resumes on the Node: it may reach any concern).
+type roleChanger interface {
+	becomePrimary(term uint64)
+	becomeStandby(p int, term uint64, format string)
+	die(key, text string)
+	resumeNow(c cont, r result)
+}
+
+// journal is the primary's job log: its state, nil until recovery
+// starts, and the long polls' wake-up guard.
+type journal struct {
+	*env
+	jobs   *jobState // primary: durable job state (nil until recovery starts)
+	waking bool      // parked claims are being retried (longpoll.go)
+
+	conf   *configState
+	el     *election
+	joined *joinedPeers
 }
 
 // ioTable is the file operations in flight: each with its owner and what
@@ -69,6 +98,15 @@ type election struct {
 	deferrals     int              // election deadlines deferred to a fresher peer
 	electionStart int64            // Mono when the current election began
 	noCfgSince    int64            // quorum mode: Mono+1 when a config-less candidate first waited
+
+	ha haState    // the durable term and vote (hastate.go)
+	hb heartbeats // heartbeat rounds, CheckQuorum and the read index (commit.go)
+
+	*env
+	conf    *configState
+	joined  *joinedPeers
+	journal *journal
+	sb      *standbyLog
 }
 
 // heartbeats is liveness both ways: when a standby last heard its
@@ -104,6 +142,12 @@ type configState struct {
 	repairing  bool
 	savedTags  []uint64 // tags whose save completed durably (checker view)
 	upgrade    *upgradeState
+
+	*env
+	el      *election
+	joined  *joinedPeers
+	journal *journal
+	sb      *standbyLog
 }
 
 // jobLog is what the node knows of its job log on disk.
@@ -121,6 +165,10 @@ type jobLog struct {
 	// while primary (recovery and checkpoints rewrite files) until a rescan
 	// after the step-down (relearnLog) finds it so.
 	logClean bool
+
+	*env
+	el *election
+	sb *standbyLog
 }
 
 // joinedPeers is the primary's standbys.
@@ -128,6 +176,11 @@ type joinedPeers struct {
 	standbys   map[int]bool   // joined standbys
 	joinPos    map[int]logPos // positions standbys asked to catch up from
 	ackedAlone uint64         // seed mode: writes acknowledged that no standby held
+
+	*env
+	el      *election
+	journal *journal
+	sb      *standbyLog
 }
 
 // standbyLog is a standby's replication of its primary's log.
@@ -141,6 +194,10 @@ type standbyLog struct {
 	syncAsked    int64        // Mono of its last request for a log sync
 	epochSeen    uint64       // newest sync epoch started with this primary
 	replFailure  string       // why its last sync failed ("" once synced)
+
+	*env
+	conf *configState
+	el   *election
 }
 
 // loaded is a verified config: its bytes hash to sum and name.
@@ -160,8 +217,26 @@ func NewNode(opt Options) (*Node, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	return &Node{opt: opt, el: election{primary: -1, failedP: -1}, ha: haState{vote: -1, durVote: -1}, ops: ioTable{pending: map[uint64]pendingOp{}}}, nil
+	return newNode(opt), nil
 }
+
+// newNode wires the concerns to the context and to the siblings each
+// names.
+func newNode(opt Options) *Node {
+	n := &Node{}
+	n.env = env{opt: opt, ops: ioTable{pending: map[uint64]pendingOp{}}, disk: &n.diskLog, node: n}
+	e := &n.env
+	n.el = election{env: e, primary: -1, failedP: -1, ha: haState{vote: -1, durVote: -1}, conf: &n.conf, joined: &n.joined, journal: &n.journal, sb: &n.sb}
+	n.conf = configState{env: e, el: &n.el, joined: &n.joined, journal: &n.journal, sb: &n.sb}
+	n.journal = journal{env: e, conf: &n.conf, el: &n.el, joined: &n.joined}
+	n.joined = joinedPeers{env: e, el: &n.el, journal: &n.journal, sb: &n.sb}
+	n.sb = standbyLog{env: e, conf: &n.conf, el: &n.el}
+	n.diskLog = jobLog{env: e, el: &n.el, sb: &n.sb}
+	return n
+}
+
+// resumeNow resumes a continuation at once, as a completion would.
+func (n *Node) resumeNow(c cont, r result) { c.resume(n, r) }
 
 // Step feeds one input and returns the effects to execute, in order.
 func (n *Node) Step(now Clock, in Input) []Effect {
@@ -170,10 +245,10 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		return nil
 	}
 	n.now = now
-	if m := int64(now.Mono); m-n.hb.lastStep >= int64(n.opt.FailureTimeout) {
-		n.hb.resumed = m
+	if m := int64(now.Mono); m-n.el.hb.lastStep >= int64(n.opt.FailureTimeout) {
+		n.el.hb.resumed = m
 	}
-	n.hb.lastStep = int64(now.Mono)
+	n.el.hb.lastStep = int64(now.Mono)
 	switch x := in.(type) {
 	case Boot:
 		n.boot(x)
@@ -189,11 +264,11 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 			n.log(Warn, "msg.bad-sender", fmt.Sprintf("dropping %s from unknown peer index %d", x.Msg.Type, x.From))
 		}
 	case ClientOp:
-		n.onClientOp(x)
+		n.journal.onClientOp(x)
 	case ClientGone:
-		n.dropPoll(x.ID)
+		n.journal.dropPoll(x.ID)
 	case UpgradeConfig:
-		n.onUpgrade(x)
+		n.conf.onUpgrade(x)
 	case IODone:
 		p, ok := n.ops.pending[x.ID]
 		if !ok {
@@ -222,14 +297,14 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 func (n *Node) Role() Role { return n.role }
 
 // Term is the node's current term.
-func (n *Node) Term() uint64 { return n.ha.term }
+func (n *Node) Term() uint64 { return n.el.ha.term }
 
 // QuorumMode reports whether the node runs in quorum mode.
 func (n *Node) QuorumMode() bool { return n.quorumMode() }
 
 // ViewTerm is the term the node acts in: its own as primary, else the
 // highest term it knows (its primary's).
-func (n *Node) ViewTerm() uint64 { return n.viewTerm() }
+func (n *Node) ViewTerm() uint64 { return n.el.viewTerm() }
 
 // Primary is the index of the primary this node follows (Self when
 // primary), or -1.
@@ -241,7 +316,7 @@ func (n *Node) Serving() bool { return n.conf.serving }
 // Ready reports that the node does its job: a serving standby, or a
 // primary that has also recovered its job state (systemd READY=1).
 func (n *Node) Ready() bool {
-	return n.conf.serving && (n.role == RoleStandby || n.role == RolePrimary && n.jobs != nil && n.jobs.recovered)
+	return n.conf.serving && (n.role == RoleStandby || n.role == RolePrimary && n.journal.jobs != nil && n.journal.jobs.recovered)
 }
 
 // Stale reports the config_stale flag.
@@ -288,73 +363,73 @@ func (n *Node) Options() Options { return n.opt }
 
 // --- effect helpers ---
 
-func (n *Node) emit(e Effect) { n.out = append(n.out, e) }
+func (en *env) emit(e Effect) { en.out = append(en.out, e) }
 
-func (n *Node) log(l Level, key, text string) { n.emit(Log{Level: l, Key: key, Text: text}) }
+func (en *env) log(l Level, key, text string) { en.emit(Log{Level: l, Key: key, Text: text}) }
 
 func (ot *ioTable) id() uint64 { ot.nextID++; return ot.nextID }
 
 // io issues a file operation and registers its continuation. An fsync that
 // fails is fatal (never retry and trust it).
-func (n *Node) io(op FileOp, next cont) {
-	n.disk.forgetScanned(op)
-	op.ID = n.ops.id()
-	n.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: n.ops.cur, next: next} // the running continuation's owner (pending.go)
-	n.emit(op)
+func (en *env) io(op FileOp, next cont) {
+	en.disk.forgetScanned(op)
+	op.ID = en.ops.id()
+	en.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: en.ops.cur, next: next} // the running continuation's owner (pending.go)
+	en.emit(op)
 }
 
 // compute issues work on the state (off Step, on its own lane) and
 // registers its continuation, as io does for a file operation: it is
 // pending, owned and abandoned the same way.
-func (n *Node) compute(c Compute, next cont) {
+func (en *env) compute(c Compute, next cont) {
 	if c.Kind == ComputeEncodeTo {
-		n.disk.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
+		en.disk.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
 	}
-	c.ID = n.ops.id()
-	n.ops.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: n.ops.cur, next: next}
-	n.emit(c)
+	c.ID = en.ops.id()
+	en.ops.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: en.ops.cur, next: next}
+	en.emit(c)
 }
 
-func (n *Node) setTimer(k TimerKind, after time.Duration) {
-	n.timerGen[k]++
-	n.emit(SetTimer{Kind: k, Gen: n.timerGen[k], After: after})
+func (en *env) setTimer(k TimerKind, after time.Duration) {
+	en.timerGen[k]++
+	en.emit(SetTimer{Kind: k, Gen: en.timerGen[k], After: after})
 }
 
-func (n *Node) cancelTimer(k TimerKind) {
-	n.timerGen[k]++
-	n.emit(CancelTimer{Kind: k})
+func (en *env) cancelTimer(k TimerKind) {
+	en.timerGen[k]++
+	en.emit(CancelTimer{Kind: k})
 }
 
-func (n *Node) send(to int, m Msg) {
-	m.Role, m.Term, m.Priority, m.PeersHash = n.role, n.viewTerm(), n.opt.Self, n.opt.PeersHash
-	if !n.disk.logUnknown {
-		m.WALPos, m.LogTerm = n.disk.logPos.lsn, n.disk.logPos.term
+func (el *election) send(to int, m Msg) {
+	m.Role, m.Term, m.Priority, m.PeersHash = el.role, el.viewTerm(), el.opt.Self, el.opt.PeersHash
+	if !el.disk.logUnknown {
+		m.WALPos, m.LogTerm = el.disk.logPos.lsn, el.disk.logPos.term
 	}
 	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
-		m.ConfigTag = n.conf.runningTag()
+		m.ConfigTag = el.conf.runningTag()
 	}
 	switch {
-	case n.role == RolePrimary && m.Type == MsgHeartbeat:
-		m.Round = n.hb.round
-	case n.role == RoleStandby && to == n.el.primary:
-		m.Round = n.hb.lastRound
+	case el.role == RolePrimary && m.Type == MsgHeartbeat:
+		m.Round = el.hb.round
+	case el.role == RoleStandby && to == el.primary:
+		m.Round = el.hb.lastRound
 	}
 	s := Send{To: to, Msg: m}
-	if n.ha.dirty() {
-		n.ha.hold(s) // it reveals a term or vote not durable yet
+	if el.ha.dirty() {
+		el.ha.hold(s) // it reveals a term or vote not durable yet
 		return
 	}
-	n.emit(s)
+	el.emit(s)
 }
 
 // viewTerm is the term we advertise: the highest we know of (so a
 // restarted node learns it back).
-func (n *Node) viewTerm() uint64 { return max(n.ha.term, n.el.pTerm) }
+func (el *election) viewTerm() uint64 { return max(el.ha.term, el.pTerm) }
 
-func (n *Node) broadcast(m Msg) {
-	for i := range n.opt.Peers {
-		if i != n.opt.Self {
-			n.send(i, m)
+func (el *election) broadcast(m Msg) {
+	for i := range el.opt.Peers {
+		if i != el.opt.Self {
+			el.send(i, m)
 		}
 	}
 }
@@ -371,9 +446,9 @@ func (n *Node) die(key, text string) {
 	n.conf.serving = false
 }
 
-func (n *Node) peerName(i int) string {
-	if i >= 0 && i < len(n.opt.Peers) {
-		return n.opt.Peers[i]
+func (en *env) peerName(i int) string {
+	if i >= 0 && i < len(en.opt.Peers) {
+		return en.opt.Peers[i]
 	}
 	return fmt.Sprintf("peer#%d", i)
 }
@@ -394,28 +469,28 @@ func (cs *configState) cfgDecoded() *schema.ClusterConfig {
 
 // JobState exposes the job queues for checkers (nil until recovered).
 func (n *Node) JobState() (*queue.Queues, uint64, bool) {
-	if n.jobs == nil {
+	if n.journal.jobs == nil {
 		return nil, 0, false
 	}
-	return n.jobs.q, n.jobs.durableLSN, n.jobs.recovered
+	return n.journal.jobs.q, n.journal.jobs.durableLSN, n.journal.jobs.recovered
 }
 
 // RecoveredLSN is the LSN this primary's last recovery ended at.
 func (n *Node) RecoveredLSN() uint64 {
-	if n.jobs == nil {
+	if n.journal.jobs == nil {
 		return 0
 	}
-	return n.jobs.recoveredLSN
+	return n.journal.jobs.recoveredLSN
 }
 
 // LostAndFoundCount is lost_and_found_job_count (seed 002 §6.5): the
 // jobs the last recovery routed to lost_and_found, 0 again after a
 // lost-and-found drain.
 func (n *Node) LostAndFoundCount() int {
-	if n.jobs == nil {
+	if n.journal.jobs == nil {
 		return 0
 	}
-	return n.jobs.r.routed
+	return n.journal.jobs.r.routed
 }
 
 // verifyBlob checks a config blob; name is its versioned file name in
@@ -447,10 +522,10 @@ func verifyBlob(name string, blob []byte, modTime int64) (*loaded, string) {
 // has no job state): a checker that delivers a request knows the record
 // it will be logged at.
 func (n *Node) NextLSN() uint64 {
-	if n.jobs == nil {
+	if n.journal.jobs == nil {
 		return 0
 	}
-	return n.jobs.nextLSN
+	return n.journal.jobs.nextLSN
 }
 
 // LogPosition is the freshness of the node's durable job log: the term of

@@ -88,19 +88,19 @@ func (ot *ioTable) logOwner() owner { return owner{concernLog, ot.gens[concernLo
 // truncation, checkpoint, append or rescan of a standby goes on once
 // recovery owns the files (their state is a crash's, which recovery
 // reads), and the standby's bookkeeping of them goes with it.
-func (n *Node) endLog() {
-	n.ops.gens[concernLog]++
-	n.setSync(nil)
-	n.sb.installBusy, n.sb.compact, n.sb.replWriting = false, nil, 0
+func (sl *standbyLog) endLog() {
+	sl.ops.gens[concernLog]++
+	sl.setSync(nil)
+	sl.installBusy, sl.compact, sl.replWriting = false, nil, 0
 }
 
 // setSync makes sr (nil: none) the standby's sync, ending the previous
 // sync's generation; sr's operations are owned by the new one.
-func (n *Node) setSync(sr *standbyRepl) {
-	n.ops.gens[concernSync]++
-	n.sb.srepl = sr
+func (sl *standbyLog) setSync(sr *standbyRepl) {
+	sl.ops.gens[concernSync]++
+	sl.srepl = sr
 	if sr != nil {
-		sr.owner = owner{concernSync, n.ops.gens[concernSync]}
+		sr.owner = owner{concernSync, sl.ops.gens[concernSync]}
 	}
 }
 

@@ -63,21 +63,21 @@ func (s recoveryStep) resume(n *Node, r result) {
 	case recoverySnapshotsListed:
 		n.run(listOps(wal.WALDir, "fatal.recovery"), recoveryStep{kind: recoverySegmentsListed, j: s.j, snaps: r.names()})
 	case recoverySegmentsListed:
-		n.recoverFrom(s.j, s.snaps, r.names())
+		n.journal.recoverFrom(s.j, s.snaps, r.names())
 	case recoverySnapshotRead:
-		n.snapshotRead(s, r.IODone)
+		n.journal.snapshotRead(s, r.IODone)
 	case recoverySnapshotImported:
-		n.snapshotImported(s, r)
+		n.journal.snapshotImported(s, r)
 	case recoverySegmentRead:
-		n.segmentRead(s, r.IODone)
+		n.journal.segmentRead(s, r.IODone)
 	case recoveryTailCut:
 		if r.failed != "" {
 			n.die("fatal.recovery", fmt.Sprintf("%s failed: %s %s", r.failed, r.Err, r.Detail))
 			return
 		}
-		n.removeForRecovery(s.j, s.segs)
+		n.journal.removeForRecovery(s.j, s.segs)
 	case recoveryRemoved:
-		n.finishRecovery(s.j)
+		n.journal.finishRecovery(s.j)
 	}
 }
 

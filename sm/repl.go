@@ -52,28 +52,28 @@ func (a logPos) after(b logPos) bool { return a.term > b.term || a.term == b.ter
 // snapshot of the current state followed by what we write next (its log
 // is then rebuilt from ours, so a stepped-down primary's unreplicated
 // suffix can never survive).
-func (n *Node) startSync(s int) {
-	j := n.jobs
-	if n.role != RolePrimary || j == nil || !j.recovered {
+func (jp *joinedPeers) startSync(s int) {
+	j := jp.journal.jobs
+	if jp.role != RolePrimary || j == nil || !j.recovered {
 		return // finishRecovery syncs every joined standby
 	}
 	if rp := j.repl[s]; rp != nil && rp.snap != nil && rp.snap.data == nil {
 		// Its snapshot is being encoded (sendSnapshot): a join meanwhile is
 		// the standby's timeout for a first chunk; another encode of the
 		// whole state would only queue behind this one.
-		delete(n.joined.joinPos, s)
+		delete(jp.joinPos, s)
 		return
 	}
-	if n.tryCatchUp(s) {
+	if jp.tryCatchUp(s) {
 		return
 	}
-	n.sendSnapshot(s)
+	jp.sendSnapshot(s)
 }
 
 // streamBatch sends a written batch to every standby whose snapshot is
 // older than it, split so that no message exceeds the frame limit.
-func (n *Node) streamBatch(b walBatch) {
-	j := n.jobs
+func (jp *joinedPeers) streamBatch(b walBatch) {
+	j := jp.journal.jobs
 	for _, p := range sortedKeys(j.repl) {
 		rp := j.repl[p]
 		if b.lastLSN <= rp.StartLSN || rp.truncating {
@@ -85,11 +85,11 @@ func (n *Node) streamBatch(b walBatch) {
 		}
 		switch {
 		case rp.catchUp != nil:
-			rp.catchUp.held.hold(data, n.opt.SyncBufferBytes) // sent after the records read from the log
+			rp.catchUp.held.hold(data, jp.opt.SyncBufferBytes) // sent after the records read from the log
 		case rp.snap != nil && rp.snap.data == nil:
-			rp.snap.early.hold(data, n.opt.SyncBufferBytes) // sent after the snapshot's first chunk
+			rp.snap.early.hold(data, jp.opt.SyncBufferBytes) // sent after the snapshot's first chunk
 		default:
-			n.sendRecords(p, rp, data)
+			jp.sendRecords(p, rp, data)
 		}
 	}
 }
@@ -116,9 +116,9 @@ func (h *heldBatches) hold(data []byte, limit int) {
 
 // sendRecords streams written records to standby s, split so that no
 // message exceeds the frame limit.
-func (n *Node) sendRecords(s int, rp *replPeer, data []byte) {
+func (jp *joinedPeers) sendRecords(s int, rp *replPeer, data []byte) {
 	for _, chunk := range splitFrames(data, MaxConfigSize) {
-		n.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: chunk})
+		jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: chunk})
 	}
 }
 
@@ -157,9 +157,9 @@ func splitFrames(data []byte, limit int) [][]byte {
 	return append(out, data[start:])
 }
 
-func (n *Node) onReplAck(from int, m Msg) {
-	j := n.jobs
-	if n.role != RolePrimary || j == nil {
+func (jp *joinedPeers) onReplAck(from int, m Msg) {
+	j := jp.journal.jobs
+	if jp.role != RolePrimary || j == nil {
 		return
 	}
 	rp := j.repl[from]
@@ -168,55 +168,55 @@ func (n *Node) onReplAck(from int, m Msg) {
 		// message): start its sync now, so it counts, and holds writes up,
 		// from here on.
 		if j.recovered {
-			n.joined.standbys[from] = true
-			n.startSync(from)
+			jp.standbys[from] = true
+			jp.startSync(from)
 		}
 		return
 	}
-	rp.Heard(int64(n.now.Mono), m.Error) // alive, synced or not: an unsynced live standby holds writes up
+	rp.Heard(int64(jp.now.Mono), m.Error) // alive, synced or not: an unsynced live standby holds writes up
 	if rp.Epoch != m.ReqID || rp.truncating {
 		return
 	}
 	if m.Offset > 0 { // snapshot transfer progress: send what follows
 		if rp.snap != nil {
-			n.sendChunk(from, rp, m.Offset)
+			jp.sendChunk(from, rp, m.Offset)
 		}
 		return
 	}
 	rp.snap = nil
-	rp.Ack(m.WALPos, int64(n.now.Mono))
-	n.catchUpAcked(from, rp, m.WALPos)
-	n.releaseWaiting()
+	rp.Ack(m.WALPos, int64(jp.now.Mono))
+	jp.catchUpAcked(from, rp, m.WALPos)
+	jp.journal.releaseWaiting()
 }
 
 // replicated reports whether lsn has the acks a reply needs: from
 // SyncStandbys standbys, or every live one if fewer are live. A live
 // standby still installing its snapshot counts as live, so a resync holds
 // writes up instead of letting them skip replication.
-func (n *Node) replicated(lsn uint64) bool {
-	if n.quorumMode() {
-		return lsn <= n.commitLSN()
+func (jl *journal) replicated(lsn uint64) bool {
+	if jl.quorumMode() {
+		return lsn <= jl.commitLSN()
 	}
-	return n.jobs.prog.Replicated(lsn, n.opt.SyncStandbys, int64(n.now.Mono), int64(n.opt.FailureTimeout))
+	return jl.jobs.prog.Replicated(lsn, jl.opt.SyncStandbys, int64(jl.now.Mono), int64(jl.opt.FailureTimeout))
 }
 
 // releaseWaiting emits the replies whose records are durable here and on
 // enough standbys, in LSN order.
-func (n *Node) releaseWaiting() {
-	j := n.jobs
+func (jl *journal) releaseWaiting() {
+	j := jl.jobs
 	k := 0
-	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && n.replicated(j.waiting[k].lsn) {
-		n.emitReply(j.waiting[k].lsn, j.waiting[k].rep)
+	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && jl.replicated(j.waiting[k].lsn) {
+		jl.emitReply(j.waiting[k].lsn, j.waiting[k].rep)
 		k++
 	}
 	j.waiting = j.waiting[k:]
 	if len(j.reads) == 0 {
 		return
 	}
-	conf := n.confirmedRound()
+	conf := jl.el.confirmedRound()
 	k = 0
-	for k < len(j.reads) && j.reads[k].round <= conf && j.reads[k].lsn <= j.durableLSN && n.replicated(j.reads[k].lsn) {
-		n.emit(j.reads[k].rep)
+	for k < len(j.reads) && j.reads[k].round <= conf && j.reads[k].lsn <= j.durableLSN && jl.replicated(j.reads[k].lsn) {
+		jl.emit(j.reads[k].rep)
 		k++
 	}
 	j.reads = j.reads[k:]
@@ -227,13 +227,13 @@ func (n *Node) releaseWaiting() {
 // ackRepl tells the primary our durable position (epoch 0 when not
 // synced: then it only says we are alive); a standby without a sync asks
 // for one again after a failure timeout (the snapshot may have been lost).
-func (n *Node) ackRepl() {
-	if n.role != RoleStandby || n.el.primary < 0 {
+func (sl *standbyLog) ackRepl() {
+	if sl.role != RoleStandby || sl.el.primary < 0 {
 		return
 	}
-	sr := n.sb.srepl
-	if sr == nil && n.conf.fetch == nil && int64(n.now.Mono)-n.sb.syncAsked > int64(n.opt.FailureTimeout) {
-		n.resync()
+	sr := sl.srepl
+	if sr == nil && sl.conf.fetch == nil && int64(sl.now.Mono)-sl.syncAsked > int64(sl.opt.FailureTimeout) {
+		sl.resync()
 		return
 	}
 	var epoch uint64
@@ -244,28 +244,28 @@ func (n *Node) ackRepl() {
 	if sr != nil && sr.recv != nil && sr.recv.written > 0 {
 		m.ReqID, m.Offset = sr.epoch, sr.recv.written // send me what follows
 	}
-	if n.sb.replFailure != "" {
-		m.Status, m.Error = 1, n.sb.replFailure // the primary's status shows why
+	if sl.replFailure != "" {
+		m.Status, m.Error = 1, sl.replFailure // the primary's status shows why
 	}
-	n.send(n.el.primary, m)
+	sl.el.send(sl.el.primary, m)
 }
 
-func (n *Node) onReplRecords(from int, m Msg) {
+func (sl *standbyLog) onReplRecords(from int, m Msg) {
 	if m.CatchUp {
-		n.onCatchUp(from, m)
+		sl.onCatchUp(from, m)
 		return
 	}
-	sr := n.sb.srepl
-	if n.role != RoleStandby || from != n.el.primary || sr == nil || m.ReqID != sr.epoch {
+	sr := sl.srepl
+	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch {
 		return
 	}
 	sr.queue = append(sr.queue, m)
-	n.drainRepl()
+	sl.drainRepl()
 }
 
 // drainRepl appends queued record batches one at a time.
-func (n *Node) drainRepl() {
-	sr := n.sb.srepl
+func (sl *standbyLog) drainRepl() {
+	sr := sl.srepl
 	if sr == nil || sr.installing || sr.writing || len(sr.queue) == 0 {
 		return
 	}
@@ -273,30 +273,30 @@ func (n *Node) drainRepl() {
 	sr.queue = sr.queue[1:]
 	recs, valid, err := wal.Scan(m.Bytes)
 	if err != nil || len(recs) == 0 || valid != len(m.Bytes) {
-		n.log(Warn, "repl.bad-records", fmt.Sprintf("unusable WAL records from the primary (%v): resyncing", err))
-		n.resync()
+		sl.log(Warn, "repl.bad-records", fmt.Sprintf("unusable WAL records from the primary (%v): resyncing", err))
+		sl.resync()
 		return
 	}
 	first, last := recs[0], recs[len(recs)-1]
 	switch {
 	case last.GetLsn() < sr.expect: // already have them
-		n.drainRepl()
+		sl.drainRepl()
 		return
 	case first.GetLsn() != sr.expect:
-		n.log(Warn, "repl.gap", fmt.Sprintf("WAL records from lsn %d where %d was expected: resyncing", first.GetLsn(), sr.expect))
-		n.resync()
+		sl.log(Warn, "repl.gap", fmt.Sprintf("WAL records from lsn %d where %d was expected: resyncing", first.GetLsn(), sr.expect))
+		sl.resync()
 		return
 	}
 	sr.writing = true
-	n.sb.replWriting++
+	sl.replWriting++
 	seg, newSeg := sr.seg, !sr.known[sr.seg]
 	// The append is the log's (it lands whatever sync asked for it; a
 	// promotion drops its completion: pending.go); the sync goes on only if
 	// it is still the standby's.
 	end := logPos{term: last.GetTerm(), lsn: last.GetLsn()}
-	prev := n.ops.own(n.ops.logOwner())
-	n.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: end, count: len(recs)})
-	n.ops.cur = prev
+	prev := sl.ops.own(sl.ops.logOwner())
+	sl.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: end, count: len(recs)})
+	sl.ops.cur = prev
 }
 
 // standbyStep is what resumes when a replicated batch is durable: the
@@ -324,33 +324,33 @@ func (s standbyStep) String() string {
 func (s standbyStep) resume(n *Node, r result) {
 	switch s.kind {
 	case standbyAppended:
-		n.appendedRepl(s, r)
+		n.sb.appendedRepl(s, r)
 	}
 }
 
 // appendedRepl: a batch of s.count records ending at s.end is durable in
 // s.seg (appendOps), or its append failed, which stops the node.
-func (n *Node) appendedRepl(s standbyStep, r result) {
+func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 	if r.failed != "" {
-		n.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
+		sl.node.die("fatal.wal-append", fmt.Sprintf("replicated WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
 		return
 	}
-	n.sb.replWriting--
-	if !n.disk.logUnknown {
+	sl.replWriting--
+	if !sl.disk.logUnknown {
 		// On disk whoever asked: a later catch-up starts here.
-		n.disk.logPos = s.end
+		sl.disk.logPos = s.end
 	}
 	sr := s.sr
-	if !n.ops.syncLive(sr) {
+	if !sl.ops.syncLive(sr) {
 		return
 	}
 	sr.known[s.seg] = true
 	sr.writing = false
 	sr.expect = s.end.lsn + 1
 	sr.segRecords += s.count
-	n.ackRepl()
-	n.maybeCompact(sr)
-	n.drainRepl()
+	sl.ackRepl()
+	sl.maybeCompact(sr)
+	sl.drainRepl()
 }
 
 // behindMark is where a standby's log stood when it was first seen behind
@@ -367,31 +367,31 @@ type behindMark struct {
 // with no later write it would wait forever, and in quorum mode the
 // primary's last records could never commit (L5). After a failure timeout
 // without progress it asks to be caught up from its position.
-func (n *Node) checkBehind(m Msg) {
-	sr := n.sb.srepl
-	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || n.disk.logUnknown || m.WALPos <= n.disk.logPos.lsn {
-		n.sb.behind = behindMark{}
+func (sl *standbyLog) checkBehind(m Msg) {
+	sr := sl.srepl
+	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || sl.disk.logUnknown || m.WALPos <= sl.disk.logPos.lsn {
+		sl.behind = behindMark{}
 		return
 	}
-	now := int64(n.now.Mono)
-	if n.sb.behind.since == 0 || n.sb.behind.lsn != n.disk.logPos.lsn {
-		n.sb.behind = behindMark{lsn: n.disk.logPos.lsn, since: now}
+	now := int64(sl.now.Mono)
+	if sl.behind.since == 0 || sl.behind.lsn != sl.disk.logPos.lsn {
+		sl.behind = behindMark{lsn: sl.disk.logPos.lsn, since: now}
 		return
 	}
-	if now-n.sb.behind.since < int64(n.opt.FailureTimeout) {
+	if now-sl.behind.since < int64(sl.opt.FailureTimeout) {
 		return
 	}
-	n.sb.behind = behindMark{}
-	n.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", n.disk.logPos.lsn, n.opt.FailureTimeout, n.peerName(n.el.primary), m.WALPos))
-	n.resync()
+	sl.behind = behindMark{}
+	sl.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", sl.disk.logPos.lsn, sl.opt.FailureTimeout, sl.peerName(sl.el.primary), m.WALPos))
+	sl.resync()
 }
 
 // resync asks the primary for a fresh snapshot (a Join restarts the sync).
-func (n *Node) resync() {
-	n.setSync(nil)
-	if n.role == RoleStandby && n.el.primary >= 0 {
-		n.sb.syncAsked = int64(n.now.Mono)
-		n.send(n.el.primary, n.joinMsg(n.ops.id()))
+func (sl *standbyLog) resync() {
+	sl.setSync(nil)
+	if sl.role == RoleStandby && sl.el.primary >= 0 {
+		sl.syncAsked = int64(sl.now.Mono)
+		sl.el.send(sl.el.primary, sl.joinMsg(sl.ops.id()))
 	}
 }
 
@@ -402,22 +402,22 @@ func (n *Node) resync() {
 // should become primary: Patroni's rule, freshness beats priority), or a
 // peer has not answered since the election began (it may be fresher).
 // The caller bounds the deferrals, so a dead peer cannot stall it.
-func (n *Node) fresherPeer() (int, string) {
-	for p := range n.opt.Peers {
-		if p == n.opt.Self || p == n.el.failedP {
+func (el *election) fresherPeer() (int, string) {
+	for p := range el.opt.Peers {
+		if p == el.opt.Self || p == el.failedP {
 			continue
 		}
-		v, ok := n.el.views[p]
+		v, ok := el.views[p]
 		switch {
-		case !ok || v.at < n.el.electionStart:
+		case !ok || v.at < el.electionStart:
 			// In a failover, a silent peer may hold the freshest log; at
 			// boot the seed's deadline stands (a peer not up yet is no
 			// contender).
-			if n.el.failover && n.el.deferrals < maxUnheardDeferrals {
+			if el.failover && el.deferrals < maxUnheardDeferrals {
 				return p, "has not answered yet"
 			}
-		case v.role != RolePrimary && v.pos.after(n.disk.logPos):
-			return p, fmt.Sprintf("has a fresher job log (term %d, lsn %d > term %d, lsn %d)", v.pos.term, v.pos.lsn, n.disk.logPos.term, n.disk.logPos.lsn)
+		case v.role != RolePrimary && v.pos.after(el.disk.logPos):
+			return p, fmt.Sprintf("has a fresher job log (term %d, lsn %d > term %d, lsn %d)", v.pos.term, v.pos.lsn, el.disk.logPos.term, el.disk.logPos.lsn)
 		}
 	}
 	return -1, ""
@@ -430,23 +430,23 @@ type peerView struct {
 	at   int64
 }
 
-func (n *Node) noteView(from int, m Msg) {
-	if n.el.views == nil {
-		n.el.views = map[int]peerView{}
+func (el *election) noteView(from int, m Msg) {
+	if el.views == nil {
+		el.views = map[int]peerView{}
 	}
-	n.el.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(n.now.Mono)}
+	el.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(el.now.Mono)}
 }
 
 // bestCandidate: in a failover election, every peer but the failed
 // primary has answered since it began, and none has a fresher log or an
 // equally fresh one with a higher priority.
-func (n *Node) bestCandidate() bool {
-	for p := range n.opt.Peers {
-		if p == n.opt.Self || p == n.el.failedP {
+func (el *election) bestCandidate() bool {
+	for p := range el.opt.Peers {
+		if p == el.opt.Self || p == el.failedP {
 			continue
 		}
-		v, ok := n.el.views[p]
-		if !ok || v.at < n.el.electionStart || v.role == RolePrimary || v.pos.after(n.disk.logPos) || v.pos == n.disk.logPos && p < n.opt.Self {
+		v, ok := el.views[p]
+		if !ok || v.at < el.electionStart || v.role == RolePrimary || v.pos.after(el.disk.logPos) || v.pos == el.disk.logPos && p < el.opt.Self {
 			return false
 		}
 	}

@@ -28,102 +28,102 @@ type fetchState struct {
 	saving  bool
 }
 
-func (n *Node) startFetch() {
-	n.conf.fetch = &fetchState{}
-	n.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", n.peerName(n.el.primary), n.conf.runningTag()))
-	n.tryFetch()
+func (cs *configState) startFetch() {
+	cs.fetch = &fetchState{}
+	cs.log(Info, "conf.fetch-request", fmt.Sprintf("HA: requesting cluster config from primary %s (my_tag=%016x)", cs.peerName(cs.el.primary), cs.runningTag()))
+	cs.tryFetch()
 }
 
-func (n *Node) stopFetch(why string) {
-	if n.conf.fetch == nil {
+func (cs *configState) stopFetch(why string) {
+	if cs.fetch == nil {
 		return
 	}
 	if why != "" {
-		n.log(Info, "conf.fetch-stopped", "config fetch stopped: "+why)
+		cs.log(Info, "conf.fetch-stopped", "config fetch stopped: "+why)
 	}
-	n.conf.fetch = nil
-	n.cancelTimer(TimerFetch)
+	cs.fetch = nil
+	cs.cancelTimer(TimerFetch)
 }
 
-func (n *Node) tryFetch() {
-	f := n.conf.fetch
-	f.reqID = n.ops.id()
+func (cs *configState) tryFetch() {
+	f := cs.fetch
+	f.reqID = cs.ops.id()
 	// A join also starts a log sync, which supersedes the one we follow:
 	// kept, it would wait forever for records the primary now sends in
 	// the new sync if that sync's first message were lost (L5, seed 933).
-	n.setSync(nil)
-	n.sb.syncAsked = int64(n.now.Mono)
-	n.send(n.el.primary, n.joinMsg(f.reqID))
-	n.setTimer(TimerFetch, n.opt.FetchDelay(f.attempt))
+	cs.sb.setSync(nil)
+	cs.sb.syncAsked = int64(cs.now.Mono)
+	cs.el.send(cs.el.primary, cs.sb.joinMsg(f.reqID))
+	cs.setTimer(TimerFetch, cs.opt.FetchDelay(f.attempt))
 }
 
 // onFetchTimeout: the attempt got no usable answer in time.
-func (n *Node) onFetchTimeout() {
-	f := n.conf.fetch
-	if f == nil || n.role != RoleStandby || f.saving {
+func (cs *configState) onFetchTimeout() {
+	f := cs.fetch
+	if f == nil || cs.role != RoleStandby || f.saving {
 		return
 	}
 	f.attempt++
-	if f.attempt < n.opt.FetchMaxAttempts {
-		n.tryFetch()
+	if f.attempt < cs.opt.FetchMaxAttempts {
+		cs.tryFetch()
 		return
 	}
-	n.conf.fetch = nil
-	if n.conf.cfg != nil {
-		n.log(Warn, "conf.fetch-gave-up-saved", fmt.Sprintf("Standby (priority %d) could not reach primary for config fetch — using saved config (tag=%016x). Config may be stale.", n.opt.Self, n.conf.cfg.tag))
-		n.conf.serving = true
+	cs.fetch = nil
+	if cs.cfg != nil {
+		cs.log(Warn, "conf.fetch-gave-up-saved", fmt.Sprintf("Standby (priority %d) could not reach primary for config fetch — using saved config (tag=%016x). Config may be stale.", cs.opt.Self, cs.cfg.tag))
+		cs.serving = true
 		return
 	}
-	n.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", n.opt.Self, n.path(PointerPath)))
+	cs.node.die("fatal.standby-no-config", fmt.Sprintf("Standby (priority %d) could not fetch config from primary and has no saved config — start the primary controller first, or provision the config file manually at '%s'", cs.opt.Self, cs.path(PointerPath)))
 }
 
 // checkPrimaryTag re-pulls when the primary's heartbeat shows a different
 // config tag (seed §10.8 "tag check on every reconnect", made continuous).
-func (n *Node) checkPrimaryTag(tag uint64) {
-	if n.conf.fetch != nil || tag == 0 || tag == n.conf.runningTag() {
+func (cs *configState) checkPrimaryTag(tag uint64) {
+	if cs.fetch != nil || tag == 0 || tag == cs.runningTag() {
 		return
 	}
-	n.startFetch()
+	cs.startFetch()
 }
 
-func (n *Node) onJoin(from int, m Msg) {
-	if n.role != RolePrimary {
-		n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
+func (jp *joinedPeers) onJoin(from int, m Msg) {
+	if jp.role != RolePrimary {
+		jp.el.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
 		return
 	}
-	if !n.joined.standbys[from] {
-		n.joined.standbys[from] = true
-		n.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", n.peerName(from)))
+	if !jp.standbys[from] {
+		jp.standbys[from] = true
+		jp.log(Info, "ha.standby-joined", fmt.Sprintf("controller %s joined as standby", jp.peerName(from)))
 	}
-	n.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
-	n.joined.noteJoin(from, m)
-	n.startSync(from)
+	jp.el.send(from, Msg{Type: MsgJoinReply, ReqID: m.ReqID})
+	jp.noteJoin(from, m)
+	jp.startSync(from)
 }
 
-func (n *Node) onJoinReply(from int, m Msg) {
-	f := n.conf.fetch
-	if f == nil || n.role != RoleStandby || from != n.el.primary || m.ReqID != f.reqID || f.saving {
+func (cs *configState) onJoinReply(from int, m Msg) {
+	f := cs.fetch
+	if f == nil || cs.role != RoleStandby || from != cs.el.primary || m.ReqID != f.reqID || f.saving {
 		return
 	}
 	if m.Status != StatusOK {
-		n.log(Warn, "conf.join-refused", fmt.Sprintf("join refused by %s: %s (status %d)", n.peerName(from), m.Error, m.Status))
+		cs.log(Warn, "conf.join-refused", fmt.Sprintf("join refused by %s: %s (status %d)", cs.peerName(from), m.Error, m.Status))
 		return // the attempt times out and retries
 	}
-	n.send(from, Msg{Type: MsgReplConfig, ReqID: f.reqID, ConfigTag: n.conf.runningTag()})
+	cs.el.send(from, Msg{Type: MsgReplConfig, ReqID: f.reqID, ConfigTag: cs.runningTag()})
 }
 
 // onReplConfig is the primary handler (seed 002 §5.4): up-to-date if the
 // tags match, else re-read the file and double-check its hash.
-func (n *Node) onReplConfig(from int, m Msg) {
-	if n.role != RolePrimary || n.conf.cfg == nil {
-		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
+func (cs *configState) onReplConfig(from int, m Msg) {
+	if cs.role != RolePrimary || cs.cfg == nil {
+		cs.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, Status: StatusEAGAIN, Error: "Not primary — redirect to primary"})
 		return
 	}
-	if m.ConfigTag == n.conf.cfg.tag {
-		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, UpToDate: true})
+	if m.ConfigTag == cs.cfg.tag {
+		cs.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: m.ReqID, UpToDate: true})
 		return
 	}
-	n.io(FileOp{Op: OpRead, Path: ConfDir + "/" + n.conf.cfg.name, MaxSize: MaxConfigSize}, serveConfig{cfg: n.conf.cfg, to: from, reqID: m.ReqID})
+	cs.io(FileOp{Op: OpRead, Path: ConfDir + "/" + cs.cfg.name, MaxSize: MaxConfigSize}, serveConfig{cfg: cs.cfg, to: from, reqID: m.ReqID})
 }
 
 // serveConfig resumes when the primary has read its config file again to
@@ -146,30 +146,30 @@ func (s serveConfig) resume(n *Node, r result) {
 	}
 	if d.Err != IOOK {
 		n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", ConfDir+"/"+cfg.name, n.peerName(from), d.Err, d.Detail))
-		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "cannot read config"})
-		n.repair()
+		n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "cannot read config"})
+		n.conf.repair()
 		return
 	}
 	if sha256.Sum256(d.Data) != cfg.sum {
 		n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
-		n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "config file changed since startup"})
-		n.repair()
+		n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "config file changed since startup"})
+		n.conf.repair()
 		return
 	}
-	n.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, ConfigTag: cfg.tag, SHA256: cfg.sum[:], Bytes: d.Data})
+	n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, ConfigTag: cfg.tag, SHA256: cfg.sum[:], Bytes: d.Data})
 }
 
 // repair rewrites the verified in-memory config over a file that no longer
 // matches it, so standbys can be served again (our choice: the seed only
 // refuses; an operator expects the primary to heal its own copy).
-func (n *Node) repair() {
-	if n.conf.repairing || n.conf.cfg == nil {
+func (cs *configState) repair() {
+	if cs.repairing || cs.cfg == nil {
 		return
 	}
-	n.conf.repairing = true
-	cfg := n.conf.cfg
-	n.log(Warn, "conf.repair", fmt.Sprintf("rewriting %s from the verified in-memory copy", cfg.name))
-	n.saveConfig(cfg.bytes, saveFor{kind: savedRepair})
+	cs.repairing = true
+	cfg := cs.cfg
+	cs.log(Warn, "conf.repair", fmt.Sprintf("rewriting %s from the verified in-memory copy", cfg.name))
+	cs.saveConfig(cfg.bytes, saveFor{kind: savedRepair})
 }
 
 // checkReceived validates a config carried by a reply or push: zero tag
@@ -185,73 +185,73 @@ func checkReceived(m Msg) (sum [32]byte, problem string) {
 	return sum, ""
 }
 
-func (n *Node) onReplConfigReply(from int, m Msg) {
-	f := n.conf.fetch
-	if f == nil || n.role != RoleStandby || from != n.el.primary || m.ReqID != f.reqID || f.saving {
+func (cs *configState) onReplConfigReply(from int, m Msg) {
+	f := cs.fetch
+	if f == nil || cs.role != RoleStandby || from != cs.el.primary || m.ReqID != f.reqID || f.saving {
 		return
 	}
 	if m.Status != StatusOK {
-		n.log(Error, "conf.fetch-error", fmt.Sprintf("config fetch from %s failed: %s (status %d). Retrying (%d/%d)", n.peerName(from), m.Error, m.Status, f.attempt+1, n.opt.FetchMaxAttempts))
+		cs.log(Error, "conf.fetch-error", fmt.Sprintf("config fetch from %s failed: %s (status %d). Retrying (%d/%d)", cs.peerName(from), m.Error, m.Status, f.attempt+1, cs.opt.FetchMaxAttempts))
 		return
 	}
 	if m.UpToDate {
-		if n.conf.cfg == nil {
+		if cs.cfg == nil {
 			// The primary thinks we match but we hold nothing: only possible
 			// if it has no config. Count it as a failed attempt.
-			n.log(Error, "conf.fetch-error", "primary answered up_to_date to tag 0")
+			cs.log(Error, "conf.fetch-error", "primary answered up_to_date to tag 0")
 			return
 		}
-		n.conf.fetch = nil
-		n.cancelTimer(TimerFetch)
-		n.conf.stale = false
-		if !n.conf.serving {
-			n.conf.serving = true
-			n.log(Info, "conf.up-to-date", fmt.Sprintf("HA: saved config tag=%016x matches primary — proceeding with full init", n.conf.cfg.tag))
+		cs.fetch = nil
+		cs.cancelTimer(TimerFetch)
+		cs.stale = false
+		if !cs.serving {
+			cs.serving = true
+			cs.log(Info, "conf.up-to-date", fmt.Sprintf("HA: saved config tag=%016x matches primary — proceeding with full init", cs.cfg.tag))
 		}
 		return
 	}
 	if m.ConfigTag == 0 {
-		n.die("fatal.zero-tag", fmt.Sprintf("BUG: primary sent zero version_tag for config. Primary conffile may be empty or corrupted: '%s'", n.peerName(from)))
+		cs.node.die("fatal.zero-tag", fmt.Sprintf("BUG: primary sent zero version_tag for config. Primary conffile may be empty or corrupted: '%s'", cs.peerName(from)))
 		return
 	}
 	sum, problem := checkReceived(m)
 	if problem != "" {
-		n.log(Error, "conf.fetch-mismatch", fmt.Sprintf("Config fetch SHA-256 mismatch from primary — %s. Retrying (%d/%d)", problem, f.attempt+1, n.opt.FetchMaxAttempts))
+		cs.log(Error, "conf.fetch-mismatch", fmt.Sprintf("Config fetch SHA-256 mismatch from primary — %s. Retrying (%d/%d)", problem, f.attempt+1, cs.opt.FetchMaxAttempts))
 		return
 	}
 	if _, bad := verifyBlob(VersionName(sum), m.Bytes, 0); bad != "" {
-		n.log(Error, "conf.fetch-invalid", fmt.Sprintf("config from primary is invalid: %s. Retrying (%d/%d)", bad, f.attempt+1, n.opt.FetchMaxAttempts))
+		cs.log(Error, "conf.fetch-invalid", fmt.Sprintf("config from primary is invalid: %s. Retrying (%d/%d)", bad, f.attempt+1, cs.opt.FetchMaxAttempts))
 		return
 	}
-	if n.conf.cfg != nil {
-		n.log(Warn, "conf.saved-differs", fmt.Sprintf("Standby saved config tag=%016x differs from primary tag=%016x — saved config may be stale, updating from primary", n.conf.cfg.tag, m.ConfigTag))
+	if cs.cfg != nil {
+		cs.log(Warn, "conf.saved-differs", fmt.Sprintf("Standby saved config tag=%016x differs from primary tag=%016x — saved config may be stale, updating from primary", cs.cfg.tag, m.ConfigTag))
 	}
 	f.saving = true
-	n.cancelTimer(TimerFetch)
-	n.saveConfig(m.Bytes, saveFor{kind: savedFetch, f: f, tag: m.ConfigTag})
+	cs.cancelTimer(TimerFetch)
+	cs.saveConfig(m.Bytes, saveFor{kind: savedFetch, f: f, tag: m.ConfigTag})
 }
 
 // fetchSaved: the config fetched from the primary (tag) is saved, or not.
-func (n *Node) fetchSaved(f *fetchState, tag uint64, ok bool) {
-	if n.conf.fetch != f {
+func (cs *configState) fetchSaved(f *fetchState, tag uint64, ok bool) {
+	if cs.fetch != f {
 		return // superseded (new primary) while saving
 	}
 	f.saving = false
 	if !ok {
-		n.onFetchTimeout() // count the attempt and retry
+		cs.onFetchTimeout() // count the attempt and retry
 		return
 	}
-	n.conf.fetch = nil
-	n.conf.stale = false
-	n.conf.serving = true
-	n.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", tag))
+	cs.fetch = nil
+	cs.stale = false
+	cs.serving = true
+	cs.log(Info, "conf.received", fmt.Sprintf("HA: config received and saved (tag=%016x) — proceeding with full init", tag))
 }
 
 // onPush is the standby side of OP_replConfigPush (seed 002 §5.2).
-func (n *Node) onPush(from int, m Msg) {
-	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: n.conf.runningTag()}
-	if n.role != RoleStandby || from != n.el.primary {
-		n.send(from, reply)
+func (cs *configState) onPush(from int, m Msg) {
+	reply := Msg{Type: MsgReplConfigPushReply, ReqID: m.ReqID, ConfigTag: cs.runningTag()}
+	if cs.role != RoleStandby || from != cs.el.primary {
+		cs.el.send(from, reply)
 		return
 	}
 	sum, problem := checkReceived(m)
@@ -262,17 +262,17 @@ func (n *Node) onPush(from int, m Msg) {
 		_, problem = verifyBlob(VersionName(sum), m.Bytes, 0)
 	}
 	if problem != "" {
-		n.log(Error, "conf.push-invalid", "rejecting config push: "+problem)
-		n.send(from, reply)
+		cs.log(Error, "conf.push-invalid", "rejecting config push: "+problem)
+		cs.el.send(from, reply)
 		return
 	}
-	n.saveConfig(m.Bytes, saveFor{kind: savedPush, from: from, reqID: m.ReqID})
+	cs.saveConfig(m.Bytes, saveFor{kind: savedPush, from: from, reqID: m.ReqID})
 }
 
 // pushSaved answers the primary's push once its config is saved (or not).
-func (n *Node) pushSaved(from int, reqID uint64, ok bool) {
-	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: n.conf.runningTag()}
-	if n.role == RoleStandby && n.el.primary == from {
-		n.send(from, r)
+func (cs *configState) pushSaved(from int, reqID uint64, ok bool) {
+	r := Msg{Type: MsgReplConfigPushReply, ReqID: reqID, Accepted: ok, ConfigTag: cs.runningTag()}
+	if cs.role == RoleStandby && cs.el.primary == from {
+		cs.el.send(from, r)
 	}
 }

@@ -11,7 +11,7 @@ type StandbyStatus struct {
 // ReplicationStatus describes every other peer's replication (primary
 // only; nil otherwise), by peer index.
 func (n *Node) ReplicationStatus() []StandbyStatus {
-	j := n.jobs
+	j := n.journal.jobs
 	if n.role != RolePrimary || j == nil || !j.recovered {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (n *Node) ReplicationStatus() []StandbyStatus {
 // state's encoding meanwhile (300 MB at 1M jobs), and the daemon gives
 // the collector room for that while it lasts.
 func (n *Node) SnapshotSyncing() bool {
-	j := n.jobs
+	j := n.journal.jobs
 	if n.role != RolePrimary || j == nil {
 		return false
 	}
@@ -51,18 +51,18 @@ func (n *Node) SnapshotSyncing() bool {
 // quorum mode, the LSN durable on a majority (0 when not a recovered
 // primary).
 func (n *Node) DurableLSN() uint64 {
-	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered {
+	if n.role != RolePrimary || n.journal.jobs == nil || !n.journal.jobs.recovered {
 		return 0
 	}
-	return n.jobs.durableLSN
+	return n.journal.jobs.durableLSN
 }
 
 // CommitLSN: see DurableLSN.
 func (n *Node) CommitLSN() uint64 {
-	if n.role != RolePrimary || n.jobs == nil || !n.jobs.recovered || !n.quorumMode() {
+	if n.role != RolePrimary || n.journal.jobs == nil || !n.journal.jobs.recovered || !n.quorumMode() {
 		return 0
 	}
-	return n.commitLSN()
+	return n.journal.commitLSN()
 }
 
 // AckedWithoutStandby counts the writes this process acknowledged in seed
@@ -72,12 +72,12 @@ func (n *Node) AckedWithoutStandby() uint64 { return n.joined.ackedAlone }
 
 // emitReply sends a reply whose records up to lsn are as durable as the
 // mode requires; in seed mode it counts a write no standby holds.
-func (n *Node) emitReply(lsn uint64, rep Reply) {
-	if !n.quorumMode() && len(n.opt.Peers) > 1 && rep.LSN > 0 && !n.heldByStandby(lsn) {
-		n.joined.ackedAlone++ // on our disk only: a failover can lose it
+func (jl *journal) emitReply(lsn uint64, rep Reply) {
+	if !jl.quorumMode() && len(jl.opt.Peers) > 1 && rep.LSN > 0 && !jl.heldByStandby(lsn) {
+		jl.joined.ackedAlone++ // on our disk only: a failover can lose it
 	}
-	n.emit(rep)
+	jl.emit(rep)
 }
 
 // heldByStandby reports whether some synced standby acknowledged lsn.
-func (n *Node) heldByStandby(lsn uint64) bool { return n.jobs.prog.HeldByAny(lsn) }
+func (jl *journal) heldByStandby(lsn uint64) bool { return jl.jobs.prog.HeldByAny(lsn) }

@@ -44,16 +44,16 @@ type snapRecv struct {
 // sendSnapshot starts a snapshot sync of standby s: the executor encodes
 // a copy-on-write view of the state (ComputeEncode, off Step), then the chunks
 // go one per progress ack.
-func (n *Node) sendSnapshot(s int) {
-	j := n.jobs
+func (jp *joinedPeers) sendSnapshot(s int) {
+	j := jp.journal.jobs
 	j.replEpoch++
 	lsn := j.nextLSN - 1
-	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(n.now.Mono)), snap: &snapSend{term: j.lastTerm}}
+	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(jp.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
 	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
-	prev := n.ops.own(n.ops.jobsOwner())
-	n.compute(c, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
-	n.ops.cur = prev
+	prev := jp.ops.own(jp.ops.jobsOwner())
+	jp.compute(c, snapSendStep{j: j, s: s, rp: rp, lsn: lsn})
+	jp.ops.cur = prev
 }
 
 // snapSendStep is what resumes when the executor has encoded the snapshot
@@ -70,23 +70,23 @@ func (st snapSendStep) String() string {
 }
 
 func (st snapSendStep) resume(n *Node, r result) {
-	n.snapshotEncoded(st.j, st.s, st.rp, st.lsn, r.IODone)
+	n.joined.snapshotEncoded(st.j, st.s, st.rp, st.lsn, r.IODone)
 }
 
 // snapshotEncoded sends the first chunk of the snapshot encoded for
 // standby s, then the batches written meanwhile.
-func (n *Node) snapshotEncoded(j *jobState, s int, rp *replPeer, lsn uint64, d IODone) {
+func (jp *joinedPeers) snapshotEncoded(j *jobState, s int, rp *replPeer, lsn uint64, d IODone) {
 	if j.repl[s] != rp || rp.snap == nil {
 		return // resynced meanwhile
 	}
 	if d.Err != IOOK {
-		n.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", n.peerName(s), d.Err, d.Detail))
+		jp.log(Error, "repl.snapshot-encode", fmt.Sprintf("cannot encode the job state for %s: %s %s — it is not synced", jp.peerName(s), d.Err, d.Detail))
 		j.dropPeer(s)
 		return
 	}
 	rp.snap.data = d.Data
-	n.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", n.peerName(s), lsn, len(d.Data), (len(d.Data)+n.opt.SnapshotChunk-1)/n.opt.SnapshotChunk))
-	n.sendChunk(s, rp, 0)
+	jp.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", jp.peerName(s), lsn, len(d.Data), (len(d.Data)+jp.opt.SnapshotChunk-1)/jp.opt.SnapshotChunk))
+	jp.sendChunk(s, rp, 0)
 	// One run of frames, in messages of up to the frame limit: a
 	// message per batch would overflow the link's queue (64
 	// messages, oldest dropped) after an encode of seconds.
@@ -95,57 +95,57 @@ func (n *Node) snapshotEncoded(j *jobState, s int, rp *replPeer, lsn uint64, d I
 	rp.snap.early = heldBatches{}
 	switch {
 	case overflow:
-		n.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", n.opt.SyncBufferBytes, n.peerName(s)))
+		jp.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", jp.opt.SyncBufferBytes, jp.peerName(s)))
 	case len(early) > 0:
-		n.sendRecords(s, rp, early)
+		jp.sendRecords(s, rp, early)
 	}
 }
 
 // sendChunk sends the chunk of rp's snapshot starting at off.
-func (n *Node) sendChunk(s int, rp *replPeer, off uint64) {
+func (jp *joinedPeers) sendChunk(s int, rp *replPeer, off uint64) {
 	data := rp.snap.data
 	if off >= uint64(len(data)) {
 		return
 	}
-	end := min(off+uint64(n.opt.SnapshotChunk), uint64(len(data)))
-	n.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.Epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.StartLSN, PrevTerm: rp.snap.term})
+	end := min(off+uint64(jp.opt.SnapshotChunk), uint64(len(data)))
+	jp.el.send(s, Msg{Type: MsgReplSnapshot, ReqID: rp.Epoch, Bytes: data[off:end], Offset: off, Total: uint64(len(data)), PrevLSN: rp.StartLSN, PrevTerm: rp.snap.term})
 }
 
 // --- standby side ---
 
-func (n *Node) onReplSnapshot(from int, m Msg) {
-	if n.role != RoleStandby || from != n.el.primary {
+func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
+	if sl.role != RoleStandby || from != sl.el.primary {
 		return
 	}
 	if m.Offset > 0 {
-		if sr := n.sb.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
-			n.writeChunk(sr, m)
+		if sr := sl.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
+			sl.writeChunk(sr, m)
 		}
 		return
 	}
-	if m.ReqID <= n.sb.epochSeen {
+	if m.ReqID <= sl.epochSeen {
 		return // an older sync than one already started (a late message)
 	}
 	if m.Total < wal.SnapshotHeaderSize || uint64(len(m.Bytes)) > m.Total {
-		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot from %s refused: chunk of %d bytes for a file of %d", n.peerName(from), len(m.Bytes), m.Total))
+		sl.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot from %s refused: chunk of %d bytes for a file of %d", sl.peerName(from), len(m.Bytes), m.Total))
 		return
 	}
 	// A newer sync supersedes whatever sync was running; the old log stays
 	// until this snapshot is complete and verified.
-	n.sb.epochSeen = m.ReqID
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit(), recv: &snapRecv{
+	sl.epochSeen = m.ReqID
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit(), recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.ReceivedSnapshotTempName(m.PrevLSN),
 	}}
-	n.setSync(sr)
-	prev := n.ops.own(sr.owner) // the transfer is this sync's (pending.go)
-	n.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), installStep{kind: installDirsMade, sr: sr, rc: sr.recv, m: m})
-	n.ops.cur = prev
+	sl.setSync(sr)
+	prev := sl.ops.own(sr.owner) // the transfer is this sync's (pending.go)
+	sl.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), installStep{kind: installDirsMade, sr: sr, rc: sr.recv, m: m})
+	sl.ops.cur = prev
 }
 
 // writeChunk writes the next chunk; duplicates, chunks out of order and
 // chunks arriving while one is written are dropped (the standby's acks
 // say what it needs next).
-func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
+func (sl *standbyLog) writeChunk(sr *standbyRepl, m Msg) {
 	rc := sr.recv
 	size := uint64(len(m.Bytes))
 	if rc.writing || m.Offset != rc.written || m.Total != rc.total || size == 0 || rc.written+size > rc.total {
@@ -156,33 +156,33 @@ func (n *Node) writeChunk(sr *standbyRepl, m Msg) {
 	if m.Offset == 0 {
 		op = OpWrite // a tmp file left by an interrupted transfer is replaced
 	}
-	prev := n.ops.own(sr.owner)
-	n.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, installStep{kind: installChunkWritten, sr: sr, rc: rc, size: size})
-	n.ops.cur = prev
+	prev := sl.ops.own(sr.owner)
+	sl.io(FileOp{Op: op, Path: rc.tmp, Data: m.Bytes}, installStep{kind: installChunkWritten, sr: sr, rc: rc, size: size})
+	sl.ops.cur = prev
 }
 
 // chunkWritten: a chunk of size bytes is in rc.tmp, or its write failed.
-func (n *Node) chunkWritten(sr *standbyRepl, rc *snapRecv, size uint64, d IODone) {
+func (sl *standbyLog) chunkWritten(sr *standbyRepl, rc *snapRecv, size uint64, d IODone) {
 	rc.writing = false
 	if d.Err != IOOK {
-		n.installFailed(sr, "write "+rc.tmp, d)
+		sl.installFailed(sr, "write "+rc.tmp, d)
 		return
 	}
 	rc.written += size
 	if rc.written == rc.total {
-		n.finishInstall(sr)
+		sl.finishInstall(sr)
 		return
 	}
-	n.ackRepl()
+	sl.ackRepl()
 }
 
 // installFailed: this sync cannot complete; the standby tells its primary
 // why (in its acks) and asks again after a failure timeout.
-func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
-	n.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
-	if n.ops.syncLive(sr) {
-		n.sb.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
-		n.setSync(nil)
+func (sl *standbyLog) installFailed(sr *standbyRepl, what string, d IODone) {
+	sl.log(Warn, "repl.install-failed", fmt.Sprintf("installing the primary's snapshot: %s failed: %s %s", what, d.Err, d.Detail))
+	if sl.ops.syncLive(sr) {
+		sl.replFailure = fmt.Sprintf("snapshot install: %s: %s", what, d.Err)
+		sl.setSync(nil)
 	}
 }
 
@@ -191,70 +191,70 @@ func (n *Node) installFailed(sr *standbyRepl, what string, d IODone) {
 // install at a time (they rewrite the same files): a complete transfer
 // waits for the one running. The install is the log's (a promotion stops
 // it: pending.go); it goes on only while sr is still the sync.
-func (n *Node) finishInstall(sr *standbyRepl) {
+func (sl *standbyLog) finishInstall(sr *standbyRepl) {
 	rc := sr.recv
-	if n.sb.installBusy || n.sb.compact != nil {
+	if sl.installBusy || sl.compact != nil {
 		rc.ready = true
 		return
 	}
-	prev := n.ops.own(n.ops.logOwner())
-	n.installSnapshot(sr)
-	n.ops.cur = prev
+	prev := sl.ops.own(sl.ops.logOwner())
+	sl.installSnapshot(sr)
+	sl.ops.cur = prev
 }
 
-func (n *Node) installSnapshot(sr *standbyRepl) {
+func (sl *standbyLog) installSnapshot(sr *standbyRepl) {
 	rc := sr.recv
-	n.sb.installBusy = true
+	sl.installBusy = true
 	// Until the old log is gone, what recovery would rebuild is either
 	// log: claim neither (no position in messages, no votes).
-	n.disk.logUnknown = true
-	n.ackRepl()
-	n.io(FileOp{Op: OpFsync, Path: rc.tmp}, installStep{kind: installTmpSynced, sr: sr, rc: rc})
+	sl.disk.logUnknown = true
+	sl.ackRepl()
+	sl.io(FileOp{Op: OpFsync, Path: rc.tmp}, installStep{kind: installTmpSynced, sr: sr, rc: rc})
 }
 
 // installStopped: a step of the install failed (what); the install ends.
-func (n *Node) installStopped(sr *standbyRepl, what string, d IODone) {
-	n.installFailed(sr, what, d)
-	n.installDone()
+func (sl *standbyLog) installStopped(sr *standbyRepl, what string, d IODone) {
+	sl.installFailed(sr, what, d)
+	sl.installDone()
 }
 
 // readBack reads the durable tmp file back, for the executor to verify.
-func (n *Node) readBack(sr *standbyRepl, rc *snapRecv) {
-	n.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, installStep{kind: installReadBack, sr: sr, rc: rc})
+func (sl *standbyLog) readBack(sr *standbyRepl, rc *snapRecv) {
+	sl.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, installStep{kind: installReadBack, sr: sr, rc: rc})
 }
 
 // readBackDone: the received file was read back (or could not be); the
 // executor verifies its bytes (ComputeVerify), off Step.
-func (n *Node) readBackDone(sr *standbyRepl, rc *snapRecv, d IODone) {
+func (sl *standbyLog) readBackDone(sr *standbyRepl, rc *snapRecv, d IODone) {
 	if d.Err != IOOK {
-		n.installStopped(sr, "read back "+rc.tmp, d)
+		sl.installStopped(sr, "read back "+rc.tmp, d)
 		return
 	}
 	check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
-	n.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
+	sl.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
 }
 
 // verified: the received file verified (or not); if the sync is still the
 // standby's, the old log goes.
-func (n *Node) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
+func (sl *standbyLog) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
 	if d.Err != IOOK && d.Err != IOCorrupt {
-		n.installStopped(sr, "verify "+rc.tmp, d)
+		sl.installStopped(sr, "verify "+rc.tmp, d)
 		return
 	}
 	if d.Err == IOCorrupt {
-		n.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
-		if n.ops.syncLive(sr) {
-			n.sb.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
-			n.setSync(nil)
+		sl.log(Warn, "repl.bad-snapshot", fmt.Sprintf("snapshot received from the primary does not verify: %s — asking again", d.Detail))
+		if sl.ops.syncLive(sr) {
+			sl.replFailure = fmt.Sprintf("snapshot install: received file does not verify: %s", d.Detail)
+			sl.setSync(nil)
 		}
-		n.installDone()
+		sl.installDone()
 		return
 	}
-	if !n.ops.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
-		n.installDone()
+	if !sl.ops.syncLive(sr) { // superseded: the old log stays, and a rescan confirms it
+		sl.installDone()
 		return
 	}
-	n.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedAfter, sr: sr, rc: rc})
+	sl.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedAfter, sr: sr, rc: rc})
 }
 
 // renameInstalled removes the old segments wholly after the received
@@ -263,7 +263,7 @@ func (n *Node) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
 // the rest. Those go first so that a crash part way through replaceLog
 // cannot leave one of them with no segment before it: a gap after the
 // snapshot, which recovery could only call corruption.
-func (n *Node) renameInstalled(sr *standbyRepl, rc *snapRecv, segs []string) {
+func (sl *standbyLog) renameInstalled(sr *standbyRepl, rc *snapRecv, segs []string) {
 	var after []string
 	for _, name := range segs {
 		if first, ok := wal.ParseSegmentName(name); ok && first > rc.lsn {
@@ -272,62 +272,62 @@ func (n *Node) renameInstalled(sr *standbyRepl, rc *snapRecv, segs []string) {
 	}
 	slices.Sort(after)
 	slices.Reverse(after)
-	n.run(removeEachOps(after, wal.WALDir), installStep{kind: installAfterRemoved, sr: sr, rc: rc})
+	sl.run(removeEachOps(after, wal.WALDir), installStep{kind: installAfterRemoved, sr: sr, rc: rc})
 }
 
 // afterRemoved: the segments after the snapshot are gone (or one could
 // not be removed: r.failed); the snapshot is renamed into place.
-func (n *Node) afterRemoved(sr *standbyRepl, rc *snapRecv, r result) {
+func (sl *standbyLog) afterRemoved(sr *standbyRepl, rc *snapRecv, r result) {
 	if r.failed != "" {
-		n.installStopped(sr, r.failed, r.IODone)
+		sl.installStopped(sr, r.failed, r.IODone)
 		return
 	}
-	if !n.ops.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
-		n.installDone()
+	if !sl.ops.syncLive(sr) { // superseded: a prefix of the old log stays, and a rescan confirms it
+		sl.installDone()
 		return
 	}
-	n.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, installStep{kind: installRenamed, sr: sr, rc: rc})
+	sl.io(FileOp{Op: OpRename, Path: rc.tmp, To: wal.SnapshotPath(rc.lsn)}, installStep{kind: installRenamed, sr: sr, rc: rc})
 }
 
 // replaceLog removes every file but the installed snapshot: only the
 // primary's log may remain (a crash before that leaves segments recovery
 // recognises as another log's, errDiverged). A node that left the standby
 // role stops here: its files are recovery's now.
-func (n *Node) replaceLog(sr *standbyRepl) {
+func (sl *standbyLog) replaceLog(sr *standbyRepl) {
 	rc := sr.recv
-	if !n.ops.syncLive(sr) {
-		n.installDone()
+	if !sl.ops.syncLive(sr) {
+		sl.installDone()
 		return
 	}
-	n.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedSegs, sr: sr, rc: rc})
+	sl.run(listOps(wal.WALDir, "fatal.recovery"), installStep{kind: installListedSegs, sr: sr, rc: rc})
 }
 
 // oldSnapsListed: the old log's segments are gone; its snapshots go.
-func (n *Node) oldSnapsListed(sr *standbyRepl, rc *snapRecv, snaps []string) {
+func (sl *standbyLog) oldSnapsListed(sr *standbyRepl, rc *snapRecv, snaps []string) {
 	var old []string
 	for _, s := range snaps {
 		if s != wal.SnapshotName(rc.lsn) {
 			old = append(old, wal.SnapDir+"/"+s)
 		}
 	}
-	n.run(removeOps(old, wal.SnapDir, "wal.remove-failed", ""), installStep{kind: installSnapsRemoved, sr: sr, rc: rc})
+	sl.run(removeOps(old, wal.SnapDir, "wal.remove-failed", ""), installStep{kind: installSnapsRemoved, sr: sr, rc: rc})
 }
 
 // installed: only the received snapshot is left; it is the standby's log.
-func (n *Node) installed(sr *standbyRepl, rc *snapRecv) {
+func (sl *standbyLog) installed(sr *standbyRepl, rc *snapRecv) {
 	sr.installing, sr.recv = false, nil
 	sr.expect, sr.seg = rc.lsn+1, wal.SegmentPath(rc.lsn+1)
-	n.disk.logPos = logPos{term: rc.term, lsn: rc.lsn}
-	n.disk.logUnknown = false
-	n.disk.logClean, n.sb.wantSnapshot = true, false
-	n.sb.replFailure = ""
-	n.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", n.peerName(n.el.primary), rc.lsn))
+	sl.disk.logPos = logPos{term: rc.term, lsn: rc.lsn}
+	sl.disk.logUnknown = false
+	sl.disk.logClean, sl.wantSnapshot = true, false
+	sl.replFailure = ""
+	sl.log(Info, "repl.synced", fmt.Sprintf("job log synced from %s at lsn %d", sl.peerName(sl.el.primary), rc.lsn))
 	// Ended before the records queued meanwhile are appended: a
 	// gap among them rejoins asking for a catch-up from this
 	// clean log (canCatchUp), not for another snapshot.
-	n.installDone()
-	n.ackRepl()
-	n.drainRepl()
+	sl.installDone()
+	sl.ackRepl()
+	sl.drainRepl()
 }
 
 // installStep is what resumes in a snapshot sync on a standby: the
@@ -375,43 +375,43 @@ func (s installStep) resume(n *Node, r result) {
 	sr, rc := s.sr, s.rc
 	switch s.kind {
 	case installDirsMade:
-		n.writeChunk(sr, s.m)
+		n.sb.writeChunk(sr, s.m)
 	case installChunkWritten:
-		n.chunkWritten(sr, rc, s.size, r.IODone)
+		n.sb.chunkWritten(sr, rc, s.size, r.IODone)
 	case installTmpSynced:
-		n.readBack(sr, rc)
+		n.sb.readBack(sr, rc)
 	case installReadBack:
-		n.readBackDone(sr, rc, r.IODone)
+		n.sb.readBackDone(sr, rc, r.IODone)
 	case installVerified:
-		n.verified(sr, rc, r.IODone)
+		n.sb.verified(sr, rc, r.IODone)
 	case installListedAfter:
-		n.renameInstalled(sr, rc, r.names())
+		n.sb.renameInstalled(sr, rc, r.names())
 	case installAfterRemoved:
-		n.afterRemoved(sr, rc, r)
+		n.sb.afterRemoved(sr, rc, r)
 	case installRenamed:
 		if r.Err != IOOK {
-			n.installStopped(sr, "rename "+rc.tmp, r.IODone)
+			n.sb.installStopped(sr, "rename "+rc.tmp, r.IODone)
 			return
 		}
 		n.io(FileOp{Op: OpFsyncDir, Path: wal.SnapDir}, installStep{kind: installSnapDirSynced, sr: sr, rc: rc})
 	case installSnapDirSynced:
-		n.replaceLog(sr)
+		n.sb.replaceLog(sr)
 	case installListedSegs:
 		n.run(removeOps(prefixAll(wal.WALDir, r.names()), wal.WALDir, "wal.remove-failed", ""), installStep{kind: installSegsRemoved, sr: sr, rc: rc})
 	case installSegsRemoved:
 		if !n.ops.syncLive(sr) {
-			n.installDone()
+			n.sb.installDone()
 			return
 		}
 		n.run(listOps(wal.SnapDir, "fatal.recovery"), installStep{kind: installListedSnaps, sr: sr, rc: rc})
 	case installListedSnaps:
-		n.oldSnapsListed(sr, rc, r.names())
+		n.sb.oldSnapsListed(sr, rc, r.names())
 	case installSnapsRemoved:
 		if !n.ops.syncLive(sr) {
-			n.installDone()
+			n.sb.installDone()
 			return
 		}
-		n.installed(sr, rc)
+		n.sb.installed(sr, rc)
 	}
 }
 
@@ -419,33 +419,33 @@ func (s installStep) resume(n *Node, r result) {
 // An install that stopped half way, or a step-down (relearnLog), leaves
 // the log unknown: the rescan of what the disk holds counts as an install
 // (no other may change the files it reads).
-func (n *Node) installDone() {
-	n.sb.installBusy = false
-	if n.startReady() || !n.disk.logUnknown || n.role == RoleStopped {
+func (sl *standbyLog) installDone() {
+	sl.installBusy = false
+	if sl.startReady() || !sl.disk.logUnknown || sl.role == RoleStopped {
 		return
 	}
-	n.sb.installBusy = true
-	prev := n.ops.own(n.ops.logOwner())
-	n.scanLogPosition(scanForRescan) // afterRescan
-	n.ops.cur = prev
+	sl.installBusy = true
+	prev := sl.ops.own(sl.ops.logOwner())
+	sl.disk.scanLogPosition(scanForRescan) // afterRescan
+	sl.ops.cur = prev
 }
 
 // afterRescan: the rescan of installDone found the log's position.
-func (n *Node) afterRescan(pos logPos, clean bool) {
-	n.sb.installBusy = false
-	n.disk.logPos, n.disk.logUnknown = pos, false
-	n.disk.logClean = clean
-	n.startReady()
+func (sl *standbyLog) afterRescan(pos logPos, clean bool) {
+	sl.installBusy = false
+	sl.disk.logPos, sl.disk.logUnknown = pos, false
+	sl.disk.logClean = clean
+	sl.startReady()
 }
 
 // startReady starts the install of a complete snapshot that waited.
-func (n *Node) startReady() bool {
-	sr := n.sb.srepl
+func (sl *standbyLog) startReady() bool {
+	sr := sl.srepl
 	if sr == nil || sr.recv == nil || !sr.recv.ready {
 		return false
 	}
 	sr.recv.ready = false
-	n.finishInstall(sr)
+	sl.finishInstall(sr)
 	return true
 }
 

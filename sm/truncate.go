@@ -39,29 +39,29 @@ type logSegment struct {
 
 // truncateLog cuts our log back to its last record at or before
 // (m.PrevTerm, m.PrevLSN) with a term no higher, then joins again.
-func (n *Node) truncateLog(m Msg) {
-	n.sb.epochSeen = m.ReqID
-	if n.sb.compact != nil {
-		n.sb.compact.thenJoin = true // it must not cut what the snapshot covers
+func (sl *standbyLog) truncateLog(m Msg) {
+	sl.epochSeen = m.ReqID
+	if sl.compact != nil {
+		sl.compact.thenJoin = true // it must not cut what the snapshot covers
 		return
 	}
-	if !n.canCatchUp() {
-		n.resync()
+	if !sl.canCatchUp() {
+		sl.resync()
 		return
 	}
 	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: n.firstSegLimit()}
-	n.setSync(sr)
-	n.disk.logClean = false // no catch-up from our log until it is cut
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit()}
+	sl.setSync(sr)
+	sl.disk.logClean = false // no catch-up from our log until it is cut
 	// The cut is this sync's: a newer sync or a promotion stops it where it
 	// is, a prefix of our old log (pending.go).
-	prev := n.ops.own(sr.owner)
-	n.startTruncation(limit)
-	n.ops.cur = prev
+	prev := sl.ops.own(sr.owner)
+	sl.startTruncation(limit)
+	sl.ops.cur = prev
 }
 
-func (n *Node) startTruncation(limit logPos) {
-	n.io(FileOp{Op: OpList, Path: wal.SnapDir}, truncateStep{kind: truncateSnapsListed, t: &truncation{limit: limit}})
+func (sl *standbyLog) startTruncation(limit logPos) {
+	sl.io(FileOp{Op: OpList, Path: wal.SnapDir}, truncateStep{kind: truncateSnapsListed, t: &truncation{limit: limit}})
 }
 
 // truncation is a cut of our log in progress: what the primary's limit
@@ -114,7 +114,7 @@ func (s truncateStep) resume(n *Node, r result) {
 	switch s.kind {
 	case truncateSnapsListed:
 		if r.Err != IOOK && r.Err != IONotExist { // no directory: no snapshot
-			n.truncateFailed("list "+wal.SnapDir, r.IODone)
+			n.sb.truncateFailed("list "+wal.SnapDir, r.IODone)
 			return
 		}
 		// Our newest snapshot holds every record up to its LSN: the cut
@@ -124,53 +124,53 @@ func (s truncateStep) resume(n *Node, r result) {
 				t.floor = max(t.floor, lsn)
 			}
 		}
-		n.readSegments(t)
+		n.sb.readSegments(t)
 	case truncateSegsListed:
-		n.segmentsListed(t, r.IODone)
+		n.sb.segmentsListed(t, r.IODone)
 	case truncateSegRead:
 		if r.Err != IOOK {
-			n.truncateFailed("read "+s.path, r.IODone)
+			n.sb.truncateFailed("read "+s.path, r.IODone)
 			return
 		}
 		t.segs[s.i] = logSegment{path: s.path, data: r.Data}
 		if t.left--; t.left == 0 {
-			n.planTruncation(t)
+			n.sb.planTruncation(t)
 		}
 	case truncateSuffixRemoved:
 		if r.failed != "" {
-			n.truncateFailed(r.failed, r.IODone)
+			n.sb.truncateFailed(r.failed, r.IODone)
 			return
 		}
-		n.rewriteEnd(t)
+		n.sb.rewriteEnd(t)
 	case truncateSegRewritten:
 		if r.failed != "" {
-			n.truncateFailed(r.failed, r.IODone)
+			n.sb.truncateFailed(r.failed, r.IODone)
 			return
 		}
-		n.truncated(t)
+		n.sb.truncated(t)
 	}
 }
 
 // readSegments reads every segment of our log, oldest first.
-func (n *Node) readSegments(t *truncation) {
-	n.io(FileOp{Op: OpList, Path: wal.WALDir}, truncateStep{kind: truncateSegsListed, t: t})
+func (sl *standbyLog) readSegments(t *truncation) {
+	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, truncateStep{kind: truncateSegsListed, t: t})
 }
 
 // segmentsListed issues the reads of every segment listed, all at once.
-func (n *Node) segmentsListed(t *truncation, d IODone) {
+func (sl *standbyLog) segmentsListed(t *truncation, d IODone) {
 	if d.Err != IOOK {
-		n.truncateFailed("list "+wal.WALDir, d)
+		sl.truncateFailed("list "+wal.WALDir, d)
 		return
 	}
 	paths := segmentsByLSN(d.Entries)
 	if len(paths) == 0 {
-		n.truncateRefused("our log has no segments")
+		sl.truncateRefused("our log has no segments")
 		return
 	}
 	t.segs = make([]logSegment, len(paths))
 	t.left = len(paths)
 	for i, p := range paths {
-		n.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, truncateStep{kind: truncateSegRead, t: t, i: i, path: p})
+		sl.io(FileOp{Op: OpRead, Path: p, MaxSize: maxLogFile}, truncateStep{kind: truncateSegRead, t: t, i: i, path: p})
 	}
 }
 
@@ -185,7 +185,7 @@ func segmentsByLSN(entries []DirEntry) []string {
 
 // planTruncation finds the new end of our log in what the reads found and
 // cuts the log back to it.
-func (n *Node) planTruncation(t *truncation) {
+func (sl *standbyLog) planTruncation(t *truncation) {
 	limit, floor, segs := t.limit, t.floor, t.segs
 	var last logPos
 	cut, keep := -1, logPos{} // the segment holding the new end, and that end
@@ -213,45 +213,45 @@ func (n *Node) planTruncation(t *truncation) {
 		}
 		switch {
 		case why != "":
-			n.truncateRefused(why)
+			sl.truncateRefused(why)
 			return
 		case err != nil || valid != len(s.data):
-			n.truncateRefused(fmt.Sprintf("%s does not scan to its end (%d of %d bytes valid: %v)", s.path, valid, len(s.data), err))
+			sl.truncateRefused(fmt.Sprintf("%s does not scan to its end (%d of %d bytes valid: %v)", s.path, valid, len(s.data), err))
 			return
 		}
 	}
 	switch {
-	case last != n.disk.logPos:
-		n.truncateRefused(fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, n.disk.logPos.lsn, n.disk.logPos.term))
+	case last != sl.disk.logPos:
+		sl.truncateRefused(fmt.Sprintf("our segments end at lsn %d (term %d), not where our log was (lsn %d, term %d)", last.lsn, last.term, sl.disk.logPos.lsn, sl.disk.logPos.term))
 		return
 	case cut < 0:
-		n.truncateRefused(fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
+		sl.truncateRefused(fmt.Sprintf("no record of ours at or before lsn %d has a term <= %d", limit.lsn, limit.term))
 		return
 	case keep.lsn < floor:
-		n.truncateRefused(fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
+		sl.truncateRefused(fmt.Sprintf("the logs agree only before lsn %d, which our snapshot covers", floor))
 		return
-	case !n.disk.logPos.after(keep):
-		n.truncateRefused(fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
+	case !sl.disk.logPos.after(keep):
+		sl.truncateRefused(fmt.Sprintf("the primary's limit (lsn %d, term %d) does not shorten our log", limit.lsn, limit.term))
 		return
 	}
-	n.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", n.peerName(n.el.primary), n.disk.logPos.lsn, n.disk.logPos.term, keep.lsn, keep.term))
-	t.from, t.cut, t.keep = n.disk.logPos, cut, keep
-	n.disk.logPos = keep
+	sl.log(Info, "repl.truncating", fmt.Sprintf("our log diverges from %s's: cutting it from lsn %d (term %d) back to lsn %d (term %d)", sl.peerName(sl.el.primary), sl.disk.logPos.lsn, sl.disk.logPos.term, keep.lsn, keep.term))
+	t.from, t.cut, t.keep = sl.disk.logPos, cut, keep
+	sl.disk.logPos = keep
 	var drop []string
 	for _, s := range segs[cut+1:] {
 		drop = append(drop, s.path)
 	}
 	slices.Reverse(drop) // newest first: every crash state is a prefix of the old log
-	n.run(removeEachOps(drop, wal.WALDir), truncateStep{kind: truncateSuffixRemoved, t: t})
+	sl.run(removeEachOps(drop, wal.WALDir), truncateStep{kind: truncateSuffixRemoved, t: t})
 }
 
 // rewriteEnd cuts the segment holding the new end there, through a
 // temporary file, unless the new end closes it already.
-func (n *Node) rewriteEnd(t *truncation) {
+func (sl *standbyLog) rewriteEnd(t *truncation) {
 	s := t.segs[t.cut]
 	end := s.recs[len(s.recs)-1]
 	if end.pos == t.keep {
-		n.truncated(t) // the new end closes that segment already
+		sl.truncated(t) // the new end closes that segment already
 		return
 	}
 	at := 0
@@ -260,36 +260,36 @@ func (n *Node) rewriteEnd(t *truncation) {
 			at = r.end
 		}
 	}
-	n.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], truncateStep{kind: truncateSegRewritten, t: t})
+	sl.replaceDurably(s.path+".tmp", s.path, wal.WALDir, s.data[:at], truncateStep{kind: truncateSegRewritten, t: t})
 }
 
 // truncated: our log ends at t.keep; we join again from there.
-func (n *Node) truncated(t *truncation) {
-	n.setSync(nil)
-	n.disk.logClean = true
-	n.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", t.from.lsn, t.keep.lsn, t.keep.term, n.peerName(n.el.primary)))
-	n.resync()
+func (sl *standbyLog) truncated(t *truncation) {
+	sl.setSync(nil)
+	sl.disk.logClean = true
+	sl.log(Info, "repl.truncated", fmt.Sprintf("job log cut back from lsn %d to lsn %d (term %d): joining %s again", t.from.lsn, t.keep.lsn, t.keep.term, sl.peerName(sl.el.primary)))
+	sl.resync()
 }
 
 // truncateRefused: our log cannot be cut to where the primary's agrees
 // (its records are not ours to keep); a snapshot replaces it.
-func (n *Node) truncateRefused(why string) {
-	n.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", n.peerName(n.el.primary), why))
-	n.disk.logClean = true
-	n.truncateEnd()
+func (sl *standbyLog) truncateRefused(why string) {
+	sl.log(Info, "repl.truncate-refused", fmt.Sprintf("cannot cut our log back to where %s's agrees (%s): asking for a snapshot", sl.peerName(sl.el.primary), why))
+	sl.disk.logClean = true
+	sl.truncateEnd()
 }
 
 // truncateFailed: an I/O error part way; what is on disk is a prefix of
 // our old log, but no longer the one we claim, so only a snapshot can
 // sync us (our acks say why meanwhile).
-func (n *Node) truncateFailed(what string, d IODone) {
-	n.log(Warn, "repl.truncate-failed", fmt.Sprintf("cutting our divergent log suffix: %s failed: %s %s — asking for a snapshot", what, d.Err, d.Detail))
-	n.sb.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
-	n.truncateEnd()
+func (sl *standbyLog) truncateFailed(what string, d IODone) {
+	sl.log(Warn, "repl.truncate-failed", fmt.Sprintf("cutting our divergent log suffix: %s failed: %s %s — asking for a snapshot", what, d.Err, d.Detail))
+	sl.replFailure = fmt.Sprintf("log truncation: %s: %s", what, d.Err)
+	sl.truncateEnd()
 }
 
-func (n *Node) truncateEnd() {
-	n.setSync(nil)
-	n.sb.wantSnapshot = true
-	n.resync()
+func (sl *standbyLog) truncateEnd() {
+	sl.setSync(nil)
+	sl.wantSnapshot = true
+	sl.resync()
 }

@@ -76,89 +76,89 @@ type upgradeState struct {
 // size, fields, SHA-256 in transit, decode, minimum viability, reserved
 // names; then generation = current + 1, re-encode, crash-safe save, push
 // to the joined standbys, ACK the admin with the count, and restart.
-func (n *Node) onUpgrade(u UpgradeConfig) {
+func (cs *configState) onUpgrade(u UpgradeConfig) {
 	switch {
-	case n.role != RolePrimary || n.conf.cfg == nil:
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
+	case cs.role != RolePrimary || cs.cfg == nil:
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeNotPrimary, "Not primary — redirect to primary") // §10.12
 		return
-	case !n.opt.EnableUpgrade:
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
+	case !cs.opt.EnableUpgrade:
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeDisabled, "OP_upgradeConfig is disabled on this controller (no admin is configured: start it with --admin-cn)")
 		return
-	case n.conf.upgrade != nil:
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
+	case cs.upgrade != nil:
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeBusy, "an upgrade is already in progress; the primary restarts when it is done")
 		return
 	case len(u.Bytes) > MaxConfigSize:
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Config blob exceeds CONF_MAX_SIZE")
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Config blob exceeds CONF_MAX_SIZE")
 		return
 	case len(u.Bytes) == 0 || len(u.SHA256) != 32:
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Invalid request: bytes or sha256 field missing")
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Invalid request: bytes or sha256 field missing")
 		return
 	}
 	if sum := sha256.Sum256(u.Bytes); !bytes.Equal(sum[:], u.SHA256) {
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "SHA-256 mismatch — blob corrupted in transit")
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "SHA-256 mismatch — blob corrupted in transit")
 		return
 	}
 	c, err := schema.DecodeClusterConfig(u.Bytes)
 	if err != nil {
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to decode ClusterConfig blob")
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to decode ClusterConfig blob")
 		return
 	}
 	if err := schema.Validate(c); err != nil {
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, err.Error())
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, err.Error())
 		return
 	}
-	c.ConfigGeneration = n.conf.cfg.gen + 1 // the primary is the sole authority (§4.4)
+	c.ConfigGeneration = cs.cfg.gen + 1 // the primary is the sole authority (§4.4)
 	blob, err := schema.Encode(c)
 	if err != nil || len(blob) > MaxConfigSize {
-		n.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to re-encode config")
+		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to re-encode config")
 		return
 	}
 	up := &upgradeState{id: u.ID, peer: u.Peer}
-	n.conf.upgrade = up
-	n.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
+	cs.upgrade = up
+	cs.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
 }
 
-func (n *Node) refuseUpgrade(id uint64, peer string, o UpgradeOutcome, msg string) {
-	n.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", peer, msg))
-	n.emit(UpgradeReply{ID: id, Outcome: o, Error: msg, Primary: n.el.primary})
+func (cs *configState) refuseUpgrade(id uint64, peer string, o UpgradeOutcome, msg string) {
+	cs.log(Warn, "upgrade.refused", fmt.Sprintf("OP_upgradeConfig from %s refused: %s", peer, msg))
+	cs.emit(UpgradeReply{ID: id, Outcome: o, Error: msg, Primary: cs.el.primary})
 }
 
 // upgradeSaved: the upgrade's new config is saved (then pushed), or not.
-func (n *Node) upgradeSaved(up *upgradeState, ok bool) {
+func (cs *configState) upgradeSaved(up *upgradeState, ok bool) {
 	if !ok {
-		n.conf.upgrade = nil
-		n.refuseUpgrade(up.id, up.peer, UpgradeSaveFailed, "Failed to save new config")
+		cs.upgrade = nil
+		cs.refuseUpgrade(up.id, up.peer, UpgradeSaveFailed, "Failed to save new config")
 		return
 	}
-	up.tag = n.conf.cfg.tag
-	n.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", n.conf.cfg.gen, n.conf.cfg.name, n.conf.cfg.tag))
-	n.pushConfig(up)
+	up.tag = cs.cfg.tag
+	cs.log(Info, "upgrade.saved", fmt.Sprintf("config generation %d saved as %s (tag=%016x)", cs.cfg.gen, cs.cfg.name, cs.cfg.tag))
+	cs.pushConfig(up)
 }
 
 // pushConfig sends the new config to every joined standby in parallel and
 // waits one CONF_PUSH_TIMEOUT for their ACKs (seed 002 §6.3).
-func (n *Node) pushConfig(up *upgradeState) {
-	up.pushID = n.ops.id()
+func (cs *configState) pushConfig(up *upgradeState) {
+	up.pushID = cs.ops.id()
 	up.waiting = map[int]bool{}
 	var peers []int
-	for p := range n.joined.standbys {
+	for p := range cs.joined.standbys {
 		peers = append(peers, p)
 	}
 	sort.Ints(peers)
 	for _, p := range peers {
 		up.waiting[p] = true
-		n.send(p, Msg{Type: MsgReplConfigPush, ReqID: up.pushID, ConfigTag: n.conf.cfg.tag, SHA256: n.conf.cfg.sum[:], Bytes: n.conf.cfg.bytes})
+		cs.el.send(p, Msg{Type: MsgReplConfigPush, ReqID: up.pushID, ConfigTag: cs.cfg.tag, SHA256: cs.cfg.sum[:], Bytes: cs.cfg.bytes})
 	}
 	if len(peers) == 0 {
-		n.finishPush(up)
+		cs.finishPush(up)
 		return
 	}
-	n.setTimer(TimerPush, ConfPushTimeout)
+	cs.setTimer(TimerPush, ConfPushTimeout)
 }
 
 // onPushReply counts a standby's ACK of the upgrade push.
-func (n *Node) onPushReply(from int, m Msg) {
-	up := n.conf.upgrade
+func (cs *configState) onPushReply(from int, m Msg) {
+	up := cs.upgrade
 	if up == nil || up.replied || m.ReqID != up.pushID || !up.waiting[from] {
 		return
 	}
@@ -167,67 +167,67 @@ func (n *Node) onPushReply(from int, m Msg) {
 		up.acked++
 	}
 	if len(up.waiting) == 0 {
-		n.cancelTimer(TimerPush)
-		n.finishPush(up)
+		cs.cancelTimer(TimerPush)
+		cs.finishPush(up)
 	}
 }
 
 // finishPush ACKs the admin, then restarts once no checkpoint is running.
-func (n *Node) finishPush(up *upgradeState) {
+func (cs *configState) finishPush(up *upgradeState) {
 	if up.replied {
 		return
 	}
 	up.replied = true
-	n.emit(UpgradeReply{ID: up.id, VersionTag: up.tag, AckedCount: up.acked, Primary: n.el.primary})
-	if up.acked == 0 && len(n.joined.standbys) > 0 {
-		n.log(Warn, "upgrade.unpushed", "no standby confirmed the new config: if this primary does not come back, a standby promotes with the old one")
+	cs.emit(UpgradeReply{ID: up.id, VersionTag: up.tag, AckedCount: up.acked, Primary: cs.el.primary})
+	if up.acked == 0 && len(cs.joined.standbys) > 0 {
+		cs.log(Warn, "upgrade.unpushed", "no standby confirmed the new config: if this primary does not come back, a standby promotes with the old one")
 	}
-	n.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
-	up.waitFrom = n.now.Mono
-	n.restartWhenIdle()
+	cs.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
+	up.waitFrom = cs.now.Mono
+	cs.restartWhenIdle()
 }
 
 // restartWhenIdle exits 0 unless a checkpoint is being written (§6.7):
 // then it waits for it, at most ckptWaitMax.
-func (n *Node) restartWhenIdle() {
-	up := n.conf.upgrade
-	if n.jobs.checkpointing() && n.now.Mono-up.waitFrom < ckptWaitMax {
-		n.setTimer(TimerPush, 10*time.Millisecond)
+func (cs *configState) restartWhenIdle() {
+	up := cs.upgrade
+	if cs.journal.jobs.checkpointing() && cs.now.Mono-up.waitFrom < ckptWaitMax {
+		cs.setTimer(TimerPush, 10*time.Millisecond)
 		return
 	}
-	if n.jobs.checkpointing() {
-		n.log(Error, "upgrade.checkpoint-timeout", "Checkpoint did not complete within 30s — restarting anyway")
+	if cs.journal.jobs.checkpointing() {
+		cs.log(Error, "upgrade.checkpoint-timeout", "Checkpoint did not complete within 30s — restarting anyway")
 	}
-	n.log(Info, "upgrade.exit", "restarting to apply the new config")
-	n.emit(Exit{Code: 0, Reason: "config upgraded; restart to apply it"})
-	n.role = RoleStopped
+	cs.log(Info, "upgrade.exit", "restarting to apply the new config")
+	cs.emit(Exit{Code: 0, Reason: "config upgraded; restart to apply it"})
+	cs.role = RoleStopped
 }
 
 // onPushTimer: the push window closed, or the checkpoint wait ticks.
-func (n *Node) onPushTimer() {
-	up := n.conf.upgrade
+func (cs *configState) onPushTimer() {
+	up := cs.upgrade
 	if up == nil {
 		return
 	}
 	if !up.replied {
-		n.finishPush(up)
+		cs.finishPush(up)
 		return
 	}
-	n.restartWhenIdle()
+	cs.restartWhenIdle()
 }
 
 // abandonUpgrade: the primary lost its role before finishing the upgrade.
 // The config may already be saved (and will be replaced by the new
 // primary's on the next fetch): the admin hears "outcome unknown" and the
 // node does not restart.
-func (n *Node) abandonUpgrade() {
-	up := n.conf.upgrade
+func (cs *configState) abandonUpgrade() {
+	up := cs.upgrade
 	if up == nil {
 		return
 	}
-	n.conf.upgrade = nil
-	n.cancelTimer(TimerPush)
+	cs.upgrade = nil
+	cs.cancelTimer(TimerPush)
 	if !up.replied {
-		n.emit(UpgradeReply{ID: up.id, Outcome: UpgradeUnknown, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: n.el.primary})
+		cs.emit(UpgradeReply{ID: up.id, Outcome: UpgradeUnknown, Error: "stepped down during the upgrade: outcome unknown — check the primary's config tag", Primary: cs.el.primary})
 	}
 }
