@@ -62,58 +62,6 @@ func (el *election) startElection(failover bool) {
 	el.setTimer(TimerProbe, el.opt.ProbeInterval)
 }
 
-func (n *Node) onTimer(k TimerKind) {
-	n.el.syncHA() // retry a data/term write that failed: messages wait for it
-	switch k {
-	case TimerElection:
-		switch {
-		case n.role != RoleCandidate || n.el.promoting:
-		case n.el.ballot.stage != voteNone:
-			n.el.onBallotTimeout()
-		default:
-			n.el.declare()
-		}
-	case TimerProbe:
-		if n.role == RoleCandidate {
-			n.el.broadcast(Msg{Type: MsgProbe, ReqID: n.ops.id()})
-			n.setTimer(TimerProbe, n.opt.ProbeInterval)
-		}
-	case TimerHeartbeat:
-		if n.role == RolePrimary && n.el.checkQuorum() {
-			n.el.startRound()
-			n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
-			if n.journal.jobs != nil && n.journal.jobs.recovered {
-				n.journal.releaseWaiting() // a standby that went silent no longer holds writes
-			}
-		}
-	case TimerFailure:
-		if n.role == RoleStandby && n.conf.cfg == nil && n.conf.fetch != nil {
-			// Without a config we cannot serve as primary: keep the §5.5
-			// fetch running (it ends in §10.2 after its window) and look
-			// for a new primary instead of standing for election.
-			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — no config, not standing for election; still fetching", n.peerName(n.el.primary), n.opt.FailureTimeout))
-			n.el.lost = true
-			n.el.broadcast(Msg{Type: MsgProbe, ReqID: n.ops.id()})
-			n.setTimer(TimerFailure, n.opt.FailureTimeout)
-			return
-		}
-		if n.role == RoleStandby {
-			n.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — starting election", n.peerName(n.el.primary), n.opt.FailureTimeout))
-			n.el.failedP = n.el.primary
-			n.conf.stopFetch("primary lost")
-			n.el.startElection(true)
-		}
-	case TimerFetch:
-		n.conf.onFetchTimeout()
-	case TimerMaintenance:
-		n.journal.maintain()
-	case TimerPush:
-		n.conf.onPushTimer()
-	case TimerLongPoll:
-		n.journal.expirePolls()
-	}
-}
-
 // declare: no live primary answered before the deadline. Without a config
 // this is seed §10.1; with one, the new term is made durable first.
 func (el *election) declare() {
@@ -276,120 +224,6 @@ func (el *election) heard() {
 	el.setTimer(TimerFailure, el.opt.FailureTimeout)
 }
 
-// onMsg: every message carries the sender's view; a primary's view drives
-// the role decisions, then the type-specific handler runs.
-func (n *Node) onMsg(from int, m Msg) {
-	if n.opt.PeersHash != 0 && m.PeersHash != n.opt.PeersHash {
-		n.conf.peersDiffer(from, m.PeersHash)
-		return // never vote for, follow or count a node with another cluster list
-	}
-	if n.conf.peersBad[from] != 0 {
-		n.log(Info, "peers.match", fmt.Sprintf("%s's --peers matches ours again", n.peerName(from)))
-		delete(n.conf.peersBad, from)
-	}
-	if n.role == RoleBooting {
-		if m.Type == MsgProbe {
-			n.el.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
-		}
-		return
-	}
-	n.el.maxTerm = max(n.el.maxTerm, m.Term)
-	n.el.noteView(from, m)
-	switch m.Type {
-	case MsgPreVote: // never changes a term
-		n.el.onPreVote(from, m)
-		return
-	case MsgVote: // must not depose a live primary: its own term rules
-		n.el.onVote(from, m)
-		return
-	}
-	literalP0 := n.opt.SeedLiteralP0 && n.opt.Self == 0 && n.role == RolePrimary
-	if m.Term > n.el.ha.term && !literalP0 { // the seed-literal P0 never yields (the hole it shows)
-		// A higher term: make it ours (durable before we say anything),
-		// and give up any claim to the lower one.
-		wasPrimary := n.role == RolePrimary
-		n.el.observeTerm(m.Term)
-		n.el.promoting = false
-		n.el.ballot = ballot{}
-		if wasPrimary {
-			n.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s is in term %d, above ours — stepping down", n.peerName(from), m.Term))
-			n.el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
-		}
-	}
-	if n.role == RoleCandidate && n.el.failover && !n.el.promoting && n.el.ballot.stage == voteNone && m.Role != RolePrimary && n.el.bestCandidate() {
-		// Every live peer answered and none is fresher (or as fresh with a
-		// higher priority): no reason to wait for the deadline.
-		n.el.declare()
-		if n.role == RoleStopped {
-			return
-		}
-	}
-	if n.role == RolePrimary && m.Role == RoleStandby && m.Term == n.el.ha.term && n.quorumMode() {
-		// Only our standbys are standbys in our term: CheckQuorum and the
-		// read index count it.
-		n.el.hb.peerHeard[from] = int64(n.now.Mono)
-		n.el.onRoundEcho(from, m.Round)
-	}
-	if n.role == RoleStandby && from == n.el.primary && m.Role != RolePrimary {
-		n.el.lost = true // our primary restarted or stepped down: follow whoever leads now
-	}
-	if m.Role == RolePrimary {
-		n.el.seenPrimary(from, m.Term)
-		if n.role == RoleStopped {
-			return
-		}
-	}
-	switch m.Type {
-	case MsgProbe:
-		n.el.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
-	case MsgPreVoteReply:
-		n.el.onVoteReply(from, m, true)
-	case MsgVoteReply:
-		n.el.onVoteReply(from, m, false)
-	case MsgProbeReply, MsgHeartbeat:
-		if m.Type == MsgHeartbeat && n.role == RoleStandby && from == n.el.primary {
-			if m.Term != n.el.hb.lastRoundTerm {
-				// Rounds count from 1 in each term of a primary: an echo
-				// of an earlier term's round would confirm this term's
-				// reads unasked.
-				n.el.hb.lastRound, n.el.hb.lastRoundTerm = 0, m.Term
-			}
-			n.el.hb.lastRound = max(n.el.hb.lastRound, m.Round)
-			n.conf.checkPrimaryTag(m.ConfigTag)
-			n.sb.ackRepl() // liveness and position, every heartbeat
-			n.sb.checkBehind(m)
-		}
-	case MsgJoin:
-		n.joined.onJoin(from, m)
-	case MsgJoinReply:
-		n.conf.onJoinReply(from, m)
-	case MsgReplConfig:
-		n.conf.onReplConfig(from, m)
-	case MsgReplConfigReply:
-		n.conf.onReplConfigReply(from, m)
-	case MsgReplConfigPush:
-		n.conf.onPush(from, m)
-	case MsgReplSnapshot, MsgReplRecords:
-		if n.quorumMode() && m.Term < n.el.ha.term {
-			return // a deposed primary's (or a late) sync: not ours to write
-		}
-		if m.Type == MsgReplSnapshot {
-			n.sb.onReplSnapshot(from, m)
-		} else {
-			n.sb.onReplRecords(from, m)
-		}
-	case MsgReplAck:
-		n.joined.onReplAck(from, m)
-	case MsgReplConfigPushReply:
-		if n.role == RolePrimary {
-			n.log(Info, "conf.push-acked", fmt.Sprintf("standby %s accepted=%v tag=%016x", n.peerName(from), m.Accepted, m.ConfigTag))
-			n.conf.onPushReply(from, m)
-		}
-	default:
-		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))
-	}
-}
-
 // path names a node-relative path for messages: absolute when BaseDir is
 // known.
 func (en *env) path(rel string) string {
@@ -434,6 +268,20 @@ func (el *election) waitWithoutConfig() bool {
 
 // peersDiffer: from runs with another --peers list (seed §11.2): an ERROR
 // naming both nodes, once per hash it sends; its messages are dropped.
+// peersMatch reports whether a message's sender runs with our --peers
+// (a difference is logged once per hash, a match again once).
+func (cs *configState) peersMatch(from int, m Msg) bool {
+	if cs.opt.PeersHash != 0 && m.PeersHash != cs.opt.PeersHash {
+		cs.peersDiffer(from, m.PeersHash)
+		return false
+	}
+	if cs.peersBad[from] != 0 {
+		cs.log(Info, "peers.match", fmt.Sprintf("%s's --peers matches ours again", cs.peerName(from)))
+		delete(cs.peersBad, from)
+	}
+	return true
+}
+
 func (cs *configState) peersDiffer(from int, hash uint64) {
 	if cs.peersBad == nil {
 		cs.peersBad = map[int]uint64{}
@@ -451,4 +299,116 @@ func (n *Node) PeersMismatch() []int {
 		return nil
 	}
 	return sortedKeys(n.conf.peersBad)
+}
+
+// observe is what every message after boot tells the election, before
+// the message's own handler runs: a higher term (made ours, and a
+// primary steps down), an early end of a failover when every live peer
+// has answered, a standby's echo counted for CheckQuorum and reads, a
+// primary that is gone or one that leads. It reports false once the node
+// stopped.
+func (el *election) observe(from int, m Msg) bool {
+	literalP0 := el.opt.SeedLiteralP0 && el.opt.Self == 0 && el.role == RolePrimary
+	if m.Term > el.ha.term && !literalP0 { // the seed-literal P0 never yields (the hole it shows)
+		// A higher term: make it ours (durable before we say anything),
+		// and give up any claim to the lower one.
+		wasPrimary := el.role == RolePrimary
+		el.observeTerm(m.Term)
+		el.promoting = false
+		el.ballot = ballot{}
+		if wasPrimary {
+			el.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s is in term %d, above ours — stepping down", el.peerName(from), m.Term))
+			el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
+		}
+	}
+	if el.role == RoleCandidate && el.failover && !el.promoting && el.ballot.stage == voteNone && m.Role != RolePrimary && el.bestCandidate() {
+		// Every live peer answered and none is fresher (or as fresh with a
+		// higher priority): no reason to wait for the deadline.
+		el.declare()
+		if el.role == RoleStopped {
+			return false
+		}
+	}
+	if el.role == RolePrimary && m.Role == RoleStandby && m.Term == el.ha.term && el.quorumMode() {
+		// Only our standbys are standbys in our term: CheckQuorum and the
+		// read index count it.
+		el.hb.peerHeard[from] = int64(el.now.Mono)
+		el.onRoundEcho(from, m.Round)
+	}
+	if el.role == RoleStandby && from == el.primary && m.Role != RolePrimary {
+		el.lost = true // our primary restarted or stepped down: follow whoever leads now
+	}
+	if m.Role == RolePrimary {
+		el.seenPrimary(from, m.Term)
+		if el.role == RoleStopped {
+			return false
+		}
+	}
+	return true
+}
+
+// heartbeatFromPrimary notes the round of a heartbeat from the primary a
+// standby follows, and reports whether it was one.
+func (el *election) heartbeatFromPrimary(from int, m Msg) bool {
+	if el.role != RoleStandby || from != el.primary {
+		return false
+	}
+	if m.Term != el.hb.lastRoundTerm {
+		// Rounds count from 1 in each term of a primary: an echo of an
+		// earlier term's round would confirm this term's reads unasked.
+		el.hb.lastRound, el.hb.lastRoundTerm = 0, m.Term
+	}
+	el.hb.lastRound = max(el.hb.lastRound, m.Round)
+	return true
+}
+
+// onElectionTimer: a candidate's deadline (or its ballot's) passed.
+func (el *election) onElectionTimer() {
+	switch {
+	case el.role != RoleCandidate || el.promoting:
+	case el.ballot.stage != voteNone:
+		el.onBallotTimeout()
+	default:
+		el.declare()
+	}
+}
+
+// onProbeTimer: a candidate probes its peers again.
+func (el *election) onProbeTimer() {
+	if el.role == RoleCandidate {
+		el.broadcast(Msg{Type: MsgProbe, ReqID: el.ops.id()})
+		el.setTimer(TimerProbe, el.opt.ProbeInterval)
+	}
+}
+
+// onHeartbeatTimer: a primary that still has its quorum sends the next
+// round.
+func (el *election) onHeartbeatTimer() {
+	if el.role == RolePrimary && el.checkQuorum() {
+		el.startRound()
+		el.setTimer(TimerHeartbeat, el.opt.HeartbeatInterval)
+		if el.journal.jobs != nil && el.journal.jobs.recovered {
+			el.journal.releaseWaiting() // a standby that went silent no longer holds writes
+		}
+	}
+}
+
+// onFailureTimer: a standby's primary went silent.
+func (el *election) onFailureTimer() {
+	if el.role == RoleStandby && el.conf.cfg == nil && el.conf.fetch != nil {
+		// Without a config we cannot serve as primary: keep the §5.5
+		// fetch running (it ends in §10.2 after its window) and look
+		// for a new primary instead of standing for election.
+		el.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — no config, not standing for election; still fetching", el.peerName(el.primary), el.opt.FailureTimeout))
+		el.lost = true
+		el.broadcast(Msg{Type: MsgProbe, ReqID: el.ops.id()})
+		el.setTimer(TimerFailure, el.opt.FailureTimeout)
+		return
+	}
+	if el.role == RoleStandby {
+		el.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — starting election", el.peerName(el.primary), el.opt.FailureTimeout))
+		el.failedP = el.primary
+		el.conf.stopFetch("primary lost")
+		el.startElection(true)
+	}
 }

@@ -291,6 +291,92 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 	return out
 }
 
+// onMsg routes a peer's message. The config's peer list and the election
+// see every message first; then the table hands it to the concern that
+// owns its type.
+func (n *Node) onMsg(from int, m Msg) {
+	if !n.conf.peersMatch(from, m) {
+		return // never vote for, follow or count a node with another cluster list
+	}
+	if n.role == RoleBooting {
+		if m.Type == MsgProbe {
+			n.el.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
+		}
+		return
+	}
+	n.el.maxTerm = max(n.el.maxTerm, m.Term)
+	n.el.noteView(from, m)
+	switch m.Type {
+	case MsgPreVote: // never changes a term
+		n.el.onPreVote(from, m)
+		return
+	case MsgVote: // must not depose a live primary: its own term rules
+		n.el.onVote(from, m)
+		return
+	}
+	if !n.el.observe(from, m) {
+		return
+	}
+	switch m.Type {
+	case MsgProbe:
+		n.el.send(from, Msg{Type: MsgProbeReply, ReqID: m.ReqID})
+	case MsgPreVoteReply:
+		n.el.onVoteReply(from, m, true)
+	case MsgVoteReply:
+		n.el.onVoteReply(from, m, false)
+	case MsgProbeReply, MsgHeartbeat:
+		if m.Type == MsgHeartbeat && n.el.heartbeatFromPrimary(from, m) {
+			n.conf.checkPrimaryTag(m.ConfigTag)
+			n.sb.ackRepl() // liveness and position, every heartbeat
+			n.sb.checkBehind(m)
+		}
+	case MsgJoin:
+		n.joined.onJoin(from, m)
+	case MsgJoinReply:
+		n.conf.onJoinReply(from, m)
+	case MsgReplConfig:
+		n.conf.onReplConfig(from, m)
+	case MsgReplConfigReply:
+		n.conf.onReplConfigReply(from, m)
+	case MsgReplConfigPush:
+		n.conf.onPush(from, m)
+	case MsgReplConfigPushReply:
+		n.conf.onPushReply(from, m)
+	case MsgReplSnapshot:
+		n.sb.onReplSnapshot(from, m)
+	case MsgReplRecords:
+		n.sb.onReplRecords(from, m)
+	case MsgReplAck:
+		n.joined.onReplAck(from, m)
+	default:
+		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))
+	}
+}
+
+// onTimer routes a timer that fired to the concern that set it. A
+// data/term write that failed is retried first: messages wait for it.
+func (n *Node) onTimer(k TimerKind) {
+	n.el.syncHA()
+	switch k {
+	case TimerElection:
+		n.el.onElectionTimer()
+	case TimerProbe:
+		n.el.onProbeTimer()
+	case TimerHeartbeat:
+		n.el.onHeartbeatTimer()
+	case TimerFailure:
+		n.el.onFailureTimer()
+	case TimerFetch:
+		n.conf.onFetchTimeout()
+	case TimerMaintenance:
+		n.journal.maintain()
+	case TimerPush:
+		n.conf.onPushTimer()
+	case TimerLongPoll:
+		n.journal.expirePolls()
+	}
+}
+
 // --- accessors (the daemon's status and the simulator's checkers) ---
 
 // Role is the node's current HA role.

@@ -251,6 +251,9 @@ func (sl *standbyLog) ackRepl() {
 }
 
 func (sl *standbyLog) onReplRecords(from int, m Msg) {
+	if sl.quorumMode() && m.Term < sl.el.ha.term {
+		return // a deposed primary's (or a late) sync: not ours to write
+	}
 	if m.CatchUp {
 		sl.onCatchUp(from, m)
 		return

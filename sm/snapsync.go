@@ -114,6 +114,9 @@ func (jp *joinedPeers) sendChunk(s int, rp *replPeer, off uint64) {
 // --- standby side ---
 
 func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
+	if sl.quorumMode() && m.Term < sl.el.ha.term {
+		return // a deposed primary's (or a late) sync: not ours to write
+	}
 	if sl.role != RoleStandby || from != sl.el.primary {
 		return
 	}

@@ -158,6 +158,10 @@ func (cs *configState) pushConfig(up *upgradeState) {
 
 // onPushReply counts a standby's ACK of the upgrade push.
 func (cs *configState) onPushReply(from int, m Msg) {
+	if cs.role != RolePrimary {
+		return
+	}
+	cs.log(Info, "conf.push-acked", fmt.Sprintf("standby %s accepted=%v tag=%016x", cs.peerName(from), m.Accepted, m.ConfigTag))
 	up := cs.upgrade
 	if up == nil || up.replied || m.ReqID != up.pushID || !up.waiting[from] {
 		return
