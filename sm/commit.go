@@ -61,3 +61,36 @@ func (el *election) onRoundEcho(from int, round uint64) {
 		}
 	}
 }
+
+// releaseWaiting emits the replies whose records are durable here and on
+// enough standbys, in LSN order.
+func (jl *journal) releaseWaiting() {
+	j := jl.jobs
+	k := 0
+	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && jl.replicated(j.waiting[k].lsn) {
+		jl.emitReply(j.waiting[k].lsn, j.waiting[k].rep)
+		k++
+	}
+	j.waiting = j.waiting[k:]
+	if len(j.reads) == 0 {
+		return
+	}
+	conf := jl.el.confirmedRound()
+	k = 0
+	for k < len(j.reads) && j.reads[k].round <= conf && j.reads[k].lsn <= j.durableLSN && jl.replicated(j.reads[k].lsn) {
+		jl.emit(j.reads[k].rep)
+		k++
+	}
+	j.reads = j.reads[k:]
+}
+
+// replicated reports whether lsn has the acks a reply needs: from
+// SyncStandbys standbys, or every live one if fewer are live. A live
+// standby still installing its snapshot counts as live, so a resync holds
+// writes up instead of letting them skip replication.
+func (jl *journal) replicated(lsn uint64) bool {
+	if jl.quorumMode() {
+		return lsn <= jl.commitLSN()
+	}
+	return jl.jobs.prog.Replicated(lsn, jl.opt.SyncStandbys, int64(jl.now.Mono), int64(jl.opt.FailureTimeout))
+}

@@ -72,16 +72,6 @@ func (s *seq) String() string {
 	return fmt.Sprintf("seq %d/%d: %sthen %s", s.at+1, len(s.ops), b.String(), s.next)
 }
 
-// run starts a sequence; with no operations it resumes next at once.
-func (en *env) run(ops []seqOp, next cont) {
-	if len(ops) == 0 {
-		en.node.resumeNow(next, result{})
-		return
-	}
-	s := &seq{ops: ops, next: next}
-	en.io(ops[0].op, s)
-}
-
 func (s *seq) resume(n *Node, r result) {
 	cur := s.ops[s.at]
 	if s.at == 0 {

@@ -375,30 +375,6 @@ func (jl *journal) flushWAL() {
 	jl.ops.cur = prev
 }
 
-// batchWritten: the oldest batch is appended and fsync'd (a failed append
-// is fatal: the log's tail is unknown; a failed fsync already was).
-func (jl *journal) batchWritten(s journalStep, r result) {
-	if r.failed != "" {
-		jl.node.die("fatal.wal-append", fmt.Sprintf("WAL append to %s failed: %s %s", s.seg, r.Err, r.Detail))
-		return
-	}
-	j := s.j
-	j.liveSegs[s.seg] = true
-	j.batches = j.batches[1:]
-	j.writing = false
-	jl.walDurable(s.last)
-}
-
-// walDurable: records up to lsn are on disk.
-func (jl *journal) walDurable(lsn uint64) {
-	j := jl.jobs
-	j.durableLSN = max(j.durableLSN, lsn)
-	jl.disk.logPos = logPos{term: jl.el.ha.term, lsn: j.durableLSN}
-	jl.releaseWaiting()
-	jl.maybeCheckpoint()
-	jl.flushWAL()
-}
-
 // failWaiting answers every waiting request when the node loses the role:
 // their outcome is unknown to the client (they may or may not be durable).
 func (jl *journal) failWaiting(why string) {

@@ -25,33 +25,6 @@ type Node struct {
 	diskLog jobLog      // this node's job log on disk (logpos.go), reached as env.disk
 }
 
-// env is the small context every concern reaches: the options, the
-// clock, the effects of this step, the file operations in flight, the
-// timers, the role, and the job log's position that every message
-// carries. What only the router may do, a concern asks of node.
-type env struct {
-	opt      Options
-	now      Clock
-	out      []Effect
-	role     Role   // written by Node only (boot, role changes, die)
-	rng      uint64 // xorshift64 state (seed 002 §9.0)
-	fatal    string // reason, once stopped
-	timerGen [timerKinds]uint64
-	ops      ioTable     // file operations in flight and their owners (pending.go)
-	disk     *jobLog     // the Node's diskLog
-	node     roleChanger // the Node
-}
-
-// roleChanger is what a concern asks of the Node: the role changes, which
-// reset every concern's role state, the stop, and resuming a continuation
-// at once (a continuation resumes on the Node: it may reach any concern).
-type roleChanger interface {
-	becomePrimary(term uint64)
-	becomeStandby(p int, term uint64, format string)
-	die(key, text string)
-	resumeNow(c cont, r result)
-}
-
 // journal is the primary's job log: its state, nil until recovery
 // starts, and the long polls' wake-up guard.
 type journal struct {
@@ -447,78 +420,7 @@ func (n *Node) FatalReason() string { return n.fatal }
 // Options returns the node's options.
 func (n *Node) Options() Options { return n.opt }
 
-// --- effect helpers ---
-
-func (en *env) emit(e Effect) { en.out = append(en.out, e) }
-
-func (en *env) log(l Level, key, text string) { en.emit(Log{Level: l, Key: key, Text: text}) }
-
 func (ot *ioTable) id() uint64 { ot.nextID++; return ot.nextID }
-
-// io issues a file operation and registers its continuation. An fsync that
-// fails is fatal (never retry and trust it).
-func (en *env) io(op FileOp, next cont) {
-	en.disk.forgetScanned(op)
-	op.ID = en.ops.id()
-	en.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: en.ops.cur, next: next} // the running continuation's owner (pending.go)
-	en.emit(op)
-}
-
-// compute issues work on the state (off Step, on its own lane) and
-// registers its continuation, as io does for a file operation: it is
-// pending, owned and abandoned the same way.
-func (en *env) compute(c Compute, next cont) {
-	if c.Kind == ComputeEncodeTo {
-		en.disk.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
-	}
-	c.ID = en.ops.id()
-	en.ops.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: en.ops.cur, next: next}
-	en.emit(c)
-}
-
-func (en *env) setTimer(k TimerKind, after time.Duration) {
-	en.timerGen[k]++
-	en.emit(SetTimer{Kind: k, Gen: en.timerGen[k], After: after})
-}
-
-func (en *env) cancelTimer(k TimerKind) {
-	en.timerGen[k]++
-	en.emit(CancelTimer{Kind: k})
-}
-
-func (el *election) send(to int, m Msg) {
-	m.Role, m.Term, m.Priority, m.PeersHash = el.role, el.viewTerm(), el.opt.Self, el.opt.PeersHash
-	if !el.disk.logUnknown {
-		m.WALPos, m.LogTerm = el.disk.logPos.lsn, el.disk.logPos.term
-	}
-	if m.Type != MsgReplConfigReply && m.Type != MsgReplConfigPush && m.Type != MsgReplConfig && m.Type != MsgReplConfigPushReply {
-		m.ConfigTag = el.conf.runningTag()
-	}
-	switch {
-	case el.role == RolePrimary && m.Type == MsgHeartbeat:
-		m.Round = el.hb.round
-	case el.role == RoleStandby && to == el.primary:
-		m.Round = el.hb.lastRound
-	}
-	s := Send{To: to, Msg: m}
-	if el.ha.dirty() {
-		el.ha.hold(s) // it reveals a term or vote not durable yet
-		return
-	}
-	el.emit(s)
-}
-
-// viewTerm is the term we advertise: the highest we know of (so a
-// restarted node learns it back).
-func (el *election) viewTerm() uint64 { return max(el.ha.term, el.pTerm) }
-
-func (el *election) broadcast(m Msg) {
-	for i := range el.opt.Peers {
-		if i != el.opt.Self {
-			el.send(i, m)
-		}
-	}
-}
 
 // die logs FATAL and exits non-zero.
 func (n *Node) die(key, text string) {
@@ -530,13 +432,6 @@ func (n *Node) die(key, text string) {
 	n.fatal = text
 	n.role = RoleStopped
 	n.conf.serving = false
-}
-
-func (en *env) peerName(i int) string {
-	if i >= 0 && i < len(en.opt.Peers) {
-		return en.opt.Peers[i]
-	}
-	return fmt.Sprintf("peer#%d", i)
 }
 
 // verify checks blob against the versioned name it was stored under and
