@@ -71,6 +71,7 @@ func (nw *network) shaped(from, to int) bool {
 
 // sendMsg hands m from node from to the network towards node to.
 func (w *World) sendMsg(from, to int, m sm.Msg) {
+	w.noteRound(from, to, m)
 	m = w.inFlight(from, to, m) // corruption, live conf/ rot (corrupt.go)
 	nw := w.net
 	if !nw.shaped(from, to) {

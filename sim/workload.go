@@ -206,6 +206,7 @@ func (w *World) nodeReply(nd *simNode, r sm.Reply) {
 		w.violate("S7", "n%d replied twice to request #%d", nd.id, r.ID)
 	default:
 		c.replied, c.rep = true, r
+		w.hc.noteSentClaim(c, r)
 		w.push(event{at: w.now + w.linkDelay(), kind: evClientReply, call: c.id})
 	}
 }
@@ -383,7 +384,9 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 			h := cl.handles[i].h
 			if r.IntN(12) == 0 {
 				// the same id and attempt from another record: what a lost
-				// history's handle looks like (always refused)
+				// history's handle looks like (refused, unless that attempt's
+				// claim was lost with its history and made again at that
+				// very record: then it is the real handle)
 				h.Claim = queue.ClaimStamp{Term: h.Claim.Term + uint64(r.IntN(2)), LSN: h.Claim.LSN + 1}
 			}
 			return h

@@ -271,6 +271,7 @@ type World struct {
 	final       []queue.Job   // the jobs recovered after the final restart of every node
 	ec          electionCheck // election safety, leader completeness
 	hc          handleCheck   // handles and ids name one history (S8)
+	rc          roundCheck    // heartbeat round echoes are genuine (S9)
 	cc          chainCheck    // the canonical chain (chain.go)
 	ans         answerCheck   // S4 judged on answers (answers.go)
 	js          jobStateCheck // recovery replay, S6 on live state (jobstate.go)

@@ -401,3 +401,51 @@ func TestStandbyBehindWithNothingArrivingAsksAgain(t *testing.T) {
 		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d): never caught up", s, st, sl, pt, pl)
 	}
 }
+
+// A standby part way through a snapshot transfer whose primary starts a
+// newer sync (a second join) and loses that sync's first message waits
+// for chunks the primary no longer sends: the primary ignores the old
+// sync's acks and the standby the new sync's records. The standby sees
+// from the heartbeats that nothing arrives, asks again after a failure
+// timeout, and is caught up (L5, simulator seed 909521: before, it waited
+// forever).
+func TestStandbyWithStalledSnapshotTransferAsksAgain(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.SeedMode = true; o.SnapshotChunk = 64 })
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 5, 100)
+	h.kill(s)
+	hn := h.node(s)
+	hn.disk = simdisk.New()
+	install(t, hn.disk, testConfig(t, "Q", 2), epoch)
+	h.newProcess(hn)
+	cut := false
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		if i != s || cut {
+			return
+		}
+		for _, e := range effs {
+			if op, ok := e.(sm.FileOp); ok && op.Op == sm.OpWrite && strings.HasSuffix(op.Path, ".snap.tmp") {
+				// The first chunk is being written: the primary starts
+				// a newer sync whose messages are lost.
+				cut = true
+				h.cutLink(p, s)
+				h.inject(s, p, sm.Msg{Type: sm.MsgJoin, ReqID: 9999})
+				return
+			}
+		}
+	}
+	h.boot(s)
+	if !cut {
+		t.Fatalf("n%d never wrote a received snapshot chunk:\n%s", s, hn.logDump())
+	}
+	h.onStep = nil
+	h.heal()
+	h.advance(5 * time.Second) // heartbeats only: nothing else is written
+	if !hasLog(h, s, "repl.behind") {
+		t.Errorf("n%d never said its transfer stalled:\n%s", s, hn.logDump())
+	}
+	pt, pl := h.node(p).n.LogPosition()
+	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
+		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d): never caught up", s, st, sl, pt, pl)
+	}
+}

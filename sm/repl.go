@@ -324,10 +324,12 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 }
 
 // behindMark is where a standby's log stood when it was first seen behind
-// its primary's with nothing arriving, and when.
+// its primary's with nothing arriving, and when; during a snapshot
+// transfer, how much of the snapshot had arrived.
 type behindMark struct {
-	lsn   uint64
-	since int64 // Mono; 0: not behind
+	lsn     uint64
+	written uint64 // snapshot bytes received
+	since   int64  // Mono; 0: not behind
 }
 
 // checkBehind runs at each heartbeat of our primary, which carries the
@@ -335,24 +337,36 @@ type behindMark struct {
 // it with nothing arriving or being written lost the message that carried
 // the records (a lost batch shows as a gap only when a later one comes):
 // with no later write it would wait forever, and in quorum mode the
-// primary's last records could never commit (L5). After a failure timeout
-// without progress it asks to be caught up from its position.
+// primary's last records could never commit (L5). A snapshot transfer
+// waiting for its next chunk stalls the same way when the primary has
+// started a newer sync whose first message was lost: the primary ignores
+// the old sync's acks and the standby the new sync's records. After a
+// failure timeout without progress it asks to be caught up from its
+// position.
 func (sl *standbyLog) checkBehind(m Msg) {
 	sr := sl.srepl
-	if sr == nil || sr.installing || sr.writing || len(sr.queue) > 0 || sr.recv != nil || sl.disk.logUnknown || m.WALPos <= sl.disk.logPos.lsn {
+	if sr == nil || sr.writing || len(sr.queue) > 0 || sl.disk.logUnknown || m.WALPos <= sl.disk.logPos.lsn || (sr.installing && !sr.recv.awaitingChunk()) {
 		sl.behind = behindMark{}
 		return
 	}
 	now := int64(sl.now.Mono)
-	if sl.behind.since == 0 || sl.behind.lsn != sl.disk.logPos.lsn {
-		sl.behind = behindMark{lsn: sl.disk.logPos.lsn, since: now}
+	var written uint64
+	if sr.recv != nil {
+		written = sr.recv.written
+	}
+	if sl.behind.since == 0 || sl.behind.lsn != sl.disk.logPos.lsn || sl.behind.written != written {
+		sl.behind = behindMark{lsn: sl.disk.logPos.lsn, written: written, since: now}
 		return
 	}
 	if now-sl.behind.since < int64(sl.opt.FailureTimeout) {
 		return
 	}
 	sl.behind = behindMark{}
-	sl.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", sl.disk.logPos.lsn, sl.opt.FailureTimeout, sl.peerName(sl.el.primary), m.WALPos))
+	stalled := ""
+	if written > 0 {
+		stalled = fmt.Sprintf(" and its snapshot transfer at %d of %d bytes", written, sr.recv.total)
+	}
+	sl.log(Info, "repl.behind", fmt.Sprintf("our job log has stayed at lsn %d%s for %v while %s's is at lsn %d, with nothing arriving: asking to be caught up", sl.disk.logPos.lsn, stalled, sl.opt.FailureTimeout, sl.peerName(sl.el.primary), m.WALPos))
 	sl.resync()
 }
 

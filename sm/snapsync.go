@@ -41,6 +41,12 @@ type snapRecv struct {
 	tmp       string
 }
 
+// awaitingChunk: part of the snapshot is written and the rest must come
+// from the network (no write in flight, not complete).
+func (rc *snapRecv) awaitingChunk() bool {
+	return rc != nil && rc.written > 0 && !rc.writing && !rc.ready && rc.written < rc.total
+}
+
 // sendSnapshot starts a snapshot sync of standby s: the executor encodes
 // a copy-on-write view of the state (ComputeEncode, off Step), then the chunks
 // go one per progress ack.
