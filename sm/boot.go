@@ -21,7 +21,7 @@ func (n *Node) boot(b Boot) {
 	if n.rng == 0 {
 		n.rng = 0x9E3779B97F4A7C15 // xorshift64 must not start at zero
 	}
-	n.role = RoleBooting
+	n.el.setRole(RoleBooting)
 	if b.Install != nil {
 		n.run(mkdirOps([]string{ConfDir}, ""), bootStep{kind: bootInstall, blob: b.Install})
 		return
@@ -272,5 +272,5 @@ func (cs *configState) installSaved(ok bool) {
 func (cs *configState) configInstalled() {
 	cs.log(Info, "install.done", fmt.Sprintf("installed config %s (tag=%016x)", cs.cfg.name, cs.cfg.tag))
 	cs.emit(Exit{Code: 0, Reason: "config installed"})
-	cs.role = RoleStopped
+	cs.el.setRole(RoleStopped)
 }

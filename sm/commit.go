@@ -19,18 +19,18 @@ func (jl *journal) commitLSN() uint64 {
 
 // startRound sends a numbered heartbeat to every peer.
 func (el *election) startRound() {
-	el.hb.round++
-	el.hb.roundPending = len(el.opt.Peers) > 1
-	el.hb.roundWanted = false
+	el.lead.round++
+	el.lead.roundPending = len(el.opt.Peers) > 1
+	el.lead.roundWanted = false
 	el.broadcast(Msg{Type: MsgHeartbeat})
 }
 
 // confirmedRound is the newest round a majority (us included) has echoed.
 func (el *election) confirmedRound() uint64 {
-	pos := []uint64{el.hb.round}
+	pos := []uint64{el.lead.round}
 	for p := range el.opt.Peers {
 		if p != el.opt.Self {
-			pos = append(pos, el.hb.peerRound[p])
+			pos = append(pos, el.lead.peerRound[p])
 		}
 	}
 	return quorum.Committed(pos, el.opt.Majority())
@@ -39,24 +39,24 @@ func (el *election) confirmedRound() uint64 {
 // readRound is the round a read arriving now must see confirmed: one sent
 // after it arrived.
 func (el *election) readRound() uint64 {
-	if !el.hb.roundPending {
+	if !el.lead.roundPending {
 		el.startRound()
-		return el.hb.round
+		return el.lead.round
 	}
-	el.hb.roundWanted = true
-	return el.hb.round + 1
+	el.lead.roundWanted = true
+	return el.lead.round + 1
 }
 
 // onRoundEcho notes a standby's echo; a confirmed round lets the next one
 // start at once if a read waits for it.
 func (el *election) onRoundEcho(from int, round uint64) {
-	if round <= el.hb.peerRound[from] {
+	if round <= el.lead.peerRound[from] {
 		return
 	}
-	el.hb.peerRound[from] = round
-	if el.hb.roundPending && el.confirmedRound() >= el.hb.round {
-		el.hb.roundPending = false
-		if el.hb.roundWanted {
+	el.lead.peerRound[from] = round
+	if el.lead.roundPending && el.confirmedRound() >= el.lead.round {
+		el.lead.roundPending = false
+		if el.lead.roundWanted {
 			el.startRound()
 		}
 	}

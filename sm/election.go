@@ -33,20 +33,33 @@ func (el *election) electionDeadline() time.Duration {
 	return time.Duration(rank)*el.opt.PriorityStep + jitter
 }
 
+// setRole enters role r with that role's own state fresh and every other
+// role's state gone: nothing of a candidacy survives it, and no
+// primary's rounds or standby's view outlive the role.
+func (el *election) setRole(r Role) {
+	el.role = r
+	el.cand, el.lead, el.fol = nil, nil, nil
+	switch r {
+	case RoleCandidate:
+		el.cand = &candidacy{}
+	case RolePrimary:
+		el.lead = &leadership{peerHeard: map[int]int64{}, peerRound: map[int]uint64{}}
+	case RoleStandby:
+		el.fol = &following{}
+	}
+}
+
 // startElection probes every peer and arms the deadline (DESIGN §4.1).
 func (el *election) startElection(failover bool) {
 	if el.role == RoleStopped {
 		return
 	}
-	el.role = RoleCandidate
+	el.setRole(RoleCandidate)
 	el.primary = -1
-	el.promoting = false
-	el.ballot = ballot{}
 	el.failover = failover
 	el.joined.standbys = nil
 	el.sb.setSync(nil)
-	el.deferrals = 0
-	el.electionStart = int64(el.now.Mono)
+	el.cand.start = int64(el.now.Mono)
 	if el.opt.SeedLiteralP0 && el.opt.Self == 0 {
 		// Seed §9.1 literally: priority 0 never probes.
 		el.declare()
@@ -57,8 +70,8 @@ func (el *election) startElection(failover bool) {
 		return
 	}
 	el.broadcast(Msg{Type: MsgProbe, ReqID: el.ops.id()})
-	el.deadline = el.electionDeadline()
-	el.setTimer(TimerElection, el.deadline)
+	el.cand.deadline = el.electionDeadline()
+	el.setTimer(TimerElection, el.cand.deadline)
 	el.setTimer(TimerProbe, el.opt.ProbeInterval)
 }
 
@@ -82,8 +95,8 @@ func (el *election) declare() {
 			el.opt.Self, el.conf.cfgProblem, install))
 		return
 	}
-	if p, why := el.fresherPeer(); p >= 0 && el.deferrals < maxDeferrals && !(el.opt.SeedLiteralP0 && el.opt.Self == 0) {
-		el.deferrals++
+	if p, why := el.fresherPeer(); p >= 0 && el.cand.deferrals < maxDeferrals && !(el.opt.SeedLiteralP0 && el.opt.Self == 0) {
+		el.cand.deferrals++
 		wait := el.opt.ProbeInterval / 5
 		el.log(Info, "election.defer", fmt.Sprintf("HA election: %s %s — waiting %v", el.peerName(p), why, wait))
 		el.broadcast(Msg{Type: MsgProbe, ReqID: el.ops.id()})
@@ -103,10 +116,10 @@ func (el *election) declare() {
 		return
 	}
 	el.log(Info, "election.primary", fmt.Sprintf("HA election: no higher-priority candidate responded within %dms — starting as primary (my_priority=%d)",
-		el.deadline.Milliseconds(), el.opt.Self))
+		el.cand.deadline.Milliseconds(), el.opt.Self))
 	// Seed mode: the new term is ours once durable (onHADurable promotes).
 	el.ha.term, el.ha.vote = max(el.ha.term, el.maxTerm)+1, -1
-	el.promoting = true
+	el.cand.promoting = true
 	el.syncHA()
 }
 
@@ -115,8 +128,7 @@ func (n *Node) becomePrimary(term uint64) {
 		n.log(Info, "conf.fetch-aborted", "Promoted to primary during config fetch — aborting fetch")
 		n.conf.stopFetch("")
 	}
-	n.role = RolePrimary
-	n.el.promoting = false
+	n.el.setRole(RolePrimary)
 	n.sb.endLog()           // the log's files are recovery's: no standby work goes on
 	n.disk.logClean = false // recovery may rewrite them
 	n.el.ha.term = term
@@ -124,11 +136,9 @@ func (n *Node) becomePrimary(term uint64) {
 	n.el.pTerm = term
 	n.conf.serving = true
 	n.joined.standbys = map[int]bool{}
-	n.el.hb.peerHeard, n.el.hb.peerRound = map[int]int64{}, map[int]uint64{}
 	for p := range n.opt.Peers {
-		n.el.hb.peerHeard[p] = int64(n.now.Mono) // they voted for us just now
+		n.el.lead.peerHeard[p] = int64(n.now.Mono) // they voted for us just now
 	}
-	n.el.hb.round, n.el.hb.roundPending, n.el.hb.roundWanted = 0, false, false
 	n.cancelTimer(TimerFailure)
 	staleNote := ""
 	if n.conf.stale {
@@ -172,7 +182,7 @@ func (el *election) seenPrimary(from int, term uint64) {
 			el.heard()
 			return
 		}
-		if el.lost || outranks(term, from, el.pTerm, el.primary) {
+		if el.fol.lost || outranks(term, from, el.pTerm, el.primary) {
 			el.node.becomeStandby(from, term, "HA: %s outranks the primary we followed — following it (my_priority=%d)")
 		}
 	case RolePrimary:
@@ -200,11 +210,8 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	}
 	n.cancelTimer(TimerElection)
 	n.cancelTimer(TimerProbe)
-	n.role = RoleStandby
+	n.el.setRole(RoleStandby)
 	n.disk.scanned = nil // a standby recovers nothing: let the boot scan's reads go
-	n.el.promoting = false
-	n.el.ballot = ballot{}
-	n.el.hb.lastRound, n.el.hb.lastRoundTerm = 0, 0
 	n.sb.setSync(nil)
 	n.sb.epochSeen = 0 // sync epochs count per primary
 	n.el.primary = p
@@ -212,7 +219,6 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.joined.standbys = nil
 	n.el.failover = false
 	n.el.failedP = -1
-	n.el.lost = false
 	n.log(Info, "election.standby", fmt.Sprintf(format, n.peerName(p), n.opt.Self))
 	n.el.heard()
 	n.conf.startFetch()
@@ -220,7 +226,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 
 // heard records life from the primary and re-arms failure detection.
 func (el *election) heard() {
-	el.hb.heardAt = int64(el.now.Mono)
+	el.fol.heardAt = int64(el.now.Mono)
 	el.setTimer(TimerFailure, el.opt.FailureTimeout)
 }
 
@@ -247,7 +253,7 @@ func orDefault(s, def string) string {
 func (el *election) waitWithoutConfig() bool {
 	heard := false
 	for p, v := range el.views { // unordered: an "any" over the views is the same in every order
-		heard = heard || p != el.opt.Self && v.at >= el.electionStart
+		heard = heard || p != el.opt.Self && v.at >= el.cand.start
 	}
 	if !heard {
 		return false // nobody to vote for: the seed's §10.1 FATAL at once
@@ -261,7 +267,7 @@ func (el *election) waitWithoutConfig() bool {
 	}
 	// Read conf/ again (an unreadable file may read now, an operator may
 	// have installed one), then stand again.
-	el.role = RoleBooting
+	el.setRole(RoleBooting)
 	el.conf.loadSaved(bootElect)
 	return true
 }
@@ -314,14 +320,16 @@ func (el *election) observe(from int, m Msg) bool {
 		// and give up any claim to the lower one.
 		wasPrimary := el.role == RolePrimary
 		el.observeTerm(m.Term)
-		el.promoting = false
-		el.ballot = ballot{}
+		if el.cand != nil {
+			el.cand.promoting = false
+			el.cand.ballot = ballot{}
+		}
 		if wasPrimary {
 			el.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s is in term %d, above ours — stepping down", el.peerName(from), m.Term))
 			el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
 		}
 	}
-	if el.role == RoleCandidate && el.failover && !el.promoting && el.ballot.stage == voteNone && m.Role != RolePrimary && el.bestCandidate() {
+	if el.role == RoleCandidate && el.failover && !el.cand.promoting && el.cand.ballot.stage == voteNone && m.Role != RolePrimary && el.bestCandidate() {
 		// Every live peer answered and none is fresher (or as fresh with a
 		// higher priority): no reason to wait for the deadline.
 		el.declare()
@@ -332,11 +340,11 @@ func (el *election) observe(from int, m Msg) bool {
 	if el.role == RolePrimary && m.Role == RoleStandby && m.Term == el.ha.term && el.quorumMode() {
 		// Only our standbys are standbys in our term: CheckQuorum and the
 		// read index count it.
-		el.hb.peerHeard[from] = int64(el.now.Mono)
+		el.lead.peerHeard[from] = int64(el.now.Mono)
 		el.onRoundEcho(from, m.Round)
 	}
 	if el.role == RoleStandby && from == el.primary && m.Role != RolePrimary {
-		el.lost = true // our primary restarted or stepped down: follow whoever leads now
+		el.fol.lost = true // our primary restarted or stepped down: follow whoever leads now
 	}
 	if m.Role == RolePrimary {
 		el.seenPrimary(from, m.Term)
@@ -353,20 +361,20 @@ func (el *election) heartbeatFromPrimary(from int, m Msg) bool {
 	if el.role != RoleStandby || from != el.primary {
 		return false
 	}
-	if m.Term != el.hb.lastRoundTerm {
+	if m.Term != el.fol.lastRoundTerm {
 		// Rounds count from 1 in each term of a primary: an echo of an
 		// earlier term's round would confirm this term's reads unasked.
-		el.hb.lastRound, el.hb.lastRoundTerm = 0, m.Term
+		el.fol.lastRound, el.fol.lastRoundTerm = 0, m.Term
 	}
-	el.hb.lastRound = max(el.hb.lastRound, m.Round)
+	el.fol.lastRound = max(el.fol.lastRound, m.Round)
 	return true
 }
 
 // onElectionTimer: a candidate's deadline (or its ballot's) passed.
 func (el *election) onElectionTimer() {
 	switch {
-	case el.role != RoleCandidate || el.promoting:
-	case el.ballot.stage != voteNone:
+	case el.role != RoleCandidate || el.cand.promoting:
+	case el.cand.ballot.stage != voteNone:
 		el.onBallotTimeout()
 	default:
 		el.declare()
@@ -400,7 +408,7 @@ func (el *election) onFailureTimer() {
 		// fetch running (it ends in §10.2 after its window) and look
 		// for a new primary instead of standing for election.
 		el.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — no config, not standing for election; still fetching", el.peerName(el.primary), el.opt.FailureTimeout))
-		el.lost = true
+		el.fol.lost = true
 		el.broadcast(Msg{Type: MsgProbe, ReqID: el.ops.id()})
 		el.setTimer(TimerFailure, el.opt.FailureTimeout)
 		return

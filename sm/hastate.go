@@ -114,7 +114,7 @@ func (w termWritten) resume(n *Node, r result) {
 		if n.role == RoleCandidate {
 			// The election waits for this write: start it over (its
 			// timers retry the write).
-			n.el.promoting = false
+			n.el.cand.promoting = false
 			n.el.startElection(n.el.failover)
 		}
 		return

@@ -57,23 +57,24 @@ type haState struct {
 }
 
 // election is the node's view of who is primary and its own candidacy.
+// Each role's own state is present only in that role (setRole): a
+// candidate's election, a primary's rounds, a standby's view of its
+// primary.
 type election struct {
-	maxTerm       uint64           // highest term seen from any peer
-	primary       int              // index of the primary we follow (or Self), -1 if none
-	pTerm         uint64           // that primary's term
-	ballot        ballot           // candidate: the current (pre-)vote round (vote.go)
-	promoting     bool             // candidate: term write in flight
-	failover      bool             // current election follows a primary failure
-	failedP       int              // the primary that failed (excluded from rank)
-	deadline      time.Duration    // current election deadline, from election start
-	lost          bool             // standby: our primary is gone; follow any live primary
-	views         map[int]peerView // what each peer last said about itself
-	deferrals     int              // election deadlines deferred to a fresher peer
-	electionStart int64            // Mono when the current election began
-	noCfgSince    int64            // quorum mode: Mono+1 when a config-less candidate first waited
+	maxTerm    uint64           // highest term seen from any peer
+	primary    int              // index of the primary we follow (or Self), -1 if none
+	pTerm      uint64           // that primary's term
+	failover   bool             // the current (or next) election follows a primary failure
+	failedP    int              // the primary that failed (excluded from rank)
+	views      map[int]peerView // what each peer last said about itself
+	noCfgSince int64            // quorum mode: Mono+1 when a config-less candidate first waited
+
+	cand *candidacy  // candidate only: its election (vote.go)
+	lead *leadership // primary only: its heartbeat rounds, CheckQuorum and the read index (commit.go)
+	fol  *following  // standby only: what it heard from its primary
 
 	ha haState    // the durable term and vote (hastate.go)
-	hb heartbeats // heartbeat rounds, CheckQuorum and the read index (commit.go)
+	steps stepClock // gaps in our own stepping (CheckQuorum)
 
 	*env
 	conf    *configState
@@ -82,23 +83,40 @@ type election struct {
 	sb      *standbyLog
 }
 
-// heartbeats is liveness both ways: when a standby last heard its
-// primary, when a primary last heard each standby (CheckQuorum), and the
-// numbered heartbeat rounds reads wait for (read index).
-type heartbeats struct {
-	heardAt   int64         // standby: Mono of the last message from its primary
-	peerHeard map[int]int64 // primary, quorum mode: when each standby last acknowledged us
-	// lastStep and resumed: the Mono of the previous Step, and of the
-	// first Step after a gap of a failure timeout or more (a pause, or a
-	// long step of our own): CheckQuorum then gives the peers a full
-	// timeout to be heard again (issue 7 A2: never on a gap in our clock).
+// candidacy is a candidate's current election.
+type candidacy struct {
+	ballot    ballot        // the current (pre-)vote round (vote.go)
+	promoting bool          // the term write is in flight
+	deadline  time.Duration // the election deadline, from its start
+	deferrals int           // deadlines deferred to a fresher peer
+	start     int64         // Mono when the election began
+}
+
+// leadership is a primary's side of the heartbeats: when it last heard
+// each standby (CheckQuorum), and the numbered rounds reads wait for
+// (read index).
+type leadership struct {
+	peerHeard    map[int]int64  // quorum mode: when each standby last acknowledged us
+	peerRound    map[int]uint64 // the newest round each standby echoed
+	round        uint64         // heartbeat rounds sent
+	roundPending bool           // a round is unconfirmed
+	roundWanted  bool           // a read waits for a round after the pending one
+}
+
+// following is a standby's side of the heartbeats.
+type following struct {
+	heardAt       int64  // Mono of the last message from its primary
+	lastRound     uint64 // newest round seen from its primary
+	lastRoundTerm uint64 // the term lastRound's heartbeats were sent in
+	lost          bool   // its primary is gone: follow any live primary
+}
+
+// stepClock is the Mono of the previous Step, and of the first Step after
+// a gap of a failure timeout or more (a pause, or a long step of our
+// own): CheckQuorum then gives the peers a full timeout to be heard again
+// (issue 7 A2: never on a gap in our clock).
+type stepClock struct {
 	lastStep, resumed int64
-	peerRound         map[int]uint64 // primary: the newest round each standby echoed
-	round             uint64         // primary: heartbeat rounds sent
-	roundPending      bool           // a round is unconfirmed
-	roundWanted       bool           // a read waits for a round after the pending one
-	lastRound         uint64         // standby: newest round seen from its primary
-	lastRoundTerm     uint64         // standby: the term lastRound's heartbeats were sent in
 }
 
 // configState is the config this node runs with, its store in conf/ and
@@ -218,10 +236,10 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 		return nil
 	}
 	n.now = now
-	if m := int64(now.Mono); m-n.el.hb.lastStep >= int64(n.opt.FailureTimeout) {
-		n.el.hb.resumed = m
+	if m := int64(now.Mono); m-n.el.steps.lastStep >= int64(n.opt.FailureTimeout) {
+		n.el.steps.resumed = m
 	}
-	n.el.hb.lastStep = int64(now.Mono)
+	n.el.steps.lastStep = int64(now.Mono)
 	switch x := in.(type) {
 	case Boot:
 		n.boot(x)
@@ -430,7 +448,7 @@ func (n *Node) die(key, text string) {
 	n.log(Fatal, key, text)
 	n.emit(Exit{Code: 1, Reason: text})
 	n.fatal = text
-	n.role = RoleStopped
+	n.el.setRole(RoleStopped)
 	n.conf.serving = false
 }
 

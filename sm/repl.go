@@ -393,11 +393,11 @@ func (el *election) fresherPeer() (int, string) {
 		}
 		v, ok := el.views[p]
 		switch {
-		case !ok || v.at < el.electionStart:
+		case !ok || v.at < el.cand.start:
 			// In a failover, a silent peer may hold the freshest log; at
 			// boot the seed's deadline stands (a peer not up yet is no
 			// contender).
-			if el.failover && el.deferrals < maxUnheardDeferrals {
+			if el.failover && el.cand.deferrals < maxUnheardDeferrals {
 				return p, "has not answered yet"
 			}
 		case v.role != RolePrimary && v.pos.after(el.disk.logPos):
@@ -430,7 +430,7 @@ func (el *election) bestCandidate() bool {
 			continue
 		}
 		v, ok := el.views[p]
-		if !ok || v.at < el.electionStart || v.role == RolePrimary || v.pos.after(el.disk.logPos) || v.pos == el.disk.logPos && p < el.opt.Self {
+		if !ok || v.at < el.cand.start || v.role == RolePrimary || v.pos.after(el.disk.logPos) || v.pos == el.disk.logPos && p < el.opt.Self {
 			return false
 		}
 	}

@@ -14,12 +14,12 @@ func (el *election) send(to int, m Msg) {
 	}
 	switch {
 	case el.role == RolePrimary && m.Type == MsgHeartbeat:
-		m.Round = el.hb.round
-	case el.role == RoleStandby && to == el.primary && el.hb.lastRoundTerm == m.Term:
+		m.Round = el.lead.round
+	case el.role == RoleStandby && to == el.primary && el.fol.lastRoundTerm == m.Term:
 		// An echo names a round of the term it is sent in: a round kept
 		// from an earlier term of the same primary would confirm the new
 		// term's rounds before this standby saw them (S9, seed 129).
-		m.Round = el.hb.lastRound
+		m.Round = el.fol.lastRound
 	}
 	s := Send{To: to, Msg: m}
 	if el.ha.dirty() {

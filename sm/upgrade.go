@@ -204,7 +204,7 @@ func (cs *configState) restartWhenIdle() {
 	}
 	cs.log(Info, "upgrade.exit", "restarting to apply the new config")
 	cs.emit(Exit{Code: 0, Reason: "config upgraded; restart to apply it"})
-	cs.role = RoleStopped
+	cs.el.setRole(RoleStopped)
 }
 
 // onPushTimer: the push window closed, or the checkpoint wait ticks.

@@ -40,9 +40,9 @@ func (en *env) quorumMode() bool { return !en.opt.SeedMode }
 
 // startPreVote asks every peer whether it would vote for us.
 func (el *election) startPreVote() {
-	el.ballot = ballot{stage: votePre, req: el.ops.id(), grants: map[int]bool{el.opt.Self: true}, tries: el.ballot.tries + 1}
-	el.log(Debug, "election.pre-vote", fmt.Sprintf("HA election: asking for pre-votes for term %d (round %d)", el.ha.term+1, el.ballot.tries))
-	el.broadcast(Msg{Type: MsgPreVote, ReqID: el.ballot.req})
+	el.cand.ballot = ballot{stage: votePre, req: el.ops.id(), grants: map[int]bool{el.opt.Self: true}, tries: el.cand.ballot.tries + 1}
+	el.log(Debug, "election.pre-vote", fmt.Sprintf("HA election: asking for pre-votes for term %d (round %d)", el.ha.term+1, el.cand.ballot.tries))
+	el.broadcast(Msg{Type: MsgPreVote, ReqID: el.cand.ballot.req})
 	el.setTimer(TimerElection, el.opt.ProbeInterval/2)
 	el.tryAdvance()
 }
@@ -51,10 +51,10 @@ func (el *election) startPreVote() {
 // requests leave once that is durable.
 func (el *election) startVote() {
 	el.ha.term, el.ha.vote = el.ha.term+1, el.opt.Self
-	el.ballot = ballot{stage: voteReal, req: el.ops.id(), grants: map[int]bool{el.opt.Self: true}, tries: el.ballot.tries}
+	el.cand.ballot = ballot{stage: voteReal, req: el.ops.id(), grants: map[int]bool{el.opt.Self: true}, tries: el.cand.ballot.tries}
 	el.log(Info, "election.vote", fmt.Sprintf("HA election: standing for term %d (log term %d, lsn %d)", el.ha.term, el.disk.logPos.term, el.disk.logPos.lsn))
 	el.syncHA()
-	el.broadcast(Msg{Type: MsgVote, ReqID: el.ballot.req})
+	el.broadcast(Msg{Type: MsgVote, ReqID: el.cand.ballot.req})
 	el.setTimer(TimerElection, el.opt.FailureTimeout)
 	el.tryAdvance()
 }
@@ -62,10 +62,10 @@ func (el *election) startVote() {
 // tryAdvance moves the ballot on once it has a majority: pre-votes lead
 // to the vote, votes (with our own durable) to promotion.
 func (el *election) tryAdvance() {
-	if el.role != RoleCandidate || !quorum.Won(len(el.ballot.grants), len(el.opt.Peers)) {
+	if el.role != RoleCandidate || !quorum.Won(len(el.cand.ballot.grants), len(el.opt.Peers)) {
 		return
 	}
-	switch el.ballot.stage {
+	switch el.cand.ballot.stage {
 	case votePre:
 		el.startVote()
 	case voteReal:
@@ -74,7 +74,7 @@ func (el *election) tryAdvance() {
 		}
 		el.cancelTimer(TimerProbe)
 		el.cancelTimer(TimerElection)
-		el.ballot = ballot{}
+		el.cand.ballot = ballot{}
 		el.log(Info, "election.primary", fmt.Sprintf("HA election: won term %d with a majority of votes — starting as primary (my_priority=%d)", el.ha.term, el.opt.Self))
 		el.node.becomePrimary(el.ha.term)
 	}
@@ -82,23 +82,23 @@ func (el *election) tryAdvance() {
 
 // onBallotTimeout: the round found no majority in time.
 func (el *election) onBallotTimeout() {
-	if el.ballot.stage == votePre && el.ballot.tries < maxPreVoteRounds {
+	if el.cand.ballot.stage == votePre && el.cand.ballot.tries < maxPreVoteRounds {
 		el.startPreVote()
 		return
 	}
 	stage := "votes"
-	if el.ballot.stage == votePre {
+	if el.cand.ballot.stage == votePre {
 		stage = "pre-votes"
 	}
 	el.log(Info, "election.no-majority", fmt.Sprintf("HA election: no majority of %s (term %d) — starting over", stage, el.ha.term))
-	el.ballot = ballot{}
+	el.cand.ballot = ballot{}
 	el.startElection(el.failover)
 }
 
 // followsLivePrimary: we heard from our primary within the failure timeout,
 // so we refuse to help depose it (CheckQuorum's vote rejection).
 func (el *election) followsLivePrimary() bool {
-	return el.role == RolePrimary || el.role == RoleStandby && !el.lost && int64(el.now.Mono)-el.hb.heardAt < int64(el.opt.FailureTimeout)
+	return el.role == RolePrimary || el.role == RoleStandby && !el.fol.lost && int64(el.now.Mono)-el.fol.heardAt < int64(el.opt.FailureTimeout)
 }
 
 // grantable: a candidate at log position pos may have our (pre-)vote.
@@ -123,7 +123,7 @@ func (el *election) onVote(from int, m Msg) {
 	if m.Term > el.ha.term {
 		el.observeTerm(m.Term)
 		if el.role == RoleCandidate {
-			el.ballot = ballot{} // our round is void in the new term
+			el.cand.ballot = ballot{} // our round is void in the new term
 		}
 	}
 	ok := (el.ha.vote < 0 || el.ha.vote == from) && el.grantable(pos)
@@ -131,7 +131,7 @@ func (el *election) onVote(from int, m Msg) {
 		el.ha.vote = from
 		el.syncHA()
 		if el.role == RoleCandidate {
-			el.setTimer(TimerElection, el.deadline) // give the candidate time to win
+			el.setTimer(TimerElection, el.cand.deadline) // give the candidate time to win
 		}
 		el.log(Info, "election.voted", fmt.Sprintf("HA election: voted for %s in term %d (its log term %d, lsn %d; ours term %d, lsn %d)", el.peerName(from), el.ha.term, pos.term, pos.lsn, el.disk.logPos.term, el.disk.logPos.lsn))
 	}
@@ -139,22 +139,22 @@ func (el *election) onVote(from int, m Msg) {
 }
 
 func (el *election) onVoteReply(from int, m Msg, pre bool) {
-	if el.role != RoleCandidate || m.ReqID != el.ballot.req || !m.Accepted {
+	if el.role != RoleCandidate || m.ReqID != el.cand.ballot.req || !m.Accepted {
 		return
 	}
-	if pre != (el.ballot.stage == votePre) || !pre && m.Term != el.ha.term {
+	if pre != (el.cand.ballot.stage == votePre) || !pre && m.Term != el.ha.term {
 		return
 	}
-	el.ballot.grants[from] = true
+	el.cand.ballot.grants[from] = true
 	el.tryAdvance()
 }
 
 // onHADurable: data/term caught up with memory.
 func (el *election) onHADurable() {
 	switch {
-	case el.role == RoleCandidate && el.ballot.stage == voteReal:
+	case el.role == RoleCandidate && el.cand.ballot.stage == voteReal:
 		el.tryAdvance()
-	case el.role == RoleCandidate && el.promoting && !el.quorumMode():
+	case el.role == RoleCandidate && el.cand.promoting && !el.quorumMode():
 		el.node.becomePrimary(el.ha.term)
 	}
 }
@@ -166,11 +166,11 @@ func (el *election) checkQuorum() bool {
 	if !el.quorumMode() || el.role != RolePrimary {
 		return true
 	}
-	if int64(el.now.Mono)-el.hb.resumed < int64(el.opt.FailureTimeout) {
+	if int64(el.now.Mono)-el.steps.resumed < int64(el.opt.FailureTimeout) {
 		return true // we were not listening: what the peers sent meanwhile is still queued
 	}
 	heard := 1
-	for p, at := range el.hb.peerHeard { // unordered: a count
+	for p, at := range el.lead.peerHeard { // unordered: a count
 		if p != el.opt.Self && int64(el.now.Mono)-at < int64(el.opt.FailureTimeout) {
 			heard++
 		}
