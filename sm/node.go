@@ -73,7 +73,7 @@ type election struct {
 	lead *leadership // primary only: its heartbeat rounds, CheckQuorum and the read index (commit.go)
 	fol  *following  // standby only: what it heard from its primary
 
-	ha haState    // the durable term and vote (hastate.go)
+	ha    haState   // the durable term and vote (hastate.go)
 	steps stepClock // gaps in our own stepping (CheckQuorum)
 
 	*env
