@@ -9,16 +9,20 @@ import (
 	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
+	"xce/sm"
+	"xce/sm/queue"
 )
 
 // ackResults answers a job request with one job and, per handle it
 // carries, true except for handle id 2.
 func ackResults(req *wire.Request) *wire.Reply {
 	var oks []bool
-	for _, h := range req.Job.GetHandles() {
-		oks = append(oks, h.GetId() != 2)
+	if req.Job != nil { // a status call (a new connection's confirmation) has none
+		for _, h := range req.Job.Handles {
+			oks = append(oks, h.ID != 2)
+		}
 	}
-	return &wire.Reply{Job: &schema.JobReply{Ok: true, Oks: oks, Jobs: []*schema.SnapshotJob{{Id: 3}}}}
+	return &wire.Reply{Job: &sm.Reply{OK: true, OKs: oks, Jobs: []queue.Job{{ID: 3}}}}
 }
 
 func claimWithAcks(ctx context.Context, cl *client.Client, ids ...uint64) (*schema.JobResponse, error) {
@@ -42,13 +46,13 @@ func TestClaimWithAcksIsOneCall(t *testing.T) {
 	if oks := rep.GetOks(); len(oks) != 2 || !oks[0] || oks[1] || len(rep.GetJobs()) != 1 {
 		t.Fatalf("reply %v: want oks [true false] and one job", rep)
 	}
-	var jobs []*schema.JobRequest
+	var jobs []*sm.JobRequest
 	for _, r := range f.c.Nodes[0].Requests() {
 		if r.Job != nil {
 			jobs = append(jobs, r.Job)
 		}
 	}
-	if len(jobs) != 1 || jobs[0].GetKind() != schema.JobRequest_CLAIM || len(jobs[0].GetHandles()) != 2 {
+	if len(jobs) != 1 || jobs[0].Kind != sm.JobClaim || len(jobs[0].Handles) != 2 {
 		t.Fatalf("the node got %v, want one claim carrying both acks", jobs)
 	}
 }

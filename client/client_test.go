@@ -24,15 +24,15 @@ import (
 
 type door = func(*wire.Request) *wire.Reply
 
-func notPrimary(p int32) door {
+func notPrimary(p int) door {
 	return func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
-			Job: &schema.JobReply{Primary: p}}
+			Job: &sm.Reply{Primary: p}}
 	}
 }
 
 func okReply(*wire.Request) *wire.Reply {
-	return &wire.Reply{Job: &schema.JobReply{Ok: true}}
+	return &wire.Reply{Job: &sm.Reply{OK: true}}
 }
 
 func unknownReply(*wire.Request) *wire.Reply {
@@ -164,7 +164,7 @@ func TestRefusalAndNoPrimaryList(t *testing.T) {
 
 	// A refused handle is failed_precondition, a missing job not_found.
 	f.c.Nodes[0].Set(func(*wire.Request) *wire.Reply {
-		return &wire.Reply{Job: &schema.JobReply{Ok: false}}
+		return &wire.Reply{Job: &sm.Reply{OK: false}}
 	})
 	if _, err := ack(context.Background(), cl); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("refused handle: %v", err)

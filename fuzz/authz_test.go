@@ -1,14 +1,18 @@
 package fuzz
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"xce/adapters/authz"
 	"xce/adapters/wire"
 	"xce/schema"
+	"xce/sm"
+	"xce/sm/queue"
 )
 
 // FuzzAuthorize: the authorisation decision (issue 8 build 1) on any
@@ -24,14 +28,16 @@ func FuzzAuthorize(f *testing.F) {
 		cn   string
 		op   uint8
 		body proto.Message
+		job  []byte // opJob: jobOf's form
 	}{
-		{"worker", opJob, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch"}},
-		{"worker", opJob, &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: 3}},
-		{"admin", opUpgrade, &schema.UpgradeConfigRequest{Bytes: []byte{1}}},
-		{"n1", opStatus, &schema.StatusRequest{}},
-		{"", opConfig, nil},
+		{"worker", opJob, nil, append([]byte{byte(sm.JobEnqueue), 0, 0}, "batch"...)},
+		{"worker", opJob, nil, []byte{byte(sm.JobRedrive), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3}},
+		{"worker", opJob, nil, append([]byte{byte(sm.JobClaim), 200, 4}, "batch\xffnode001"...)},
+		{"admin", opUpgrade, &schema.UpgradeConfigRequest{Bytes: []byte{1}}, nil},
+		{"n1", opStatus, &schema.StatusRequest{}, nil},
+		{"", opConfig, nil, nil},
 	} {
-		var b []byte
+		b := s.job
 		if s.body != nil {
 			var err error
 			if b, err = proto.Marshal(s.body); err != nil {
@@ -128,7 +134,43 @@ func requestOf(op uint8, b []byte) (*wire.Request, bool) {
 		u := new(schema.UpgradeConfigRequest)
 		return &wire.Request{Upgrade: u}, proto.Unmarshal(b, u) == nil
 	default:
-		j := new(schema.JobRequest)
-		return &wire.Request{Job: j}, proto.Unmarshal(b, j) == nil
+		return &wire.Request{Job: jobOf(b)}, true
 	}
+}
+
+// jobOf is the job request b describes (every b describes one): its
+// first byte the kind, the next the claim's wait in 100 ms steps (past
+// sm.MaxClaimWait from 201), the next the number of handles in eights
+// (past wire.MaxJobHandles from 126), the next eight the id (big-endian);
+// then, split at each 0xff, the queue, host, schedule name, spec, error
+// text and payload, and any pieces left are a batch's payloads.
+func jobOf(b []byte) *sm.JobRequest {
+	next := func() byte {
+		if len(b) == 0 {
+			return 0
+		}
+		c := b[0]
+		b = b[1:]
+		return c
+	}
+	j := &sm.JobRequest{Kind: sm.JobKind(next()), Wait: time.Duration(next()) * 100 * time.Millisecond}
+	if n := int(next()) * 8; n > 0 {
+		j.Handles = make([]queue.Handle, n)
+	}
+	for range 8 {
+		j.ID = j.ID<<8 | uint64(next())
+	}
+	pieces := bytes.Split(b, []byte{0xff})
+	for i, dst := range []*string{&j.Queue, &j.Host, &j.Name, &j.Spec, &j.Error} {
+		if i < len(pieces) {
+			*dst = string(pieces[i])
+		}
+	}
+	if len(pieces) > 5 {
+		j.Payload = pieces[5]
+	}
+	if len(pieces) > 6 {
+		j.Payloads = pieces[6:]
+	}
+	return j
 }

@@ -20,6 +20,7 @@ import (
 	"xce/schema"
 	"xce/schema/schemaconnect"
 	"xce/sm"
+	"xce/sm/queue"
 )
 
 // node is one in-process controller: a real transport serving the API
@@ -185,15 +186,15 @@ func startClusterWith(t testing.TB, tune func(*transport.Config), up ...bool) *c
 	return c
 }
 
-func notPrimary(p int32) func(*wire.Request) *wire.Reply {
+func notPrimary(p int) func(*wire.Request) *wire.Reply {
 	return func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
-			Job: &schema.JobReply{Primary: p}}
+			Job: &sm.Reply{Primary: p}}
 	}
 }
 
 func submitted(*wire.Request) *wire.Reply {
-	return &wire.Reply{Job: &schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 7}}}}
+	return &wire.Reply{Job: &sm.Reply{OK: true, Jobs: []queue.Job{{ID: 7}}}}
 }
 
 // submitVia sends a Submit to node i alone as cn, with extra headers.
@@ -379,7 +380,7 @@ func TestNotPrimaryIsACode(t *testing.T) {
 	c := startCluster(t, true, true)
 	c.nodes[0].set(func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "a standby, in other words", NotPrimary: true,
-			Job: &schema.JobReply{Primary: 1}}
+			Job: &sm.Reply{Primary: 1}}
 	})
 	c.nodes[1].set(submitted)
 	if rep, _, err := c.submitVia(t, 0, "other", nil); err != nil || len(rep.GetJobs()) != 1 {
@@ -387,7 +388,7 @@ func TestNotPrimaryIsACode(t *testing.T) {
 	}
 	c.nodes[0].set(func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary yet: still recovering",
-			Job: &schema.JobReply{Primary: 1}}
+			Job: &sm.Reply{Primary: 1}}
 	})
 	_, _, err := c.submitVia(t, 0, "other", nil)
 	if connect.CodeOf(err) != connect.CodeUnavailable || detail(t, err) != nil {

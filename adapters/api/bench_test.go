@@ -9,6 +9,8 @@ import (
 	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
+	"xce/sm"
+	"xce/sm/queue"
 )
 
 // BenchmarkClaimAck is the node side of the integration benchmark's work
@@ -29,14 +31,17 @@ func BenchmarkClaimAck(b *testing.B) {
 func claimAck(b *testing.B, stream bool) {
 	const conns, batch = 64, 16
 	c := startCluster(b, true)
-	jobs := make([]*schema.SnapshotJob, batch)
+	jobs := make([]queue.Job, batch)
 	for i := range jobs {
-		jobs[i] = &schema.SnapshotJob{Id: uint64(i + 1), Queue: "q000001-", Payload: []byte("job-payload-0123456789"),
-			State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Host: "node001", ClaimedAt: 1e18, ClaimExpiresAt: 1e18}
+		jobs[i] = queue.Job{ID: uint64(i + 1), Queue: "q000001-", Payload: []byte("job-payload-0123456789"),
+			State: queue.Processing, Attempts: 1, Host: "node001", ClaimedAt: 1e18, ClaimExpiresAt: 1e18}
 	}
 	oks := make([]bool, batch)
 	c.nodes[0].set(func(req *wire.Request) *wire.Reply {
-		return &wire.Reply{Job: &schema.JobReply{Ok: true, Jobs: jobs, Oks: oks[:len(req.Job.GetHandles())]}}
+		if req.Job == nil { // a status call (a new connection's confirmation)
+			return &wire.Reply{Job: &sm.Reply{OK: true}}
+		}
+		return &wire.Reply{Job: &sm.Reply{OK: true, Jobs: jobs, OKs: oks[:len(req.Job.Handles)]}}
 	})
 	ctx := context.Background()
 	clients := make([]*client.Client, conns)

@@ -170,8 +170,8 @@ func TestHugeBodiesRefusedAtOnce(t *testing.T) {
 		t.Errorf("a small submit took %v while huge bodies were sent", slowest)
 	}
 	for _, r := range s.all() {
-		if string(r.GetPayload()) != "small" {
-			t.Fatalf("a huge body reached the node: %d bytes", len(r.GetPayload()))
+		if string(r.Payload) != "small" {
+			t.Fatalf("a huge body reached the node: %d bytes", len(r.Payload))
 		}
 	}
 }

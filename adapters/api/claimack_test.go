@@ -12,12 +12,14 @@ import (
 	"xce/adapters/wire"
 	"xce/client"
 	"xce/schema"
+	"xce/sm"
+	"xce/sm/queue"
 )
 
 // seen records the job requests a door was given.
 type seen struct {
 	mu   sync.Mutex
-	reqs []*schema.JobRequest
+	reqs []*sm.JobRequest
 }
 
 func (s *seen) add(r *wire.Request) {
@@ -28,10 +30,10 @@ func (s *seen) add(r *wire.Request) {
 	}
 }
 
-func (s *seen) all() []*schema.JobRequest {
+func (s *seen) all() []*sm.JobRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]*schema.JobRequest(nil), s.reqs...)
+	return append([]*sm.JobRequest(nil), s.reqs...)
 }
 
 // claimAnswer answers a claim with one job and, per handle it carries,
@@ -39,15 +41,17 @@ func (s *seen) all() []*schema.JobRequest {
 func claimAnswer(s *seen, refuse uint64, delay time.Duration) func(*wire.Request) *wire.Reply {
 	return func(r *wire.Request) *wire.Reply {
 		s.add(r)
-		if r.Job.GetWaitMs() > 0 {
-			time.Sleep(delay) // a long poll that finds a job late
-		}
 		var oks []bool
-		for _, h := range r.Job.GetHandles() {
-			oks = append(oks, h.GetId() != refuse)
+		if r.Job != nil { // a status call (a new connection's confirmation) has none
+			if r.Job.Wait > 0 {
+				time.Sleep(delay) // a long poll that finds a job late
+			}
+			for _, h := range r.Job.Handles {
+				oks = append(oks, h.ID != refuse)
+			}
 		}
-		return &wire.Reply{Job: &schema.JobReply{Ok: true, Oks: oks,
-			Jobs: []*schema.SnapshotJob{{Id: 9, Claims: 1, ClaimTerm: 1, ClaimLsn: 5}}}}
+		return &wire.Reply{Job: &sm.Reply{OK: true, OKs: oks,
+			Jobs: []queue.Job{{ID: 9, Claims: 1, Claim: queue.ClaimStamp{Term: 1, LSN: 5}}}}}
 	}
 }
 
@@ -87,8 +91,8 @@ func TestClaimCarriesAcks(t *testing.T) {
 		t.Fatalf("reply %v: want oks [true false] and job 9", rep)
 	}
 	reqs := s.all()
-	if len(reqs) != 1 || reqs[0].GetKind() != schema.JobRequest_CLAIM || reqs[0].GetMax() != 16 || len(reqs[0].GetHandles()) != 2 ||
-		reqs[0].GetHandles()[0].GetId() != 1 || reqs[0].GetHandles()[1].GetId() != 2 || reqs[0].GetHandles()[1].GetClaimLsn() != 3 {
+	if len(reqs) != 1 || reqs[0].Kind != sm.JobClaim || reqs[0].Max != 16 || len(reqs[0].Handles) != 2 ||
+		reqs[0].Handles[0].ID != 1 || reqs[0].Handles[1].ID != 2 || reqs[0].Handles[1].Claim.LSN != 3 {
 		t.Fatalf("the node was given %v, want one claim carrying handles 1 and 2", reqs)
 	}
 }
@@ -131,7 +135,7 @@ func TestLongPollClaimCarriesAcks(t *testing.T) {
 	if len(rep.GetOks()) != 1 || !rep.GetOks()[0] || len(rep.GetJobs()) != 1 {
 		t.Fatalf("reply %v: want oks [true] and a job", rep)
 	}
-	if reqs := s.all(); len(reqs) != 1 || reqs[0].GetWaitMs() != 3000 || len(reqs[0].GetHandles()) != 1 {
+	if reqs := s.all(); len(reqs) != 1 || reqs[0].Wait != 3*time.Second || len(reqs[0].Handles) != 1 {
 		t.Fatalf("the node was given %v, want one claim waiting 3000 ms with one ack", reqs)
 	}
 }
@@ -155,7 +159,7 @@ func TestStandbyForwardsClaimAcks(t *testing.T) {
 	if len(rep.GetOks()) != 3 || len(rep.GetJobs()) != 1 {
 		t.Fatalf("reply through the standby %v: want three ack results and a job", rep)
 	}
-	if reqs := s.all(); len(reqs) != 1 || len(reqs[0].GetHandles()) != 3 {
+	if reqs := s.all(); len(reqs) != 1 || len(reqs[0].Handles) != 3 {
 		t.Fatalf("the primary was given %v, want the claim with its three acks", reqs)
 	}
 }

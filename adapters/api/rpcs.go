@@ -2,16 +2,21 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"xce/adapters/wire"
 	"xce/schema"
 	"xce/schema/schemaconnect"
+	"xce/sm"
+	"xce/sm/queue"
 )
 
-// Each RPC is the internal request of its kind (schema.JobRequest), built
-// field for field from the typed request.
+// Each job RPC is the node's own request of its kind (sm.JobRequest),
+// built field for field from the typed request and handed to the node as
+// is (serveJob); its answer, the node's sm.Reply, is rendered as the
+// JobResponse (render.go).
 
 type (
 	jobReply = connect.Response[schema.JobResponse]
@@ -20,14 +25,14 @@ type (
 
 func (s *server) Submit(ctx context.Context, r *connect.Request[schema.SubmitRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: m.GetQueue(), Payload: m.GetPayload(),
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobEnqueue, Queue: m.GetQueue(), Payload: m.GetPayload(),
 		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
 		Host: m.GetHost()}, xc.Submit)
 }
 
 func (s *server) SubmitBatch(ctx context.Context, r *connect.Request[schema.SubmitBatchRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Queue: m.GetQueue(), Payloads: m.GetPayloads(),
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: m.GetQueue(), Payloads: m.GetPayloads(),
 		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
 		Host: m.GetHost()}, xc.SubmitBatch)
 }
@@ -36,67 +41,79 @@ func (s *server) Claim(ctx context.Context, r *connect.Request[schema.ClaimReque
 	m := r.Msg
 	// The acks it carries are the request's handles: the node applies
 	// them, then claims, in one request (one durable write).
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: m.GetQueue(), Host: m.GetHost(), Max: m.GetMax(), WaitMs: m.GetWaitMs(),
-		Handles: m.GetAck()}, xc.Claim)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobClaim, Queue: m.GetQueue(), Host: m.GetHost(), Max: int(m.GetMax()),
+		Wait: time.Duration(m.GetWaitMs()) * time.Millisecond, Handles: handlesOf(m.GetAck())}, xc.Claim)
 }
 
 func (s *server) Ack(ctx context.Context, r *connect.Request[schema.AckRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: r.Msg.GetHandle()}, xc.Ack)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobAck, Handle: sm.HandleOf(r.Msg.GetHandle())}, xc.Ack)
 }
 
 func (s *server) AckBatch(ctx context.Context, r *connect.Request[schema.AckBatchRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: r.Msg.GetHandles()}, xc.AckBatch)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobAckBatch, Handles: handlesOf(r.Msg.GetHandles())}, xc.AckBatch)
 }
 
 func (s *server) Heartbeat(ctx context.Context, r *connect.Request[schema.HeartbeatRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_HEARTBEAT, Handle: r.Msg.GetHandle()}, xc.Heartbeat)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobHeartbeat, Handle: sm.HandleOf(r.Msg.GetHandle())}, xc.Heartbeat)
 }
 
 func (s *server) Retry(ctx context.Context, r *connect.Request[schema.RetryRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_RETRY, Handle: r.Msg.GetHandle(), Error: r.Msg.GetError()}, xc.Retry)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobRetry, Handle: sm.HandleOf(r.Msg.GetHandle()), Error: r.Msg.GetError()}, xc.Retry)
 }
 
 func (s *server) Fail(ctx context.Context, r *connect.Request[schema.FailRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_FAIL, Handle: r.Msg.GetHandle(), Error: r.Msg.GetError()}, xc.Fail)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobFail, Handle: sm.HandleOf(r.Msg.GetHandle()), Error: r.Msg.GetError()}, xc.Fail)
 }
 
 func (s *server) Cancel(ctx context.Context, r *connect.Request[schema.CancelRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_CANCEL, Id: r.Msg.GetId()}, xc.Cancel)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobCancel, ID: r.Msg.GetId()}, xc.Cancel)
 }
 
 func (s *server) Get(ctx context.Context, r *connect.Request[schema.GetRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_GET, Id: r.Msg.GetId()}, xc.Get)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobGet, ID: r.Msg.GetId()}, xc.Get)
 }
 
 func (s *server) List(ctx context.Context, r *connect.Request[schema.ListRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: r.Msg.GetQueue(), AfterId: r.Msg.GetAfterId()}, xc.List)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobList, Queue: r.Msg.GetQueue(), AfterID: r.Msg.GetAfterId()}, xc.List)
 }
 
 func (s *server) Redrive(ctx context.Context, r *connect.Request[schema.RedriveRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: r.Msg.GetId()}, xc.Redrive)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobRedrive, ID: r.Msg.GetId()}, xc.Redrive)
 }
 
 func (s *server) Sweep(ctx context.Context, r *connect.Request[schema.SweepRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_SWEEP}, xc.Sweep)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobSweep}, xc.Sweep)
 }
 
 func (s *server) Tick(ctx context.Context, r *connect.Request[schema.TickRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_TICK}, xc.Tick)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobTick}, xc.Tick)
 }
 
 func (s *server) DrainLostAndFound(ctx context.Context, r *connect.Request[schema.DrainLostAndFoundRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN, Queue: m.GetQueue(), Host: m.GetHost(), Cancel: m.GetCancel()}, xc.DrainLostAndFound)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobDrainLostAndFound, Queue: m.GetQueue(), Host: m.GetHost(), Cancel: m.GetCancel()}, xc.DrainLostAndFound)
 }
 
 func (s *server) RegisterSchedule(ctx context.Context, r *connect.Request[schema.RegisterScheduleRequest]) (*jobReply, error) {
 	m := r.Msg
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: m.GetName(), Spec: m.GetSpec(), Queue: m.GetQueue(),
-		Payload: m.GetPayload(), Fire: m.GetFire()}, xc.RegisterSchedule)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobRegister, Name: m.GetName(), Spec: m.GetSpec(), Queue: m.GetQueue(),
+		Payload: m.GetPayload(), Fire: queue.FireOpts{Priority: m.GetFire().GetPriority(), ExpiresS: m.GetFire().GetExpiresS()}}, xc.RegisterSchedule)
 }
 
 func (s *server) UnregisterSchedule(ctx context.Context, r *connect.Request[schema.UnregisterScheduleRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &schema.JobRequest{Kind: schema.JobRequest_UNREGISTER, Name: r.Msg.GetName()}, xc.UnregisterSchedule)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobUnregister, Name: r.Msg.GetName()}, xc.UnregisterSchedule)
+}
+
+// handlesOf is the node's form of the handles of a request (nil for none).
+func handlesOf(hs []*schema.WalHandle) []queue.Handle {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]queue.Handle, len(hs))
+	for i, h := range hs {
+		out[i] = sm.HandleOf(h)
+	}
+	return out
 }
 
 func (s *server) ClusterStatus(ctx context.Context, r *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {

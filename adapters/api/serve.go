@@ -44,7 +44,7 @@ func (s *server) serve(ctx context.Context, req *wire.Request) (*wire.Reply, err
 		prim := -1
 		switch {
 		case rep.Job != nil:
-			prim = int(rep.Job.GetPrimary())
+			prim = rep.Job.Primary
 		case rep.Upgrade != nil:
 			prim = int(rep.Upgrade.GetPrimary())
 		}
@@ -129,9 +129,10 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 }
 
 // serveJob serves one job operation: its answer, forwarded to the primary
-// from a standby.
-func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *schema.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
-	jr.Json = callerOf(ctx).json // a claim's jobs, a list's page, sized for the caller
+// from a standby. jr goes to the node as is; the node's reply is rendered
+// as the JobResponse (jobResponse).
+func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *sm.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
+	jr.JSON = callerOf(ctx).json // a claim's jobs, a list's page, sized for the caller
 	req := &wire.Request{Job: jr}
 	rep, err := s.serve(ctx, req)
 	if rd := new(redirectError); errors.As(err, &rd) {
@@ -148,30 +149,28 @@ func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], 
 	if err := refusal(jr, body); err != nil {
 		return nil, err
 	}
-	out := &schema.JobResponse{Jobs: body.GetJobs(), Oks: body.GetOks(), Moved: body.GetMoved(), Deleted: body.GetDeleted(),
-		Lsn: body.GetLsn(), At: body.GetAt(), More: body.GetMore(), Ids: body.GetIds()}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(jobResponse(jr.Kind, body)), nil
 }
 
 // refusal is the error of an operation the queue refused without a
 // status (ok = false): nothing changed.
-func refusal(jr *schema.JobRequest, body *schema.JobReply) error {
-	if body.GetOk() {
+func refusal(jr *sm.JobRequest, body *sm.Reply) error {
+	if body.OK {
 		return nil
 	}
 	var code connect.Code
 	var msg string
-	switch jr.GetKind() {
-	case schema.JobRequest_ACK, schema.JobRequest_HEARTBEAT, schema.JobRequest_RETRY, schema.JobRequest_FAIL:
+	switch jr.Kind {
+	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		code, msg = connect.CodeFailedPrecondition, "handle refused: the claim is not current (acked, expired, retried or never made)"
-	case schema.JobRequest_CANCEL:
-		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("cancel refused: job %d is not pending", jr.GetId())
-	case schema.JobRequest_REDRIVE:
-		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("redrive refused: job %d is not dead", jr.GetId())
-	case schema.JobRequest_GET:
-		code, msg = connect.CodeNotFound, fmt.Sprintf("job %d not found", jr.GetId())
-	case schema.JobRequest_UNREGISTER:
-		code, msg = connect.CodeNotFound, fmt.Sprintf("no schedule named %q", jr.GetName())
+	case sm.JobCancel:
+		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("cancel refused: job %d is not pending", jr.ID)
+	case sm.JobRedrive:
+		code, msg = connect.CodeFailedPrecondition, fmt.Sprintf("redrive refused: job %d is not dead", jr.ID)
+	case sm.JobGet:
+		code, msg = connect.CodeNotFound, fmt.Sprintf("job %d not found", jr.ID)
+	case sm.JobUnregister:
+		code, msg = connect.CodeNotFound, fmt.Sprintf("no schedule named %q", jr.Name)
 	default: // claim (nothing ready), batches, sweeps: ok says nothing
 		return nil
 	}

@@ -40,7 +40,7 @@ func TestWorkClaimsOnOneStream(t *testing.T) {
 		t.Fatalf("the node was given %d requests, want 5", len(reqs))
 	}
 	for k, r := range reqs {
-		if r.GetKind() != schema.JobRequest_CLAIM || r.GetMax() != uint32(k+1) || len(r.GetHandles()) != 2 {
+		if r.Kind != sm.JobClaim || r.Max != k+1 || len(r.Handles) != 2 {
 			t.Fatalf("request %d: %v, want claim %d with two acks", k, r, k+1)
 		}
 	}

@@ -38,7 +38,7 @@ import (
 
 	"xce/adapters/tlsconf"
 	"xce/adapters/wire"
-	"xce/schema"
+	"xce/sm"
 )
 
 // StatusForbidden is the reply status of a refused request: -EPERM, as
@@ -166,13 +166,13 @@ func Need(req *wire.Request) (Role, string) {
 	case req.Upgrade != nil:
 		return RoleAdmin, "OP_upgradeConfig"
 	case req.Job != nil:
-		k := req.Job.GetKind()
-		name := "job " + strings.ToLower(strings.ReplaceAll(k.String(), "_", "-"))
+		k := req.Job.Kind
+		name := "job " + strings.ToLower(strings.ReplaceAll(wire.KindName(k), "_", "-"))
 		switch k {
-		case schema.JobRequest_ENQUEUE, schema.JobRequest_ENQUEUE_BATCH, schema.JobRequest_CLAIM,
-			schema.JobRequest_ACK, schema.JobRequest_ACK_BATCH, schema.JobRequest_HEARTBEAT,
-			schema.JobRequest_RETRY, schema.JobRequest_FAIL, schema.JobRequest_CANCEL,
-			schema.JobRequest_GET, schema.JobRequest_LIST, schema.JobRequest_REGISTER, schema.JobRequest_UNREGISTER:
+		case sm.JobEnqueue, sm.JobEnqueueBatch, sm.JobClaim,
+			sm.JobAck, sm.JobAckBatch, sm.JobHeartbeat,
+			sm.JobRetry, sm.JobFail, sm.JobCancel,
+			sm.JobGet, sm.JobList, sm.JobRegister, sm.JobUnregister:
 			return RoleWorker, name
 		default: // redrive, sweep, tick, lost-and-found drain and what this build does not know
 			return RoleAdmin, name

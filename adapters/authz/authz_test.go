@@ -6,10 +6,11 @@ import (
 
 	"xce/adapters/wire"
 	"xce/schema"
+	"xce/sm"
 )
 
-func job(k schema.JobRequest_Kind) *wire.Request {
-	return &wire.Request{Job: &schema.JobRequest{Kind: k}}
+func job(k sm.JobKind) *wire.Request {
+	return &wire.Request{Job: &sm.JobRequest{Kind: k}}
 }
 
 var (
@@ -46,36 +47,36 @@ func TestDecide(t *testing.T) {
 		role   Role
 		reason string // part of the refusal
 	}{
-		{"worker submits", open, "alice", job(schema.JobRequest_ENQUEUE), true, RoleWorker, ""},
-		{"worker claims", open, "alice", job(schema.JobRequest_CLAIM), true, RoleWorker, ""},
-		{"worker acks", open, "alice", job(schema.JobRequest_ACK_BATCH), true, RoleWorker, ""},
-		{"worker cancels", open, "alice", job(schema.JobRequest_CANCEL), true, RoleWorker, ""},
-		{"worker registers", open, "alice", job(schema.JobRequest_REGISTER), true, RoleWorker, ""},
+		{"worker submits", open, "alice", job(sm.JobEnqueue), true, RoleWorker, ""},
+		{"worker claims", open, "alice", job(sm.JobClaim), true, RoleWorker, ""},
+		{"worker acks", open, "alice", job(sm.JobAckBatch), true, RoleWorker, ""},
+		{"worker cancels", open, "alice", job(sm.JobCancel), true, RoleWorker, ""},
+		{"worker registers", open, "alice", job(sm.JobRegister), true, RoleWorker, ""},
 		{"worker status", open, "alice", status, true, RoleWorker, ""},
 		{"worker config", open, "alice", config, true, RoleWorker, ""},
 		{"worker upgrade", open, "alice", upgrade, false, RoleWorker, `OP_upgradeConfig needs the admin role; certificate "alice" has the worker role (--admin-cn)`},
-		{"worker redrive", open, "alice", job(schema.JobRequest_REDRIVE), false, RoleWorker, "job redrive needs the admin role"},
-		{"worker sweep", open, "alice", job(schema.JobRequest_SWEEP), false, RoleWorker, "job sweep needs the admin role"},
-		{"worker tick", open, "alice", job(schema.JobRequest_TICK), false, RoleWorker, "job tick needs the admin role"},
-		{"worker drain", open, "alice", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), false, RoleWorker, "job lost-and-found-drain needs the admin role"},
-		{"admin drain", open, "ops", job(schema.JobRequest_LOST_AND_FOUND_DRAIN), true, RoleAdmin, ""},
-		{"worker unknown kind", open, "alice", job(schema.JobRequest_Kind(99)), false, RoleWorker, "needs the admin role"},
+		{"worker redrive", open, "alice", job(sm.JobRedrive), false, RoleWorker, "job redrive needs the admin role"},
+		{"worker sweep", open, "alice", job(sm.JobSweep), false, RoleWorker, "job sweep needs the admin role"},
+		{"worker tick", open, "alice", job(sm.JobTick), false, RoleWorker, "job tick needs the admin role"},
+		{"worker drain", open, "alice", job(sm.JobDrainLostAndFound), false, RoleWorker, "job lost-and-found-drain needs the admin role"},
+		{"admin drain", open, "ops", job(sm.JobDrainLostAndFound), true, RoleAdmin, ""},
+		{"worker unknown kind", open, "alice", job(sm.JobKind(99)), false, RoleWorker, "needs the admin role"},
 		{"worker no op", open, "alice", noOp, false, RoleWorker, "unknown operation needs the admin role"},
 		{"admin upgrade", open, "ops", upgrade, true, RoleAdmin, ""},
-		{"admin redrive", open, "ops", job(schema.JobRequest_REDRIVE), true, RoleAdmin, ""},
-		{"admin submits", open, "ops", job(schema.JobRequest_ENQUEUE), true, RoleAdmin, ""},
+		{"admin redrive", open, "ops", job(sm.JobRedrive), true, RoleAdmin, ""},
+		{"admin submits", open, "ops", job(sm.JobEnqueue), true, RoleAdmin, ""},
 		{"admin status", closed, "ops", status, true, RoleAdmin, ""},
-		{"peer job", open, "n1", job(schema.JobRequest_ENQUEUE), false, RolePeer, `certificate "n1" has the peer role; a controller's certificate speaks the peer protocol and asks for status only`},
+		{"peer job", open, "n1", job(sm.JobEnqueue), false, RolePeer, `certificate "n1" has the peer role; a controller's certificate speaks the peer protocol and asks for status only`},
 		{"peer status", open, "n0", status, true, RolePeer, ""}, // a forwarding node confirms its connection
 		{"peer config", open, "n0", config, false, RolePeer, `certificate "n0" has the peer role`},
 		{"peer upgrade", open, "n0", upgrade, false, RolePeer, "peer protocol"},
-		{"listed worker", closed, "w1", job(schema.JobRequest_CLAIM), true, RoleWorker, ""},
-		{"unlisted client", closed, "alice", job(schema.JobRequest_CLAIM), false, RoleNone, `certificate "alice" has the none role (--client-cn)`},
+		{"listed worker", closed, "w1", job(sm.JobClaim), true, RoleWorker, ""},
+		{"unlisted client", closed, "alice", job(sm.JobClaim), false, RoleNone, `certificate "alice" has the none role (--client-cn)`},
 		{"unlisted status", closed, "alice", status, false, RoleNone, "status needs the worker role"},
-		{"empty CN", open, "", job(schema.JobRequest_GET), false, RoleNone, "no common name"},
+		{"empty CN", open, "", job(sm.JobGet), false, RoleNone, "no common name"},
 		{"no admin configured", noAdmin, "ops", upgrade, false, RoleWorker, "this controller allows no admin (start it with --admin-cn)"},
-		{"only admins: worker refused", onlyAdmins, "alice", job(schema.JobRequest_GET), false, RoleNone, "--client-cn"},
-		{"only admins: admin", onlyAdmins, "ops", job(schema.JobRequest_GET), true, RoleAdmin, ""},
+		{"only admins: worker refused", onlyAdmins, "alice", job(sm.JobGet), false, RoleNone, "--client-cn"},
+		{"only admins: admin", onlyAdmins, "ops", job(sm.JobGet), true, RoleAdmin, ""},
 		{"CN sanitised", closed, "evil\nINFO fake", status, false, RoleNone, `certificate "evil?INFO fake"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -137,15 +138,15 @@ func TestDecideOnBehalf(t *testing.T) {
 		allow   bool
 		reason  string
 	}{
-		{"worker submit", "n1", "w1", RoleWorker, job(schema.JobRequest_ENQUEUE), true, ""},
-		{"admin's submit", "n1", "ops", RoleAdmin, job(schema.JobRequest_ENQUEUE), true, ""},
-		{"admin's sweep", "n1", "ops", RoleAdmin, job(schema.JobRequest_SWEEP), false, `job sweep forwarded by n1 on behalf of "ops" needs the admin role; admin operations are never accepted on behalf of another certificate`},
+		{"worker submit", "n1", "w1", RoleWorker, job(sm.JobEnqueue), true, ""},
+		{"admin's submit", "n1", "ops", RoleAdmin, job(sm.JobEnqueue), true, ""},
+		{"admin's sweep", "n1", "ops", RoleAdmin, job(sm.JobSweep), false, `job sweep forwarded by n1 on behalf of "ops" needs the admin role; admin operations are never accepted on behalf of another certificate`},
 		{"admin's upgrade", "n1", "ops", RoleAdmin, upgrade, false, "admin operations are never accepted on behalf"},
-		{"claimed admin for a worker", "n1", "w1", RoleAdmin, job(schema.JobRequest_REDRIVE), false, "never accepted on behalf"},
-		{"claimed worker, unlisted here", "n1", "mallory", RoleWorker, job(schema.JobRequest_CLAIM), false, `certificate "mallory" runs as the none role here`},
-		{"claimed none", "n1", "w1", RoleNone, job(schema.JobRequest_CLAIM), false, "runs as the none role"},
-		{"on behalf of a peer", "n1", "n0", RoleWorker, job(schema.JobRequest_CLAIM), false, "runs as the none role"},
-		{"forwarder not a peer", "w1", "ops", RoleAdmin, job(schema.JobRequest_ENQUEUE), false, `forwarded by "w1" on behalf of "ops": "w1" is not a controller in --peers`},
+		{"claimed admin for a worker", "n1", "w1", RoleAdmin, job(sm.JobRedrive), false, "never accepted on behalf"},
+		{"claimed worker, unlisted here", "n1", "mallory", RoleWorker, job(sm.JobClaim), false, `certificate "mallory" runs as the none role here`},
+		{"claimed none", "n1", "w1", RoleNone, job(sm.JobClaim), false, "runs as the none role"},
+		{"on behalf of a peer", "n1", "n0", RoleWorker, job(sm.JobClaim), false, "runs as the none role"},
+		{"forwarder not a peer", "w1", "ops", RoleAdmin, job(sm.JobEnqueue), false, `forwarded by "w1" on behalf of "ops": "w1" is not a controller in --peers`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := p.DecideOnBehalf(c.via, c.cn, c.claimed, c.req)
@@ -161,5 +162,30 @@ func TestDecideOnBehalf(t *testing.T) {
 	}
 	if ParseRole("root") != RoleNone {
 		t.Fatal("an unknown role parsed as a role")
+	}
+}
+
+// Every job kind keeps the operation name and the need it had when the
+// request was the protobuf JobRequest (its enum's names, lower case, with
+// dashes): the refusal texts and the log name them.
+func TestNeedOfEveryKind(t *testing.T) {
+	want := []struct {
+		name string
+		need Role
+	}{
+		{"job kind-unspecified", RoleAdmin}, {"job enqueue", RoleWorker}, {"job claim", RoleWorker}, {"job ack", RoleWorker},
+		{"job ack-batch", RoleWorker}, {"job heartbeat", RoleWorker}, {"job retry", RoleWorker}, {"job fail", RoleWorker},
+		{"job cancel", RoleWorker}, {"job redrive", RoleAdmin}, {"job sweep", RoleAdmin}, {"job register", RoleWorker},
+		{"job unregister", RoleWorker}, {"job tick", RoleAdmin}, {"job get", RoleWorker}, {"job list", RoleWorker},
+		{"job enqueue-batch", RoleWorker}, {"job lost-and-found-drain", RoleAdmin}, {"job 18", RoleAdmin},
+	}
+	for k, w := range want {
+		need, name := Need(job(sm.JobKind(k)))
+		if need != w.need || name != w.name {
+			t.Errorf("kind %d: Need = %v, %q; want %v, %q", k, need, name, w.need, w.name)
+		}
+	}
+	if need, name := Need(job(99)); need != RoleAdmin || name != "job 99" {
+		t.Errorf("kind 99: Need = %v, %q; want admin, %q", need, name, "job 99")
 	}
 }

@@ -113,10 +113,16 @@ func TestOpAndCode(t *testing.T) {
 		{&wire.Request{Status: &schema.StatusRequest{}}, "status"},
 		{&wire.Request{Config: true}, "config"},
 		{&wire.Request{Upgrade: &schema.UpgradeConfigRequest{}}, "upgrade_config"},
-		{&wire.Request{Job: &schema.JobRequest{Kind: schema.JobRequest_CLAIM}}, "job_claim"},
-		{&wire.Request{Job: &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE}}, "job_enqueue"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobClaim}}, "job_claim"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobEnqueue}}, "job_enqueue"},
 		{&wire.Request{}, "unknown"},
-		{&wire.Request{Job: &schema.JobRequest{Kind: 99}}, "job_unknown"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: 99}}, "job_unknown"},
+		// The labels the protobuf enum's names gave.
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobAckBatch}}, "job_ack_batch"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobEnqueueBatch}}, "job_enqueue_batch"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobDrainLostAndFound}}, "job_lost_and_found_drain"},
+		{&wire.Request{Job: &sm.JobRequest{}}, "job_kind_unspecified"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobDrainLostAndFound + 1}}, "job_unknown"},
 	} {
 		if got := Op(c.req); got != c.want {
 			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)

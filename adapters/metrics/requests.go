@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"xce/adapters/wire"
-	"xce/schema"
+	"xce/sm"
 )
 
 // Op names a client request for the op label: status, config,
 // upgrade_config, or job_<kind> (job_enqueue, job_claim, ...); unknown
-// (job_unknown) for anything else. The set is fixed by the schema, so the label stays
+// (job_unknown) for anything else. The set is fixed by sm.JobKind, so the label stays
 // bounded.
 func Op(req *wire.Request) string {
 	switch {
@@ -24,7 +24,7 @@ func Op(req *wire.Request) string {
 	case req.Upgrade != nil:
 		return "upgrade_config"
 	case req.Job != nil:
-		if name, ok := jobOps[req.Job.GetKind()]; ok {
+		if name, ok := jobOps[req.Job.Kind]; ok {
 			return name
 		}
 		return "job_unknown"
@@ -76,13 +76,15 @@ func (m *Metrics) ObserveRequestCode(op, code string, took time.Duration) {
 	}
 }
 
-// jobOps names every job request kind once (no allocation per request).
-var jobOps = func() map[schema.JobRequest_Kind]string {
-	m := make(map[schema.JobRequest_Kind]string, len(schema.JobRequest_Kind_name))
-	for k, name := range schema.JobRequest_Kind_name {
-		m[schema.JobRequest_Kind(k)] = "job_" + strings.ToLower(name)
+// jobOps names every job request kind once (no allocation per request):
+// job_ and the kind's wire.KindName in lower case (job_enqueue,
+// job_ack_batch, job_kind_unspecified for 0).
+var jobOps = func() map[sm.JobKind]string {
+	m := make(map[sm.JobKind]string)
+	for k := sm.JobKind(0); k == 0 || k.Valid(); k++ {
+		m[k] = "job_" + strings.ToLower(wire.KindName(k))
 	}
 	return m
 }()
 
-var claimOp = jobOps[schema.JobRequest_CLAIM]
+var claimOp = jobOps[sm.JobClaim]

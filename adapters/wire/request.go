@@ -3,12 +3,17 @@ package wire
 // Request is the one internal form of a client request: the API handler
 // builds it from each RPC (package api), CheckRequest checks it, package
 // authz decides on it, the daemon counts and serves it, answering with a
-// Reply. It is Go, not a wire message: it never leaves the process.
+// Reply. It is Go, not a wire message: it never leaves the process. A job
+// operation is the core's own request (sm.JobRequest), built by the
+// handler from the RPC's message and handed to the node as is; its answer
+// is the node's sm.Reply, which the handler renders as the API's
+// JobResponse.
 
 import (
 	"errors"
 	"fmt"
-	"time"
+	"strconv"
+	"strings"
 
 	"xce/schema"
 	"xce/sm"
@@ -26,14 +31,16 @@ type Request struct {
 	Status  *schema.StatusRequest        // ClusterStatus
 	Config  bool                         // GetConfig, ListQueues, ListHosts: the running config
 	Upgrade *schema.UpgradeConfigRequest // UpgradeConfig (OP_upgradeConfig, admin)
-	Job     *schema.JobRequest           // a job operation
+	Job     *sm.JobRequest               // a job operation, as the node takes it
 }
 
 // Reply answers a Request: status 0 and the body of the request's kind,
 // or a non-zero status (negative errno: sm's, authz's, or the ones above)
 // with Error, the human text. NotPrimary marks a standby's redirect
 // (seed 002 §10.12, status EAGAIN): the body's Primary names the primary
-// it follows. An upgrade's body is set on a refusal too.
+// it follows. An upgrade's body is set on a refusal too. A job
+// operation's body is the node's reply as the core gives it (sm.Reply);
+// its Status, Error and NotPrimary are copied to the Reply's.
 type Reply struct {
 	Status     int32
 	Error      string
@@ -42,7 +49,7 @@ type Reply struct {
 	StatusReply *schema.StatusReply
 	Config      *schema.ConfigReply
 	Upgrade     *schema.UpgradeConfigReply
-	Job         *schema.JobReply
+	Job         *sm.Reply
 }
 
 // CheckRequest bounds what a client request may carry: one op, a job
@@ -88,29 +95,32 @@ func checkUpgradeRequest(u *schema.UpgradeConfigRequest) error {
 // MaxJobHandles bounds an ack batch, and the acks a claim carries.
 const MaxJobHandles = 1000
 
-// checkJobRequest bounds what a job request may carry.
-func checkJobRequest(j *schema.JobRequest) error {
+// checkJobRequest bounds what a job request may carry. The errors name
+// the API's fields.
+func checkJobRequest(j *sm.JobRequest) error {
 	switch {
 	case j == nil:
 		return errors.New("job op with nil body")
-	case j.GetKind() == schema.JobRequest_KIND_UNSPECIFIED || j.GetKind() > schema.JobRequest_LOST_AND_FOUND_DRAIN:
-		return fmt.Errorf("job op kind %d unknown", j.GetKind())
-	case len(j.GetPayload()) > sm.MaxJobPayload:
-		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.GetPayload()), sm.MaxJobPayload)
-	case len(j.GetPayloads()) > MaxJobHandles:
-		return fmt.Errorf("%d payloads exceed %d", len(j.GetPayloads()), MaxJobHandles)
-	case len(j.GetHandles()) > MaxJobHandles:
-		return fmt.Errorf("%d handles exceed %d", len(j.GetHandles()), MaxJobHandles)
-	case len(j.GetError()) > MaxErrorLen:
-		return fmt.Errorf("error text of %d bytes exceeds %d", len(j.GetError()), MaxErrorLen)
-	case time.Duration(j.GetWaitMs())*time.Millisecond > sm.MaxClaimWait:
-		return fmt.Errorf("claim wait of %d ms exceeds %d", j.GetWaitMs(), sm.MaxClaimWait.Milliseconds())
-	case j.GetWaitMs() > 0 && j.GetKind() != schema.JobRequest_CLAIM:
-		return fmt.Errorf("a wait on a %s: only a claim waits", j.GetKind())
+	case !j.Kind.Valid():
+		return fmt.Errorf("job op kind %d unknown", j.Kind)
+	case len(j.Payload) > sm.MaxJobPayload:
+		return fmt.Errorf("job payload of %d bytes exceeds %d", len(j.Payload), sm.MaxJobPayload)
+	case len(j.Payloads) > MaxJobHandles:
+		return fmt.Errorf("%d payloads exceed %d", len(j.Payloads), MaxJobHandles)
+	case len(j.Handles) > MaxJobHandles:
+		return fmt.Errorf("%d handles exceed %d", len(j.Handles), MaxJobHandles)
+	case len(j.Error) > MaxErrorLen:
+		return fmt.Errorf("error text of %d bytes exceeds %d", len(j.Error), MaxErrorLen)
+	case j.Wait < 0:
+		return fmt.Errorf("claim wait of %v is negative", j.Wait)
+	case j.Wait > sm.MaxClaimWait:
+		return fmt.Errorf("claim wait of %d ms exceeds %d", j.Wait.Milliseconds(), sm.MaxClaimWait.Milliseconds())
+	case j.Wait > 0 && j.Kind != sm.JobClaim:
+		return fmt.Errorf("a wait on a %s: only a claim waits", KindName(j.Kind))
 	}
 	// Names are required or not by the operation (the node says which);
 	// one that is given follows the name rule.
-	for _, n := range []struct{ field, v string }{{"queue", j.GetQueue()}, {"host", j.GetHost()}, {"name", j.GetName()}} {
+	for _, n := range []struct{ field, v string }{{"queue", j.Queue}, {"host", j.Host}, {"name", j.Name}} {
 		if n.v == "" {
 			continue
 		}
@@ -118,8 +128,23 @@ func checkJobRequest(j *schema.JobRequest) error {
 			return err
 		}
 	}
-	if len(j.GetSpec()) > MaxNameLen {
-		return fmt.Errorf("schedule spec of %d bytes exceeds %d", len(j.GetSpec()), MaxNameLen)
+	if len(j.Spec) > MaxNameLen {
+		return fmt.Errorf("schedule spec of %d bytes exceeds %d", len(j.Spec), MaxNameLen)
 	}
 	return nil
+}
+
+// KindName is the name a job operation's kind had in the API's first
+// internal form, and still has in error texts, the authorisation's
+// operation names ("job " + it, lower case, dashes) and the metrics' op
+// label: "ENQUEUE", "ACK_BATCH", "LOST_AND_FOUND_DRAIN";
+// "KIND_UNSPECIFIED" for 0, the number for a kind past the last.
+func KindName(k sm.JobKind) string {
+	switch {
+	case k == 0:
+		return "KIND_UNSPECIFIED"
+	case !k.Valid():
+		return strconv.Itoa(int(k))
+	}
+	return strings.ToUpper(strings.ReplaceAll(k.String(), "-", "_"))
 }

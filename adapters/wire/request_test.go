@@ -2,17 +2,20 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"xce/schema"
 	"xce/sm"
+	"xce/sm/queue"
 )
 
-func jobReq(j *schema.JobRequest) *Request { return &Request{Job: j} }
+func jobReq(j *sm.JobRequest) *Request { return &Request{Job: j} }
 
 func upgradeReq(blob, sum []byte) *Request {
 	return &Request{Upgrade: &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum}}
@@ -29,11 +32,12 @@ func TestCheckRequest(t *testing.T) {
 	}{
 		{"status", &Request{Status: &schema.StatusRequest{}}},
 		{"config", &Request{Config: true}},
-		{"submit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: []byte("x")})},
-		{"max payload", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q", Payload: make([]byte, sm.MaxJobPayload)})},
-		{"max handles", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: make([]*schema.WalHandle, MaxJobHandles)})},
-		{"claim with max acks", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Max: 16, Handles: make([]*schema.WalHandle, MaxJobHandles)})},
-		{"max name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: long[:schema.MaxNameBytes]})},
+		{"submit", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q", Payload: []byte("x")})},
+		{"max payload", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q", Payload: make([]byte, sm.MaxJobPayload)})},
+		{"max handles", jobReq(&sm.JobRequest{Kind: sm.JobAckBatch, Handles: make([]queue.Handle, MaxJobHandles)})},
+		{"claim with max acks", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Max: 16, Handles: make([]queue.Handle, MaxJobHandles)})},
+		{"claim with the longest wait", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Max: 1, Wait: sm.MaxClaimWait})},
+		{"max name", jobReq(&sm.JobRequest{Kind: sm.JobList, Queue: long[:schema.MaxNameBytes]})},
 		{"upgrade blob and sha256", upgradeReq([]byte("blob"), sum)},
 		{"upgrade both empty (the primary refuses them)", upgradeReq(nil, nil)},
 		{"upgrade max blob", upgradeReq(make([]byte, sm.MaxConfigSize), sum)},
@@ -51,20 +55,25 @@ func TestCheckRequest(t *testing.T) {
 		{"nil", nil, "nil request"},
 		{"no op", &Request{}, "no op"},
 		{"two ops", &Request{Status: &schema.StatusRequest{}, Config: true}, "2 ops in one request"},
-		{"kind unspecified", jobReq(&schema.JobRequest{}), "kind 0 unknown"},
-		{"kind past the last", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN + 1}), "unknown"},
-		{"payload over the limit", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Payload: make([]byte, sm.MaxJobPayload+1)}), "payload"},
-		{"too many payloads", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Payloads: make([][]byte, MaxJobHandles+1)}), "payloads"},
-		{"too many handles", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: make([]*schema.WalHandle, MaxJobHandles+1)}), "handles"},
-		{"claim with too many acks", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Max: 16, Handles: make([]*schema.WalHandle, MaxJobHandles+1)}), "handles"},
-		{"error text too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_FAIL, Error: strings.Repeat("e", MaxErrorLen+1)}), "error text"},
-		{"queue name too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: long}), "queue \"qqqq"},
-		{"host name too long", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Host: long}), "host \"qqqq"},
+		{"kind unspecified", jobReq(&sm.JobRequest{}), "kind 0 unknown"},
+		{"kind past the last", jobReq(&sm.JobRequest{Kind: sm.JobDrainLostAndFound + 1}), "unknown"},
+		{"payload over the limit", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Payload: make([]byte, sm.MaxJobPayload+1)}), "payload"},
+		{"too many payloads", jobReq(&sm.JobRequest{Kind: sm.JobEnqueueBatch, Payloads: make([][]byte, MaxJobHandles+1)}), "payloads"},
+		{"too many handles", jobReq(&sm.JobRequest{Kind: sm.JobAckBatch, Handles: make([]queue.Handle, MaxJobHandles+1)}), "handles"},
+		{"claim with too many acks", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Max: 16, Handles: make([]queue.Handle, MaxJobHandles+1)}), "handles"},
+		{"claim wait past the bound", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Max: 1, Wait: sm.MaxClaimWait + time.Millisecond}),
+			fmt.Sprintf("claim wait of %d ms exceeds %d", (sm.MaxClaimWait + time.Millisecond).Milliseconds(), sm.MaxClaimWait.Milliseconds())},
+		{"negative claim wait", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Max: 1, Wait: -time.Second}), "claim wait of -1s is negative"},
+		{"a wait on a submit", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q", Wait: time.Second}), "a wait on a ENQUEUE: only a claim waits"},
+		{"a wait on an ack batch", jobReq(&sm.JobRequest{Kind: sm.JobAckBatch, Wait: time.Second}), "a wait on a ACK_BATCH: only a claim waits"},
+		{"error text too long", jobReq(&sm.JobRequest{Kind: sm.JobFail, Error: strings.Repeat("e", MaxErrorLen+1)}), "error text"},
+		{"queue name too long", jobReq(&sm.JobRequest{Kind: sm.JobList, Queue: long}), "queue \"qqqq"},
+		{"host name too long", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Host: long}), "host \"qqqq"},
 		// The name rule (issue 20 finding 6), in every name a request carries.
-		{"NUL in a queue name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch\x00"}), `queue "batch\x00": byte 0x00 at offset 5 is not allowed`},
-		{"escape in a host name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "batch", Host: "\x1b[2Jnode"}), `host "\x1b[2Jnode": byte 0x1b at offset 0`},
-		{"slash in a schedule name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: "../etc", Queue: "batch"}), `name "../etc": byte 0x2e '.' at offset 0`},
-		{"slash in a queue name", jobReq(&schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: "a/b"}), `byte 0x2f '/' at offset 1`},
+		{"NUL in a queue name", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Queue: "batch\x00"}), `queue "batch\x00": byte 0x00 at offset 5 is not allowed`},
+		{"escape in a host name", jobReq(&sm.JobRequest{Kind: sm.JobClaim, Queue: "batch", Host: "\x1b[2Jnode"}), `host "\x1b[2Jnode": byte 0x1b at offset 0`},
+		{"slash in a schedule name", jobReq(&sm.JobRequest{Kind: sm.JobRegister, Name: "../etc", Queue: "batch"}), `name "../etc": byte 0x2e '.' at offset 0`},
+		{"slash in a queue name", jobReq(&sm.JobRequest{Kind: sm.JobList, Queue: "a/b"}), `byte 0x2f '/' at offset 1`},
 		{"upgrade blob over MaxConfigSize", upgradeReq(make([]byte, sm.MaxConfigSize+1), sum), "config blob"},
 		{"sha256 of 31 bytes", upgradeReq([]byte("blob"), sum[:31]), "sha256 of 31"},
 		{"sha256 of 33 bytes", upgradeReq([]byte("blob"), append(sum, 0)), "sha256 of 33"},

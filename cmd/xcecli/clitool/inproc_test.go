@@ -19,6 +19,7 @@ import (
 	"xce/cmd/xce-config/configtool"
 	"xce/schema"
 	"xce/sm"
+	"xce/sm/queue"
 )
 
 type fakeCluster struct {
@@ -52,17 +53,17 @@ func (fc *fakeCluster) run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func standby(primary int32) func(*wire.Request) *wire.Reply {
+func standby(primary int) func(*wire.Request) *wire.Reply {
 	return func(req *wire.Request) *wire.Reply {
 		if req.Job == nil {
 			return &wire.Reply{Status: sm.StatusEINVAL, Error: "unsupported request"}
 		}
 		return &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true,
-			Job: &schema.JobReply{Primary: primary}}
+			Job: &sm.Reply{Primary: primary}}
 	}
 }
 
-func jobAnswer(rep *schema.JobReply) func(*wire.Request) *wire.Reply {
+func jobAnswer(rep *sm.Reply) func(*wire.Request) *wire.Reply {
 	return func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Job: rep}
 	}
@@ -75,9 +76,9 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	// n0 redirects to n2 (index 2): n1 is never asked.
 	n0.Set(standby(2))
 	n1.Set(standby(2))
-	claimed := &schema.SnapshotJob{Id: 5, Queue: "batch", State: schema.JobState_JOB_STATE_PROCESSING, Attempts: 1, Claims: 2, ClaimTerm: 1, ClaimLsn: 9,
-		Host: "node001", ClaimedAt: 1767225600, ClaimExpiresAt: 1767225900, Stamps: &schema.WalStamps{MaxAttempts: 3, VisibilityTimeoutS: 300}}
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{claimed}}))
+	claimed := queue.Job{ID: 5, Queue: "batch", State: queue.Processing, Attempts: 1, Claims: 2, Claim: queue.ClaimStamp{Term: 1, LSN: 9},
+		Host: "node001", ClaimedAt: 1767225600, ClaimExpiresAt: 1767225900, Stamps: queue.Stamps{MaxAttempts: 3, VisibilityTimeoutS: 300}}
+	n2.Set(jobAnswer(&sm.Reply{OK: true, Jobs: []queue.Job{claimed}}))
 	out, err := fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--max", "4")
 	if err != nil {
 		t.Fatalf("claim: %v\n%s", err, out)
@@ -86,7 +87,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 		t.Fatalf("requests: n0 %d n1 %d n2 %d", len(n0.Requests()), len(n1.Requests()), len(n2.Requests()))
 	}
 	got := n2.Requests()[0].Job
-	if got.GetKind() != schema.JobRequest_CLAIM || got.GetQueue() != "batch" || got.GetHost() != "node001" || got.GetMax() != 4 {
+	if got.Kind != sm.JobClaim || got.Queue != "batch" || got.Host != "node001" || got.Max != 4 {
 		t.Fatalf("primary got %v", got)
 	}
 	checkTable(t, out, [][]string{
@@ -106,15 +107,15 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 
 	// A claim that waits and carries acks: one CLAIM with both; the acks'
 	// outcomes first, then the jobs; a refused ack is ErrRefused.
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Oks: []bool{true, false}, Jobs: []*schema.SnapshotJob{claimed}}))
+	n2.Set(jobAnswer(&sm.Reply{OK: true, OKs: []bool{true, false}, Jobs: []queue.Job{claimed}}))
 	out, err = fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--wait", "2s", "--ack", "3:1:1.7", "--ack", "4:1:1.7")
 	if !errors.Is(err, ErrRefused) || !strings.HasPrefix(out, "3:1:1.7 ok\n4:1:1.7 refused\nHANDLE") || !strings.Contains(out, "5:2:1.9") {
 		t.Fatalf("claim with acks: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_CLAIM || r.GetWaitMs() != 2000 || len(r.GetHandles()) != 2 || FormatHandle(r.GetHandles()[1]) != "4:1:1.7" {
+	if r := n2.Requests()[0].Job; r.Kind != sm.JobClaim || r.Wait != 2*time.Second || len(r.Handles) != 2 || FormatHandle(sm.WalHandle(r.Handles[1])) != "4:1:1.7" {
 		t.Fatalf("claim with acks sent %v", r)
 	}
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Oks: []bool{true}, Jobs: []*schema.SnapshotJob{claimed}}))
+	n2.Set(jobAnswer(&sm.Reply{OK: true, OKs: []bool{true}, Jobs: []queue.Job{claimed}}))
 	out, err = fc.run(t, "job", "claim", "--queue", "batch", "--host", "node001", "--ack", "3:1:1.7", "-o", "json")
 	var cv ClaimView
 	if err != nil || json.Unmarshal([]byte(out), &cv) != nil || !cv.Acks.OK || len(cv.Acks.Results) != 1 || len(cv.Jobs) != 1 || cv.Jobs[0].Handle != "5:2:1.9" {
@@ -122,34 +123,34 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	}
 
 	// Ack of one handle: ACK; "ok", exit status 0.
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
+	n2.Set(jobAnswer(&sm.Reply{OK: true}))
 	out, err = fc.run(t, "job", "ack", "5:2:1.9")
 	if err != nil || strings.TrimSpace(out) != "ok" {
 		t.Fatalf("ack: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_ACK || FormatHandle(r.GetHandle()) != "5:2:1.9" {
+	if r := n2.Requests()[0].Job; r.Kind != sm.JobAck || FormatHandle(sm.WalHandle(r.Handle)) != "5:2:1.9" {
 		t.Fatalf("ack request %v", r)
 	}
 
 	// A refusal is an answer: ErrRefused (exit status 1) saying why.
-	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
+	n2.Set(jobAnswer(&sm.Reply{OK: false}))
 	out, err = fc.run(t, "job", "heartbeat", "5:1:1.9")
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "handle refused") || out != "" {
 		t.Fatalf("refused heartbeat: %v %q", err, out)
 	}
 
 	// Ack of several: ACK_BATCH, one line each.
-	n2.Set(jobAnswer(&schema.JobReply{Oks: []bool{true, false}}))
+	n2.Set(jobAnswer(&sm.Reply{OKs: []bool{true, false}}))
 	out, err = fc.run(t, "job", "ack", "5:2:1.9", "6:1:1.9")
 	if !errors.Is(err, ErrRefused) || out != "5:2:1.9 ok\n6:1:1.9 refused\n" {
 		t.Fatalf("ack batch: %v %q", err, out)
 	}
-	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_ACK_BATCH || len(r.GetHandles()) != 2 {
+	if r := n2.Requests()[0].Job; r.Kind != sm.JobAckBatch || len(r.Handles) != 2 {
 		t.Fatalf("ack batch request %v", r)
 	}
 
 	// A batch submit: its jobs by id, in order.
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Ids: []uint64{4, 5, 6}}))
+	n2.Set(jobAnswer(&sm.Reply{OK: true, Jobs: []queue.Job{{ID: 4}, {ID: 5}, {ID: 6}}}))
 	out, err = fc.run(t, "job", "submit", "--queue", "batch", "--payload", "x", "--count", "3")
 	if err != nil || out != "submitted job 4 to batch\nsubmitted job 5 to batch\nsubmitted job 6 to batch\n" {
 		t.Fatalf("batch submit: %v %q", err, out)
@@ -174,7 +175,7 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 	n0.Set(func(*wire.Request) *wire.Reply {
 		return &wire.Reply{Status: sm.StatusOutcomeUnknown, Error: "stepped down: outcome unknown, check before retrying against the primary"}
 	})
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true}))
+	n2.Set(jobAnswer(&sm.Reply{OK: true}))
 	_, err = fc.run(t, "job", "submit", "--queue", "batch")
 	if !errors.Is(err, client.ErrOutcomeUnknown) || len(n1.Requests())+len(n2.Requests()) != 0 {
 		t.Fatalf("unknown outcome: %v (n1 %d, n2 %d requests)", err, len(n1.Requests()), len(n2.Requests()))
@@ -187,9 +188,9 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 
 	// n0 down, n1 does not know the primary: n2 is tried next.
 	n1.Set(standby(-1))
-	dead := &schema.SnapshotJob{Id: 9, Queue: "gpu", State: schema.JobState_JOB_STATE_DEAD, Attempts: 2, Claims: 2,
-		LastError: "max attempts exceeded", Stamps: &schema.WalStamps{MaxAttempts: 2}}
-	n2.Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{dead}}))
+	dead := queue.Job{ID: 9, Queue: "gpu", State: queue.Dead, Attempts: 2, Claims: 2,
+		LastError: "max attempts exceeded", Stamps: queue.Stamps{MaxAttempts: 2}}
+	n2.Set(jobAnswer(&sm.Reply{OK: true, Jobs: []queue.Job{dead}}))
 	out, err := fc.run(t, "job", "get", "9", "-o", "json")
 	if err != nil {
 		t.Fatalf("get: %v", err)
@@ -198,10 +199,10 @@ func TestInProcessDownPeersAndListings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.ID != 9 || v.State != "dead" || v.LastError != "max attempts exceeded" {
 		t.Fatalf("get json: %v %s", err, out)
 	}
-	if r := n2.Requests()[0].Job; r.GetKind() != schema.JobRequest_GET || r.GetId() != 9 {
+	if r := n2.Requests()[0].Job; r.Kind != sm.JobGet || r.ID != 9 {
 		t.Fatalf("get request %v", r)
 	}
-	n2.Set(jobAnswer(&schema.JobReply{Ok: false}))
+	n2.Set(jobAnswer(&sm.Reply{OK: false}))
 	if _, err := fc.run(t, "job", "get", "10"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("get missing: %v", err)
 	}
@@ -310,7 +311,7 @@ func TestStatusesPastHungPeer(t *testing.T) {
 // hung peer, so its outcome is known.
 func TestInProcessHungFirstPeer(t *testing.T) {
 	fc := startFakeCluster(t, true, true)
-	fc.nodes[0].Set(jobAnswer(&schema.JobReply{Ok: true, Jobs: []*schema.SnapshotJob{{Id: 1, Queue: "batch"}}}))
+	fc.nodes[0].Set(jobAnswer(&sm.Reply{OK: true, Jobs: []queue.Job{{ID: 1, Queue: "batch"}}}))
 	fc.nodes[1].Set(standby(1))
 	var out bytes.Buffer
 	cmd := NewCommand(context.Background(), &out)

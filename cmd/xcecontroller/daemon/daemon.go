@@ -510,16 +510,15 @@ func answer(ctx context.Context, req *wire.Request, caller string, rn *runner.Ru
 	case req.Job != nil:
 		// The caller's context: a client that goes away takes its long
 		// poll with it (sm.ClientGone); a claim's wait extends the bound.
-		jr := JobRequestFromProto(req.Job)
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout+jr.Wait)
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout+req.Job.Wait)
 		defer cancel()
-		r, err := rn.Do(ctx, jr)
+		r, err := rn.Do(ctx, *req.Job)
 		if err != nil { // sent to the node, never answered: maybe applied
 			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep
 		}
 		rep.Status, rep.Error, rep.NotPrimary = r.Status, r.Error, r.NotPrimary
-		rep.Job = JobReplyToProto(jr.Kind, r)
+		rep.Job = &r // the API handler renders it
 	default:
 		rep.Status, rep.Error = int32(sm.StatusEINVAL), "unsupported request"
 	}

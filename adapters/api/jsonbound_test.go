@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"math"
@@ -32,7 +32,7 @@ func TestJobSizeBounds(t *testing.T) {
 			Pin:    str("pin"), Host: str("host"), Resource: u32.Draw(t, "resource"), ClaimedAt: i64.Draw(t, "claimed at"),
 			ClaimExpiresAt: i64.Draw(t, "claim expires at"), LastError: str("last error"), DiedAt: i64.Draw(t, "died at"),
 			Claims: u32.Draw(t, "claims"), Claim: queue.ClaimStamp{Term: u64.Draw(t, "term"), LSN: u64.Draw(t, "lsn")}}
-		p := JobToProto(j)
+		p := jobToProto(j)
 		// The jobs of a reply are elements of its repeated field: the
 		// separator (a comma; binary: the field's tag and length) counts.
 		js, err := protojson.Marshal(&schema.JobResponse{Jobs: []*schema.SnapshotJob{p, p}})
