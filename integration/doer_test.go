@@ -3,11 +3,14 @@ package integration
 // The tests' and load generators' way to the cluster: package client
 // (one kept HTTP/2 connection per node, the primary followed, a mutation
 // of unknown outcome never retried), with the job operations in the form
-// the tests build them (schema.JobRequest, sent by clitool.Send).
+// the tests build them (the API request message of each, sent by
+// clitool.Send).
 
 import (
 	"context"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"xce/adapters/tlsconf"
 	"xce/client"
@@ -36,7 +39,7 @@ func newDoer(peersFlag string, mat *tlsconf.Material, timeout time.Duration) (*j
 }
 
 // Do sends jr (errors as clitool.Send's).
-func (d *jobDoer) Do(ctx context.Context, jr *schema.JobRequest) (*jobResult, error) {
+func (d *jobDoer) Do(ctx context.Context, jr proto.Message) (*jobResult, error) {
 	rep, err := clitool.Send(ctx, d.cl, jr)
 	if err != nil {
 		return nil, err

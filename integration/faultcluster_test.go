@@ -310,7 +310,7 @@ func (fc *faultCluster) readBack(h *history, timeout time.Duration) *readBack {
 		}
 		rb := &readBack{primary: before[p].Name, term: before[p].Term, jobs: map[string][]readJob{}, call: h.now()}
 		for _, q := range fc.queues {
-			res, err := jc.Do(context.Background(), &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: q})
+			res, err := jc.Do(context.Background(), &schema.ListRequest{Queue: q})
 			if err != nil {
 				why = fmt.Sprintf("list %s: %v", q, err)
 				rb = nil

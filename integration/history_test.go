@@ -306,7 +306,7 @@ func (l *load) producer(ctx context.Context, client int, jc *jobDoer) {
 		payload := fmt.Sprintf("%s-p%02d-%06d", l.opts.tag, client, seq)
 		queue := l.opts.queues[seq%len(l.opts.queues)]
 		o := op{kind: opEnqueue, client: client, payload: payload, call: l.h.now()}
-		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: queue, Payload: []byte(payload)})
+		res, err := jc.Do(ctx, &schema.SubmitRequest{Queue: queue, Payload: []byte(payload)})
 		o.ret, o.out = l.h.now(), classifyErr(err)
 		switch {
 		case err != nil:
@@ -335,7 +335,7 @@ func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string
 	var carried []claimed // acked on the next claim (ClaimRequest.ack)
 	for l.running() {
 		o := op{kind: opClaim, client: client, call: l.h.now()}
-		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: uint32(l.opts.claimMax), Handles: claimedHandles(carried)})
+		res, err := jc.Do(ctx, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: uint32(l.opts.claimMax), Ack: claimedHandles(carried)})
 		o.ret, o.out = l.h.now(), classifyErr(err)
 		if err != nil {
 			o.err = err.Error()
@@ -359,7 +359,7 @@ func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string
 			continue
 		}
 		call := l.h.now()
-		res, err = jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: claimedHandles(o.jobs)})
+		res, err = jc.Do(ctx, &schema.AckBatchRequest{Handles: claimedHandles(o.jobs)})
 		l.addAcks(client, o.jobs, call, res, err)
 		if err != nil {
 			l.pause(l.opts.backoff)
@@ -367,7 +367,7 @@ func (l *load) worker(ctx context.Context, client int, jc *jobDoer, queue string
 	}
 	if len(carried) > 0 { // the run ends: ack what the next claim would have
 		call := l.h.now()
-		res, err := jc.Do(context.WithoutCancel(ctx), &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: claimedHandles(carried)})
+		res, err := jc.Do(context.WithoutCancel(ctx), &schema.AckBatchRequest{Handles: claimedHandles(carried)})
 		l.addAcks(client, carried, call, res, err)
 	}
 }
@@ -411,7 +411,7 @@ func (l *load) reader(ctx context.Context, client int, jc *jobDoer) {
 			continue
 		}
 		o := op{kind: opGet, client: client, id: want.id, payload: want.payload, call: l.h.now()}
-		res, err := jc.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_GET, Id: want.id})
+		res, err := jc.Do(ctx, &schema.GetRequest{Id: want.id})
 		o.ret = l.h.now()
 		switch {
 		case connect.CodeOf(err) == connect.CodeNotFound: // answered: not there

@@ -114,7 +114,7 @@ func (l *bulkLoad) client(who int, cl *jobDoer) error {
 		for k := range payloads {
 			payloads[k] = payload(l.spec.Payload, fmt.Sprintf("load c%d b%d j%d ", who, seq, k))
 		}
-		res, err := cl.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE_BATCH, Queue: l.spec.Queue, Payloads: payloads})
+		res, err := cl.Do(ctx, &schema.SubmitBatchRequest{Queue: l.spec.Queue, Payloads: payloads})
 		if l.spec.Tolerate && (errors.Is(err, client.ErrOutcomeUnknown) || errors.Is(err, client.ErrNoPrimary)) {
 			l.mu.Lock()
 			if errors.Is(err, client.ErrOutcomeUnknown) {
@@ -205,7 +205,7 @@ var errMissing = errors.New("acknowledged job missing")
 func checkListed(ctx context.Context, doer *jobDoer, queue string, acked []uint64, unknown int) error {
 	var got []uint64
 	for after := uint64(0); ; {
-		res, err := doer.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue, AfterId: after})
+		res, err := doer.Do(ctx, &schema.ListRequest{Queue: queue, AfterId: after})
 		if err != nil {
 			return fmt.Errorf("list %s after id %d: %w", queue, after, err)
 		}

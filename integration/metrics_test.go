@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"xce/adapters/tlsconf"
 	"xce/client"
 	"xce/cmd/xcecli/clitool"
@@ -74,11 +76,11 @@ func TestMetricsAndHealth(t *testing.T) {
 	mat := admin(t, c)
 	const jobs, claimed = 20, 5
 	for k := range jobs {
-		if rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: queue, Payload: []byte(fmt.Sprint("job-", k))}); len(rep.GetJobs()) != 1 {
+		if rep := jobAt(t, c, mat, p, &schema.SubmitRequest{Queue: queue, Payload: []byte(fmt.Sprint("job-", k))}); len(rep.GetJobs()) != 1 {
 			t.Fatalf("enqueue %d: %v", k, rep)
 		}
 	}
-	if rep := jobAt(t, c, mat, p, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: "node001", Max: claimed}); len(rep.GetJobs()) != claimed {
+	if rep := jobAt(t, c, mat, p, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: claimed}); len(rep.GetJobs()) != claimed {
 		t.Fatalf("claim: %d jobs, want %d", len(rep.GetJobs()), claimed)
 	}
 	// A standby refuses the list ("not primary", counted as a redirect
@@ -87,7 +89,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	// its new connection is a status the primary allows a peer (issue 20
 	// finding 11).
 	standby := (p + 1) % 3
-	if rep := jobAt(t, c, mat, standby, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: queue}); len(rep.GetJobs()) != jobs {
+	if rep := jobAt(t, c, mat, standby, &schema.ListRequest{Queue: queue}); len(rep.GetJobs()) != jobs {
 		t.Fatalf("list on standby %s: %d jobs, want the primary's %d", c.Names[standby], len(rep.GetJobs()), jobs)
 	}
 	m = scrape(t, c, p)
@@ -326,7 +328,7 @@ func scrape(t testing.TB, c *clitool.Cluster, i int) map[string]float64 {
 // the primary it follows) and returns the answer; it retries only while
 // nobody took it (the node down or starting, no primary known), never a
 // request that was answered or may have been applied.
-func jobAt(t testing.TB, c *clitool.Cluster, mat *tlsconf.Material, i int, jr *schema.JobRequest) *schema.JobResponse {
+func jobAt(t testing.TB, c *clitool.Cluster, mat *tlsconf.Material, i int, jr proto.Message) *schema.JobResponse {
 	t.Helper()
 	d, err := newDoer(peersOf(c, i), mat, 5*time.Second)
 	if err != nil {
@@ -341,10 +343,10 @@ func jobAt(t testing.TB, c *clitool.Cluster, mat *tlsconf.Material, i int, jr *s
 			continue
 		}
 		if err != nil {
-			t.Fatalf("%s: %s: %v", c.Names[i], jr.GetKind(), err)
+			t.Fatalf("%s: %s: %v", c.Names[i], clitool.KindOf(jr), err)
 		}
 		return res.Reply
 	}
-	t.Fatalf("%s: %s: nobody took it: %v", c.Names[i], jr.GetKind(), last)
+	t.Fatalf("%s: %s: nobody took it: %v", c.Names[i], clitool.KindOf(jr), last)
 	return nil
 }

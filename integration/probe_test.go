@@ -43,7 +43,7 @@ func startProbe(peersFlag string, mat *tlsconf.Material, id uint64, interval tim
 		defer tick.Stop()
 		for {
 			t0 := time.Now()
-			_, err := cl.Do(context.Background(), &schema.JobRequest{Kind: schema.JobRequest_GET, Id: id})
+			_, err := cl.Do(context.Background(), &schema.GetRequest{Id: id})
 			s := probeSample{at: t0, dur: time.Since(t0), err: err}
 			p.mu.Lock()
 			p.samples = append(p.samples, s)

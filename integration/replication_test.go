@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"xce/schema"
 	"xce/sm"
 )
@@ -19,7 +21,7 @@ func TestJobsSurviveFailover(t *testing.T) {
 	start(t, c, 0, 1, 2)
 	_, p := converge(t, c, -1, 20*time.Second)
 	mat := admin(t, c)
-	call := func(node int, j *schema.JobRequest) *schema.JobResponse { return jobAt(t, c, mat, node, j) }
+	call := func(node int, j proto.Message) *schema.JobResponse { return jobAt(t, c, mat, node, j) }
 	const jobs = 50
 	acked := map[uint64]bool{}
 	for i := 0; i < jobs; i++ {
@@ -31,7 +33,7 @@ func TestJobsSurviveFailover(t *testing.T) {
 			payload = make([]byte, sm.MaxJobPayload)
 			copy(payload, fmt.Sprintf("job-%d", i))
 		}
-		rep := call(p, &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "q000001-", Payload: payload})
+		rep := call(p, &schema.SubmitRequest{Queue: "q000001-", Payload: payload})
 		if len(rep.GetJobs()) != 1 {
 			t.Fatalf("enqueue %d (%d bytes): %d jobs in the answer", i, len(payload), len(rep.GetJobs()))
 		}
@@ -41,7 +43,7 @@ func TestJobsSurviveFailover(t *testing.T) {
 	// stay ready (never stranded in a reply that cannot be sent).
 	claimed := 0
 	for round := 0; round < jobs && claimed < jobs; round++ {
-		rep := call(p, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "q000001-", Host: "node001", Max: jobs})
+		rep := call(p, &schema.ClaimRequest{Queue: "q000001-", Host: "node001", Max: jobs})
 		n := len(rep.GetJobs())
 		if n == 0 {
 			t.Fatalf("claim handed out nothing with %d of %d jobs unclaimed", jobs-claimed, jobs)
@@ -62,7 +64,7 @@ func TestJobsSurviveFailover(t *testing.T) {
 	got := map[uint64]bool{}
 	pages := 0
 	for after := uint64(0); ; pages++ { // the large payloads take several pages
-		rep := call(np, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: "q000001-", AfterId: after})
+		rep := call(np, &schema.ListRequest{Queue: "q000001-", AfterId: after})
 		jobs := rep.GetJobs()
 		if len(jobs) == 0 {
 			t.Fatalf("list after %d: no jobs", after)

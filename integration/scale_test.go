@@ -217,7 +217,7 @@ func wipeStandby(c *clitool.Cluster, mat *tlsconf.Material, p, s int) error {
 func waitServing(ctx context.Context, cl *jobDoer, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		_, err := cl.Do(ctx, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: fillQueue})
+		_, err := cl.Do(ctx, &schema.ListRequest{Queue: fillQueue})
 		if err == nil {
 			return nil
 		}

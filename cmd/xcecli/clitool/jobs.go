@@ -74,8 +74,9 @@ type SubmitOpts struct {
 	Count    int // > 1: that many jobs with this payload in one ENQUEUE_BATCH record
 }
 
-// BuildSubmit is the ENQUEUE request of `job submit`.
-func BuildSubmit(o SubmitOpts) (*schema.JobRequest, error) {
+// BuildSubmit is the request of `job submit`: a SubmitRequest, or with
+// --count > 1 a SubmitBatchRequest.
+func BuildSubmit(o SubmitOpts) (proto.Message, error) {
 	if o.Queue == "" {
 		return nil, errors.New("--queue is required")
 	}
@@ -98,25 +99,26 @@ func BuildSubmit(o SubmitOpts) (*schema.JobRequest, error) {
 		}
 		runAt = t.Unix()
 	}
-	req := &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
-		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}
 	if o.Count > 1 {
 		if o.Count > 1000 {
 			return nil, fmt.Errorf("--count %d: at most 1000 jobs per batch", o.Count)
 		}
-		req.Kind, req.Payload = schema.JobRequest_ENQUEUE_BATCH, nil
+		req := &schema.SubmitBatchRequest{Queue: o.Queue, Priority: o.Priority,
+			Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}
 		for i := 0; i < o.Count; i++ {
 			req.Payloads = append(req.Payloads, o.Payload)
 		}
+		return req, nil
 	}
-	return req, nil
+	return &schema.SubmitRequest{Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
+		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}, nil
 }
 
-// BuildClaim is the CLAIM request of `job claim`: up to max jobs for
+// BuildClaim is the ClaimRequest of `job claim`: up to max jobs for
 // host, waiting up to wait (a long poll, at most sm.MaxClaimWait) for one
 // to be ready, and acking the jobs of acks (ID:ATTEMPT:TERM.LSN handles)
 // first, in the same write.
-func BuildClaim(queue, host string, max int, wait time.Duration, acks []string) (*schema.JobRequest, error) {
+func BuildClaim(queue, host string, max int, wait time.Duration, acks []string) (*schema.ClaimRequest, error) {
 	switch {
 	case queue == "":
 		return nil, errors.New("--queue is required")
@@ -127,19 +129,19 @@ func BuildClaim(queue, host string, max int, wait time.Duration, acks []string) 
 	case wait < 0 || wait > sm.MaxClaimWait:
 		return nil, fmt.Errorf("--wait %v: must be between 0 and %v", wait, sm.MaxClaimWait)
 	}
-	req := &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: queue, Host: host, Max: uint32(max), WaitMs: uint32(wait / time.Millisecond)}
+	req := &schema.ClaimRequest{Queue: queue, Host: host, Max: uint32(max), WaitMs: uint32(wait / time.Millisecond)}
 	for _, a := range acks {
 		h, err := ParseHandle(a)
 		if err != nil {
 			return nil, fmt.Errorf("--ack %q: %w", a, err)
 		}
-		req.Handles = append(req.Handles, h)
+		req.Ack = append(req.Ack, h)
 	}
 	return req, nil
 }
 
-// BuildAck: one handle is ACK, several ACK_BATCH.
-func BuildAck(args []string) (*schema.JobRequest, error) {
+// BuildAck: one handle is an AckRequest, several an AckBatchRequest.
+func BuildAck(args []string) (proto.Message, error) {
 	if len(args) == 0 {
 		return nil, errors.New("ack: at least one ID:ATTEMPT:TERM.LSN handle")
 	}
@@ -152,27 +154,49 @@ func BuildAck(args []string) (*schema.JobRequest, error) {
 		hs[i] = h
 	}
 	if len(hs) == 1 {
-		return &schema.JobRequest{Kind: schema.JobRequest_ACK, Handle: hs[0]}, nil
+		return &schema.AckRequest{Handle: hs[0]}, nil
 	}
-	return &schema.JobRequest{Kind: schema.JobRequest_ACK_BATCH, Handles: hs}, nil
+	return &schema.AckBatchRequest{Handles: hs}, nil
 }
 
-// BuildHandleOp is HEARTBEAT, RETRY or FAIL of one handle.
-func BuildHandleOp(kind schema.JobRequest_Kind, handle, errMsg string) (*schema.JobRequest, error) {
+// BuildHandleOp is the heartbeat, retry or fail (kind) of one handle:
+// the HeartbeatRequest, RetryRequest or FailRequest. A heartbeat carries
+// no error text: errMsg must be empty.
+func BuildHandleOp(kind sm.JobKind, handle, errMsg string) (proto.Message, error) {
 	h, err := ParseHandle(handle)
 	if err != nil {
 		return nil, err
 	}
-	return &schema.JobRequest{Kind: kind, Handle: h, Error: errMsg}, nil
+	switch kind {
+	case sm.JobHeartbeat:
+		if errMsg != "" {
+			return nil, errors.New("a heartbeat carries no error text")
+		}
+		return &schema.HeartbeatRequest{Handle: h}, nil
+	case sm.JobRetry:
+		return &schema.RetryRequest{Handle: h, Error: errMsg}, nil
+	case sm.JobFail:
+		return &schema.FailRequest{Handle: h, Error: errMsg}, nil
+	}
+	return nil, fmt.Errorf("%s is not an operation on a handle", kind)
 }
 
-// BuildIDOp is CANCEL, GET or REDRIVE of a job id.
-func BuildIDOp(kind schema.JobRequest_Kind, id string) (*schema.JobRequest, error) {
+// BuildIDOp is the cancel, get or redrive (kind) of a job id: the
+// CancelRequest, GetRequest or RedriveRequest.
+func BuildIDOp(kind sm.JobKind, id string) (proto.Message, error) {
 	n, err := parseJobID(id)
 	if err != nil {
 		return nil, err
 	}
-	return &schema.JobRequest{Kind: kind, Id: n}, nil
+	switch kind {
+	case sm.JobCancel:
+		return &schema.CancelRequest{Id: n}, nil
+	case sm.JobGet:
+		return &schema.GetRequest{Id: n}, nil
+	case sm.JobRedrive:
+		return &schema.RedriveRequest{Id: n}, nil
+	}
+	return nil, fmt.Errorf("%s is not an operation on a job id", kind)
 }
 
 // RegisterOpts are the flags of `schedule register`.
@@ -183,9 +207,9 @@ type RegisterOpts struct {
 	Expires           time.Duration // lifetime of each fired job, 0 = never
 }
 
-// BuildRegister is the REGISTER request (an upsert) of `schedule register`.
+// BuildRegister is the RegisterScheduleRequest (an upsert) of `schedule register`.
 // The spec is checked by the primary ("@every <n>s|m|h|d" only).
-func BuildRegister(o RegisterOpts) (*schema.JobRequest, error) {
+func BuildRegister(o RegisterOpts) (*schema.RegisterScheduleRequest, error) {
 	switch {
 	case o.Name == "":
 		return nil, errors.New("schedule name is required")
@@ -198,7 +222,7 @@ func BuildRegister(o RegisterOpts) (*schema.JobRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: o.Name, Spec: o.Spec, Queue: o.Queue, Payload: o.Payload,
+	return &schema.RegisterScheduleRequest{Name: o.Name, Spec: o.Spec, Queue: o.Queue, Payload: o.Payload,
 		Fire: &schema.WalFireOpts{Priority: o.Priority, ExpiresS: exp}}, nil
 }
 
@@ -229,25 +253,26 @@ type SweepView struct {
 	Deleted uint32 `json:"deleted"`
 }
 
-type shower func(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error
+type shower func(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error
 
 func showJobs(withHandle bool) shower {
-	return func(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
+	return func(w io.Writer, output string, _ proto.Message, res *schema.JobResponse) error {
 		return printJobsAs(w, output, res.GetJobs(), withHandle)
 	}
 }
 
 // showSubmit prints a submit's new job; a batch's answer names its jobs
 // by id alone, one line each.
-func showSubmit(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
-	if req.GetKind() != schema.JobRequest_ENQUEUE_BATCH {
+func showSubmit(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error {
+	batch, ok := req.(*schema.SubmitBatchRequest)
+	if !ok {
 		return printJobsAs(w, output, res.GetJobs(), false)
 	}
 	if output == "json" {
-		return writeJSON(w, SubmittedView{Queue: req.GetQueue(), IDs: res.GetIds()})
+		return writeJSON(w, SubmittedView{Queue: batch.GetQueue(), IDs: res.GetIds()})
 	}
 	for _, id := range res.GetIds() {
-		if _, err := fmt.Fprintf(w, "submitted job %d to %s\n", id, req.GetQueue()); err != nil {
+		if _, err := fmt.Fprintf(w, "submitted job %d to %s\n", id, batch.GetQueue()); err != nil {
 			return err
 		}
 	}
@@ -255,7 +280,7 @@ func showSubmit(w io.Writer, output string, req *schema.JobRequest, res *schema.
 }
 
 // showOK prints ok (a refusal is the error of Send: ErrRefused).
-func showOK(w io.Writer, output string, _ *schema.JobRequest, _ *schema.JobResponse) error {
+func showOK(w io.Writer, output string, _ proto.Message, _ *schema.JobResponse) error {
 	if output == "json" {
 		return writeJSON(w, OKView{OK: true})
 	}
@@ -271,11 +296,12 @@ func okWord(ok bool) string {
 }
 
 // ackResults is the outcome of each handle req acks, and the refused ones.
-func ackResults(req *schema.JobRequest, res *schema.JobResponse) (OKView, []string) {
+func ackResults(req proto.Message, res *schema.JobResponse) (OKView, []string) {
 	oks := res.GetOks()
-	v := OKView{OK: len(oks) == len(req.GetHandles())}
+	hs := acked(req)
+	v := OKView{OK: len(oks) == len(hs)}
 	var refused []string
-	for i, h := range req.GetHandles() {
+	for i, h := range hs {
 		ok := i < len(oks) && oks[i]
 		v.Results = append(v.Results, HandleResult{Handle: FormatHandle(h), OK: ok})
 		if !ok {
@@ -284,6 +310,17 @@ func ackResults(req *schema.JobRequest, res *schema.JobResponse) (OKView, []stri
 		}
 	}
 	return v, refused
+}
+
+// acked is the handles req acks: an ack batch's, a claim's acks.
+func acked(req proto.Message) []*schema.WalHandle {
+	switch r := req.(type) {
+	case *schema.AckBatchRequest:
+		return r.GetHandles()
+	case *schema.ClaimRequest:
+		return r.GetAck()
+	}
+	return nil
 }
 
 // printAckResults writes one "HANDLE ok|refused" line per handle.
@@ -305,7 +342,7 @@ func refusedErr(refused []string) error {
 }
 
 // showAckBatch prints one line per handle; any refusal is ErrRefused.
-func showAckBatch(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+func showAckBatch(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error {
 	v, refused := ackResults(req, res)
 	var err error
 	if output == "json" {
@@ -328,8 +365,8 @@ type ClaimView struct {
 
 // showClaim prints the claimed jobs with their handles; with acks, their
 // outcomes first (any refusal is ErrRefused, the jobs printed all the same).
-func showClaim(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
-	if len(req.GetHandles()) == 0 {
+func showClaim(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error {
+	if len(acked(req)) == 0 {
 		return printJobsAs(w, output, res.GetJobs(), true)
 	}
 	v, refused := ackResults(req, res)
@@ -349,7 +386,7 @@ func showClaim(w io.Writer, output string, req *schema.JobRequest, res *schema.J
 	return refusedErr(refused)
 }
 
-func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *schema.JobResponse) error {
+func showSweep(w io.Writer, output string, _ proto.Message, res *schema.JobResponse) error {
 	v := SweepView{Moved: res.GetMoved(), Deleted: res.GetDeleted()}
 	if output == "json" {
 		return writeJSON(w, v)
@@ -358,10 +395,11 @@ func showSweep(w io.Writer, output string, _ *schema.JobRequest, res *schema.Job
 	return err
 }
 
-func showGet(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
+func showGet(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error {
 	jobs := res.GetJobs()
 	if len(jobs) == 0 {
-		return fmt.Errorf("job %d not found", req.GetId())
+		g, _ := req.(*schema.GetRequest) // nil for another: its getters answer zero
+		return fmt.Errorf("job %d not found", g.GetId())
 	}
 	if output == "json" {
 		return writeJSON(w, ViewOf(jobs[0]))
@@ -385,7 +423,7 @@ func (e *jobEnv) persistent(cmd *cobra.Command) {
 }
 
 // run sends req to the primary and prints the result with show.
-func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {
+func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req proto.Message, show shower) error {
 	return e.runPages(ctx, cmd, req, show) // one page unless a listing says more
 }
 
@@ -394,7 +432,7 @@ func (e *jobEnv) run(ctx context.Context, cmd *cobra.Command, req *schema.JobReq
 // together. Each page is
 // consistent on its own; a job changing between pages may show its
 // older or newer state.
-func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req *schema.JobRequest, show shower) error {
+func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req proto.Message, show shower) error {
 	if err := checkOutput(e.output); err != nil {
 		return err
 	}
@@ -415,10 +453,11 @@ func (e *jobEnv) runPages(ctx context.Context, cmd *cobra.Command, req *schema.J
 			all.Jobs = append(all.Jobs, res.GetJobs()...)
 		}
 		jobs := res.GetJobs()
-		if !res.GetMore() || len(jobs) == 0 {
+		list, ok := req.(*schema.ListRequest)
+		if !ok || !res.GetMore() || len(jobs) == 0 {
 			break
 		}
-		next := proto.Clone(req).(*schema.JobRequest)
+		next := proto.Clone(list).(*schema.ListRequest)
 		next.AfterId = jobs[len(jobs)-1].GetId()
 		req = next
 	}
@@ -515,14 +554,14 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if req.GetKind() == schema.JobRequest_ACK_BATCH {
+			if _, ok := req.(*schema.AckBatchRequest); ok {
 				return e.run(ctx, cmd, req, showAckBatch)
 			}
 			return e.run(ctx, cmd, req, showOK)
 		},
 	}
 
-	handleOp := func(use, short string, kind schema.JobRequest_Kind, withError bool) *cobra.Command {
+	handleOp := func(use, short string, kind sm.JobKind, withError bool) *cobra.Command {
 		var msg string
 		cmd := &cobra.Command{
 			Use:   use,
@@ -541,7 +580,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 		}
 		return cmd
 	}
-	idOp := func(use, short string, kind schema.JobRequest_Kind, show shower) *cobra.Command {
+	idOp := func(use, short string, kind sm.JobKind, show shower) *cobra.Command {
 		return &cobra.Command{
 			Use:   use,
 			Short: short,
@@ -565,7 +604,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			if lq == "" {
 				return errors.New("--queue is required")
 			}
-			return e.runPages(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_LIST, Queue: lq}, showJobs(false))
+			return e.runPages(ctx, cmd, &schema.ListRequest{Queue: lq}, showJobs(false))
 		},
 	}
 	list.Flags().StringVar(&lq, "queue", "", "queue name (lost_and_found lists the jobs recovery routed there)")
@@ -576,18 +615,18 @@ func jobCmd(ctx context.Context) *cobra.Command {
 		Short: "dead-letter expired jobs (pending and processing) and delete dead jobs past retention",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_SWEEP}, showSweep)
+			return e.run(ctx, cmd, &schema.SweepRequest{}, showSweep)
 		},
 	}
 
 	root.AddCommand(submit, claim, ack,
-		handleOp("heartbeat HANDLE", "extend a claim by the job's visibility timeout; ok or refused", schema.JobRequest_HEARTBEAT, false),
-		handleOp("retry HANDLE [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", schema.JobRequest_RETRY, true),
-		handleOp("fail HANDLE [--error MSG]", "dead-letter a claimed job; ok or refused", schema.JobRequest_FAIL, true),
-		idOp("cancel ID", "delete a pending job (a processing or dead one is refused); ok or refused", schema.JobRequest_CANCEL, showOK),
-		idOp("get ID", "every field of a job, dead ones included", schema.JobRequest_GET, showGet),
+		handleOp("heartbeat HANDLE", "extend a claim by the job's visibility timeout; ok or refused", sm.JobHeartbeat, false),
+		handleOp("retry HANDLE [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", sm.JobRetry, true),
+		handleOp("fail HANDLE [--error MSG]", "dead-letter a claimed job; ok or refused", sm.JobFail, true),
+		idOp("cancel ID", "delete a pending job (a processing or dead one is refused); ok or refused", sm.JobCancel, showOK),
+		idOp("get ID", "every field of a job, dead ones included", sm.JobGet, showGet),
 		list,
-		idOp("redrive ID", "move a dead job back to pending with a fresh attempt budget; ok or refused", schema.JobRequest_REDRIVE, showOK),
+		idOp("redrive ID", "move a dead job back to pending with a fresh attempt budget; ok or refused", sm.JobRedrive, showOK),
 		sweep)
 	return root
 }
@@ -634,7 +673,7 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 		Short: "remove a schedule; ok, or refused if there is none of that name",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_UNREGISTER, Name: args[0]}, showOK)
+			return e.run(ctx, cmd, &schema.UnregisterScheduleRequest{Name: args[0]}, showOK)
 		},
 	}
 	tick := &cobra.Command{
@@ -642,7 +681,7 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 		Short: "fire every due schedule now; prints the jobs fired",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.run(ctx, cmd, &schema.JobRequest{Kind: schema.JobRequest_TICK}, showJobs(false))
+			return e.run(ctx, cmd, &schema.TickRequest{}, showJobs(false))
 		},
 	}
 	root.AddCommand(register, unregister, tick)

@@ -2,6 +2,7 @@ package clitool
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
+	"xce/sm"
 )
 
 func TestParseHandle(t *testing.T) {
@@ -62,7 +64,7 @@ func TestBuildSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &schema.JobRequest{Kind: schema.JobRequest_ENQUEUE, Queue: "batch", Payload: []byte("x"), Priority: 5, Delay: 30,
+	want := &schema.SubmitRequest{Queue: "batch", Payload: []byte("x"), Priority: 5, Delay: 30,
 		Expires: 3600, Host: "node001", Resource: 1}
 	if !proto.Equal(req, want) {
 		t.Fatalf("got %v want %v", req, want)
@@ -71,8 +73,17 @@ func TestBuildSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.GetRunAt() != time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Unix() || req.GetDelay() != 0 {
+	if sr, ok := req.(*schema.SubmitRequest); !ok || sr.GetRunAt() != time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Unix() || sr.GetDelay() != 0 {
 		t.Fatalf("run-at: %v", req)
+	}
+	// --count: one batch of that many payloads, the same options.
+	req, err = BuildSubmit(SubmitOpts{Queue: "batch", Payload: []byte("x"), Priority: 5, Host: "node001", Count: 3})
+	wantBatch := &schema.SubmitBatchRequest{Queue: "batch", Payloads: [][]byte{[]byte("x"), []byte("x"), []byte("x")}, Priority: 5, Host: "node001"}
+	if err != nil || !proto.Equal(req, wantBatch) {
+		t.Fatalf("batch: got %v, %v; want %v", req, err, wantBatch)
+	}
+	if _, err := BuildSubmit(SubmitOpts{Queue: "batch", Count: 1001}); err == nil {
+		t.Error("a batch of 1001 accepted")
 	}
 	for name, o := range map[string]SubmitOpts{
 		"no queue":         {},
@@ -90,12 +101,11 @@ func TestBuildSubmit(t *testing.T) {
 
 func TestBuildOthers(t *testing.T) {
 	req, err := BuildAck([]string{"5:2:1.9"})
-	if err != nil || req.GetKind() != schema.JobRequest_ACK || FormatHandle(req.GetHandle()) != "5:2:1.9" || len(req.GetHandles()) != 0 {
+	if a, ok := req.(*schema.AckRequest); err != nil || !ok || FormatHandle(a.GetHandle()) != "5:2:1.9" {
 		t.Fatalf("ack one: %v %v", req, err)
 	}
 	req, err = BuildAck([]string{"5:2:1.9", "6:1:1.9"})
-	if err != nil || req.GetKind() != schema.JobRequest_ACK_BATCH || len(req.GetHandles()) != 2 || req.GetHandle() != nil ||
-		FormatHandle(req.GetHandles()[1]) != "6:1:1.9" {
+	if b, ok := req.(*schema.AckBatchRequest); err != nil || !ok || len(b.GetHandles()) != 2 || FormatHandle(b.GetHandles()[1]) != "6:1:1.9" {
 		t.Fatalf("ack batch: %v %v", req, err)
 	}
 	if _, err := BuildAck([]string{"5:2:1.9", "x"}); err == nil {
@@ -105,14 +115,14 @@ func TestBuildOthers(t *testing.T) {
 		t.Fatal("empty ack accepted")
 	}
 
-	req, err = BuildClaim("gpu", "node001", 4, 0, nil)
-	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "gpu", Host: "node001", Max: 4}) {
-		t.Fatalf("claim: %v %v", req, err)
+	claim, err := BuildClaim("gpu", "node001", 4, 0, nil)
+	if err != nil || !proto.Equal(claim, &schema.ClaimRequest{Queue: "gpu", Host: "node001", Max: 4}) {
+		t.Fatalf("claim: %v %v", claim, err)
 	}
-	req, err = BuildClaim("gpu", "node001", 4, 1500*time.Millisecond, []string{"5:2:1.9", "6:1:1.9"})
-	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_CLAIM, Queue: "gpu", Host: "node001", Max: 4, WaitMs: 1500,
-		Handles: []*schema.WalHandle{{Id: 5, Attempt: 2, ClaimTerm: 1, ClaimLsn: 9}, {Id: 6, Attempt: 1, ClaimTerm: 1, ClaimLsn: 9}}}) {
-		t.Fatalf("claim with wait and acks: %v %v", req, err)
+	claim, err = BuildClaim("gpu", "node001", 4, 1500*time.Millisecond, []string{"5:2:1.9", "6:1:1.9"})
+	if err != nil || !proto.Equal(claim, &schema.ClaimRequest{Queue: "gpu", Host: "node001", Max: 4, WaitMs: 1500,
+		Ack: []*schema.WalHandle{{Id: 5, Attempt: 2, ClaimTerm: 1, ClaimLsn: 9}, {Id: 6, Attempt: 1, ClaimTerm: 1, ClaimLsn: 9}}}) {
+		t.Fatalf("claim with wait and acks: %v %v", claim, err)
 	}
 	for _, c := range []struct {
 		queue, host string
@@ -126,32 +136,52 @@ func TestBuildOthers(t *testing.T) {
 		}
 	}
 
-	req, err = BuildHandleOp(schema.JobRequest_RETRY, "3:1:2.8", "disk full")
-	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_RETRY, Handle: &schema.WalHandle{Id: 3, Attempt: 1, ClaimTerm: 2, ClaimLsn: 8}, Error: "disk full"}) {
+	req, err = BuildHandleOp(sm.JobRetry, "3:1:2.8", "disk full")
+	if err != nil || !proto.Equal(req, &schema.RetryRequest{Handle: &schema.WalHandle{Id: 3, Attempt: 1, ClaimTerm: 2, ClaimLsn: 8}, Error: "disk full"}) {
 		t.Fatalf("retry: %v %v", req, err)
 	}
-	if _, err := BuildHandleOp(schema.JobRequest_FAIL, "3", ""); err == nil {
+	req, err = BuildHandleOp(sm.JobFail, "3:1:2.8", "bad input")
+	if err != nil || !proto.Equal(req, &schema.FailRequest{Handle: &schema.WalHandle{Id: 3, Attempt: 1, ClaimTerm: 2, ClaimLsn: 8}, Error: "bad input"}) {
+		t.Fatalf("fail: %v %v", req, err)
+	}
+	req, err = BuildHandleOp(sm.JobHeartbeat, "3:1:2.8", "")
+	if err != nil || !proto.Equal(req, &schema.HeartbeatRequest{Handle: &schema.WalHandle{Id: 3, Attempt: 1, ClaimTerm: 2, ClaimLsn: 8}}) {
+		t.Fatalf("heartbeat: %v %v", req, err)
+	}
+	if _, err := BuildHandleOp(sm.JobHeartbeat, "3:1:2.8", "why"); err == nil {
+		t.Fatal("a heartbeat with an error text accepted")
+	}
+	if _, err := BuildHandleOp(sm.JobAck, "3:1:2.8", ""); err == nil {
+		t.Fatal("an ack as a handle op accepted")
+	}
+	if _, err := BuildHandleOp(sm.JobFail, "3", ""); err == nil {
 		t.Fatal("fail without attempt accepted")
 	}
-	if _, err := BuildHandleOp(schema.JobRequest_FAIL, "3:1", ""); err == nil {
+	if _, err := BuildHandleOp(sm.JobFail, "3:1", ""); err == nil {
 		t.Fatal("fail with a handle without its claim stamp accepted")
 	}
 
-	req, err = BuildIDOp(schema.JobRequest_REDRIVE, "42")
-	if err != nil || !proto.Equal(req, &schema.JobRequest{Kind: schema.JobRequest_REDRIVE, Id: 42}) {
-		t.Fatalf("redrive: %v %v", req, err)
+	for kind, want := range map[sm.JobKind]proto.Message{sm.JobRedrive: &schema.RedriveRequest{Id: 42},
+		sm.JobCancel: &schema.CancelRequest{Id: 42}, sm.JobGet: &schema.GetRequest{Id: 42}} {
+		req, err = BuildIDOp(kind, "42")
+		if err != nil || !proto.Equal(req, want) {
+			t.Fatalf("%s: %v %v", kind, req, err)
+		}
+	}
+	if _, err := BuildIDOp(sm.JobList, "42"); err == nil {
+		t.Fatal("a list as an id op accepted")
 	}
 	for _, bad := range []string{"0", "-1", "x", "4:1"} {
-		if _, err := BuildIDOp(schema.JobRequest_GET, bad); err == nil {
+		if _, err := BuildIDOp(sm.JobGet, bad); err == nil {
 			t.Errorf("id %q accepted", bad)
 		}
 	}
 
-	req, err = BuildRegister(RegisterOpts{Name: "nightly", Spec: "@every 1d", Queue: "batch", Payload: []byte("p"), Priority: 3, Expires: 2 * time.Hour})
-	want := &schema.JobRequest{Kind: schema.JobRequest_REGISTER, Name: "nightly", Spec: "@every 1d", Queue: "batch", Payload: []byte("p"),
+	reg, err := BuildRegister(RegisterOpts{Name: "nightly", Spec: "@every 1d", Queue: "batch", Payload: []byte("p"), Priority: 3, Expires: 2 * time.Hour})
+	want := &schema.RegisterScheduleRequest{Name: "nightly", Spec: "@every 1d", Queue: "batch", Payload: []byte("p"),
 		Fire: &schema.WalFireOpts{Priority: 3, ExpiresS: 7200}}
-	if err != nil || !proto.Equal(req, want) {
-		t.Fatalf("register: %v %v", req, err)
+	if err != nil || !proto.Equal(reg, want) {
+		t.Fatalf("register: %v %v", reg, err)
 	}
 	for _, o := range []RegisterOpts{{Spec: "@every 1m", Queue: "q"}, {Name: "n", Queue: "q"}, {Name: "n", Spec: "@every 1m"},
 		{Name: "n", Spec: "@every 1m", Queue: "q", Expires: time.Millisecond}} {
@@ -317,7 +347,7 @@ func checkTable(t *testing.T, out string, want [][]string) {
 }
 
 func TestBuildDrain(t *testing.T) {
-	if r, err := BuildDrain("batch", "h1", false); err != nil || r.GetKind() != schema.JobRequest_LOST_AND_FOUND_DRAIN || r.GetQueue() != "batch" || r.GetHost() != "h1" || r.GetCancel() {
+	if r, err := BuildDrain("batch", "h1", false); err != nil || r == nil || r.GetQueue() != "batch" || r.GetHost() != "h1" || r.GetCancel() {
 		t.Fatalf("move: %v %v", r, err)
 	}
 	if r, err := BuildDrain("", "", true); err != nil || !r.GetCancel() || r.GetQueue() != "" {
@@ -331,5 +361,29 @@ func TestBuildDrain(t *testing.T) {
 		if _, err := BuildDrain(c.q, c.h, c.cancel); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("BuildDrain(%q, %q, %v): %v, want %q", c.q, c.h, c.cancel, err, c.want)
 		}
+	}
+}
+
+// Every request Send takes names its operation as the protobuf
+// JobRequest's kind did (the outcome-unknown error says it); any other
+// message is no job operation, and Send refuses it unsent.
+func TestKindOf(t *testing.T) {
+	for want, m := range map[string]proto.Message{
+		"enqueue": &schema.SubmitRequest{}, "enqueue-batch": &schema.SubmitBatchRequest{}, "claim": &schema.ClaimRequest{},
+		"ack": &schema.AckRequest{}, "ack-batch": &schema.AckBatchRequest{}, "heartbeat": &schema.HeartbeatRequest{},
+		"retry": &schema.RetryRequest{}, "fail": &schema.FailRequest{}, "cancel": &schema.CancelRequest{}, "get": &schema.GetRequest{},
+		"list": &schema.ListRequest{}, "redrive": &schema.RedriveRequest{}, "sweep": &schema.SweepRequest{}, "tick": &schema.TickRequest{},
+		"lost-and-found-drain": &schema.DrainLostAndFoundRequest{}, "register": &schema.RegisterScheduleRequest{},
+		"unregister": &schema.UnregisterScheduleRequest{},
+	} {
+		if got := KindOf(m).String(); got != want {
+			t.Errorf("KindOf(%T) = %q, want %q", m, got, want)
+		}
+	}
+	if k := KindOf(&schema.StatusRequest{}); k != 0 {
+		t.Errorf("KindOf(StatusRequest) = %v, want 0", k)
+	}
+	if _, err := Send(context.Background(), nil, &schema.StatusRequest{}); err == nil || !strings.Contains(err.Error(), "not the request of a job operation") {
+		t.Errorf("Send(StatusRequest): %v", err)
 	}
 }

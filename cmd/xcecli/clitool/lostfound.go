@@ -7,22 +7,23 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	"xce/schema"
 	"xce/sm"
 )
 
-// BuildDrain is the LOST_AND_FOUND_DRAIN request of `lost-and-found
+// BuildDrain is the DrainLostAndFoundRequest of `lost-and-found
 // drain`: move every sidelined job to toQueue (and re-pin the ones pinned
 // to the lost_and_found host to toHost, "" = any host), or cancel them.
-func BuildDrain(toQueue, toHost string, cancel bool) (*schema.JobRequest, error) {
+func BuildDrain(toQueue, toHost string, cancel bool) (*schema.DrainLostAndFoundRequest, error) {
 	switch {
 	case cancel && (toQueue != "" || toHost != ""):
 		return nil, errors.New("give --cancel, or --to-queue (and --to-host), not both")
 	case !cancel && toQueue == "":
 		return nil, errors.New("--to-queue is required (or --cancel to delete the jobs)")
 	}
-	return &schema.JobRequest{Kind: schema.JobRequest_LOST_AND_FOUND_DRAIN, Queue: toQueue, Host: toHost, Cancel: cancel}, nil
+	return &schema.DrainLostAndFoundRequest{Queue: toQueue, Host: toHost, Cancel: cancel}, nil
 }
 
 // DrainView is the JSON answer of `lost-and-found drain`.
@@ -33,8 +34,9 @@ type DrainView struct {
 	Host      string `json:"host,omitempty"`
 }
 
-func showDrain(w io.Writer, output string, req *schema.JobRequest, res *schema.JobResponse) error {
-	v := DrainView{Drained: res.GetMoved(), Cancelled: req.GetCancel(), Queue: req.GetQueue(), Host: req.GetHost()}
+func showDrain(w io.Writer, output string, req proto.Message, res *schema.JobResponse) error {
+	d, _ := req.(*schema.DrainLostAndFoundRequest) // nil for another: its getters answer zero
+	v := DrainView{Drained: res.GetMoved(), Cancelled: d.GetCancel(), Queue: d.GetQueue(), Host: d.GetHost()}
 	if output == "json" {
 		return writeJSON(w, v)
 	}

@@ -1,12 +1,13 @@
 package clitool
 
 import (
-	"connectrpc.com/connect"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"xce/adapters/tlsconf"
 	"xce/client"
@@ -14,69 +15,105 @@ import (
 	"xce/sm"
 )
 
-// Send runs the job operation req (the form xcecli's commands build)
-// through the API call of its kind. The errors are package client's: a
-// *client.NodeError for the node's refusal, client.ErrOutcomeUnknown,
-// client.ErrNoPrimary.
-func Send(ctx context.Context, cl *client.Client, req *schema.JobRequest) (*schema.JobResponse, error) {
+// Send runs the job operation req, the API request message of its call
+// (the form xcecli's commands build: *schema.SubmitRequest,
+// *schema.ClaimRequest, ...; KindOf names them), through that call. The
+// errors are package client's: a *client.NodeError for the node's
+// refusal, client.ErrOutcomeUnknown, client.ErrNoPrimary.
+func Send(ctx context.Context, cl *client.Client, req proto.Message) (*schema.JobResponse, error) {
 	rep, err := send(ctx, cl, req)
 	var ne *client.NodeError
 	switch {
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		// Not retried elsewhere: a blind retry could apply it twice.
-		return nil, fmt.Errorf("%s: %w (check with job get / job list)", kindName(req.GetKind()), err)
+		return nil, fmt.Errorf("%s: %w (check with job get / job list)", KindOf(req), err)
 	case errors.As(err, &ne) && ne.Code() == connect.CodeFailedPrecondition:
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return rep, err
 }
 
-func send(ctx context.Context, cl *client.Client, r *schema.JobRequest) (*schema.JobResponse, error) {
-	switch r.GetKind() {
-	case schema.JobRequest_ENQUEUE:
-		return cl.Submit(ctx, &schema.SubmitRequest{Queue: r.GetQueue(), Payload: r.GetPayload(), Priority: r.GetPriority(), Delay: r.GetDelay(),
-			RunAt: r.GetRunAt(), Expires: r.GetExpires(), Resource: r.GetResource(), Host: r.GetHost()})
-	case schema.JobRequest_ENQUEUE_BATCH:
-		return cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: r.GetQueue(), Payloads: r.GetPayloads(), Priority: r.GetPriority(), Delay: r.GetDelay(),
-			RunAt: r.GetRunAt(), Expires: r.GetExpires(), Resource: r.GetResource(), Host: r.GetHost()})
-	case schema.JobRequest_CLAIM:
-		return cl.Claim(ctx, &schema.ClaimRequest{Queue: r.GetQueue(), Host: r.GetHost(), Max: r.GetMax(), WaitMs: r.GetWaitMs(), Ack: r.GetHandles()})
-	case schema.JobRequest_ACK:
-		return cl.Ack(ctx, &schema.AckRequest{Handle: r.GetHandle()})
-	case schema.JobRequest_ACK_BATCH:
-		return cl.AckBatch(ctx, &schema.AckBatchRequest{Handles: r.GetHandles()})
-	case schema.JobRequest_HEARTBEAT:
-		return cl.Heartbeat(ctx, &schema.HeartbeatRequest{Handle: r.GetHandle()})
-	case schema.JobRequest_RETRY:
-		return cl.Retry(ctx, &schema.RetryRequest{Handle: r.GetHandle(), Error: r.GetError()})
-	case schema.JobRequest_FAIL:
-		return cl.Fail(ctx, &schema.FailRequest{Handle: r.GetHandle(), Error: r.GetError()})
-	case schema.JobRequest_CANCEL:
-		return cl.Cancel(ctx, &schema.CancelRequest{Id: r.GetId()})
-	case schema.JobRequest_GET:
-		return cl.Get(ctx, &schema.GetRequest{Id: r.GetId()})
-	case schema.JobRequest_LIST:
-		return cl.List(ctx, &schema.ListRequest{Queue: r.GetQueue(), AfterId: r.GetAfterId()})
-	case schema.JobRequest_REDRIVE:
-		return cl.Redrive(ctx, &schema.RedriveRequest{Id: r.GetId()})
-	case schema.JobRequest_SWEEP:
-		return cl.Sweep(ctx, &schema.SweepRequest{})
-	case schema.JobRequest_TICK:
-		return cl.Tick(ctx, &schema.TickRequest{})
-	case schema.JobRequest_LOST_AND_FOUND_DRAIN:
-		return cl.DrainLostAndFound(ctx, &schema.DrainLostAndFoundRequest{Queue: r.GetQueue(), Host: r.GetHost(), Cancel: r.GetCancel()})
-	case schema.JobRequest_REGISTER:
-		return cl.RegisterSchedule(ctx, &schema.RegisterScheduleRequest{Name: r.GetName(), Spec: r.GetSpec(), Queue: r.GetQueue(),
-			Payload: r.GetPayload(), Fire: r.GetFire()})
-	case schema.JobRequest_UNREGISTER:
-		return cl.UnregisterSchedule(ctx, &schema.UnregisterScheduleRequest{Name: r.GetName()})
+func send(ctx context.Context, cl *client.Client, req proto.Message) (*schema.JobResponse, error) {
+	switch r := req.(type) {
+	case *schema.SubmitRequest:
+		return cl.Submit(ctx, r)
+	case *schema.SubmitBatchRequest:
+		return cl.SubmitBatch(ctx, r)
+	case *schema.ClaimRequest:
+		return cl.Claim(ctx, r)
+	case *schema.AckRequest:
+		return cl.Ack(ctx, r)
+	case *schema.AckBatchRequest:
+		return cl.AckBatch(ctx, r)
+	case *schema.HeartbeatRequest:
+		return cl.Heartbeat(ctx, r)
+	case *schema.RetryRequest:
+		return cl.Retry(ctx, r)
+	case *schema.FailRequest:
+		return cl.Fail(ctx, r)
+	case *schema.CancelRequest:
+		return cl.Cancel(ctx, r)
+	case *schema.GetRequest:
+		return cl.Get(ctx, r)
+	case *schema.ListRequest:
+		return cl.List(ctx, r)
+	case *schema.RedriveRequest:
+		return cl.Redrive(ctx, r)
+	case *schema.SweepRequest:
+		return cl.Sweep(ctx, r)
+	case *schema.TickRequest:
+		return cl.Tick(ctx, r)
+	case *schema.DrainLostAndFoundRequest:
+		return cl.DrainLostAndFound(ctx, r)
+	case *schema.RegisterScheduleRequest:
+		return cl.RegisterSchedule(ctx, r)
+	case *schema.UnregisterScheduleRequest:
+		return cl.UnregisterSchedule(ctx, r)
 	default:
-		return nil, fmt.Errorf("job operation %s has no API call", r.GetKind())
+		return nil, fmt.Errorf("%T is not the request of a job operation", req)
 	}
 }
 
-func kindName(k schema.JobRequest_Kind) string {
-	return strings.ToLower(strings.ReplaceAll(k.String(), "_", "-"))
+// KindOf is the job operation whose API request req is; 0 (named
+// "job-op?") for any other message.
+func KindOf(req proto.Message) sm.JobKind {
+	switch req.(type) {
+	case *schema.SubmitRequest:
+		return sm.JobEnqueue
+	case *schema.SubmitBatchRequest:
+		return sm.JobEnqueueBatch
+	case *schema.ClaimRequest:
+		return sm.JobClaim
+	case *schema.AckRequest:
+		return sm.JobAck
+	case *schema.AckBatchRequest:
+		return sm.JobAckBatch
+	case *schema.HeartbeatRequest:
+		return sm.JobHeartbeat
+	case *schema.RetryRequest:
+		return sm.JobRetry
+	case *schema.FailRequest:
+		return sm.JobFail
+	case *schema.CancelRequest:
+		return sm.JobCancel
+	case *schema.GetRequest:
+		return sm.JobGet
+	case *schema.ListRequest:
+		return sm.JobList
+	case *schema.RedriveRequest:
+		return sm.JobRedrive
+	case *schema.SweepRequest:
+		return sm.JobSweep
+	case *schema.TickRequest:
+		return sm.JobTick
+	case *schema.DrainLostAndFoundRequest:
+		return sm.JobDrainLostAndFound
+	case *schema.RegisterScheduleRequest:
+		return sm.JobRegister
+	case *schema.UnregisterScheduleRequest:
+		return sm.JobUnregister
+	}
+	return 0
 }
 
 // FetchConfig asks the peers for the running config and returns the first
