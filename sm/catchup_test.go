@@ -323,16 +323,23 @@ func TestCatchUpOfManyMiBGoesWithFlowControl(t *testing.T) {
 // completion starts nothing more — no rename of the primary's snapshot
 // into data/snap under the recovery, which would mix that history with
 // the one the new primary writes.
-func TestPromotionStopsStandbyInstall(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.SeedMode = true })
-	s, other := (p+1)%3, (p+2)%3
-	enqueueN(t, h, p, 5, 100)
-	// s loses its disk and syncs again from nothing: by snapshot.
+// loseDisk kills node s and gives it a new process on a new disk that
+// holds only the installed config (not booted yet).
+func loseDisk(t *testing.T, h *harness, s int) *hnode {
+	t.Helper()
 	h.kill(s)
 	hn := h.node(s)
 	hn.disk = simdisk.New()
 	install(t, hn.disk, testConfig(t, "Q", 2), epoch)
 	h.newProcess(hn)
+	return hn
+}
+
+func TestPromotionStopsStandbyInstall(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.SeedMode = true })
+	s, other := (p+1)%3, (p+2)%3
+	enqueueN(t, h, p, 5, 100)
+	hn := loseDisk(t, h, s) // s syncs again from nothing: by snapshot
 	var held []sm.Input
 	var readID uint64
 	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
@@ -413,11 +420,7 @@ func TestStandbyWithStalledSnapshotTransferAsksAgain(t *testing.T) {
 	h, p := threeNodesWith(t, func(o *sm.Options) { o.SeedMode = true; o.SnapshotChunk = 64 })
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 5, 100)
-	h.kill(s)
-	hn := h.node(s)
-	hn.disk = simdisk.New()
-	install(t, hn.disk, testConfig(t, "Q", 2), epoch)
-	h.newProcess(hn)
+	hn := loseDisk(t, h, s)
 	cut := false
 	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
 		if i != s || cut {
