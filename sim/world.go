@@ -268,15 +268,16 @@ type World struct {
 	s4          s4State
 	faultsOff   bool // no crashes at effect boundaries (tests that want a clean run)
 	wl          *workload
-	final       []queue.Job   // the jobs recovered after the final restart of every node
-	ec          electionCheck // election safety, leader completeness
-	hc          handleCheck   // handles and ids name one history (S8)
-	rc          roundCheck    // heartbeat round echoes are genuine (S9)
-	cc          chainCheck    // the canonical chain (chain.go)
-	ans         answerCheck   // S4 judged on answers (answers.go)
-	js          jobStateCheck // recovery replay, S6 on live state (jobstate.go)
-	sx          syncCheck     // acks and records judged by their sync (synccheck.go)
-	bf          blindFaults   // message corruption, live conf/ rot, upgrades (corrupt.go)
+	final       []queue.Job     // the jobs recovered after the final restart of every node
+	ec          electionCheck   // election safety, leader completeness
+	hc          handleCheck     // handles and ids name one history (S8)
+	rc          roundCheck      // heartbeat round echoes are genuine (S9)
+	pc          provenanceCheck // a standby logs only its primary's records (S10)
+	cc          chainCheck      // the canonical chain (chain.go)
+	ans         answerCheck     // S4 judged on answers (answers.go)
+	js          jobStateCheck   // recovery replay, S6 on live state (jobstate.go)
+	sx          syncCheck       // acks and records judged by their sync (synccheck.go)
+	bf          blindFaults     // message corruption, live conf/ rot, upgrades (corrupt.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -730,6 +731,7 @@ type simHost struct {
 func (h simHost) Stepped(in sm.Input, effs []sm.Effect) bool {
 	h.w.checkStep(h.nd, in, effs)
 	h.w.checkSyncs(h.nd, in, effs)
+	h.w.checkProvenance(h.nd, in, effs)
 	h.w.checkSweepDue(h.nd, in)
 	h.w.checkConfigIssued(h.nd, effs)
 	h.w.strikeLogWork(h.nd, effs)

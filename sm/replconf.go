@@ -141,18 +141,27 @@ func (s serveConfig) String() string {
 
 func (s serveConfig) resume(n *Node, r result) {
 	cfg, from, d := s.cfg, s.to, r.IODone
-	if n.role != RolePrimary || n.conf.cfg != cfg {
-		return // lost the role or the config changed meanwhile; the standby retries
-	}
-	if d.Err != IOOK {
+	// A failed read is said whatever happened meanwhile (an error is
+	// never swallowed, S7: seed 5083, where the primary stepped down
+	// while the read was in flight); only a primary still running cfg
+	// answers and repairs its copy, and otherwise the standby retries.
+	serving := n.role == RolePrimary && n.conf.cfg == cfg
+	refusal := ""
+	switch {
+	case d.Err != IOOK:
 		n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", ConfDir+"/"+cfg.name, n.peerName(from), d.Err, d.Detail))
-		n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "cannot read config"})
-		n.conf.repair()
+		refusal = "cannot read config"
+	case !serving:
+		return
+	case sha256.Sum256(d.Data) != cfg.sum:
+		n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
+		refusal = "config file changed since startup"
+	}
+	if !serving {
 		return
 	}
-	if sha256.Sum256(d.Data) != cfg.sum {
-		n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
-		n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: "config file changed since startup"})
+	if refusal != "" {
+		n.el.send(from, Msg{Type: MsgReplConfigReply, ReqID: s.reqID, Status: StatusEIO, Error: refusal})
 		n.conf.repair()
 		return
 	}
