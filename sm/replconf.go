@@ -151,9 +151,7 @@ func (s serveConfig) resume(n *Node, r result) {
 	case d.Err != IOOK:
 		n.log(Error, "conf.serve-read", fmt.Sprintf("cannot re-read '%s' for %s: %s %s", ConfDir+"/"+cfg.name, n.peerName(from), d.Err, d.Detail))
 		refusal = "cannot read config"
-	case !serving:
-		return
-	case sha256.Sum256(d.Data) != cfg.sum:
+	case serving && sha256.Sum256(d.Data) != cfg.sum:
 		n.log(Error, "conf.serve-mismatch", "Config file changed since startup — refusing to send stale hash")
 		refusal = "config file changed since startup"
 	}
