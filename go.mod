@@ -1,4 +1,4 @@
-module xce
+module github.com/xce-hpc/xce
 
 go 1.26.0
 

@@ -3,8 +3,8 @@ package client
 import (
 	"context"
 
-	"xce/schema"
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // The API's calls, one per RPC of the Xce service (schema/api.proto). A

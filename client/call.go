@@ -12,8 +12,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // kind is what a call may do, which decides what happens after a lost

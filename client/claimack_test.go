@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // ackResults answers a job request with one job and, per handle it

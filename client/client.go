@@ -46,7 +46,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
 )
 
 // Defaults for the zero Options.

@@ -11,12 +11,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport/fakenodes"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport/fakenodes"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Each fake node serves the real API handler (package api) in front of

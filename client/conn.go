@@ -10,10 +10,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/tlsconf"
-	"xce/schema"
-	"xce/schema/schemaconnect"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // node is the kept connection to one controller: HTTP/2 over mutual TLS,

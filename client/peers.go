@@ -1,8 +1,8 @@
 package client
 
 import (
-	"xce/adapters/tlsconf"
-	"xce/peerlist"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/peerlist"
 )
 
 // NewFromFlag is the client of a --peers string, as every xce program

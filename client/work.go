@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // Worker claims over one Work stream (schema/api.proto): each Claim is

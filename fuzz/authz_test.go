@@ -8,11 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/adapters/authz"
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // FuzzAuthorize: the authorisation decision (issue 8 build 1) on any

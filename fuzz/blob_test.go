@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 var (

@@ -12,12 +12,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/adapters/api"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/schema/confyaml"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/api"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/confyaml"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The doors (issue 8 build 7): what a client, a connecting node or an

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 var pointerErrs = []error{sm.ErrPointerEmpty, sm.ErrPointerSeparator, sm.ErrPointerPrefix, sm.ErrPointerSuffix}

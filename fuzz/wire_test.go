@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
-	"xce/adapters/wire"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/sm"
 )
 
 var frameErrs = []error{wire.ErrBadFrame, wire.ErrFrameTooBig}

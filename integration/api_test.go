@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 // apiJob is the JSON of a job in an answer (the fields checked here).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 // toolAs runs an xce binary (xcecli, xce-config) against the cluster with

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xcecli/clitool"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A standby whose conf/current is corrupt, empty, holds a path separator

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 type faultCluster struct {

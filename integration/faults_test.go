@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 // since is how long ago (history time) at was, for logs.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 // Three processes started together end with exactly one primary, n0, and

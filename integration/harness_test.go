@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // binDir holds xcecontroller, xcecli and xce-config, built by TestMain.

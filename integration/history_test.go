@@ -20,9 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 
 	"connectrpc.com/connect"
 )

@@ -28,11 +28,11 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // The bounds an attack is held to (issue 20, Build).

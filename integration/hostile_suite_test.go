@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // reportFlood logs a flood's row and fails the test with each failure.

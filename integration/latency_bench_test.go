@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // BenchmarkSubmitLatency times single Submits one after another from one

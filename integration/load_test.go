@@ -20,9 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // loadSpec is one load: Jobs jobs (0: until stop is called) of Payload

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func TestLongPollClaimOverTheAPI(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func report(t testing.TB, what string, ds []time.Duration, target string) {

@@ -19,10 +19,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // Metrics and health on three real processes with --metrics-addr:

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/cmd/xcecli/clitool"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // nodePID finds node i's running xcecontroller among /proc's processes by

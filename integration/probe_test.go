@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/schema"
 )
 
 type probeSample struct {

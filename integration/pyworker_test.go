@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func TestPythonWorker(t *testing.T) {

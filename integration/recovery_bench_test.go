@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Recovery of a million queued jobs by a real process (issue 9 target:

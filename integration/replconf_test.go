@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // test_standby_receives_config_on_first_boot: a fresh standby with no

@@ -24,9 +24,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 var (

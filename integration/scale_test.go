@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // The queues of the scale load and of the single-record filler that drives

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // BenchmarkQueueThroughput is the load generator of DESIGN §6's queue

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/cmd/xcecli/clitool"
-	"xce/schema"
-	"xce/schema/schemaconnect"
-	"xce/sm"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
 
 	"connectrpc.com/connect"
 )

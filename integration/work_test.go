@@ -14,8 +14,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func TestWorkStreamFailover(t *testing.T) {

@@ -1680,8 +1680,7 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x19.xce.v1.ListQueuesRequest\x1a\x1a.xce.v1.ListQueuesResponse\x12@\n" +
 	"\tListHosts\x12\x18.xce.v1.ListHostsRequest\x1a\x19.xce.v1.ListHostsResponse\x12P\n" +
-	"\rUpgradeConfig\x12 .xce.schema.UpgradeConfigRequest\x1a\x1d.xce.v1.UpgradeConfigResponseB\fZ\n" +
-	"xce/schemab\x06proto3"
+	"\rUpgradeConfig\x12 .xce.schema.UpgradeConfigRequest\x1a\x1d.xce.v1.UpgradeConfigResponseB\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_api_proto_rawDescOnce sync.Once

@@ -766,8 +766,7 @@ const file_client_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1f\n" +
 	"\vacked_count\x18\x03 \x01(\rR\n" +
 	"ackedCount\x12\x18\n" +
-	"\aprimary\x18\x04 \x01(\x05R\aprimaryB\fZ\n" +
-	"xce/schemab\x06proto3"
+	"\aprimary\x18\x04 \x01(\x05R\aprimaryB\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_client_proto_rawDescOnce sync.Once

@@ -354,8 +354,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\bResource\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\rR\x05countB\fZ\n" +
-	"xce/schemab\x06proto3"
+	"\x05count\x18\x03 \x01(\rR\x05countB\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once

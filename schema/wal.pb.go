@@ -2139,8 +2139,7 @@ const file_wal_proto_rawDesc = "" +
 	"\bJobState\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14JOB_STATE_PROCESSING\x10\x01\x12\x12\n" +
-	"\x0eJOB_STATE_DEAD\x10\x02B\fZ\n" +
-	"xce/schemab\x06proto3"
+	"\x0eJOB_STATE_DEAD\x10\x02B\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_wal_proto_rawDescOnce sync.Once

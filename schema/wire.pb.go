@@ -1345,8 +1345,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x0eROLE_CANDIDATE\x10\x01\x12\x10\n" +
 	"\fROLE_STANDBY\x10\x02\x12\x10\n" +
 	"\fROLE_PRIMARY\x10\x03\x12\x10\n" +
-	"\fROLE_STOPPED\x10\x04B\fZ\n" +
-	"xce/schemab\x06proto3"
+	"\fROLE_STOPPED\x10\x04B\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once

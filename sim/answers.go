@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // S4 judged on answers (quorum mode): a deposed primary answers nothing.

@@ -7,10 +7,10 @@ import (
 	"sort"
 	"strings"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // The canonical chain (S5, quorum mode): one sequence of committed job-log

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // frames encodes no-op records (LSN, term) as one WAL segment.

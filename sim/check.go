@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // refTag and refName compute the tag and versioned name independently of

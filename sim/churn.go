@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // L4 over the whole fault-free phase (issue 21 item 7c). L4 proper judges

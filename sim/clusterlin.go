@@ -9,8 +9,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // Porcupine over the cluster world's client history, against a reference

@@ -5,8 +5,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // TestClusterLinCatchesLoss: the partitioned porcupine check of the

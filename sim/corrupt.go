@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Faults of issue 21 item 7a, and the checker they feed.

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // TestCrashCompactEnumeration: a standby whose log holds LSNs 1..150

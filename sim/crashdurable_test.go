@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestCrashVoteEnumeration: a candidate of term 0 grants its vote of term 5.

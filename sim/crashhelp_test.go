@@ -3,8 +3,8 @@ package sim
 import (
 	"testing"
 
-	"xce/schema"
-	"xce/sim/simdisk"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
 )
 
 // enqueueRecord is the WAL record of an enqueue to q0 (queue id 1 of

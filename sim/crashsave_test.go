@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/host/loop"
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ioDriver runs one node against one disk synchronously: every FileOp is

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // TestCrashTermEnumeration covers the data/term writes the vote

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // TestCrashTruncateEnumeration: a standby's log holds LSNs 1..8 of term 1,

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Crash-state enumeration of the WAL's durable sequences (issue 7 B5): the

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // The durability checker (S5) keeps its own reference: only what clients

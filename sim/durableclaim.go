@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Every log position a node claims to others — in a standby's ack (which

@@ -1,6 +1,6 @@
 package sim
 
-import "xce/sm"
+import "github.com/xce-hpc/xce/sm"
 
 // Election safety and leader completeness (Raft §5.2, §5.4), checked the
 // moment a node becomes primary rather than when a loss surfaces later:

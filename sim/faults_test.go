@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/transport"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/sm"
 )
 
 var faultSeedsFlag = flag.Int("fault-seeds", 300, "schedules TestNewFaultsFire runs")

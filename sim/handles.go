@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // The handle checker (S8): claim handles and job ids name one history.

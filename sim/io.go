@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/host/loop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // issueIO queues a file operation on its lane's worker (loop.LaneOf), the

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"reflect"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Checks on a primary's live job state (moved here from the retired

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The daemon's transport (adapters/transport), modelled per directed link:

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 var zeroFaults = simdisk.Faults{}

@@ -3,8 +3,8 @@ package sim
 import (
 	"testing"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // reply is the driver's reply with id (nil if none).

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/host/loop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Faults aimed at whoever is primary when they strike (Jepsen's targeted

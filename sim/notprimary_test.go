@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A refusal that is §10.12's redirect says so as a code (Reply.NotPrimary)

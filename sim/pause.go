@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // pause stops node i's process for d (SIGSTOP): nothing it would receive

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The provenance checker (S10): a standby writes to its job log only

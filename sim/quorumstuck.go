@@ -1,6 +1,6 @@
 package sim
 
-import "xce/sm/quorum"
+import "github.com/xce-hpc/xce/sm/quorum"
 
 // quorumStuck reports why a quorum-mode cluster may rightly stay without a
 // primary: no node that holds a config has a log at least as fresh as a

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Bit rot in data/ (issue 7 B3). A down node's durable WAL segment,

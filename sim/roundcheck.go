@@ -1,6 +1,6 @@
 package sim
 
-import "xce/sm"
+import "github.com/xce-hpc/xce/sm"
 
 // The round-echo checker (S9): in quorum mode a primary confirms its read
 // index and its quorum by the heartbeat rounds its standbys echo back. An

@@ -3,8 +3,8 @@ package sim
 import (
 	"strings"
 
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // checkSnapshotTerm: S5 — a primary's checkpoint names the term of the

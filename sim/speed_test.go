@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // TestMirrorSharesDurableBytes: the durable-log mirror and its frame cache

@@ -1,8 +1,8 @@
 package sim
 
 import (
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // checkSweepDue: S6 sweep schedule (issue 21 item 7d) — when a primary's

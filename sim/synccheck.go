@@ -3,8 +3,8 @@ package sim
 import (
 	"strings"
 
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Every acknowledgement is judged against the sync it belongs to (issue

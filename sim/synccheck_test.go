@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestSyncSourceIsThePrimary: a standby must take records only from the

@@ -1,6 +1,6 @@
 package sim
 
-import "xce/sm"
+import "github.com/xce-hpc/xce/sm"
 
 // checkTermClaim: S4 — every message a node sends reveals only a term
 // (and, for votes, a vote) that its disk durably holds in data/term: a

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // tracer renders the schedule as lines and folds every line into an

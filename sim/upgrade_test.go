@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // upgradePrimary boots n0 of [n0, n1] with a config, elects it (its

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // The cluster world's client workload: a few clients, each with one

@@ -10,11 +10,11 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"xce/host/loop"
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).

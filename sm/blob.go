@@ -1,6 +1,6 @@
 package sm
 
-import "xce/schema"
+import "github.com/xce-hpc/xce/schema"
 
 // decodeGeneration runs the one validating decode of a config blob and the
 // reserved-name check every load path shares (seed 002 §6.5, §7.1), and

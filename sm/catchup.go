@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"xce/sm/tracker"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/tracker"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Catch-up from the log (DESIGN §4.4). A standby whose log is clean asks,

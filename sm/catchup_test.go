@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Catch-up from the log (DESIGN §4.4) on the step harness.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A checkpoint delays neither a heartbeat nor a request (issue 9 item 2):

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // claimOne claims one job of q0 for h0 as request id and returns it.

@@ -1,6 +1,6 @@
 package sm
 
-import "xce/sm/quorum"
+import "github.com/xce-hpc/xce/sm/quorum"
 
 // Commitment (DESIGN §4.4). In quorum mode a record is committed once a
 // majority holds it durably: the primary's own fsync and the durable LSNs

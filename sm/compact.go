@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // A standby's own checkpoint (issue 9 item 1: a standby never resyncs

@@ -30,7 +30,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func TestGolden(t *testing.T) {

@@ -3,9 +3,9 @@ package sm_test
 import (
 	"testing"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // Two histories share a prefix (term 1: no-op, enqueue); the first goes on

@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/host/loop"
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // epoch is the harness wall clock at virtual time 0 (2026-01-01T00:00:00Z).

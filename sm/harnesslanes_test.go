@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The harness models the lanes of loop.Host: an op it parks (hold) keeps

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // The node's durable HA state is data/term: its current term and the vote

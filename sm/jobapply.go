@@ -3,8 +3,8 @@ package sm
 import (
 	"fmt"
 
-	"xce/schema"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // LostAndFound is the synthetic queue and host (seed 002 §6.5).

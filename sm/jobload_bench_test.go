@@ -3,9 +3,9 @@ package sm
 import (
 	"testing"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // BenchmarkSnapshotImport is the executor's part of a recovery from a

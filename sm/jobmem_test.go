@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"testing"
 
-	"xce/schema"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // BenchmarkApplyHeapPerJob is the live heap, after a GC, per pending

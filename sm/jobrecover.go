@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sort"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/tracker"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/tracker"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // maxLogFile bounds one segment or snapshot read.

@@ -3,7 +3,7 @@ package sm
 import (
 	"time"
 
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // JobKind names a client operation on the job state (seed 000).

@@ -3,10 +3,10 @@ package sm
 import (
 	"fmt"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/tracker"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/tracker"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // jobState is the primary's durable job state: the in-memory queues, the

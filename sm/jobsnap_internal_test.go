@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // A snapshot carries each job's claim stamp, and import refuses a stamp

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // snapshotQueue is a state of n pending 200-byte jobs, some claimed, and a

@@ -3,7 +3,7 @@ package sm
 import (
 	"fmt"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // journalStep is what resumes when a write of the primary's job log

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A WAL write in flight says what resumes when it completes: the rest of

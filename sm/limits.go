@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // One set of size limits, end to end (issue 8): a payload the door

@@ -3,7 +3,7 @@ package sm
 import (
 	"testing"
 
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // listPage pages through jobs by ID within the reply budget.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // scanLogPosition finds the freshness of the job log on disk at boot, the

@@ -3,7 +3,7 @@ package sm
 import (
 	"testing"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // The boot scan's hand-off to recovery survives only while nothing

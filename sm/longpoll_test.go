@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // replyTo is node i's reply to request id, if it has one.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The metrics views (metricsview.go) on the step harness.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"xce/schema"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // Node is one controller's state machine. It is not safe for concurrent

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // No log record without a state change (issue 9): an idle worker's empty

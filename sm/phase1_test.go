@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 const hbEvery = 500 * time.Millisecond

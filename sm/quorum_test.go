@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Quorum mode (DESIGN §4.4) on the step harness: the rules one node at a

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // loadConfig has queue q0, host h0 and resource 1: a snapshot's queue

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // A primary recovering a large snapshot stays a primary to its peers: the

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Boot and recovery read each file of the job log once: the boot scan's

@@ -3,7 +3,7 @@ package sm
 import (
 	"fmt"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // recoveryStep is what resumes when a file operation of a promotion's

@@ -3,8 +3,8 @@ package sm
 import (
 	"fmt"
 
-	"xce/sm/tracker"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/tracker"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // WAL replication (DESIGN §4.4). A standby that joins gets a snapshot of

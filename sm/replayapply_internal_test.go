@@ -7,8 +7,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"xce/schema"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // Replay applies a record as the live path does: on twin states, each

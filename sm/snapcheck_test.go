@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // A received snapshot is verified by the executor (ComputeVerify): the

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"xce/schema"
-	"xce/sm/tracker"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/tracker"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Snapshot syncs of any size (issue 9). The primary encodes a snapshot of

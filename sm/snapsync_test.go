@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A snapshot larger than one chunk travels in chunks, one per progress

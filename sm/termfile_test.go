@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // TestTermFileRotRefused: data/term carries a CRC32C, so bit rot that

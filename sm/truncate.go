@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Truncating a divergent suffix (issue 7 A4). A primary that finds a

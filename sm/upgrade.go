@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // UpgradeConfig is OP_upgradeConfig (seed 002 §6): an admin uploads a new

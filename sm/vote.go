@@ -3,7 +3,7 @@ package sm
 import (
 	"fmt"
 
-	"xce/sm/quorum"
+	"github.com/xce-hpc/xce/sm/quorum"
 )
 
 // Quorum-mode elections (DESIGN §4.4; Raft §5.2, §5.4.1 with etcd-raft's

@@ -24,12 +24,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/authz"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // Door serves one internal request from caller: the daemon's

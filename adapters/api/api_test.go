@@ -11,16 +11,16 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/api"
-	"xce/adapters/authz"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/schema/schemaconnect"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/adapters/api"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // node is one in-process controller: a real transport serving the API

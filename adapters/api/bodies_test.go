@@ -16,11 +16,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 const hugeBody = 100 << 20

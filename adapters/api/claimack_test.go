@@ -9,11 +9,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // seen records the job requests a door was given.

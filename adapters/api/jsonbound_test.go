@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
-	"xce/schema"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // A job's JSON (as the API's JSON codec writes it: protojson's default

@@ -5,7 +5,7 @@ import (
 
 	"connectrpc.com/grpcreflect"
 
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // serveReflection adds gRPC server reflection (grpc.reflection.v1, and

@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // The API serves gRPC server reflection over its mutual TLS (HTTP/2, a

@@ -1,9 +1,9 @@
 package api
 
 import (
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // jobResponse is the API's answer to a job operation of kind, rendered

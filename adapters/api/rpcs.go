@@ -6,11 +6,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/schema/schemaconnect"
-	"xce/sm"
-	"xce/sm/queue"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // Each job RPC is the node's own request of its kind (sm.JobRequest),

@@ -8,11 +8,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/authz"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 var errNoBody = errors.New("the node's reply has no body")

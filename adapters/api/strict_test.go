@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // httpClient is a plain HTTP client of c's nodes as cn, over proto ("h2"

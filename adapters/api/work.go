@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/transport"
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // Work serves a worker's stream of claims one at a time, each exactly as

@@ -9,12 +9,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/schema"
-	"xce/schema/schemaconnect"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Claims on a Worker are one Work stream, each served as a Claim (a

@@ -36,9 +36,9 @@ import (
 	"sort"
 	"strings"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/wire"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // StatusForbidden is the reply status of a refused request: -EPERM, as

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func job(k sm.JobKind) *wire.Request {

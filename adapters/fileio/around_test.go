@@ -3,7 +3,7 @@ package fileio
 import (
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestAroundLargeWrapsEncodesAndImports: the hook runs around every

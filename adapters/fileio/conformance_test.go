@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The conformance tests run the same FileOp sequences against the real

@@ -52,9 +52,9 @@ import (
 	"syscall"
 	"time"
 
-	"xce/host/compute"
-	"xce/host/fileop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/compute"
+	"github.com/xce-hpc/xce/host/fileop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // MaxPathLen bounds a relative path (Linux PATH_MAX, as simdisk).

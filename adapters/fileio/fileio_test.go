@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func TestMapErr(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The kept file never makes an op land on the wrong file: after a

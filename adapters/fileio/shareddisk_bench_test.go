@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // BenchmarkSharedDiskFsync is the floor of a replicated write when the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // BenchmarkFsyncDuringSnapshotWrite is a checkpoint's effect on the

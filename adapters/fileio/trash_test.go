@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func writeSized(t *testing.T, p string, n int64) {

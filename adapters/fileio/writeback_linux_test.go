@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestChunkAppendsWaitForTheirWriteback: a file written as many large

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestPacedWriteTakesItsTime: a large write at WriteRate takes at least

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // healthz: the process is alive and its event loop takes a look at the

@@ -28,7 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // DefaultLoopTimeout bounds how long a scrape or a health check waits for

@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"xce/adapters/fileio"
-	"xce/adapters/runner"
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/adapters/runner"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 const waitBound = 10 * time.Second

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // View is what one scrape reads from the node, as plain data.

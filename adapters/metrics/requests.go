@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/adapters/wire"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Op names a client request for the op label: status, config,

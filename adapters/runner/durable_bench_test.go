@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/fileio"
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // BenchmarkDurableEnqueue measures durable client operations per second

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ErrNotRunning is returned by Inspect once Run has ended.

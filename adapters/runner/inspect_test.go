@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"xce/adapters/fileio"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Inspect runs its function on the loop while Run runs, fails with the

@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"xce/host/loop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // The runner's host queues each effect on its lane's worker (loop.LaneOf):

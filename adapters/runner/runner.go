@@ -23,10 +23,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"xce/adapters/fileio"
-	"xce/adapters/logging"
-	"xce/host/loop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/adapters/logging"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Inbound is a message received from peer From (its index in --peers, as

@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"xce/adapters/fileio"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 const waitBound = 10 * time.Second // generous: a shared 2-core machine

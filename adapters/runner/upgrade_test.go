@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"xce/adapters/fileio"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // upgradedConfig is a valid config different from sampleConfig.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // fakeConn is a connection the gate may close (when it takes its slot).

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
 )
 
 // httpProtos are the ALPN protocols of the client API. The peer protocol

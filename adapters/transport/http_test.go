@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // cnHandler answers every request with the verified client certificate's

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/wire"
+	"github.com/xce-hpc/xce/adapters/wire"
 )
 
 // BenchmarkStalledFramesMemory is the attack of issue 8 defect 3 on the

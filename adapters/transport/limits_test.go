@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/wire"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // Peer connections cannot hold more than their share (issue 8 defect 3):

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ---- fixtures ----
@@ -589,7 +589,7 @@ func ourGoroutines() []string {
 		if i == 0 {
 			continue // the caller
 		}
-		if strings.Contains(g, "xce/adapters/transport.(*") || strings.Contains(g, "xce/adapters/transport.New") {
+		if strings.Contains(g, "xce/adapters/transport.(*") || strings.Contains(g, "github.com/xce-hpc/xce/adapters/transport.New") {
 			out = append(out, g)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func header(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }

@@ -15,8 +15,8 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Client reply status codes beyond sm's (negative errno, as

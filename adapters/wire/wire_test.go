@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func sum32(b []byte) []byte { s := sha256.Sum256(b); return s[:] }

@@ -218,7 +218,7 @@ func printTable(w io.Writer, s shape, res [][]result) {
 }
 
 func ratioRow(round string, q []float64) string {
-	cells := []string{round, "xce/River", fmt.Sprintf("%.2fx", q[0]), fmt.Sprintf("%.2fx", q[1])}
+	cells := []string{round, "github.com/xce-hpc/xce/River", fmt.Sprintf("%.2fx", q[0]), fmt.Sprintf("%.2fx", q[1])}
 	for k := 2; k+1 < len(q); k += 2 {
 		cells = append(cells, fmt.Sprintf("%.2fx / %.2fx", q[k], q[k+1]))
 	}

@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // xceMaxConns is how many connections one client certificate may hold

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 const (

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
 )
 
 func main() {

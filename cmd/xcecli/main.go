@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
 func main() {

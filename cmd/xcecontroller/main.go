@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"xce/cmd/xcecontroller/daemon"
+	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
 )
 
 func main() {

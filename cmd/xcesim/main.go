@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"xce/sim"
+	"github.com/xce-hpc/xce/sim"
 )
 
 func main() {

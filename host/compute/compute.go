@@ -12,8 +12,8 @@ import (
 	"errors"
 	"fmt"
 
-	"xce/host/fileop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/fileop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Exec executes c and returns its completion (ID = c.ID). It never panics

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"xce/host/compute"
-	"xce/schema"
-	"xce/sim/simdisk"
-	"xce/sm"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/host/compute"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sim/simdisk"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Exec never panics on a malformed Compute: one without what its kind

@@ -10,10 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"xce/schema"
-	"xce/sm"
-	"xce/sm/queue"
-	"xce/sm/wal"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 var importCfg = &schema.ClusterConfig{

@@ -15,7 +15,7 @@ import (
 	"io/fs"
 	"syscall"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // FS is a file system under a base directory. Paths are relative, checked

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // A FileOp is a file operation as plain data (issue 21): nothing in it

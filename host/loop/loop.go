@@ -12,7 +12,7 @@ package loop
 import (
 	"fmt"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Host executes effects, one method per kind.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // recorder is a Host that writes down what it was asked to do.

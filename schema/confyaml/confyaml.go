@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // ErrYAML wraps every error about the YAML input.

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 const good = `cluster_name: c

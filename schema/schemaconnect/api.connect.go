@@ -39,9 +39,9 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
+	schema "github.com/xce-hpc/xce/schema"
 	http "net/http"
 	strings "strings"
-	schema "xce/schema"
 )
 
 // This is a compile-time assertion to ensure that this generated file and the connect package are

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestAppendCrashKeepsSyncedPrefix: a WAL-style file (append, fsync,

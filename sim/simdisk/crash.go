@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // dataOpt is one possible surviving content of a file after a crash.

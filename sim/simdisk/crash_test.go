@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // withData returns a disk with durable dir "data" and durable data/term.

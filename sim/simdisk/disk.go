@@ -36,9 +36,9 @@ import (
 	"strconv"
 	"strings"
 
-	"xce/host/compute"
-	"xce/host/fileop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/host/compute"
+	"github.com/xce-hpc/xce/host/fileop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // MaxPathLen bounds a path accepted by Exec (Linux PATH_MAX).

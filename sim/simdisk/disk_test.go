@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // base is the fixture most op tests start from: dir "conf" holding file

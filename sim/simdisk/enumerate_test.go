@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 const (

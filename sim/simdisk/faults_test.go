@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // TestFsyncGateDropsDirtyData: with FsyncGate, a failed fsync reverts the

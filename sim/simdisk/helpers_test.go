@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"xce/sm"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func opWrite(path, data string) sm.FileOp {

@@ -7,7 +7,7 @@ import (
 	"iter"
 	"math"
 
-	"xce/sm/idset"
+	"github.com/xce-hpc/xce/sm/idset"
 )
 
 // Snapshot is the whole state as plain data: what a checkpoint stores.

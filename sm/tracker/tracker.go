@@ -10,7 +10,7 @@ package tracker
 import (
 	"sort"
 
-	"xce/sm/quorum"
+	"github.com/xce-hpc/xce/sm/quorum"
 )
 
 // Progress is one standby's copy of the log, as the primary knows it.

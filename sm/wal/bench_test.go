@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // smallEnqueue is the record the replay benchmarks decode: an enqueue with

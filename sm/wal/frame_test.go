@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func TestAppendFrameLayout(t *testing.T) {

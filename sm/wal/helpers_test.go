@@ -3,7 +3,7 @@ package wal
 import (
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func stamps() *schema.WalStamps {

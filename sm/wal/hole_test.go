@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // bigRecs are n enqueues of about 300 bytes each, LSNs 1..n.

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // The field numbers the stream readers pick out of an encoding, taken from

@@ -6,7 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func genStamps(t *rapid.T) *schema.WalStamps {

@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // recordDecoder is proto.Unmarshal of one WalRecord, by hand for the

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"pgregory.net/rapid"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // The hand decoder of WAL records is proto.Unmarshal: on records written

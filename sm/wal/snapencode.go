@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // SnapshotEncoder builds a snapshot file as a stream: the head, then each

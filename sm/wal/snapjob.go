@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // jobDecoder is proto.Unmarshal of one SnapshotJob, by hand: a snapshot's

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"pgregory.net/rapid"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // The hand decoder of a snapshot's jobs is proto.Unmarshal: on messages

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
-	"xce/sm/idset"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm/idset"
 )
 
 // Snapshot file format:

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 func sampleSnapshot() *schema.Snapshot {

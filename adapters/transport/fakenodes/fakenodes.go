@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/api"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/api"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Node is one stand-in controller.

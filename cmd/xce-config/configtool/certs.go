@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
 )
 
 // The client certificates DevCerts writes, one per role besides the

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/schema"
-	"xce/schema/confyaml"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/confyaml"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ErrVerify is returned by verify when conf/ does not check out.

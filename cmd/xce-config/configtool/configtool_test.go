@@ -16,11 +16,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/adapters/authz"
-	"xce/adapters/tlsconf"
-	"xce/schema"
-	"xce/schema/confyaml"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/confyaml"
+	"github.com/xce-hpc/xce/sm"
 )
 
 const sample = "../../../examples/cluster.yaml"

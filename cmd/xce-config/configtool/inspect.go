@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"xce/adapters/fileio"
-	"xce/schema"
-	"xce/schema/confyaml"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/confyaml"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // Info describes one config: a blob file or the one a conf/ dir points at.

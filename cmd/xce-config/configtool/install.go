@@ -6,9 +6,9 @@ import (
 	"os"
 	"time"
 
-	"xce/adapters/fileio"
-	"xce/host/loop"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/fileio"
+	"github.com/xce-hpc/xce/host/loop"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ErrInstall is returned when the install node exits non-zero.

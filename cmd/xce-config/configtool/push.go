@@ -15,11 +15,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"xce/adapters/authz"
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // DefaultPushTimeout bounds the wait for the primary's answer once the

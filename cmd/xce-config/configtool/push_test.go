@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/authz"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport/fakenodes"
-	"xce/adapters/wire"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport/fakenodes"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 type pushCluster struct {

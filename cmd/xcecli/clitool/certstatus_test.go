@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/api"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
-	"xce/adapters/wire"
-	"xce/client"
-	"xce/cmd/xce-config/configtool"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/api"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // `xcecli status` shows a node's own certificate: EXPIRED when the node's

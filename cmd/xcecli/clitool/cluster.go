@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
 )
 
 // Cluster is a local cluster of xcecontroller processes on loopback: the

@@ -13,8 +13,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // ErrRefused is an operation the primary refused (API code

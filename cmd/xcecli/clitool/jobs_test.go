@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 func TestParseHandle(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // recoveryMark flags the synthetic lost_and_found rows in tables.

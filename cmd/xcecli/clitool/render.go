@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"xce/schema"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // ParseHandle parses a claim handle "ID:ATTEMPT:TERM.LSN" as `job claim`

@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
 )
 
 // NewCommand builds the xcecli command tree.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
 )
 
 // QueueDepth is one queue of `xcecli top`: its jobs by state.

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/wire"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecontroller/daemon"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
+	"github.com/xce-hpc/xce/schema"
 )
 
 type lockedBuf struct {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"xce/adapters/wire"
-	"xce/schema"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // status --watch refreshes: the table redrawn in place each time (a

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"xce/client"
-	"xce/schema"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
 )
 
 // BenchmarkDaemonClaimAck is the work phase of

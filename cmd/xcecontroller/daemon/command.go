@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/transport"
 )
 
 // NewCommand is xcecontroller's command line; exit receives the node's

@@ -15,9 +15,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"xce/client"
-	"xce/schema"
-	"xce/sm"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // oneNode runs a one-node cluster in this process (daemon.Run) with a

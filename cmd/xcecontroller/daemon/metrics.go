@@ -6,10 +6,10 @@ import (
 	"net"
 	"sync/atomic"
 
-	"xce/adapters/metrics"
-	"xce/adapters/runner"
-	"xce/adapters/transport"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/metrics"
+	"github.com/xce-hpc/xce/adapters/runner"
+	"github.com/xce-hpc/xce/adapters/transport"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // errNotStarted: the runner is not built yet (a scrape during startup).

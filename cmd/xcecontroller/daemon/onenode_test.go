@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/cmd/xcecli/clitool"
-	"xce/cmd/xcecontroller/daemon"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
+	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
 )
 
 // startOneNode runs a one-node cluster in this process (daemon.Run) whose

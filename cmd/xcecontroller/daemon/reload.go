@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"xce/adapters/logging"
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/logging"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
 )
 
 // reloader is what SIGHUP re-reads without a restart (issue 8 build 6):

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"xce/adapters/tlsconf"
-	"xce/adapters/transport"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/adapters/transport"
 )
 
 // reloadFixture: a transport for n0 whose files are in dir, and the

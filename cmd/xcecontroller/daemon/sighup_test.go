@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/client"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecontroller/daemon"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/client"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
 )
 
 type syncBuf struct {

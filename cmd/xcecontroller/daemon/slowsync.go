@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"xce/adapters/metrics"
-	"xce/adapters/runner"
+	"github.com/xce-hpc/xce/adapters/metrics"
+	"github.com/xce-hpc/xce/adapters/runner"
 )
 
 // slowSyncLogger is the file executor's fsync observer: every fsync goes

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"xce/adapters/tlsconf"
-	"xce/cmd/xce-config/configtool"
-	"xce/cmd/xcecontroller/daemon"
-	"xce/schema"
-	"xce/schema/confyaml"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
+	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
+	"github.com/xce-hpc/xce/schema"
+	"github.com/xce-hpc/xce/schema/confyaml"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // startupNode is a one-node cluster n0 in a temp dir: dev certificates

@@ -3,9 +3,9 @@ package daemon
 import (
 	"testing"
 
-	"xce/adapters/authz"
-	"xce/adapters/wire"
-	"xce/sm"
+	"github.com/xce-hpc/xce/adapters/authz"
+	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // An upgrade's status comes from sm's outcome code, never from its text:
