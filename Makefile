@@ -58,7 +58,7 @@ run: binaries
 	$(BIN)/xcecli dev --bin $(BIN) --dir .dev --config examples/cluster.yaml
 
 binaries:
-	GOBIN=$(BIN) $(GO) install ./cmd/...
+	GOBIN=$(BIN) $(GO) install -buildvcs=auto ./cmd/...
 
 # One simulated 3-node boot with its trace (SEED=N).
 sim-demo:

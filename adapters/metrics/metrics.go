@@ -20,6 +20,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"github.com/xce-hpc/xce/buildinfo"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -111,7 +112,14 @@ func New(cfg Config) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 11), // 10 µs .. 10.5 s
 		}),
 	}
+	bi := buildinfo.Read()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xce_build_info",
+		Help: "Always 1: the build this node runs, by module version, VCS revision and Go version (the labels --version prints).",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
 	m.reg.MustRegister(
+		build,
 		&nodeCollector{view: m.view, conns: cfg.Conns, refused: cfg.Refused},
 		m.requests, m.claim, m.fsync, m.checkpoint, m.step,
 		collectors.NewGoCollector(),

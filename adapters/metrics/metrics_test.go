@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,8 @@ func TestNodeEndToEnd(t *testing.T) {
 		`xce_queue_depth{queue="q0",state="processing"} 1`,
 		`xce_ready 1`,
 		`xce_config_stale 0`,
+		// The test binary's own build: no VCS stamp, its Go version.
+		`xce_build_info{goversion="` + runtime.Version() + `",revision="",version="(devel)"} 1`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)

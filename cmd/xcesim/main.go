@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/xce-hpc/xce/buildinfo"
 	"os"
 	"strings"
 
@@ -16,7 +17,12 @@ func main() {
 	generated := flag.Bool("generated", false, "run the generated (faulty) schedule for -seed instead of the clean demo boot")
 	trace := flag.Bool("trace", true, "print the trace")
 	all := flag.Bool("all", false, "print every trace line (messages, timers, I/O), not only logs and simulator events")
+	version := flag.Bool("version", false, "print the build (module version, VCS revision) and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("xcesim", buildinfo.Read())
+		return
+	}
 	sc := sim.Demo(*seed)
 	if *generated {
 		sc = sim.Generate(*seed)

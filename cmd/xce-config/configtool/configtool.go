@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/xce-hpc/xce/buildinfo"
 	"io"
 	"os"
 	"path/filepath"
@@ -32,6 +33,8 @@ func NewCommand(stdout io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
+	root.Version = buildinfo.Read().String()
+	root.SetVersionTemplate(buildinfo.Template)
 	root.AddCommand(encodeCmd(), installCmd(), showCmd(), verifyCmd(), certsCmd(), pushCmd())
 	return root
 }

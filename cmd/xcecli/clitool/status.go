@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/xce-hpc/xce/buildinfo"
 	"io"
 	"os"
 	"strings"
@@ -23,7 +24,8 @@ import (
 
 // NewCommand builds the xcecli command tree.
 func NewCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
-	root := &cobra.Command{Use: "xcecli", Short: "xce cluster client", SilenceUsage: true, SilenceErrors: true}
+	root := &cobra.Command{Use: "xcecli", Short: "xce cluster client", SilenceUsage: true, SilenceErrors: true, Version: buildinfo.Read().String()}
+	root.SetVersionTemplate(buildinfo.Template)
 	root.SetOut(stdout)
 	root.AddCommand(append([]*cobra.Command{statusCmd(ctx), topCmd(ctx), devCmd(ctx)}, extraCommands(ctx)...)...)
 	return root

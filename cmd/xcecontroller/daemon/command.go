@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/xce-hpc/xce/buildinfo"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		Version:       buildinfo.Read().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// --client-cn absent: any CA-signed client that is not a peer
 			// is a worker; given (even empty): only the names listed.
@@ -72,5 +74,6 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	for _, req := range []string{"peers", "name", "cert", "key", "ca"} {
 		_ = c.MarkFlagRequired(req)
 	}
+	c.SetVersionTemplate(buildinfo.Template)
 	return c
 }
