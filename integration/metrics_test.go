@@ -101,7 +101,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`xce_requests_total{code="ok",op="job_claim"}`:              1,
 		`xce_requests_total{code="ok",op="job_list"}`:               1, // forwarded by the standby
 		`xce_claim_duration_seconds_count`:                          1,
-		`xce_lost_and_found_job_count`:                              0,
+		`xce_lost_and_found_jobs`:                                   0,
 		`xce_acked_without_standby_total`:                           0,
 		`xce_config_stale`:                                          0,
 		`xce_connections{kind="peer"}`:                              2,
@@ -207,8 +207,24 @@ func checkDashboardAndDocs(t *testing.T, c *clitool.Cluster, i int) {
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				Expr  string `json:"expr"`
+				RefID string `json:"refId"`
 			} `json:"targets"`
+			FieldConfig struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options string `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string `json:"id"`
+						Value any    `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
 		} `json:"panels"`
 	}
 	if err := json.Unmarshal(raw, &dash); err != nil {
@@ -234,6 +250,23 @@ func checkDashboardAndDocs(t *testing.T, c *clitool.Cluster, i int) {
 			t.Errorf("dashboard panel %q has no query", p.Title)
 		}
 		for _, tg := range p.Targets {
+			// A histogram's _count alone (no division: not a mean) is a
+			// count or a rate, never a duration: its unit is not seconds.
+			if strings.Contains(tg.Expr, "_count") && !strings.Contains(tg.Expr, "/") {
+				unit := p.FieldConfig.Defaults.Unit
+				for _, o := range p.FieldConfig.Overrides {
+					if o.Matcher.ID == "byFrameRefID" && o.Matcher.Options == tg.RefID {
+						for _, pr := range o.Properties {
+							if u, ok := pr.Value.(string); ok && pr.ID == "unit" {
+								unit = u
+							}
+						}
+					}
+				}
+				if unit == "s" {
+					t.Errorf("dashboard panel %q shows the count %s in seconds", p.Title, tg.Expr)
+				}
+			}
 			for _, name := range metricName.FindAllString(tg.Expr, -1) {
 				queried[name] = true
 				if !series[name] {

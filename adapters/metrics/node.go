@@ -66,7 +66,7 @@ var (
 		"1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).", nil, nil)
 	descReady = prometheus.NewDesc("xce_ready",
 		"1 when the node serves its role, as /readyz answers 200.", nil, nil)
-	descLostFound = prometheus.NewDesc("xce_lost_and_found_job_count",
+	descLostFound = prometheus.NewDesc("xce_lost_and_found_jobs",
 		"Jobs of removed queues routed to lost_and_found by this primary's last recovery (lost_and_found_job_count, seed 002 §6.5).", nil, nil)
 	descQueue = prometheus.NewDesc("xce_queue_depth",
 		"Jobs in each queue by state (pending, processing, dead); primary only.", []string{"queue", "state"}, nil)
