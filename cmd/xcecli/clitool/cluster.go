@@ -247,6 +247,17 @@ func (c *Cluster) Exited(i int) <-chan int {
 	return ch
 }
 
+// PID is node i's current process id, 0 before it started.
+func (c *Cluster) PID(i int) int {
+	c.mu.Lock()
+	p := c.procs[i]
+	c.mu.Unlock()
+	if p == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Running reports whether node i's current process has not yet exited.
 func (c *Cluster) Running(i int) bool {
 	c.mu.Lock()

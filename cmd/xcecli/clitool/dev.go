@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,12 +85,20 @@ func RunDev(ctx context.Context, out io.Writer, dir, bin, config string, nodes, 
 	for i, n := range c.Names {
 		fmt.Fprintf(out, "%s: http://%s/metrics\n", n, c.MetricsAddr(i))
 	}
-	fmt.Fprintf(out, "\n== talk to it:\n   go run ./cmd/xcecli status %s\n", c.ClientFlags())
+	fmt.Fprintln(out, "\n== node processes (kill one to watch failover; the supervisor restarts it after 1 s)")
+	for i, n := range c.Names {
+		role := "standby"
+		if i == p {
+			role = "primary"
+		}
+		fmt.Fprintf(out, "%s: pid %d (%s)   kill -9 %d\n", n, c.PID(i), role, c.PID(i))
+	}
+	fmt.Fprintf(out, "\n== talk to it:\n   %s status %s\n", shownPath(filepath.Join(bin, "xcecli")), c.ClientFlags())
 	fmt.Fprintf(out, "   or the API with curl (any node; docs/client-api.md):\n")
 	for _, l := range c.CurlCommands(len(c.Names) - 1) {
 		fmt.Fprintf(out, "   %s\n", l)
 	}
-	fmt.Fprintf(out, "   (kill a node's process to watch failover; the supervisor restarts it; Ctrl-C stops the cluster)\n\n")
+	fmt.Fprintf(out, "   (Ctrl-C stops the cluster)\n\n")
 	return c.supervise(ctx, out)
 }
 
@@ -124,6 +133,7 @@ func (c *Cluster) supervise(ctx context.Context, out io.Writer) error {
 			if err := c.Start(i); err != nil {
 				return err
 			}
+			fmt.Fprintf(out, "== %s: pid %d\n", c.Names[i], c.PID(i))
 			watch(i)
 		}
 	}
@@ -143,4 +153,17 @@ func freeLoopbackPorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// shownPath is path relative to the working directory when it lies below
+// it (make run's .bin/xcecli, as the README shows it), else as given.
+func shownPath(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.Rel(wd, path); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return r
+	}
+	return path
 }
