@@ -209,6 +209,25 @@ func askStatus(ctx context.Context, cl *client.Client, i int, row *PeerStatus) {
 	}
 }
 
+// ErrNoPrimary: no peer answered `status` as the primary (all down, an
+// election under way, or no quorum); xcecli exits 1.
+var ErrNoPrimary = errors.New("no node answered as primary")
+
+// primaryAnswered is nil when one row is an up primary, else ErrNoPrimary
+// naming how many peers answered at all.
+func primaryAnswered(rows []PeerStatus) error {
+	up := 0
+	for _, r := range rows {
+		if r.Up {
+			up++
+			if r.Role == "primary" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w (%d of %d peers answered)", ErrNoPrimary, up, len(rows))
+}
+
 func statusCmd(ctx context.Context) *cobra.Command {
 	var c conn
 	var output string
@@ -218,6 +237,8 @@ func statusCmd(ctx context.Context) *cobra.Command {
 		Use:   "status",
 		Short: "every peer: up/down, role, term, priority, config tag, stale flag",
 		Long: "every peer: up/down, role, term, priority, config tag, stale flag.\n" +
+			"Without --watch it exits 1 when no peer answers as the primary (the\n" +
+			"view is printed first), 0 when one does.\n" +
 			"With --watch, the view refreshes every interval until interrupted (a table\n" +
 			"redrawn in place; with -o json, one JSON array per line per refresh).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -234,7 +255,12 @@ func statusCmd(ctx context.Context) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printStatus(w, rows, output)
+				if err := printStatus(w, rows, output); err != nil {
+					return err
+				}
+				// A script's health check: the table is printed either way,
+				// the exit status says whether a primary answered.
+				return primaryAnswered(rows)
 			}
 			return refresh(ctx, watch, count, func(at time.Time) error {
 				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)

@@ -2,6 +2,7 @@ package clitool
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -62,5 +63,27 @@ func TestStatusWatchRefreshes(t *testing.T) {
 	}
 	if _, err := fc.run(t, "status", "--watch", "-1s"); err == nil {
 		t.Error("a negative --watch was accepted")
+	}
+}
+
+// status without --watch exits non-zero (ErrNoPrimary) when no peer
+// answers as primary, after printing the view, and succeeds when one does.
+func TestStatusFailsWithoutPrimary(t *testing.T) {
+	fc := startFakeCluster(t, true, false)
+	fc.nodes[0].Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{StatusReply: &schema.StatusReply{Name: "n0", Role: "candidate", Term: 3, Primary: -1}}
+	})
+	out, err := fc.run(t, "status")
+	if !errors.Is(err, ErrNoPrimary) || !strings.Contains(err.Error(), "1 of 2 peers answered") {
+		t.Fatalf("status with a candidate and a down peer: %v, want ErrNoPrimary naming 1 of 2\n%s", err, out)
+	}
+	if !strings.Contains(out, "candidate") {
+		t.Fatalf("the view was not printed before the failure:\n%s", out)
+	}
+	fc.nodes[0].Set(func(*wire.Request) *wire.Reply {
+		return &wire.Reply{StatusReply: &schema.StatusReply{Name: "n0", Role: "primary", Term: 3, Primary: 0, PrimaryName: "n0", Serving: true}}
+	})
+	if out, err := fc.run(t, "status"); err != nil {
+		t.Fatalf("status with a primary: %v\n%s", err, out)
 	}
 }
