@@ -53,17 +53,22 @@ const (
 )
 
 type SubmitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
-	Priority      int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`        // higher is claimed first
-	Delay         int64                  `protobuf:"varint,4,opt,name=delay,proto3" json:"delay,omitempty"`              // seconds from now; wins over run_at
-	RunAt         int64                  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"` // Unix seconds
-	Expires       int64                  `protobuf:"varint,6,opt,name=expires,proto3" json:"expires,omitempty"`          // lifetime in seconds, 0 = never
-	Resource      uint32                 `protobuf:"varint,7,opt,name=resource,proto3" json:"resource,omitempty"`        // required resource id, 0 = none
-	Host          string                 `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`                 // pin: only this worker host may claim it
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Queue    string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payload  []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	Priority int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`        // higher is claimed first
+	Delay    int64                  `protobuf:"varint,4,opt,name=delay,proto3" json:"delay,omitempty"`              // seconds from now; wins over run_at
+	RunAt    int64                  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"` // Unix seconds
+	Expires  int64                  `protobuf:"varint,6,opt,name=expires,proto3" json:"expires,omitempty"`          // lifetime in seconds, 0 = never
+	Resource uint32                 `protobuf:"varint,7,opt,name=resource,proto3" json:"resource,omitempty"`        // required resource id, 0 = none
+	Host     string                 `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`                 // pin: only this worker host may claim it
+	// idempotency_key (at most 128 bytes): a second submit with the same key
+	// to the same queue within the queue's window (default 5 minutes)
+	// answers the first one's id and enqueues nothing; with a different
+	// payload or options it is refused (already exists). Safe to retry.
+	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
@@ -152,20 +157,30 @@ func (x *SubmitRequest) GetHost() string {
 	return ""
 }
 
+func (x *SubmitRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 // SubmitBatchRequest: one job per payload, the same options, one durable
 // write (at most 1000 payloads).
 type SubmitBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Payloads      [][]byte               `protobuf:"bytes,2,rep,name=payloads,proto3" json:"payloads,omitempty"`
-	Priority      int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Delay         int64                  `protobuf:"varint,4,opt,name=delay,proto3" json:"delay,omitempty"`
-	RunAt         int64                  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
-	Expires       int64                  `protobuf:"varint,6,opt,name=expires,proto3" json:"expires,omitempty"`
-	Resource      uint32                 `protobuf:"varint,7,opt,name=resource,proto3" json:"resource,omitempty"`
-	Host          string                 `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Queue    string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payloads [][]byte               `protobuf:"bytes,2,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	Priority int32                  `protobuf:"varint,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Delay    int64                  `protobuf:"varint,4,opt,name=delay,proto3" json:"delay,omitempty"`
+	RunAt    int64                  `protobuf:"varint,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	Expires  int64                  `protobuf:"varint,6,opt,name=expires,proto3" json:"expires,omitempty"`
+	Resource uint32                 `protobuf:"varint,7,opt,name=resource,proto3" json:"resource,omitempty"`
+	Host     string                 `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
+	// idempotency_keys: one per payload, in order ("" = none), or none at
+	// all; as SubmitRequest's, per payload. Keys in one batch are distinct.
+	IdempotencyKeys []string `protobuf:"bytes,9,rep,name=idempotency_keys,json=idempotencyKeys,proto3" json:"idempotency_keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SubmitBatchRequest) Reset() {
@@ -252,6 +267,13 @@ func (x *SubmitBatchRequest) GetHost() string {
 		return x.Host
 	}
 	return ""
+}
+
+func (x *SubmitBatchRequest) GetIdempotencyKeys() []string {
+	if x != nil {
+		return x.IdempotencyKeys
+	}
+	return nil
 }
 
 type ClaimRequest struct {
@@ -1027,7 +1049,11 @@ type JobResponse struct {
 	More    bool                   `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`       // list: the page is full
 	// submit, submit batch: the new jobs' ids, in the payloads' order (a
 	// batch's jobs are alike but for id and payload: its answer has no jobs)
-	Ids           []uint64 `protobuf:"varint,8,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	Ids []uint64 `protobuf:"varint,8,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// submit, submit batch: per id, true when it is an earlier submit's job
+	// (the same idempotency key within its window): nothing was enqueued
+	// for it. Empty when no id was.
+	Deduplicated  []bool `protobuf:"varint,9,rep,packed,name=deduplicated,proto3" json:"deduplicated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1114,6 +1140,13 @@ func (x *JobResponse) GetMore() bool {
 func (x *JobResponse) GetIds() []uint64 {
 	if x != nil {
 		return x.Ids
+	}
+	return nil
+}
+
+func (x *JobResponse) GetDeduplicated() []bool {
+	if x != nil {
+		return x.Deduplicated
 	}
 	return nil
 }
@@ -1556,7 +1589,7 @@ var File_api_proto protoreflect.FileDescriptor
 
 const file_api_proto_rawDesc = "" +
 	"\n" +
-	"\tapi.proto\x12\x06xce.v1\x1a\twal.proto\x1a\fclient.proto\x1a\rcluster.proto\"\xd2\x01\n" +
+	"\tapi.proto\x12\x06xce.v1\x1a\twal.proto\x1a\fclient.proto\x1a\rcluster.proto\"\xfb\x01\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1a\n" +
@@ -1565,7 +1598,8 @@ const file_api_proto_rawDesc = "" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\x12\x18\n" +
 	"\aexpires\x18\x06 \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\a \x01(\rR\bresource\x12\x12\n" +
-	"\x04host\x18\b \x01(\tR\x04host\"\xd9\x01\n" +
+	"\x04host\x18\b \x01(\tR\x04host\x12'\n" +
+	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"\x84\x02\n" +
 	"\x12SubmitBatchRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bpayloads\x18\x02 \x03(\fR\bpayloads\x12\x1a\n" +
@@ -1574,7 +1608,8 @@ const file_api_proto_rawDesc = "" +
 	"\x06run_at\x18\x05 \x01(\x03R\x05runAt\x12\x18\n" +
 	"\aexpires\x18\x06 \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\a \x01(\rR\bresource\x12\x12\n" +
-	"\x04host\x18\b \x01(\tR\x04host\"\x8c\x01\n" +
+	"\x04host\x18\b \x01(\tR\x04host\x12)\n" +
+	"\x10idempotency_keys\x18\t \x03(\tR\x0fidempotencyKeys\"\x8c\x01\n" +
 	"\fClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
@@ -1617,7 +1652,7 @@ const file_api_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12+\n" +
 	"\x04fire\x18\x05 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"/\n" +
 	"\x19UnregisterScheduleRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xc4\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xe8\x01\n" +
 	"\vJobResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.xce.schema.SnapshotJobR\x04jobs\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12\x14\n" +
@@ -1626,7 +1661,8 @@ const file_api_proto_rawDesc = "" +
 	"\x03lsn\x18\x05 \x01(\x04R\x03lsn\x12\x0e\n" +
 	"\x02at\x18\x06 \x01(\x03R\x02at\x12\x12\n" +
 	"\x04more\x18\a \x01(\bR\x04more\x12\x10\n" +
-	"\x03ids\x18\b \x03(\x04R\x03ids\".\n" +
+	"\x03ids\x18\b \x03(\x04R\x03ids\x12\"\n" +
+	"\fdeduplicated\x18\t \x03(\bR\fdeduplicated\".\n" +
 	"\x14ClusterStatusRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\bR\x06queues\"\x12\n" +
 	"\x10GetConfigRequest\"H\n" +

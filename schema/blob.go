@@ -27,7 +27,26 @@ var (
 	ErrBadPort      = errors.New("Config port out of valid range (1024–65535)")
 	ErrDuplicate    = errors.New("duplicate name or id in config")
 	ErrBadStamps    = errors.New("queue stamps no job can have")
+	ErrBadWindow    = errors.New("idempotency window out of range")
 )
+
+// The idempotency window of a queue (Queue.idempotency_window_s), in
+// seconds: how long a submit's key names its job. The default is the
+// five minutes SQS keeps a deduplication id; the bounds keep a retry
+// after a failover inside it and the keys a primary holds finite.
+const (
+	DefaultIdempotencyWindowS = 300
+	MinIdempotencyWindowS     = 300
+	MaxIdempotencyWindowS     = 7 * 24 * 3600
+)
+
+// IdempotencyWindowS is q's window in seconds, the default for 0.
+func IdempotencyWindowS(q *Queue) uint32 {
+	if w := q.GetIdempotencyWindowS(); w != 0 {
+		return w
+	}
+	return DefaultIdempotencyWindowS
+}
 
 // DecodeClusterConfig is the one validating decode of a config blob:
 // structural checks only (size, protobuf decode). It never panics.
@@ -105,6 +124,10 @@ func Validate(c *ClusterConfig) error {
 		}
 		if q.GetVisibilityTimeoutS() == 0 {
 			return entryErr("queues", i, "visibility_timeout_s", fmt.Errorf("%w: visibility_timeout_s 0 (at least 1: a claim would lapse the moment it is made)", ErrBadStamps))
+		}
+		if w := q.GetIdempotencyWindowS(); w != 0 && (w < MinIdempotencyWindowS || w > MaxIdempotencyWindowS) {
+			return entryErr("queues", i, "idempotency_window_s", fmt.Errorf("%w: idempotency_window_s %d (0 for the default %d, else %d to %d)",
+				ErrBadWindow, w, DefaultIdempotencyWindowS, MinIdempotencyWindowS, MaxIdempotencyWindowS))
 		}
 		if j, ok := qn[q.GetName()]; ok {
 			return entryErr("queues", i, "name", fmt.Errorf("%w: name %q already used by queues[%d]", ErrDuplicate, q.GetName(), j))

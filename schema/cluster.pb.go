@@ -123,8 +123,12 @@ type Queue struct {
 	BackoffBaseS         uint32                 `protobuf:"varint,5,opt,name=backoff_base_s,json=backoffBaseS,proto3" json:"backoff_base_s,omitempty"`
 	DeadLetterRetentionS uint32                 `protobuf:"varint,6,opt,name=dead_letter_retention_s,json=deadLetterRetentionS,proto3" json:"dead_letter_retention_s,omitempty"`
 	Priority             int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// idempotency_window_s: how long a submit's idempotency key names its
+	// job (a second submit with the key answers the first one's id); 0 is
+	// the default, 300 s. At least 300 and at most 604800 (7 days).
+	IdempotencyWindowS uint32 `protobuf:"varint,8,opt,name=idempotency_window_s,json=idempotencyWindowS,proto3" json:"idempotency_window_s,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -202,6 +206,13 @@ func (x *Queue) GetDeadLetterRetentionS() uint32 {
 func (x *Queue) GetPriority() int32 {
 	if x != nil {
 		return x.Priority
+	}
+	return 0
+}
+
+func (x *Queue) GetIdempotencyWindowS() uint32 {
+	if x != nil {
+		return x.IdempotencyWindowS
 	}
 	return 0
 }
@@ -338,7 +349,7 @@ const file_cluster_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12)\n" +
 	"\x06queues\x18\x04 \x03(\v2\x11.xce.schema.QueueR\x06queues\x12&\n" +
 	"\x05hosts\x18\x05 \x03(\v2\x10.xce.schema.HostR\x05hosts\x122\n" +
-	"\tresources\x18\x06 \x03(\v2\x14.xce.schema.ResourceR\tresources\"\xf9\x01\n" +
+	"\tresources\x18\x06 \x03(\v2\x14.xce.schema.ResourceR\tresources\"\xab\x02\n" +
 	"\x05Queue\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x120\n" +
@@ -346,7 +357,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\fmax_attempts\x18\x04 \x01(\rR\vmaxAttempts\x12$\n" +
 	"\x0ebackoff_base_s\x18\x05 \x01(\rR\fbackoffBaseS\x125\n" +
 	"\x17dead_letter_retention_s\x18\x06 \x01(\rR\x14deadLetterRetentionS\x12\x1a\n" +
-	"\bpriority\x18\a \x01(\x05R\bpriority\"W\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x120\n" +
+	"\x14idempotency_window_s\x18\b \x01(\rR\x12idempotencyWindowS\"W\n" +
 	"\x04Host\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12!\n" +

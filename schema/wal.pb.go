@@ -234,19 +234,24 @@ func (x *WalHandle) GetClaimLsn() uint64 {
 
 // Enqueue(now, queue, payload, stamps, opts).
 type WalEnqueue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	QueueId       uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
-	Stamps        *WalStamps             `protobuf:"bytes,4,opt,name=stamps,proto3" json:"stamps,omitempty"`
-	Priority      int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
-	Delay         int64                  `protobuf:"varint,6,opt,name=delay,proto3" json:"delay,omitempty"`              // seconds after now, 0 = none; wins over run_at
-	RunAt         int64                  `protobuf:"varint,7,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"` // absolute ready time, Unix seconds, 0 = now
-	Expires       int64                  `protobuf:"varint,8,opt,name=expires,proto3" json:"expires,omitempty"`          // lifetime in seconds after now, 0 = never
-	Resource      uint32                 `protobuf:"varint,9,opt,name=resource,proto3" json:"resource,omitempty"`        // resource id, 0 = none
-	Host          string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`                // pin: host name that alone may claim, "" = any
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Queue    string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	QueueId  uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Payload  []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Stamps   *WalStamps             `protobuf:"bytes,4,opt,name=stamps,proto3" json:"stamps,omitempty"`
+	Priority int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	Delay    int64                  `protobuf:"varint,6,opt,name=delay,proto3" json:"delay,omitempty"`              // seconds after now, 0 = none; wins over run_at
+	RunAt    int64                  `protobuf:"varint,7,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"` // absolute ready time, Unix seconds, 0 = now
+	Expires  int64                  `protobuf:"varint,8,opt,name=expires,proto3" json:"expires,omitempty"`          // lifetime in seconds after now, 0 = never
+	Resource uint32                 `protobuf:"varint,9,opt,name=resource,proto3" json:"resource,omitempty"`        // resource id, 0 = none
+	Host     string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`                // pin: host name that alone may claim, "" = any
+	// idempotency_key: the client's key ("" = none). Within window_s of an
+	// earlier keyed submit to the same queue, the record enqueues nothing
+	// and answers that submit's job (queue.Keys).
+	IdempotencyKey     string `protobuf:"bytes,11,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	IdempotencyWindowS uint32 `protobuf:"varint,12,opt,name=idempotency_window_s,json=idempotencyWindowS,proto3" json:"idempotency_window_s,omitempty"` // the queue's window when logged
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WalEnqueue) Reset() {
@@ -349,23 +354,41 @@ func (x *WalEnqueue) GetHost() string {
 	return ""
 }
 
+func (x *WalEnqueue) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *WalEnqueue) GetIdempotencyWindowS() uint32 {
+	if x != nil {
+		return x.IdempotencyWindowS
+	}
+	return 0
+}
+
 // ClaimBatch(now, queue, host, max).
 // Many jobs with the same queue, stamps and options, one per payload, in
 // order (one record, one WAL frame: cheap durable inserts).
 type WalEnqueueBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	QueueId       uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Payloads      [][]byte               `protobuf:"bytes,3,rep,name=payloads,proto3" json:"payloads,omitempty"`
-	Stamps        *WalStamps             `protobuf:"bytes,4,opt,name=stamps,proto3" json:"stamps,omitempty"`
-	Priority      int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
-	Delay         int64                  `protobuf:"varint,6,opt,name=delay,proto3" json:"delay,omitempty"`
-	RunAt         int64                  `protobuf:"varint,7,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
-	Expires       int64                  `protobuf:"varint,8,opt,name=expires,proto3" json:"expires,omitempty"`
-	Resource      uint32                 `protobuf:"varint,9,opt,name=resource,proto3" json:"resource,omitempty"`
-	Host          string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Queue    string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	QueueId  uint32                 `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Payloads [][]byte               `protobuf:"bytes,3,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	Stamps   *WalStamps             `protobuf:"bytes,4,opt,name=stamps,proto3" json:"stamps,omitempty"`
+	Priority int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	Delay    int64                  `protobuf:"varint,6,opt,name=delay,proto3" json:"delay,omitempty"`
+	RunAt    int64                  `protobuf:"varint,7,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
+	Expires  int64                  `protobuf:"varint,8,opt,name=expires,proto3" json:"expires,omitempty"`
+	Resource uint32                 `protobuf:"varint,9,opt,name=resource,proto3" json:"resource,omitempty"`
+	Host     string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`
+	// idempotency_keys: one per payload, in order ("" = none), or empty
+	// when no payload has a key; as WalEnqueue's.
+	IdempotencyKeys    []string `protobuf:"bytes,11,rep,name=idempotency_keys,json=idempotencyKeys,proto3" json:"idempotency_keys,omitempty"`
+	IdempotencyWindowS uint32   `protobuf:"varint,12,opt,name=idempotency_window_s,json=idempotencyWindowS,proto3" json:"idempotency_window_s,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *WalEnqueueBatch) Reset() {
@@ -466,6 +489,20 @@ func (x *WalEnqueueBatch) GetHost() string {
 		return x.Host
 	}
 	return ""
+}
+
+func (x *WalEnqueueBatch) GetIdempotencyKeys() []string {
+	if x != nil {
+		return x.IdempotencyKeys
+	}
+	return nil
+}
+
+func (x *WalEnqueueBatch) GetIdempotencyWindowS() uint32 {
+	if x != nil {
+		return x.IdempotencyWindowS
+	}
+	return 0
 }
 
 type WalClaimBatch struct {
@@ -1898,13 +1935,15 @@ func (x *SnapshotSchedule) GetNextFire() int64 {
 
 // The whole job state after applying every record with LSN <= lsn.
 type Snapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lsn           uint64                 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"`
-	NextId        uint64                 `protobuf:"varint,2,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`    // id the next enqueued job gets
-	NextSeq       uint64                 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"` // seq the next enqueued job gets
-	Jobs          []*SnapshotJob         `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	Schedules     []*SnapshotSchedule    `protobuf:"bytes,5,rep,name=schedules,proto3" json:"schedules,omitempty"`
-	Term          uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"` // term of the primary whose state this is (log freshness)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Lsn       uint64                 `protobuf:"varint,1,opt,name=lsn,proto3" json:"lsn,omitempty"`
+	NextId    uint64                 `protobuf:"varint,2,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`    // id the next enqueued job gets
+	NextSeq   uint64                 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"` // seq the next enqueued job gets
+	Jobs      []*SnapshotJob         `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Schedules []*SnapshotSchedule    `protobuf:"bytes,5,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Term      uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"` // term of the primary whose state this is (log freshness)
+	// The idempotency keys still in their window, oldest first.
+	Keys          []*SnapshotKey `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1981,6 +2020,91 @@ func (x *Snapshot) GetTerm() uint64 {
 	return 0
 }
 
+func (x *Snapshot) GetKeys() []*SnapshotKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// SnapshotKey: an idempotency key and the job its first submit made
+// (queue.Key).
+type SnapshotKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Id            uint64                 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	Sum           []byte                 `protobuf:"bytes,4,opt,name=sum,proto3" json:"sum,omitempty"`                               // SHA-256 of the submit's payload and options
+	ExpiresAt     int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // Unix seconds: the key names no job from then on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotKey) Reset() {
+	*x = SnapshotKey{}
+	mi := &file_wal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotKey) ProtoMessage() {}
+
+func (x *SnapshotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_wal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotKey.ProtoReflect.Descriptor instead.
+func (*SnapshotKey) Descriptor() ([]byte, []int) {
+	return file_wal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SnapshotKey) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SnapshotKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SnapshotKey) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SnapshotKey) GetSum() []byte {
+	if x != nil {
+		return x.Sum
+	}
+	return nil
+}
+
+func (x *SnapshotKey) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
 var File_wal_proto protoreflect.FileDescriptor
 
 const file_wal_proto_rawDesc = "" +
@@ -1997,7 +2121,7 @@ const file_wal_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x1d\n" +
 	"\n" +
 	"claim_term\x18\x03 \x01(\x04R\tclaimTerm\x12\x1b\n" +
-	"\tclaim_lsn\x18\x04 \x01(\x04R\bclaimLsn\"\x99\x02\n" +
+	"\tclaim_lsn\x18\x04 \x01(\x04R\bclaimLsn\"\xf4\x02\n" +
 	"\n" +
 	"WalEnqueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
@@ -2010,7 +2134,9 @@ const file_wal_proto_rawDesc = "" +
 	"\aexpires\x18\b \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\t \x01(\rR\bresource\x12\x12\n" +
 	"\x04host\x18\n" +
-	" \x01(\tR\x04host\"\xa0\x02\n" +
+	" \x01(\tR\x04host\x12'\n" +
+	"\x0fidempotency_key\x18\v \x01(\tR\x0eidempotencyKey\x120\n" +
+	"\x14idempotency_window_s\x18\f \x01(\rR\x12idempotencyWindowS\"\xfd\x02\n" +
 	"\x0fWalEnqueueBatch\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\rR\aqueueId\x12\x1a\n" +
@@ -2022,7 +2148,9 @@ const file_wal_proto_rawDesc = "" +
 	"\aexpires\x18\b \x01(\x03R\aexpires\x12\x1a\n" +
 	"\bresource\x18\t \x01(\rR\bresource\x12\x12\n" +
 	"\x04host\x18\n" +
-	" \x01(\tR\x04host\"z\n" +
+	" \x01(\tR\x04host\x12)\n" +
+	"\x10idempotency_keys\x18\v \x03(\tR\x0fidempotencyKeys\x120\n" +
+	"\x14idempotency_window_s\x18\f \x01(\rR\x12idempotencyWindowS\"z\n" +
 	"\rWalClaimBatch\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\rR\aqueueId\x12\x12\n" +
@@ -2128,14 +2256,22 @@ const file_wal_proto_rawDesc = "" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12-\n" +
 	"\x06stamps\x18\x06 \x01(\v2\x15.xce.schema.WalStampsR\x06stamps\x12+\n" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1b\n" +
-	"\tnext_fire\x18\b \x01(\x03R\bnextFire\"\xcd\x01\n" +
+	"\tnext_fire\x18\b \x01(\x03R\bnextFire\"\xfa\x01\n" +
 	"\bSnapshot\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x17\n" +
 	"\anext_id\x18\x02 \x01(\x04R\x06nextId\x12\x19\n" +
 	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\x12+\n" +
 	"\x04jobs\x18\x04 \x03(\v2\x17.xce.schema.SnapshotJobR\x04jobs\x12:\n" +
 	"\tschedules\x18\x05 \x03(\v2\x1c.xce.schema.SnapshotScheduleR\tschedules\x12\x12\n" +
-	"\x04term\x18\x06 \x01(\x04R\x04term*O\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12+\n" +
+	"\x04keys\x18\a \x03(\v2\x17.xce.schema.SnapshotKeyR\x04keys\"v\n" +
+	"\vSnapshotKey\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03sum\x18\x04 \x01(\fR\x03sum\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt*O\n" +
 	"\bJobState\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14JOB_STATE_PROCESSING\x10\x01\x12\x12\n" +
@@ -2154,7 +2290,7 @@ func file_wal_proto_rawDescGZIP() []byte {
 }
 
 var file_wal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_wal_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_wal_proto_goTypes = []any{
 	(JobState)(0),                // 0: xce.schema.JobState
 	(*WalStamps)(nil),            // 1: xce.schema.WalStamps
@@ -2180,6 +2316,7 @@ var file_wal_proto_goTypes = []any{
 	(*SnapshotJob)(nil),          // 21: xce.schema.SnapshotJob
 	(*SnapshotSchedule)(nil),     // 22: xce.schema.SnapshotSchedule
 	(*Snapshot)(nil),             // 23: xce.schema.Snapshot
+	(*SnapshotKey)(nil),          // 24: xce.schema.SnapshotKey
 }
 var file_wal_proto_depIdxs = []int32{
 	1,  // 0: xce.schema.WalEnqueue.stamps:type_name -> xce.schema.WalStamps
@@ -2213,11 +2350,12 @@ var file_wal_proto_depIdxs = []int32{
 	15, // 28: xce.schema.SnapshotSchedule.fire:type_name -> xce.schema.WalFireOpts
 	21, // 29: xce.schema.Snapshot.jobs:type_name -> xce.schema.SnapshotJob
 	22, // 30: xce.schema.Snapshot.schedules:type_name -> xce.schema.SnapshotSchedule
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 31: xce.schema.Snapshot.keys:type_name -> xce.schema.SnapshotKey
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_wal_proto_init() }
@@ -2249,7 +2387,7 @@ func file_wal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wal_proto_rawDesc), len(file_wal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

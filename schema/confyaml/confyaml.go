@@ -37,6 +37,7 @@ type Queue struct {
 	BackoffBaseS         uint32 `yaml:"backoff_base_s"`
 	DeadLetterRetentionS uint32 `yaml:"dead_letter_retention_s"`
 	Priority             int32  `yaml:"priority,omitempty"`
+	IdempotencyWindowS   uint32 `yaml:"idempotency_window_s,omitempty"`
 }
 
 // Host is a worker host.
@@ -82,7 +83,8 @@ func (f *File) ToProto() *schema.ClusterConfig {
 	c := &schema.ClusterConfig{ClusterName: f.ClusterName, Port: f.Port, ConfigGeneration: f.Generation}
 	for _, q := range f.Queues {
 		c.Queues = append(c.Queues, &schema.Queue{Id: q.ID, Name: q.Name, VisibilityTimeoutS: q.VisibilityTimeoutS,
-			MaxAttempts: q.MaxAttempts, BackoffBaseS: q.BackoffBaseS, DeadLetterRetentionS: q.DeadLetterRetentionS, Priority: q.Priority})
+			MaxAttempts: q.MaxAttempts, BackoffBaseS: q.BackoffBaseS, DeadLetterRetentionS: q.DeadLetterRetentionS, Priority: q.Priority,
+			IdempotencyWindowS: q.IdempotencyWindowS})
 	}
 	for _, h := range f.Hosts {
 		c.Hosts = append(c.Hosts, &schema.Host{Name: h.Name, Address: h.Address, ResourceIds: h.ResourceIDs})
@@ -98,7 +100,8 @@ func FromProto(c *schema.ClusterConfig) *File {
 	f := &File{ClusterName: c.GetClusterName(), Port: c.GetPort(), Generation: c.GetConfigGeneration()}
 	for _, q := range c.GetQueues() {
 		f.Queues = append(f.Queues, Queue{ID: q.GetId(), Name: q.GetName(), VisibilityTimeoutS: q.GetVisibilityTimeoutS(),
-			MaxAttempts: q.GetMaxAttempts(), BackoffBaseS: q.GetBackoffBaseS(), DeadLetterRetentionS: q.GetDeadLetterRetentionS(), Priority: q.GetPriority()})
+			MaxAttempts: q.GetMaxAttempts(), BackoffBaseS: q.GetBackoffBaseS(), DeadLetterRetentionS: q.GetDeadLetterRetentionS(), Priority: q.GetPriority(),
+			IdempotencyWindowS: q.GetIdempotencyWindowS()})
 	}
 	for _, h := range c.GetHosts() {
 		f.Hosts = append(f.Hosts, Host{Name: h.GetName(), Address: h.GetAddress(), ResourceIDs: h.GetResourceIds()})

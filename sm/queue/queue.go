@@ -21,6 +21,7 @@ package queue
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 )
@@ -136,6 +137,11 @@ type EnqueueOpts struct {
 	Expires  int64  // lifetime in seconds relative to now; 0 = never; >= 0
 	Resource uint32 // 0 = none
 	Host     string // pin: only this claimant host may claim the job; "" = any
+	// Key is the submit's idempotency key ("" = none; at most MaxKeyLen
+	// bytes): the job is held under it for KeyWindow seconds (keys.go).
+	// The caller asks KeyedJob first: Enqueue refuses a key still held.
+	Key       string
+	KeyWindow int64
 }
 
 // Errors of Enqueue, Register and Import.
@@ -143,6 +149,8 @@ var (
 	ErrEmptyQueueName = errors.New("queue: empty queue name")
 	ErrBadStamps      = errors.New("queue: bad stamps (max_attempts and visibility_timeout_s must be >= 1)")
 	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
+	ErrBadKey         = errors.New("queue: bad idempotency key (at most 128 bytes, a window of at least 1 s)")
+	ErrKeyHeld        = errors.New("queue: idempotency key already names a job")
 )
 
 func (j *job) copyJob() Job {
@@ -254,6 +262,7 @@ type Queues struct {
 	expiry jobHeap
 	retain jobHeap
 	scheds []*schedule // sorted by Name
+	keys   keyTable    // idempotency keys (keys.go)
 
 	// Intern tables (job.go): the jobs' stamps and host names, and the
 	// stamps interned last (a queue's jobs share them: one comparison
@@ -374,12 +383,21 @@ func (q *Queues) enqueueChecked(now int64, queue string, payload []byte, st Stam
 		return nil, ErrBadStamps
 	case o.Delay < 0 || o.Expires < 0:
 		return nil, ErrBadOpts
+	case o.Key != "" && (len(o.Key) > MaxKeyLen || o.KeyWindow < 1):
+		return nil, ErrBadKey
+	}
+	if _, held, _ := q.KeyedJob(now, queue, payload, o); held {
+		return nil, fmt.Errorf("%w: key %q of queue %q", ErrKeyHeld, o.Key, queue)
 	}
 	var p []byte
 	if len(payload) > 0 {
 		p = bytes.Clone(payload)
 	}
-	return q.enqueue(now, queue, p, st, o), nil
+	e := q.enqueue(now, queue, p, st, o)
+	if o.Key != "" {
+		q.holdKey(now, queue, e.ID, payload, o)
+	}
+	return e, nil
 }
 
 // enqueue is Enqueue on validated inputs (also the scheduler's fire path);

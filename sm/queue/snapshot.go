@@ -16,6 +16,7 @@ type Snapshot struct {
 	Schedules []Schedule // sorted by Name
 	NextID    uint64     // ID the next enqueued job gets
 	NextSeq   uint64     // Seq the next enqueued job gets
+	Keys      []Key      // idempotency keys, oldest first (keys.go)
 }
 
 // ErrBadSnapshot is wrapped by every error of Import.
@@ -28,6 +29,7 @@ func (q *Queues) Export() Snapshot {
 		Schedules: q.Schedules(),
 		NextID:    q.nextID,
 		NextSeq:   q.nextSeq,
+		Keys:      append([]Key(nil), q.keys.heldKeys()...),
 	}
 	for _, e := range q.jobs.all() {
 		s.Jobs = append(s.Jobs, e.copyJob())
@@ -46,11 +48,12 @@ type View struct {
 	schedules []Schedule
 	nextID    uint64
 	nextSeq   uint64
+	keys      []Key // shared with the live table (keyTable)
 }
 
 // View returns the current state as a View.
 func (q *Queues) View() View {
-	v := View{jobs: q.jobs.freeze(), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq}
+	v := View{jobs: q.jobs.freeze(), schedules: q.Schedules(), nextID: q.nextID, nextSeq: q.nextSeq, keys: q.keys.heldKeys()}
 	if q.gen == math.MaxUint32 {
 		// The generation wraps (job.owned is 32 bits: 16 B a job less
 		// with the rest): no job may keep a generation the counter
@@ -70,7 +73,7 @@ func (v View) Len() int { return v.jobs.len() }
 // Export is the view as a Snapshot, jobs sorted by ID. The jobs' payloads
 // are shared with the view (payloads are never written).
 func (v View) Export() Snapshot {
-	s := Snapshot{Jobs: make([]Job, 0, v.jobs.len()), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq}
+	s := Snapshot{Jobs: make([]Job, 0, v.jobs.len()), Schedules: v.schedules, NextID: v.nextID, NextSeq: v.nextSeq, Keys: v.keys}
 	for j := range v.Jobs() {
 		s.Jobs = append(s.Jobs, j)
 	}
@@ -95,6 +98,10 @@ func (v View) Next() (id, seq uint64) { return v.nextID, v.nextSeq }
 // Schedules are the view's schedules, sorted by name (shared: read only).
 func (v View) Schedules() []Schedule { return v.schedules }
 
+// Keys is the view's idempotency keys, oldest first (shared: entries are
+// never written).
+func (v View) Keys() []Key { return v.keys }
+
 // Import rebuilds a state from a snapshot (in any order), checking that it
 // is one the operations can reach: unique non-zero IDs below NextID, unique
 // Seqs below NextSeq, known states, valid stamps, non-empty queue names,
@@ -118,6 +125,11 @@ func Import(s Snapshot) (*Queues, error) {
 	}
 	for _, sc := range s.Schedules {
 		if err := im.Schedule(sc); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range s.Keys {
+		if err := im.Key(k); err != nil {
 			return nil, err
 		}
 	}
