@@ -2,23 +2,66 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/schema/schemaconnect"
 )
 
 // The API's calls, one per RPC of the Xce service (schema/api.proto). A
-// mutation's lost answer is ErrOutcomeUnknown, never retried; a read is
-// retried on the next node.
+// mutation's lost answer is ErrOutcomeUnknown, never retried, but for a
+// submit with idempotency keys; a read is retried on the next node.
 
-// Submit enqueues one job.
+// Submit enqueues one job. With an idempotency key the submit is safe to
+// repeat, and Submit repeats it itself while its outcome is unknown or
+// no primary answers (retryKeyed); the answer of a repeat that found the
+// first one's job says so (Deduplicated).
 func (c *Client) Submit(ctx context.Context, r *schema.SubmitRequest) (*schema.JobResponse, error) {
-	return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
+	if r.GetIdempotencyKey() == "" {
+		return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
+	}
+	return retryKeyed(ctx, c.opt, func() (*schema.JobResponse, error) {
+		return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
+	})
 }
 
-// SubmitBatch enqueues one job per payload in one durable write.
+// SubmitBatch enqueues one job per payload in one durable write. When
+// every payload has an idempotency key it is repeated as Submit is.
 func (c *Client) SubmitBatch(ctx context.Context, r *schema.SubmitBatchRequest) (*schema.JobResponse, error) {
-	return call(ctx, c, mutation, r, schemaconnect.XceClient.SubmitBatch)
+	keys := r.GetIdempotencyKeys()
+	if len(keys) == 0 || len(keys) != len(r.GetPayloads()) || slices.Contains(keys, "") {
+		return call(ctx, c, mutation, r, schemaconnect.XceClient.SubmitBatch)
+	}
+	return retryKeyed(ctx, c.opt, func() (*schema.JobResponse, error) {
+		return call(ctx, c, mutation, r, schemaconnect.XceClient.SubmitBatch)
+	})
+}
+
+// retryKeyed runs a keyed submit until it has a definite answer: while it
+// fails with an unknown outcome or no primary, it is sent again after a
+// backoff (KeyedRetryBase doubling, at most 2 s), up to KeyedAttempts
+// times or until ctx ends. The key makes a repeat answer the first
+// submit's job, within the queue's window (5 minutes by default), which
+// the retries stay far inside of.
+func retryKeyed(ctx context.Context, opt Options, send func() (*schema.JobResponse, error)) (*schema.JobResponse, error) {
+	wait := opt.KeyedRetryBase
+	for attempt := 1; ; attempt++ {
+		rep, err := send()
+		if err == nil || attempt >= opt.KeyedAttempts || !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNoPrimary) {
+			return rep, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (keyed submit not repeated: %v)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, maxKeyedRetryWait)
+	}
 }
 
 // Claim claims up to max ready jobs for a worker host. With r.Ack (the

@@ -24,7 +24,9 @@
 //     mutation after its durable write. A mutation that was written and
 //     not answered, or answered with code unknown, has an unknown outcome:
 //     it is reported as ErrOutcomeUnknown and never sent again (a blind
-//     retry could apply it twice). A read is sent on to the next node.
+//     retry could apply it twice), except a submit with idempotency keys,
+//     which the key makes safe to repeat (Submit). A read is sent on to
+//     the next node.
 //
 // A Worker's claims travel as messages on a Work stream instead, which
 // the same search opens and reopens (see Worker).
@@ -99,7 +101,21 @@ type Options struct {
 	HedgeDelay time.Duration
 	// Header is added to every request.
 	Header http.Header
+	// KeyedAttempts bounds how many times a submit with idempotency keys
+	// is sent while its outcome is unknown or no primary answers (0 =
+	// DefaultKeyedAttempts; 1 = never repeated); KeyedRetryBase is the
+	// first wait between them (0 = DefaultKeyedRetryBase), doubling.
+	KeyedAttempts  int
+	KeyedRetryBase time.Duration
 }
+
+// Defaults of a keyed submit's repeats: about 10 s of waits in all, a
+// failover's worth (--failure-timeout 1.5 s, then an election).
+const (
+	DefaultKeyedAttempts  = 8
+	DefaultKeyedRetryBase = 100 * time.Millisecond
+	maxKeyedRetryWait     = 2 * time.Second
+)
 
 // Sentinel errors (see the package comment).
 var (
@@ -196,6 +212,12 @@ func New(peers []Peer, mat *tlsconf.Material, opt Options) (*Client, error) {
 	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
+	}
+	if opt.KeyedAttempts <= 0 {
+		opt.KeyedAttempts = DefaultKeyedAttempts
+	}
+	if opt.KeyedRetryBase <= 0 {
+		opt.KeyedRetryBase = DefaultKeyedRetryBase
 	}
 	if opt.HedgeDelay <= 0 {
 		opt.HedgeDelay = opt.ConnectTimeout / 4

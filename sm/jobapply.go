@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/queue"
@@ -153,14 +154,24 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 	switch req.Kind {
 	case JobEnqueue:
 		q := r.queues[req.Queue]
-		rec.Op = &schema.WalRecord_Enqueue{Enqueue: &schema.WalEnqueue{Queue: req.Queue, QueueId: q.GetId(), Payload: req.Payload,
+		e := &schema.WalEnqueue{Queue: req.Queue, QueueId: q.GetId(), Payload: req.Payload,
 			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
-			Resource: req.Resource, Host: req.Host}}
+			Resource: req.Resource, Host: req.Host}
+		if req.Key != "" {
+			// The window is logged: replay holds the key as long as
+			// the live apply did, whatever the config says later.
+			e.IdempotencyKey, e.IdempotencyWindowS = req.Key, schema.IdempotencyWindowS(q)
+		}
+		rec.Op = &schema.WalRecord_Enqueue{Enqueue: e}
 	case JobEnqueueBatch:
 		q := r.queues[req.Queue]
-		rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: &schema.WalEnqueueBatch{Queue: req.Queue, QueueId: q.GetId(), Payloads: req.Payloads,
+		e := &schema.WalEnqueueBatch{Queue: req.Queue, QueueId: q.GetId(), Payloads: req.Payloads,
 			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
-			Resource: req.Resource, Host: req.Host}}
+			Resource: req.Resource, Host: req.Host}
+		if slices.ContainsFunc(req.Keys, func(k string) bool { return k != "" }) {
+			e.IdempotencyKeys, e.IdempotencyWindowS = req.Keys, schema.IdempotencyWindowS(q)
+		}
+		rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: e}
 	case JobClaim:
 		rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: req.Queue, QueueId: r.queues[req.Queue].GetId(), Host: req.Host, Max: uint32(req.Max), Json: req.JSON}}
 	case JobAck:
@@ -225,8 +236,19 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 		name := r.queue(e.GetQueue(), true)
 		st := stampsOf(e.GetStamps())
 		o := queue.EnqueueOpts{Priority: e.GetPriority(), Delay: e.GetDelay(), RunAt: e.GetRunAt(),
-			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost())}
-		if !reply {
+			Expires: e.GetExpires(), Resource: r.resource(e.GetResource()), Host: r.host(e.GetHost()),
+			Key: e.GetIdempotencyKey(), KeyWindow: int64(e.GetIdempotencyWindowS())}
+		id, held, err := q.KeyedJob(now, name, e.GetPayload(), o)
+		switch {
+		case err != nil:
+			return rep, err
+		case held:
+			rep.OK, rep.Deduplicated = true, []bool{true}
+			if reply {
+				rep.Jobs = []queue.Job{keyedJob(q, id, name, e.GetPayload(), st)}
+			}
+			return rep, nil
+		case !reply:
 			_, err := q.EnqueueID(now, name, e.GetPayload(), st, o)
 			return rep, err
 		}
@@ -247,15 +269,36 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 			rep.Jobs = make([]queue.Job, 0, len(e.GetPayloads())) // grown by doubling it took ~4% of a primary's CPU while inserting
 		}
 		st := stampsOf(e.GetStamps())
+		keys := e.GetIdempotencyKeys()
+		if len(keys) != 0 && len(keys) != len(e.GetPayloads()) {
+			return rep, fmt.Errorf("enqueue batch: %d idempotency keys for %d payloads", len(keys), len(e.GetPayloads()))
+		}
+		// Every key is judged before any job is enqueued: a reused one
+		// refuses the whole batch, which then changed nothing.
+		dups, err := keyedJobs(q, now, name, e.GetPayloads(), keys, opts, int64(e.GetIdempotencyWindowS()))
+		if err != nil {
+			return rep, err
+		}
+		rep.Deduplicated = dups.dedup
 		for i, p := range e.GetPayloads() {
 			var (
 				job queue.Job
 				err error
 			)
+			o := opts
+			if len(keys) > 0 {
+				o.Key, o.KeyWindow = keys[i], int64(e.GetIdempotencyWindowS())
+			}
+			if dups.dedup != nil && dups.dedup[i] {
+				if reply {
+					rep.Jobs = append(rep.Jobs, keyedJob(q, dups.ids[i], name, p, st))
+				}
+				continue
+			}
 			if reply {
-				job, err = q.Enqueue(now, name, p, st, opts)
+				job, err = q.Enqueue(now, name, p, st, o)
 			} else {
-				_, err = q.EnqueueID(now, name, p, st, opts)
+				_, err = q.EnqueueID(now, name, p, st, o)
 			}
 			if err != nil {
 				if i == 0 {
@@ -352,6 +395,47 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 	return rep, nil
 }
 
+// keyedJob is the job an earlier submit with the same key made, as a
+// deduplicated reply carries it: as it is now, or, when it is gone
+// (acked, cancelled, purged), its id with the submit's payload (the key
+// matched, so the payloads are equal) and stamps.
+func keyedJob(q *queue.Queues, id uint64, name string, payload []byte, st queue.Stamps) queue.Job {
+	if j, ok := q.Get(id); ok {
+		return j
+	}
+	return queue.Job{ID: id, Queue: name, Payload: payload, Stamps: st}
+}
+
+// batchKeys is what a batch's keys name: per payload, the earlier job
+// (dedup true) or none; dedup is nil when no key named one.
+type batchKeys struct {
+	dedup []bool
+	ids   []uint64
+}
+
+// keyedJobs judges each payload's key in name at now (queue.KeyedJob):
+// the first reused one is the error.
+func keyedJobs(q *queue.Queues, now int64, name string, payloads [][]byte, keys []string, o queue.EnqueueOpts, window int64) (batchKeys, error) {
+	var out batchKeys
+	for i, k := range keys {
+		if k == "" {
+			continue
+		}
+		o.Key, o.KeyWindow = k, window
+		id, held, err := q.KeyedJob(now, name, payloads[i], o)
+		if err != nil {
+			return batchKeys{}, fmt.Errorf("payload %d: %w", i, err)
+		}
+		if held {
+			if out.dedup == nil {
+				out.dedup, out.ids = make([]bool, len(keys)), make([]uint64, len(keys))
+			}
+			out.dedup[i], out.ids[i] = true, id
+		}
+	}
+	return out, nil
+}
+
 // ApplyJob runs one live request against q exactly as a primary of term
 // would log it at lsn (validation, record, apply) but without durability:
 // the sequential specification the simulator's linearizability checker
@@ -386,7 +470,7 @@ func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, term, lsn uint64, now 
 	q.AdvanceNextID(TermIDFloor(term))
 	rep, err := applyRecord(q, r, rec)
 	if err != nil {
-		return Reply{Status: StatusEINVAL, Error: err.Error()}
+		return Reply{Status: refusedStatus(err), Error: err.Error()}
 	}
 	return rep
 }

@@ -74,13 +74,15 @@ func (ld *LoadedSnapshot) Err() error { return ld.err }
 // other.
 
 // ImportBatch is a run of a snapshot's jobs, and then at most one
-// schedule, decoded and checked (opaque outside sm). Decode fills it;
+// schedule, or a run of its idempotency keys, decoded and checked
+// (opaque outside sm). Decode fills it;
 // Build takes it over until Add returns, when it may be filled again.
 type ImportBatch struct {
 	head  *wal.SnapshotHead // the first batch only
 	jobs  []queue.Job       // names not yet routed
 	sched *schema.SnapshotSchedule
-	err   error // where Decode stopped: the rest of the file is not usable
+	keys  []queue.Key // names not yet routed
+	err   error       // where Decode stopped: the rest of the file is not usable
 }
 
 // importBatchJobs is how many jobs a batch holds.
@@ -111,7 +113,8 @@ func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatc
 			return errImportStopped
 		}
 		clear(b.jobs)
-		b.head, b.jobs, b.sched, b.err = nil, b.jobs[:0], nil, nil
+		clear(b.keys)
+		b.head, b.jobs, b.sched, b.keys, b.err = nil, b.jobs[:0], nil, b.keys[:0], nil
 		return nil
 	}
 	err := read(data, wal.SnapshotVisitor{
@@ -133,7 +136,24 @@ func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatc
 			return flush()
 		},
 		Schedule: func(sc *schema.SnapshotSchedule) error {
+			if len(b.keys) > 0 { // a schedule after keys: the keys go first
+				if err := flush(); err != nil {
+					return err
+				}
+			}
 			b.sched = proto.Clone(sc).(*schema.SnapshotSchedule)
+			return flush()
+		},
+		Key: func(k *schema.SnapshotKey) error {
+			if len(b.jobs) > 0 || b.sched != nil { // keys follow what came before
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			b.keys = append(b.keys, decodedKey(k))
+			if len(b.keys) < importBatchJobs {
+				return nil
+			}
 			return flush()
 		},
 	})
@@ -177,7 +197,7 @@ func (b *ImportBuild) Add(x *ImportBatch) bool {
 		}
 		b.im = im
 	}
-	if b.im == nil && (len(x.jobs) > 0 || x.sched != nil) { // Decode hands on the head first
+	if b.im == nil && (len(x.jobs) > 0 || x.sched != nil || len(x.keys) > 0) { // Decode hands on the head first
 		return fail(fmt.Errorf("%w: jobs before the snapshot's head", queue.ErrBadSnapshot))
 	}
 	for i := range x.jobs {
@@ -187,6 +207,17 @@ func (b *ImportBuild) Add(x *ImportBatch) bool {
 	}
 	if x.sched != nil {
 		if err := b.im.Schedule(importSchedule(x.sched, &b.r)); err != nil {
+			return fail(err)
+		}
+	}
+	for _, k := range x.keys {
+		// A key of a queue the config no longer has is held under
+		// lost_and_found, where replay holds it (apply), unwarned and
+		// uncounted: its job was routed and counted already.
+		if !b.r.knownQueue(k.Queue) {
+			k.Queue = LostAndFound
+		}
+		if err := b.im.Key(k); err != nil {
 			return fail(err)
 		}
 	}
@@ -258,6 +289,14 @@ func decodedJob(jb *schema.SnapshotJob) queue.Job {
 		Attempts: jb.GetAttempts(), Stamps: stampsOf(jb.GetStamps()), Host: jb.GetHost(), Resource: jb.GetResource(), ClaimedAt: jb.GetClaimedAt(),
 		ClaimExpiresAt: jb.GetClaimExpiresAt(), LastError: jb.GetLastError(), DiedAt: jb.GetDiedAt(), Claims: jb.GetClaims(), Pin: jb.GetPin(),
 		Claim: queue.ClaimStamp{Term: jb.GetClaimTerm(), LSN: jb.GetClaimLsn()}}
+}
+
+// decodedKey is one snapshot idempotency key as the queue holds it (its
+// queue not yet routed); wal checked its digest's length.
+func decodedKey(k *schema.SnapshotKey) queue.Key {
+	out := queue.Key{Queue: k.GetQueue(), Key: k.GetKey(), ID: k.GetId(), ExpiresAt: k.GetExpiresAt()}
+	copy(out.Sum[:], k.GetSum())
+	return out
 }
 
 // route routes j's names as replay does (the warnings in the order of the

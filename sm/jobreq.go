@@ -61,7 +61,13 @@ type JobRequest struct {
 	Expires  int64 // lifetime in seconds
 	Resource uint32
 	Host     string // claimant (claim) or pin (enqueue)
-	Max      int    // claim batch size
+	// Key is an enqueue's idempotency key ("" = none), Keys an enqueue
+	// batch's, one per payload ("" = none) or none at all: within the
+	// queue's window a second submit with the key answers the first
+	// one's job (queue/keys.go).
+	Key      string
+	Keys     []string
+	Max      int // claim batch size
 	Handle   queue.Handle
 	Handles  []queue.Handle
 	ID       uint64 // job id (cancel, redrive, get)
@@ -109,6 +115,10 @@ type Reply struct {
 	LSN     uint64
 	At      int64 // the time (Unix seconds) the operation was applied at
 	More    bool  // list: the page is full (ClaimReplyBudget); ask after the last ID
+	// Deduplicated (an enqueue, an enqueue batch): per job of Jobs, true
+	// when its idempotency key named an earlier submit's job, whose id
+	// alone Jobs carries; nil when none did.
+	Deduplicated []bool
 
 	// NotPrimary marks a StatusEAGAIN refusal as §10.12's redirect: this
 	// node is not the primary, ask Primary. The flag, not the text, says so.

@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/xce-hpc/xce/schema"
@@ -187,7 +188,7 @@ func (jl *journal) apply(id uint64, req JobRequest) (rep Reply, changed, refused
 	}
 	rep, err = applyRecord(j.q, j.r, rec)
 	if err != nil { // refused before anything changed: not logged
-		return Reply{ID: id, Status: StatusEINVAL, Error: err.Error(), Primary: jl.el.primary}, false, true
+		return Reply{ID: id, Status: refusedStatus(err), Error: err.Error(), Primary: jl.el.primary}, false, true
 	}
 	rep.ID = id
 	if changedNothing(req.Kind, rep) && (req.Kind != JobClaim || laneCounts(j.q, req.Queue) == before) {
@@ -236,6 +237,17 @@ func changedNothing(k JobKind, rep Reply) bool {
 			}
 		}
 		return true
+	case JobEnqueue, JobEnqueueBatch:
+		// Every job an earlier submit's (its key's): a read of the log.
+		if len(rep.Deduplicated) == 0 {
+			return false
+		}
+		for _, d := range rep.Deduplicated {
+			if !d {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
@@ -243,6 +255,9 @@ func changedNothing(k JobKind, rep Reply) bool {
 // validateJob refuses what must never reach the log (seed 002 §6.5: no
 // submissions to lost_and_found; unknown queue, host or resource).
 func validateJob(r *router, req JobRequest) string {
+	if why := checkKeys(req); why != "" {
+		return why
+	}
 	switch req.Kind {
 	case JobEnqueue, JobRegister, JobEnqueueBatch:
 		if req.Kind == JobEnqueueBatch && (len(req.Payloads) == 0 || len(req.Payloads) > maxBatchJobs) {
@@ -263,6 +278,7 @@ func validateJob(r *router, req JobRequest) string {
 		if req.Kind != JobRegister && (!r.knownHost(req.Host) || req.Host == LostAndFound) {
 			return fmt.Sprintf("unknown host %q", req.Host)
 		}
+
 	case JobClaim:
 		if why := checkWait(req); why != "" {
 			return why
@@ -308,6 +324,46 @@ func validateJob(r *router, req JobRequest) string {
 	}
 	if req.Kind != JobClaim {
 		return checkWait(req)
+	}
+	return ""
+}
+
+// refusedStatus is the status of a record the queue refused: EEXIST for
+// an idempotency key reused for another submit, else EINVAL.
+func refusedStatus(err error) int32 {
+	if errors.Is(err, queue.ErrKeyReused) {
+		return StatusEEXIST
+	}
+	return StatusEINVAL
+}
+
+// checkKeys refuses bad idempotency keys: too long, on an operation that
+// takes none, a batch's not one per payload or repeated within it.
+func checkKeys(req JobRequest) string {
+	if req.Kind != JobEnqueue && req.Key != "" || req.Kind != JobEnqueueBatch && len(req.Keys) > 0 {
+		return fmt.Sprintf("an idempotency key on a %s: only a submit takes one", req.Kind)
+	}
+	if err := queue.CheckKey(req.Key); err != nil {
+		return err.Error()
+	}
+	if len(req.Keys) == 0 {
+		return ""
+	}
+	if len(req.Keys) != len(req.Payloads) {
+		return fmt.Sprintf("%d idempotency keys for %d payloads: one per payload, or none", len(req.Keys), len(req.Payloads))
+	}
+	seen := make(map[string]int, len(req.Keys))
+	for i, k := range req.Keys {
+		if err := queue.CheckKey(k); err != nil {
+			return fmt.Sprintf("payload %d: %v", i, err)
+		}
+		if k == "" {
+			continue
+		}
+		if j, dup := seen[k]; dup {
+			return fmt.Sprintf("payloads %d and %d have the same idempotency key %q", j, i, k)
+		}
+		seen[k] = i
 	}
 	return ""
 }

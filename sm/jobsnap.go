@@ -173,6 +173,13 @@ func encodeJobs(v queue.View, lsn, term uint64, size int, w io.Writer) ([]byte, 
 			return nil, err
 		}
 	}
+	var sk schema.SnapshotKey
+	for _, k := range v.Keys() {
+		fillSnapshotKey(&sk, k)
+		if err := e.Key(&sk); err != nil {
+			return nil, err
+		}
+	}
 	return e.Finish()
 }
 
@@ -272,7 +279,18 @@ func snapshotOf(s queue.Snapshot, lsn uint64) *schema.Snapshot {
 	for _, sc := range s.Schedules {
 		out.Schedules = append(out.Schedules, snapshotSchedule(sc))
 	}
+	for _, k := range s.Keys {
+		sk := new(schema.SnapshotKey)
+		fillSnapshotKey(sk, k)
+		out.Keys = append(out.Keys, sk)
+	}
 	return out
+}
+
+// fillSnapshotKey makes dst the snapshot message of k (its digest shares
+// k's array: the encoder copies it out before k changes, and k never does).
+func fillSnapshotKey(dst *schema.SnapshotKey, k queue.Key) {
+	*dst = schema.SnapshotKey{Queue: k.Queue, Key: k.Key, Id: k.ID, Sum: k.Sum[:], ExpiresAt: k.ExpiresAt}
 }
 
 // fillSnapshotJob makes dst (with stamps st) the snapshot message of jb.

@@ -12,6 +12,7 @@ const (
 	StatusOK       int32 = 0
 	StatusEIO      int32 = -5
 	StatusEAGAIN   int32 = -11
+	StatusEEXIST   int32 = -17 // an idempotency key reused for a different submit
 	StatusEINVAL   int32 = -22
 	StatusNoConfig int32 = -61 // ENODATA
 	// StatusOutcomeUnknown: the request may or may not have been applied

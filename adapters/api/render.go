@@ -23,7 +23,10 @@ func jobResponse(kind sm.JobKind, r *sm.Reply) *schema.JobResponse {
 		for i, j := range r.Jobs {
 			out.Ids[i] = j.ID
 		}
-		if kind == sm.JobEnqueueBatch {
+		// An earlier submit's job (its idempotency key's) is named by
+		// id alone, as a batch's are: Get shows it as it is now.
+		out.Deduplicated = r.Deduplicated
+		if kind == sm.JobEnqueueBatch || len(r.Deduplicated) > 0 {
 			return out
 		}
 	}

@@ -27,14 +27,14 @@ func (s *server) Submit(ctx context.Context, r *connect.Request[schema.SubmitReq
 	m := r.Msg
 	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobEnqueue, Queue: m.GetQueue(), Payload: m.GetPayload(),
 		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
-		Host: m.GetHost()}, xc.Submit)
+		Host: m.GetHost(), Key: m.GetIdempotencyKey()}, xc.Submit)
 }
 
 func (s *server) SubmitBatch(ctx context.Context, r *connect.Request[schema.SubmitBatchRequest]) (*jobReply, error) {
 	m := r.Msg
 	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: m.GetQueue(), Payloads: m.GetPayloads(),
 		Priority: m.GetPriority(), Delay: m.GetDelay(), RunAt: m.GetRunAt(), Expires: m.GetExpires(), Resource: m.GetResource(),
-		Host: m.GetHost()}, xc.SubmitBatch)
+		Host: m.GetHost(), Keys: m.GetIdempotencyKeys()}, xc.SubmitBatch)
 }
 
 func (s *server) Claim(ctx context.Context, r *connect.Request[schema.ClaimRequest]) (*jobReply, error) {

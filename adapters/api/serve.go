@@ -63,6 +63,8 @@ func codeOf(status int32) connect.Code {
 		return connect.CodeUnavailable
 	case sm.StatusEINVAL:
 		return connect.CodeInvalidArgument
+	case sm.StatusEEXIST:
+		return connect.CodeAlreadyExists
 	case wire.StatusBusy:
 		return connect.CodeAborted
 	case wire.StatusUnsupported:

@@ -41,6 +41,7 @@ var codes = map[int32]string{
 	-5:   "eio",
 	-11:  "eagain",
 	-16:  "ebusy",
+	-17:  "eexist",
 	-22:  "einval",
 	-38:  "enosys",
 	-125: "outcome_unknown",

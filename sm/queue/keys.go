@@ -111,6 +111,17 @@ func (t *keyTable) heldKeys() []Key { return t.fifo[t.head:len(t.fifo):len(t.fif
 // until a later keyed submit drops them).
 func (q *Queues) KeyCount() int { return len(q.keys.fifo) - q.keys.head }
 
+// ErrKeyTooLong: an idempotency key over MaxKeyLen bytes.
+var ErrKeyTooLong = fmt.Errorf("idempotency key longer than %d bytes", MaxKeyLen)
+
+// CheckKey is the one check of a client's idempotency key ("" = none).
+func CheckKey(key string) error {
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes", ErrKeyTooLong, len(key))
+	}
+	return nil
+}
+
 func checkKey(k Key) error {
 	switch {
 	case k.Queue == "":

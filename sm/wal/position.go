@@ -21,6 +21,7 @@ var (
 	snapNextSeqField = fieldNumber(&schema.Snapshot{}, "next_seq")
 	snapJobsField    = fieldNumber(&schema.Snapshot{}, "jobs")
 	snapSchedField   = fieldNumber(&schema.Snapshot{}, "schedules")
+	snapKeysField    = fieldNumber(&schema.Snapshot{}, "keys")
 )
 
 func fieldNumber(m interface {
@@ -185,6 +186,8 @@ func snapshotHead(p []byte, ahead func(end int)) (SnapshotHead, error) {
 			h.Jobs++
 		case typ == protowire.BytesType && num == snapSchedField:
 			h.Schedules++
+		case typ == protowire.BytesType && num == snapKeysField:
+			h.Keys++
 		case typ != protowire.VarintType:
 		case num == snapLSNField:
 			h.LSN, _ = protowire.ConsumeVarint(v)

@@ -178,6 +178,11 @@ func genSnapshot(t *rapid.T) *schema.Snapshot {
 		s.Schedules = append(s.Schedules, &schema.SnapshotSchedule{Name: rapid.StringN(0, 2, -1).Draw(t, "name"),
 			Spec: genName.Draw(t, "spec"), Payload: genBytes.Draw(t, "payload")})
 	}
+	for i := rapid.IntRange(0, 3).Draw(t, "keys"); i > 0; i-- {
+		sum := make([]byte, rapid.SampledFrom([]int{0, 31, 32, 32}).Draw(t, "sumLen"))
+		s.Keys = append(s.Keys, &schema.SnapshotKey{Queue: genName.Draw(t, "queue"), Key: genName.Draw(t, "key"),
+			Id: rapid.Uint64Range(0, 60).Draw(t, "id"), Sum: sum, ExpiresAt: rapid.Int64().Draw(t, "expiresAt")})
+	}
 	return s
 }
 
@@ -278,6 +283,10 @@ func readStream(read func([]byte, SnapshotVisitor) error, data []byte) (*schema.
 		},
 		Schedule: func(sc *schema.SnapshotSchedule) error {
 			got.Schedules = append(got.Schedules, proto.Clone(sc).(*schema.SnapshotSchedule))
+			return nil
+		},
+		Key: func(k *schema.SnapshotKey) error {
+			got.Keys = append(got.Keys, proto.Clone(k).(*schema.SnapshotKey))
 			return nil
 		},
 	})

@@ -52,6 +52,7 @@ type recordDecoder struct {
 	handle   schema.WalHandle    // of an ack, a heartbeat, a retry or a fail
 	handles  []*schema.WalHandle // an ack batch's, each reused by position
 	payloads [][]byte            // an enqueue batch's
+	keys     []string            // an enqueue batch's idempotency keys
 	last     [3]string           // the previous strings, by recStr
 }
 
@@ -110,15 +111,19 @@ func (d *recordDecoder) op(num protowire.Number, b []byte) bool {
 		d.enqueueOp.Enqueue = &d.enqueue
 		r.Op = &d.enqueueOp
 	case 23:
-		d.payloads = d.payloads[:0]
+		d.payloads, d.keys = d.payloads[:0], d.keys[:0]
 		if !d.enqueueFields(b, true) {
 			return false
 		}
 		e := &d.enqueue
 		d.batch = schema.WalEnqueueBatch{Queue: e.Queue, QueueId: e.QueueId, Stamps: e.Stamps, Priority: e.Priority,
-			Delay: e.Delay, RunAt: e.RunAt, Expires: e.Expires, Resource: e.Resource, Host: e.Host}
+			Delay: e.Delay, RunAt: e.RunAt, Expires: e.Expires, Resource: e.Resource, Host: e.Host,
+			IdempotencyWindowS: e.IdempotencyWindowS}
 		if len(d.payloads) > 0 {
 			d.batch.Payloads = d.payloads
+		}
+		if len(d.keys) > 0 {
+			d.batch.IdempotencyKeys = d.keys
 		}
 		d.batchOp.EnqueueBatch = &d.batch
 		r.Op = &d.batchOp
@@ -224,6 +229,8 @@ func (d *recordDecoder) enqueueFields(b []byte, batch bool) bool {
 				e.Expires = int64(v)
 			case 9:
 				e.Resource = uint32(v)
+			case 12:
+				e.IdempotencyWindowS = uint32(v)
 			default:
 				return false
 			}
@@ -251,6 +258,17 @@ func (d *recordDecoder) enqueueFields(b []byte, batch bool) bool {
 		case 10:
 			if e.Host, ok = d.str(recHost, s); !ok {
 				return false
+			}
+		case 11:
+			// A key is kept by the state (queue.Key): a string of its
+			// own, never one aliasing the frame.
+			if !utf8.Valid(s) {
+				return false
+			}
+			if batch {
+				d.keys = append(d.keys, string(s))
+			} else {
+				e.IdempotencyKey = string(s)
 			}
 		default:
 			return false

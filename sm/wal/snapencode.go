@@ -15,14 +15,15 @@ import (
 // job and each schedule as the caller hands it over (one message it may
 // reuse), then the file. The bytes are those the deterministic marshal of
 // the whole schema.Snapshot gives (fields in number order: lsn, next_id,
-// next_seq, jobs, schedules, term), without a message per job held at once:
+// next_seq, jobs, schedules, term, keys), without a message per job held at once:
 // a checkpoint of 1M jobs allocates the file and nothing per job. Each job
-// and schedule is checked as ValidateSnapshot checks it.
+// schedule and key is checked as ValidateSnapshot checks it.
 type SnapshotEncoder struct {
 	out   []byte
 	c     *snapCheck
 	term  uint64
 	sched bool // a schedule was written: no job may follow
+	keys  bool // a key was written, after the term: nothing else may follow
 	err   error
 	// A stream (Stream): out is written to w each time it reaches piece
 	// bytes; crc and n are the checksum and length of the body so far.
@@ -34,7 +35,7 @@ type SnapshotEncoder struct {
 }
 
 // NewSnapshotEncoder starts a snapshot of the given head for about jobs
-// jobs and schedules schedules; sizeHint is the payload's expected size.
+// jobs and schedules schedules (and any number of keys); sizeHint is the payload's expected size.
 func NewSnapshotEncoder(lsn, term, nextID, nextSeq uint64, jobs, schedules, sizeHint int) *SnapshotEncoder {
 	out := make([]byte, SnapshotHeaderSize, SnapshotHeaderSize+max(sizeHint, 0))
 	out = appendUint(out, 1, lsn)
@@ -69,8 +70,8 @@ func (e *SnapshotEncoder) flush(all bool) {
 
 // Job appends j (not kept).
 func (e *SnapshotEncoder) Job(j *schema.SnapshotJob) error {
-	if e.err == nil && e.sched {
-		e.err = badSnap("job %d after a schedule", j.GetId())
+	if e.err == nil && (e.sched || e.keys) {
+		e.err = badSnap("job %d after a schedule or key", j.GetId())
 	}
 	if e.err == nil {
 		e.err = e.c.job(j)
@@ -85,11 +86,32 @@ func (e *SnapshotEncoder) Job(j *schema.SnapshotJob) error {
 // Schedule appends s (not kept).
 func (e *SnapshotEncoder) Schedule(s *schema.SnapshotSchedule) error {
 	e.sched = true
+	if e.err == nil && e.keys {
+		e.err = badSnap("schedule %q after a key", s.GetName())
+	}
 	if e.err == nil {
 		e.err = e.c.schedule(s)
 	}
 	if e.err == nil {
 		e.out, e.err = appendMessage(e.out, 5, s)
+	}
+	e.flush(false)
+	return e.err
+}
+
+// Key appends k (not kept), after every job and schedule. The term
+// (field 6) goes before the first key (field 7), as the deterministic
+// marshal orders them.
+func (e *SnapshotEncoder) Key(k *schema.SnapshotKey) error {
+	if !e.keys {
+		e.keys = true
+		e.out = appendUint(e.out, 6, e.term)
+	}
+	if e.err == nil {
+		e.err = e.c.key(k)
+	}
+	if e.err == nil {
+		e.out, e.err = appendMessage(e.out, 7, k)
 	}
 	e.flush(false)
 	return e.err
@@ -101,7 +123,9 @@ func (e *SnapshotEncoder) Finish() ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	e.out = appendUint(e.out, 6, e.term)
+	if !e.keys {
+		e.out = appendUint(e.out, 6, e.term)
+	}
 	out := e.out
 	if e.w != nil {
 		if e.flush(true); e.err != nil {

@@ -74,6 +74,11 @@ func TestPropSnapshotEncoderStreamIsEncode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for _, k := range s.GetKeys() {
+			if err := e.Key(k); err != nil {
+				t.Fatal(err)
+			}
+		}
 		head, err := e.Finish()
 		if err != nil {
 			t.Fatal(err)

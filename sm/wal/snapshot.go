@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -48,6 +49,11 @@ func EncodeSnapshot(s *schema.Snapshot) ([]byte, error) {
 			return nil, err
 		}
 	}
+	for _, k := range s.GetKeys() {
+		if err := e.Key(k); err != nil {
+			return nil, err
+		}
+	}
 	return e.Finish()
 }
 
@@ -72,8 +78,9 @@ func DecodeSnapshot(data []byte) (*schema.Snapshot, error) {
 
 // ValidateSnapshot checks the invariants a snapshot's state must hold:
 // every job has an id in [1, next_id), unique, a seq below next_seq and a
-// known state; every schedule has a unique, non-empty name. A nil snapshot
-// is refused.
+// known state; every schedule has a unique, non-empty name; every
+// idempotency key names a queue and a job id below next_id, is 1 to
+// MaxKeyLen bytes and carries a SHA-256. A nil snapshot is refused.
 func ValidateSnapshot(s *schema.Snapshot) error {
 	if s == nil {
 		return badSnap("nil snapshot")
@@ -89,6 +96,11 @@ func ValidateSnapshot(s *schema.Snapshot) error {
 			return err
 		}
 	}
+	for _, k := range s.GetKeys() {
+		if err := c.key(k); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -98,6 +110,7 @@ type snapCheck struct {
 	nextID, nextSeq uint64
 	ids             *idset.Set
 	names           map[string]struct{}
+	keys            int // keys checked so far
 }
 
 func newSnapCheck(nextID, nextSeq uint64, jobs, schedules int) *snapCheck {
@@ -134,14 +147,35 @@ func (c *snapCheck) schedule(sc *schema.SnapshotSchedule) error {
 	return nil
 }
 
+// MaxKeyLen bounds an idempotency key in a snapshot, as the queue bounds
+// it (queue.MaxKeyLen).
+const MaxKeyLen = 128
+
+func (c *snapCheck) key(k *schema.SnapshotKey) error {
+	i := c.keys
+	c.keys++
+	switch {
+	case k.GetQueue() == "":
+		return badSnap("key %d has no queue", i)
+	case len(k.GetKey()) == 0 || len(k.GetKey()) > MaxKeyLen:
+		return badSnap("key %d (queue %q) is %d bytes, want 1 to %d", i, k.GetQueue(), len(k.GetKey()), MaxKeyLen)
+	case k.GetId() == 0 || k.GetId() >= c.nextID:
+		return badSnap("key %d (%q of queue %q) names job id %d, not in [1, next_id %d)", i, k.GetKey(), k.GetQueue(), k.GetId(), c.nextID)
+	case len(k.GetSum()) != sha256.Size:
+		return badSnap("key %d (%q of queue %q) has a digest of %d bytes, want %d", i, k.GetKey(), k.GetQueue(), len(k.GetSum()), sha256.Size)
+	}
+	return nil
+}
+
 // SnapshotHead is a snapshot's scalar fields.
 type SnapshotHead struct {
 	LSN, Term, NextID, NextSeq uint64
-	Jobs, Schedules            int // how many follow
+	Jobs, Schedules, Keys      int // how many follow
 }
 
 // SnapshotVisitor receives a snapshot streamed by ReadSnapshot: Head
-// first, then each job and schedule in file order. The message handed to
+// first, then each job, schedule and idempotency key in file order (Key
+// may be nil: the keys are checked and skipped). The message handed to
 // Job or Schedule, and a job's stamps, are reused for the next one: keep
 // the scalars, strings and bytes its getters return (strings are never
 // changed, and each payload is a buffer of its own), never a message. An
@@ -150,6 +184,7 @@ type SnapshotVisitor struct {
 	Head     func(SnapshotHead) error
 	Job      func(*schema.SnapshotJob) error
 	Schedule func(*schema.SnapshotSchedule) error
+	Key      func(*schema.SnapshotKey) error
 }
 
 // ReadSnapshot is DecodeSnapshot as a stream: the same checks (header,
@@ -186,12 +221,24 @@ func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
 		return err
 	}
 	c := newSnapCheck(h.NextID, h.NextSeq, h.Jobs, h.Schedules)
-	jobs, sched := new(jobDecoder), new(schema.SnapshotSchedule)
+	jobs, sched, key := new(jobDecoder), new(schema.SnapshotSchedule), new(schema.SnapshotKey)
 	return eachField(p, func(num protowire.Number, typ protowire.Type, b []byte) error {
-		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField {
+		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField && num != snapKeysField {
 			return nil
 		}
 		m, _ := protowire.ConsumeBytes(b)
+		if num == snapKeysField {
+			if err := proto.Unmarshal(m, key); err != nil {
+				return badSnap("key %d does not decode: %v", c.keys, err)
+			}
+			if err := c.key(key); err != nil {
+				return err
+			}
+			if v.Key == nil {
+				return nil
+			}
+			return v.Key(key)
+		}
 		if num == snapJobsField {
 			job, err := jobs.decode(m)
 			if err != nil {

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -28,6 +29,10 @@ func sampleSnapshot() *schema.Snapshot {
 			{Name: "nightly", Spec: "@every 1d", Queue: "default", QueueId: 1, Payload: []byte("n"), Stamps: stamps(),
 				Fire: &schema.WalFireOpts{Priority: 1, ExpiresS: 3600}, NextFire: 1_700_006_400},
 			{Name: "minutely", Spec: "@every 1m", Queue: "gpu", QueueId: 3, NextFire: 1_700_000_060},
+		},
+		Keys: []*schema.SnapshotKey{
+			{Queue: "default", Key: "order-17", Id: 1, Sum: make([]byte, 32), ExpiresAt: 1_700_000_300},
+			{Queue: "gpu", Key: "render-9", Id: 42, Sum: bytes.Repeat([]byte{7}, 32), ExpiresAt: 1_700_000_400},
 		},
 	}
 }
@@ -111,6 +116,12 @@ func TestSnapshotValidation(t *testing.T) {
 		{"unknown state", func(s *schema.Snapshot) { s.Jobs[0].State = 7 }, "unknown state 7"},
 		{"unnamed schedule", func(s *schema.Snapshot) { s.Schedules[1].Name = "" }, "no name"},
 		{"dup schedule", func(s *schema.Snapshot) { s.Schedules[1].Name = "nightly" }, `"nightly" appears twice`},
+		{"key without queue", func(s *schema.Snapshot) { s.Keys[0].Queue = "" }, "key 0 has no queue"},
+		{"empty key", func(s *schema.Snapshot) { s.Keys[1].Key = "" }, "is 0 bytes, want 1 to 128"},
+		{"long key", func(s *schema.Snapshot) { s.Keys[1].Key = strings.Repeat("k", 129) }, "is 129 bytes"},
+		{"key of job 0", func(s *schema.Snapshot) { s.Keys[0].Id = 0 }, "names job id 0"},
+		{"key at next_id", func(s *schema.Snapshot) { s.Keys[1].Id = s.NextId }, "names job id 100, not in [1, next_id 100)"},
+		{"short digest", func(s *schema.Snapshot) { s.Keys[0].Sum = s.Keys[0].Sum[:31] }, "digest of 31 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := sampleSnapshot()
