@@ -65,18 +65,18 @@ type JobRequest struct {
 	// batch's, one per payload ("" = none) or none at all: within the
 	// queue's window a second submit with the key answers the first
 	// one's job (queue/keys.go).
-	Key      string
-	Keys     []string
-	Max      int // claim batch size
-	Handle   queue.Handle
-	Handles  []queue.Handle
-	ID       uint64 // job id (cancel, redrive, get)
-	Error    string // retry/fail message
-	Name     string // schedule name
-	Spec     string // schedule spec, "@every 5m"
-	Fire     queue.FireOpts
-	AfterID  uint64 // list: only jobs with a larger ID (the next page)
-	Cancel   bool   // lost-and-found drain: delete instead of move
+	Key     string
+	Keys    []string
+	Max     int // claim batch size
+	Handle  queue.Handle
+	Handles []queue.Handle
+	ID      uint64 // job id (cancel, redrive, get)
+	Error   string // retry/fail message
+	Name    string // schedule name
+	Spec    string // schedule spec, "@every 5m"
+	Fire    queue.FireOpts
+	AfterID uint64 // list: only jobs with a larger ID (the next page)
+	Cancel  bool   // lost-and-found drain: delete instead of move
 	// Wait: a claim that finds no ready job waits up to this long for one
 	// (at most MaxClaimWait; longpoll.go) instead of answering empty.
 	Wait time.Duration
