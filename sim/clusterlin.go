@@ -63,7 +63,8 @@ type linMeta struct {
 	retention bool // dead jobs are purged after retention
 	expiring  bool // enqueued with a lifetime
 	pin       string
-	enqueued  time.Duration // when its enqueue was sent
+	enqueued  time.Duration // when its (first) enqueue was sent
+	keyed     bool          // submitted with an idempotency key: repeats enqueue nothing
 }
 
 type linIn struct {
@@ -157,6 +158,9 @@ func linStep(s linJob, in linIn, out linOut) []linJob {
 	switch in.kind {
 	case sm.JobEnqueue, sm.JobEnqueueBatch:
 		if s.st != lAbsent {
+			if m.keyed {
+				return same // a repeat of a keyed submit: the job is the first's
+			}
 			return nil
 		}
 		return either(linJob{st: lPending, expires: -1})
@@ -383,8 +387,11 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			ps = [][]byte{c.req.Payload}
 		}
 		for _, p := range ps {
+			if _, seen := metas[string(p)]; seen {
+				continue // a keyed submit's repeat: the same job
+			}
 			m := meta(string(p), c.req.Queue)
-			m.expiring, m.pin, m.enqueued = c.req.Expires > 0, c.req.Host, c.sent
+			m.expiring, m.pin, m.enqueued, m.keyed = c.req.Expires > 0, c.req.Host, c.sent, keyed(c.req)
 			byQueue[c.req.Queue] = append(byQueue[c.req.Queue], m.key)
 		}
 	}

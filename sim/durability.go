@@ -66,7 +66,9 @@ func (w *World) loss(key, format string, args ...any) {
 // noteJob checks a job in an acknowledged reply against what earlier
 // replies said: one payload per id, one id per payload, and no job alive
 // after its ack was acknowledged (to a request sent after that).
-func (w *World) noteJob(c *call, j queue.Job) {
+// A deduplicated submit's job (dedup) is an earlier submit's, shown as
+// it is now or, once gone, by id and payload alone: it is not alive.
+func (w *World) noteJob(c *call, j queue.Job, dedup bool) {
 	led := &w.wl.led
 	key := string(j.Payload)
 	if k, ok := led.idKey[j.ID]; !ok {
@@ -82,7 +84,7 @@ func (w *World) noteJob(c *call, j queue.Job) {
 	} else if id != j.ID {
 		w.loss(key, "payload %s was job %d, then job %d (reply to #%d from n%d)", key, id, j.ID, c.id, c.node)
 	}
-	if at, ok := led.ackedAt[key]; ok && c.sent > at {
+	if at, ok := led.ackedAt[key]; ok && c.sent > at && !dedup {
 		w.loss(key, "job %d (%s) was acknowledged as acked at %v, yet #%d sent at %v to n%d returned it %s", j.ID, key, at, c.id, c.sent, c.node, j.State)
 	}
 }
@@ -290,6 +292,7 @@ func (w *World) finalRestart() {
 	final := q.Export().Jobs
 	w.final = final
 	w.checkDurable(final, fmt.Sprintf("primary n%d after every node restarted", p))
+	w.checkKeyedState(final, fmt.Sprintf("primary n%d after every node restarted", p))
 	if w.fail == nil {
 		w.checkHistory(final, w.now)
 	}

@@ -92,6 +92,7 @@ func (w *World) livenessPhase() {
 		return
 	}
 	w.checkDurable(q.Export().Jobs, fmt.Sprintf("new primary n%d after n%d was killed", np, p))
+	w.checkKeyedState(q.Export().Jobs, fmt.Sprintf("new primary n%d after n%d was killed", np, p))
 	if w.fail != nil {
 		return
 	}

@@ -78,7 +78,15 @@ type wlClient struct {
 	// holds its outstanding requests.
 	flood   bool
 	pending map[uint64]*call
+	// resend is a keyed submit whose outcome was unknown (or that no
+	// primary took), sent again next as the Go client repeats it, at most
+	// maxResends times.
+	resend  *sm.JobRequest
+	resends int
 }
+
+// maxResends bounds the repeats of one keyed submit.
+const maxResends = 4
 
 // workload is the clients and everything they were told.
 type workload struct {
@@ -90,6 +98,10 @@ type workload struct {
 	payloads int
 	led      ledger
 	flood    *wlClient
+	// The idempotency checker's reference (idempotency.go): the payloads
+	// sent with a key, and what replies said of each.
+	keyedSent map[string]bool
+	keyed     map[string]*keyedJob
 }
 
 // client is the client of id (the flooder after the regular ones).
@@ -101,7 +113,7 @@ func (wl *workload) client(id int) *wlClient {
 }
 
 func newWorkload(sc Scenario) *workload {
-	wl := &workload{rng: rand.New(rand.NewPCG(sc.Seed, 0xc11e)), led: newLedger()}
+	wl := &workload{rng: rand.New(rand.NewPCG(sc.Seed, 0xc11e)), led: newLedger(), keyedSent: map[string]bool{}, keyed: map[string]*keyedJob{}}
 	for c := 0; c < sc.Clients; c++ {
 		wl.clients = append(wl.clients, &wlClient{id: c, target: -1})
 	}
@@ -170,9 +182,15 @@ func (w *World) clientWake(c int) {
 		w.push(event{at: w.now + time.Duration(10+wl.rng.IntN(90))*time.Millisecond, kind: evClientWake, node: c})
 		return
 	}
-	req := w.randomRequest(cl)
+	var req sm.JobRequest
+	if cl.resend != nil {
+		req, cl.resend = *cl.resend, nil
+	} else {
+		req, cl.resends = w.randomRequest(cl), 0
+	}
 	k := &call{id: uint64(len(wl.calls) + 1), client: c, node: cl.target, inc: nd.inc, req: req, sent: w.now}
 	wl.calls = append(wl.calls, k)
+	wl.noteKeyedSend(req)
 	cl.cur = k
 	t := w.tr.begin(w.now, -1)
 	t.buf = fmt.Appendf(t.buf, "c%d -> n%d #%d ", c, k.node, k.id)
@@ -244,6 +262,7 @@ func (w *World) clientReply(id uint64) {
 		return
 	}
 	if c.rep.Status == sm.StatusEAGAIN || c.rep.Status == sm.StatusOutcomeUnknown {
+		cl.repeatKeyed(c)
 		// Follow the redirect; without one, try another node.
 		if p := c.rep.Primary; p >= 0 && p < w.sc.Nodes && p != c.node {
 			cl.target = p
@@ -299,8 +318,31 @@ func (w *World) unknown(c *call, why string) {
 		return
 	}
 	cl.cur = nil
+	cl.repeatKeyed(c)
 	cl.target = w.otherNode(c.node)
 	w.think(cl)
+}
+
+// repeatKeyed makes a keyed submit without a definite answer the
+// client's next request (its key makes the repeat safe).
+func (cl *wlClient) repeatKeyed(c *call) {
+	if keyed(c.req) && cl.resends < maxResends {
+		cl.resends++
+		req := c.req
+		cl.resend = &req
+	}
+}
+
+// keyed reports whether req is a submit whose every job has an
+// idempotency key.
+func keyed(req sm.JobRequest) bool {
+	switch req.Kind {
+	case sm.JobEnqueue:
+		return req.Key != ""
+	case sm.JobEnqueueBatch:
+		return len(req.Keys) > 0 && !slices.Contains(req.Keys, "")
+	}
+	return false
 }
 
 // think schedules the client's next request: usually soon (concurrent
@@ -319,8 +361,10 @@ func (w *World) observe(c *call) {
 	wl := w.wl
 	cl := wl.client(c.client)
 	w.checkHandleReply(c)
-	for _, j := range c.rep.Jobs {
-		w.noteJob(c, j)
+	for i, j := range c.rep.Jobs {
+		dedup := i < len(c.rep.Deduplicated) && c.rep.Deduplicated[i]
+		w.noteKeyedJob(c, j, dedup)
+		w.noteJob(c, j, dedup)
 		if len(wl.ids) == 0 || wl.ids[len(wl.ids)-1] != j.ID {
 			wl.ids = append(wl.ids, j.ID)
 			if len(wl.ids) > maxKnownIDs {
@@ -411,11 +455,19 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		if r.IntN(10) == 0 {
 			req.Host = "h1"
 		}
+		if r.IntN(3) == 0 { // a third carry an idempotency key, one per payload
+			req.Key = idemKeyOf(req.Payload)
+		}
 		return req
 	case k < 31:
 		req := sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: qname(), Priority: int32(r.IntN(3))}
 		for n := 2 + r.IntN(3); n > 0; n-- {
 			req.Payloads = append(req.Payloads, payload())
+		}
+		if r.IntN(3) == 0 {
+			for _, p := range req.Payloads {
+				req.Keys = append(req.Keys, idemKeyOf(p))
+			}
 		}
 		return req
 	case k < 52:
@@ -516,6 +568,9 @@ func appendReq(b []byte, q sm.JobRequest) []byte {
 		b = append(b, q.Queue...)
 		b = append(b, ' ')
 		b = appendPayload(b, q.Payload)
+		if q.Key != "" {
+			b = append(b, " key"...)
+		}
 		b = append(b, " prio="...)
 		b = strconv.AppendInt(b, int64(q.Priority), 10)
 		if q.Delay != 0 || q.Expires != 0 || q.Host != "" {
@@ -532,6 +587,9 @@ func appendReq(b []byte, q sm.JobRequest) []byte {
 		for _, p := range q.Payloads {
 			b = append(b, ' ')
 			b = appendPayload(b, p)
+		}
+		if len(q.Keys) > 0 {
+			b = append(b, " keys"...)
 		}
 	case sm.JobClaim:
 		b = append(b, ' ')
