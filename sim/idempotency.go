@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/queue"
@@ -16,8 +17,9 @@ import (
 //
 //   - a key names at most one job: no two job ids with its payload in any
 //     acknowledged reply, nor in the state a primary serves;
-//   - a keyed submit acknowledged after an earlier one of the same key
-//     was acknowledged says it was deduplicated, with the first's id.
+//   - a keyed submit sent after a reply showed its key's job (any
+//     acknowledged reply: a submit's, a claim's, a get's, a list's) is
+//     answered as deduplicated, with that job's id.
 
 // keyWindow is the workload queues' window (schema's default).
 const keyWindow = 300
@@ -38,8 +40,8 @@ func idemKeyOf(p []byte) string {
 // and the time (Unix seconds) its first acknowledged submit was applied.
 type keyedJob struct {
 	id       uint64
-	enqueued int64 // the job's EnqueuedAt, 0 when no reply showed it
-	acked    bool  // a submit of it was acknowledged
+	enqueued int64         // the job's EnqueuedAt, 0 when no reply showed it
+	seen     time.Duration // when the first reply showing it reached its client
 }
 
 // noteKeyedJob checks job j of an acknowledged reply to c against the
@@ -56,7 +58,7 @@ func (w *World) noteKeyedJob(c *call, j queue.Job, dedup bool) {
 	submit := c.req.Kind == sm.JobEnqueue || c.req.Kind == sm.JobEnqueueBatch
 	switch {
 	case k == nil:
-		w.wl.keyed[key] = &keyedJob{id: j.ID, enqueued: j.EnqueuedAt, acked: submit}
+		w.wl.keyed[key] = &keyedJob{id: j.ID, enqueued: j.EnqueuedAt, seen: c.done}
 		if dedup && !submit {
 			w.violate("S11", "a %s reply (#%d from n%d) marked job %d deduplicated", c.req.Kind, c.id, c.node, j.ID)
 		}
@@ -64,11 +66,10 @@ func (w *World) noteKeyedJob(c *call, j queue.Job, dedup bool) {
 	case k.id != j.ID && (k.enqueued == 0 || j.EnqueuedAt == 0 || j.EnqueuedAt-k.enqueued < keyWindow):
 		w.violate("S11", "key %s names two jobs: %d, then %d (reply to #%d from n%d, %s)", idemKeyOf(j.Payload), k.id, j.ID, c.id, c.node, c.req.Kind)
 		return
-	case submit && k.acked && !dedup:
-		w.violate("S11", "key %s: job %d's submit was acknowledged, yet the repeat #%d (n%d) was answered as a new job %d", idemKeyOf(j.Payload), k.id, c.id, c.node, j.ID)
+	case submit && c.sent > k.seen && !dedup:
+		w.violate("S11", "key %s: a reply showed job %d at %v, yet the repeat #%d sent at %v (n%d) was answered as a new job %d", idemKeyOf(j.Payload), k.id, k.seen, c.id, c.sent, c.node, j.ID)
 		return
 	}
-	k.acked = k.acked || submit
 	if k.enqueued == 0 {
 		k.enqueued = j.EnqueuedAt
 	}

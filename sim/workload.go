@@ -256,6 +256,11 @@ func (w *World) clientReply(id uint64) {
 	cl.cur = nil
 	if c.out == outOK {
 		w.observe(c)
+		if keyed(c.req) && c.rep.Status == sm.StatusOK && w.wl.rng.IntN(8) == 0 {
+			// A client that repeats an answered submit (a rerun
+			// script): the key must make it the same job.
+			cl.repeatKeyed(c)
+		}
 	}
 	if cl.flood {
 		delete(cl.pending, c.id)
