@@ -72,6 +72,9 @@ type SubmitOpts struct {
 	Host     string        // pin: only this claimant host may claim it
 	Resource uint32
 	Count    int // > 1: that many jobs with this payload in one ENQUEUE_BATCH record
+	// Key is the idempotency key ("" = none); with Count > 1, job i of
+	// the batch gets KEY/i (1-based).
+	Key string
 }
 
 // BuildSubmit is the request of `job submit`: a SubmitRequest, or with
@@ -107,11 +110,14 @@ func BuildSubmit(o SubmitOpts) (proto.Message, error) {
 			Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}
 		for i := 0; i < o.Count; i++ {
 			req.Payloads = append(req.Payloads, o.Payload)
+			if o.Key != "" {
+				req.IdempotencyKeys = append(req.IdempotencyKeys, fmt.Sprintf("%s/%d", o.Key, i+1))
+			}
 		}
 		return req, nil
 	}
 	return &schema.SubmitRequest{Queue: o.Queue, Payload: o.Payload, Priority: o.Priority,
-		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource}, nil
+		Delay: delay, RunAt: runAt, Expires: expires, Host: o.Host, Resource: o.Resource, IdempotencyKey: o.Key}, nil
 }
 
 // BuildClaim is the ClaimRequest of `job claim`: up to max jobs for
@@ -513,6 +519,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 	sp.add(submit)
 	f.Int32Var(&so.Priority, "priority", 0, "priority (higher is claimed first)")
 	f.IntVar(&so.Count, "count", 1, "submit this many identical jobs in one durable batch (at most 1000)")
+	f.StringVar(&so.Key, "idempotency-key", "", "a key (at most 128 bytes) that makes the submit safe to repeat: within the queue's window (5 minutes by default) a repeat answers the first job; with --count, job i gets KEY/i")
 	f.DurationVar(&so.Delay, "delay", 0, "ready this long from now (whole seconds)")
 	f.StringVar(&so.RunAt, "run-at", "", "ready at this time (RFC 3339)")
 	f.DurationVar(&so.Expires, "expires", 0, "dead-lettered as \"expired\" this long from now unless done (0 = never)")

@@ -82,6 +82,15 @@ func TestBuildSubmit(t *testing.T) {
 	if err != nil || !proto.Equal(req, wantBatch) {
 		t.Fatalf("batch: got %v, %v; want %v", req, err, wantBatch)
 	}
+	// --idempotency-key: the submit's key; a batch's jobs KEY/1..KEY/n.
+	req, err = BuildSubmit(SubmitOpts{Queue: "batch", Payload: []byte("x"), Key: "nightly-7"})
+	if sr, ok := req.(*schema.SubmitRequest); err != nil || !ok || sr.GetIdempotencyKey() != "nightly-7" {
+		t.Fatalf("keyed submit: %v, %v", req, err)
+	}
+	req, err = BuildSubmit(SubmitOpts{Queue: "batch", Payload: []byte("x"), Count: 2, Key: "k"})
+	if br, ok := req.(*schema.SubmitBatchRequest); err != nil || !ok || strings.Join(br.GetIdempotencyKeys(), ",") != "k/1,k/2" {
+		t.Fatalf("keyed batch: %v, %v", req, err)
+	}
 	if _, err := BuildSubmit(SubmitOpts{Queue: "batch", Count: 1001}); err == nil {
 		t.Error("a batch of 1001 accepted")
 	}
