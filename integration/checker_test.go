@@ -45,6 +45,7 @@ type faultReport struct {
 	lostByPeer                       map[string]int
 	idChanged                        []string
 	duplicated                       []string
+	keyed, deduplicated              int // keyed enqueues; of them, answered with an earlier attempt's job
 	failedApplied                    []string
 	idReuse                          map[uint64][]string
 	handleReuse                      map[string][]string
@@ -157,7 +158,17 @@ func check(h *history, rb *readBack) *faultReport {
 			r.failedApplied = append(r.failedApplied, fmt.Sprintf("%s (failed: %s) read back as id %d", o.payload, o.err, js[0].id))
 		}
 		if len(js) > 1 {
-			r.duplicated = append(r.duplicated, fmt.Sprintf("%s applied %d times", o.payload, len(js)))
+			what := "applied"
+			if o.keyed {
+				what = "a keyed submit (the key is the payload) applied"
+			}
+			r.duplicated = append(r.duplicated, fmt.Sprintf("%s %s %d times", o.payload, what, len(js)))
+		}
+		if o.keyed {
+			r.keyed++
+			if o.dedup {
+				r.deduplicated++
+			}
 		}
 	}
 	sort.Slice(r.lost, func(i, j int) bool { return r.lost[i].ret < r.lost[j].ret })
@@ -351,7 +362,8 @@ func (r *faultReport) String() string {
 			time.Duration(r.lost[0].ret).Round(time.Millisecond), time.Duration(r.lost[len(r.lost)-1].ret).Round(time.Millisecond))
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "acked jobs read back under another id: %d; payloads applied twice: %d; failed enqueues applied: %d\n", len(r.idChanged), len(r.duplicated), len(r.failedApplied))
+	fmt.Fprintf(&b, "acked jobs read back under another id: %d; payloads applied twice: %d (keyed enqueues %d, %d of them answered with an earlier attempt's job); failed enqueues applied: %d\n",
+		len(r.idChanged), len(r.duplicated), r.keyed, r.deduplicated, len(r.failedApplied))
 	fmt.Fprintf(&b, "job ids given to two payloads: %d; handles handed out twice: %d; handles acked ok twice: %d\n", len(r.idReuse), len(r.handleReuse), len(r.ackedTwice))
 	fmt.Fprintf(&b, "porcupine (register per payload, %d keys): non-linearizable writes %d; with in-run gets: %d more (stale reads, reported only); undecided %d",
 		r.keys, len(r.illegalWrites), len(r.illegalWithGets), r.unknownLin)

@@ -84,6 +84,10 @@ type op struct {
 	jobs      []claimed
 	peer      string // who answered
 	err       string
+	// enqueue: submitted with an idempotency key (the payload), which the
+	// client repeats itself while the outcome is unknown; dedup: the
+	// answer named an earlier attempt's job.
+	keyed, dedup bool
 }
 
 // history is the log of every reply, safe for concurrent use.
@@ -305,12 +309,22 @@ func (l *load) producer(ctx context.Context, client int, jc *jobDoer) {
 		}
 		payload := fmt.Sprintf("%s-p%02d-%06d", l.opts.tag, client, seq)
 		queue := l.opts.queues[seq%len(l.opts.queues)]
-		o := op{kind: opEnqueue, client: client, payload: payload, call: l.h.now()}
-		res, err := jc.Do(ctx, &schema.SubmitRequest{Queue: queue, Payload: []byte(payload)})
+		// Odd producers key their submits (the key is the payload): the
+		// client repeats one whose outcome is unknown, and the checker's
+		// "applied twice" is then "two jobs for one key".
+		o := op{kind: opEnqueue, client: client, payload: payload, call: l.h.now(), keyed: client%2 == 1}
+		req := &schema.SubmitRequest{Queue: queue, Payload: []byte(payload)}
+		if o.keyed {
+			req.IdempotencyKey = payload
+		}
+		res, err := jc.Do(ctx, req)
 		o.ret, o.out = l.h.now(), classifyErr(err)
 		switch {
 		case err != nil:
 			o.err = err.Error()
+		case slices.Equal(res.Reply.GetDeduplicated(), []bool{true}) && len(res.Reply.GetIds()) == 1 && res.Reply.GetIds()[0] != 0:
+			// An earlier attempt's job: the answer names it by id alone.
+			o.id, o.peer, o.dedup = res.Reply.GetIds()[0], res.Peer, true
 		case len(res.Reply.GetJobs()) != 1 || res.Reply.GetJobs()[0].GetId() == 0 || res.Reply.GetJobs()[0].GetQueue() != queue:
 			// An ok reply that does not name our job (a submit's reply
 			// is the new job without its payload): count it as unknown
