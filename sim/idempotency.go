@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/queue"
 )
@@ -12,8 +13,9 @@ import (
 // clients sent and were told and the jobs the nodes hold, never the key
 // table: a keyed submit's key is derived from its payload (idemKeyOf), unique
 // per submit, so a key's jobs are the jobs holding its payload. Within a
-// key's window (the queues' default, 5 minutes: longer than a schedule's
-// run, and a repeat follows its first send by seconds) it holds:
+// key's window (the workload queues', a week: longer than a schedule's
+// run with every forward step of a node's clock, and a repeat follows its
+// first send by seconds) it holds:
 //
 //   - a key names at most one job: no two job ids with its payload in any
 //     acknowledged reply, nor in the state a primary serves;
@@ -21,8 +23,8 @@ import (
 //     acknowledged reply: a submit's, a claim's, a get's, a list's) is
 //     answered as deduplicated, with that job's id.
 
-// keyWindow is the workload queues' window (schema's default).
-const keyWindow = 300
+// keyWindow is the workload queues' window (sampleQueue).
+const keyWindow = schema.MaxIdempotencyWindowS
 
 // idemKeyOf is the idempotency key of payload p's submit.
 func idemKeyOf(p []byte) string {

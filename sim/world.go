@@ -361,7 +361,12 @@ func sampleConfig(seed uint64, queues int) []byte {
 
 // sampleQueue is queue q of sampleConfig; the workload uses q0 and q1.
 func sampleQueue(q int) *schema.Queue {
-	qu := &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400}
+	// The idempotency window is a week, the longest: keys are windowed
+	// by the primary's clock, and the scenarios step a node's clock
+	// forward by up to 48 hours, 3 times, which would end a 5-minute
+	// window early (docs/client-api.md, "Idempotent submits").
+	qu := &schema.Queue{Id: uint32(q + 1), Name: fmt.Sprintf("q%d", q), VisibilityTimeoutS: 30, MaxAttempts: 5, BackoffBaseS: 2, DeadLetterRetentionS: 86400,
+		IdempotencyWindowS: schema.MaxIdempotencyWindowS}
 	switch q {
 	case 0: // the workload's main queue: dead jobs are kept forever, so every acknowledged job must stay visible
 		qu.DeadLetterRetentionS = 0
