@@ -257,6 +257,9 @@ func statusCmd(ctx context.Context) *cobra.Command {
 			if count < 0 {
 				return cliexit.Usage(fmt.Errorf("--count %d: must not be negative", count))
 			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
 			if err != nil {
 				return err
