@@ -17,7 +17,11 @@ import (
 // the message does not have is refused (invalid_argument, the error names
 // the field), where connect's own drops it, so that a misspelt field
 // ({"paylaod": ...}) is not a request without it. Replies are written as
-// connect's are (protojson's default options).
+// connect's are (protojson) but with every field, zero ones included: a
+// pending job's state is its enum's zero value, and a reply without it
+// would leave a JSON client to know that a missing "state" means
+// JOB_STATE_PENDING. Zero values are never longer than the extremes the
+// reply budgets assume (queue.JSONSizeBound; TestJobSizeBounds).
 type jsonCodec struct{ name string }
 
 // jsonCodecs replace connect's under the names it registers them by (the
@@ -40,8 +44,11 @@ func (jsonCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("json codec: %T is not a protobuf message", m)
 	}
-	return protojson.MarshalOptions{}.MarshalAppend(dst, pm)
+	return replyJSON.MarshalAppend(dst, pm)
 }
+
+// replyJSON is how replies are written.
+var replyJSON = protojson.MarshalOptions{EmitDefaultValues: true}
 
 // MarshalStable is Marshal without protojson's random spaces.
 func (c jsonCodec) MarshalStable(m any) ([]byte, error) {

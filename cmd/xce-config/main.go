@@ -2,15 +2,15 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
 )
 
+// Exit codes (docs/operations.md, "Exit codes"): 0 done, 1 failed, 2 a
+// usage error.
 func main() {
-	if err := configtool.NewCommand(os.Stdout).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "xce-config:", err)
-		os.Exit(1)
-	}
+	cmd, err := configtool.NewCommand(os.Stdout).ExecuteC()
+	os.Exit(cliexit.Exit(os.Stderr, "xce-config", cmd, err))
 }

@@ -3,20 +3,19 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/cmd/xcecli/clitool"
 )
 
+// Exit codes (docs/operations.md, "Exit codes"): 0 done, 1 failed, 2 a
+// usage error.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := clitool.NewCommand(ctx, os.Stdout).Execute()
+	cmd, err := clitool.NewCommand(ctx, os.Stdout).ExecuteC()
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "xcecli:", err)
-		os.Exit(1)
-	}
+	os.Exit(cliexit.Exit(os.Stderr, "xcecli", cmd, err))
 }

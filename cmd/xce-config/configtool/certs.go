@@ -62,6 +62,7 @@ func certsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "certs --dir D --node n0 --node n1 ...",
 		Short: "write a dev CA and one certificate per role (PEM): each node (peer), admin (for --admin-cn) and worker",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := DevCerts(dir, nodes, hosts, time.Duration(days)*24*time.Hour); err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/xce-hpc/xce/buildinfo"
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ func NewCommand(stdout io.Writer) *cobra.Command {
 	root.Version = buildinfo.Read().String()
 	root.SetVersionTemplate(buildinfo.Template)
 	root.AddCommand(encodeCmd(), installCmd(), showCmd(), verifyCmd(), certsCmd(), pushCmd())
+	cliexit.Setup(root)
 	return root
 }
 
@@ -44,6 +46,7 @@ func encodeCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "encode --config cluster.yaml --out cluster.bin",
 		Short: "encode cluster.yaml into a ClusterConfig blob",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			blob, err := EncodeFile(in)
 			if err != nil {
@@ -88,6 +91,7 @@ func installCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "install --workdir W --name N --config cluster.yaml",
 		Short: "install a config into ${workdir}/${name}/conf crash-safely (the daemon's own save sequence)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var blob []byte
 			var err error

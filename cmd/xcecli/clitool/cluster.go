@@ -35,6 +35,9 @@ type Cluster struct {
 	// certificate, configtool.AdminCN); empty: no admin, so
 	// OP_upgradeConfig and the operator commands are refused.
 	AdminCN []string
+	// Env, if set, gives node i these environment variables (NAME=value)
+	// besides this process's; NOTIFY_SOCKET is passed only so.
+	Env map[int][]string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -189,6 +192,7 @@ func (c *Cluster) Start(i int) error {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, c.Env[i]...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		logf.Close()

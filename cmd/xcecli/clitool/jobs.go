@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
 )
@@ -46,7 +47,7 @@ func wholeSeconds(flag string, d time.Duration) (int64, error) {
 func readPayload(payload string, payloadSet bool, file string, stdin io.Reader) ([]byte, error) {
 	switch {
 	case payloadSet && file != "":
-		return nil, errors.New("give --payload or --payload-file, not both")
+		return nil, cliexit.Usage(errors.New("give --payload or --payload-file, not both"))
 	case file == "-":
 		return io.ReadAll(stdin)
 	case file != "":
@@ -509,7 +510,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			o.Payload = p
 			req, err := BuildSubmit(o)
 			if err != nil {
-				return err
+				return cliexit.Usage(err)
 			}
 			return e.run(ctx, cmd, req, showSubmit)
 		},
@@ -539,7 +540,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := BuildClaim(cq, ch, cmax, cwait, cacks)
 			if err != nil {
-				return err
+				return cliexit.Usage(err)
 			}
 			return e.run(ctx, cmd, req, showClaim)
 		},
@@ -559,7 +560,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := BuildAck(args)
 			if err != nil {
-				return err
+				return cliexit.Usage(err)
 			}
 			if _, ok := req.(*schema.AckBatchRequest); ok {
 				return e.run(ctx, cmd, req, showAckBatch)
@@ -577,7 +578,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				req, err := BuildHandleOp(kind, args[0], msg)
 				if err != nil {
-					return err
+					return cliexit.Usage(err)
 				}
 				return e.run(ctx, cmd, req, showOK)
 			},
@@ -595,7 +596,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				req, err := BuildIDOp(kind, args[0])
 				if err != nil {
-					return err
+					return cliexit.Usage(err)
 				}
 				return e.run(ctx, cmd, req, show)
 			},
@@ -609,7 +610,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lq == "" {
-				return errors.New("--queue is required")
+				return cliexit.Usage(errors.New("--queue is required"))
 			}
 			return e.runPages(ctx, cmd, &schema.ListRequest{Queue: lq}, showJobs(false))
 		},
@@ -661,7 +662,7 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 			o.Name, o.Payload = args[0], p
 			req, err := BuildRegister(o)
 			if err != nil {
-				return err
+				return cliexit.Usage(err)
 			}
 			return e.run(ctx, cmd, req, showOK)
 		},

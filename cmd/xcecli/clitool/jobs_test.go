@@ -396,3 +396,19 @@ func TestKindOf(t *testing.T) {
 		t.Errorf("Send(StatusRequest): %v", err)
 	}
 }
+
+// A job's JSON names its state for every state, pending (the enum's zero
+// value, which protobuf leaves out of its own encodings) included.
+func TestJobJSONCarriesState(t *testing.T) {
+	for st, want := range map[schema.JobState]string{schema.JobState_JOB_STATE_PENDING: "pending",
+		schema.JobState_JOB_STATE_PROCESSING: "processing", schema.JobState_JOB_STATE_DEAD: "dead"} {
+		var out strings.Builder
+		if err := writeJSON(&out, ViewOf(&schema.SnapshotJob{Id: 3, Queue: "batch", State: st})); err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out.String()), &m); err != nil || m["state"] != want {
+			t.Errorf("%v: state %v in %s, want %q (%v)", st, m["state"], out.String(), want, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
 )
@@ -77,7 +78,7 @@ instead (a claimant's later ack is refused). Needs the admin role.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := BuildDrain(toQueue, toHost, cancel)
 			if err != nil {
-				return err
+				return cliexit.Usage(err)
 			}
 			return e.run(ctx, cmd, req, showDrain)
 		},

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/schema"
 )
 
@@ -145,7 +146,7 @@ func writeJSON(w io.Writer, v any) error {
 
 func checkOutput(output string) error {
 	if output != "table" && output != "json" {
-		return fmt.Errorf("--output %q: want table or json", output)
+		return cliexit.Usage(fmt.Errorf("--output %q: want table or json", output))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/xce-hpc/xce/buildinfo"
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"io"
 	"os"
 	"strings"
@@ -28,6 +29,7 @@ func NewCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	root.SetVersionTemplate(buildinfo.Template)
 	root.SetOut(stdout)
 	root.AddCommand(append([]*cobra.Command{statusCmd(ctx), topCmd(ctx), devCmd(ctx)}, extraCommands(ctx)...)...)
+	cliexit.Setup(root)
 	return root
 }
 
@@ -228,29 +230,42 @@ func primaryAnswered(rows []PeerStatus) error {
 	return fmt.Errorf("%w (%d of %d peers answered)", ErrNoPrimary, up, len(rows))
 }
 
+// defaultWatch is the interval of a bare --watch.
+const defaultWatch = 2 * time.Second
+
 func statusCmd(ctx context.Context) *cobra.Command {
 	var c conn
 	var output string
 	var watch time.Duration
 	var count int
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--watch [INTERVAL]]",
 		Short: "every peer: up/down, role, term, priority, config tag, stale flag",
 		Long: "every peer: up/down, role, term, priority, config tag, stale flag.\n" +
 			"Without --watch it exits 1 when no peer answers as the primary (the\n" +
 			"view is printed first), 0 when one does.\n" +
-			"With --watch, the view refreshes every interval until interrupted (a table\n" +
-			"redrawn in place; with -o json, one JSON array per line per refresh).",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"With --watch, the view refreshes every interval until interrupted (on a\n" +
+			"terminal a table redrawn in place, elsewhere one table after another, each\n" +
+			"under a ---- line; with -o json, one JSON array per line per refresh).\n" +
+			"--watch alone refreshes every " + defaultWatch.String() + "; --watch 1s (or --watch=1s) every second.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			interval, err := watchInterval(cmd.Flags().Changed("watch"), watch, args)
+			if err != nil {
+				return cliexit.Usage(err)
+			}
+			if count < 0 {
+				return cliexit.Usage(fmt.Errorf("--count %d: must not be negative", count))
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
 			if err != nil {
 				return err
 			}
-			if watch < 0 || count < 0 {
-				return fmt.Errorf("--watch %v and --count %d: neither may be negative", watch, count)
-			}
 			w := cmd.OutOrStdout()
-			if watch == 0 {
+			if interval == 0 {
 				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
 				if err != nil {
 					return err
@@ -262,7 +277,7 @@ func statusCmd(ctx context.Context) *cobra.Command {
 				// the exit status says whether a primary answered.
 				return primaryAnswered(rows)
 			}
-			return refresh(ctx, watch, count, func(at time.Time) error {
+			return refresh(ctx, interval, count, func(at time.Time) error {
 				rows, err := statuses(ctx, c.peers, mat, c.timeout, c.connectTimeout)
 				if err != nil {
 					return err
@@ -273,9 +288,41 @@ func statusCmd(ctx context.Context) *cobra.Command {
 	}
 	c.flags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table|json")
-	cmd.Flags().DurationVarP(&watch, "watch", "w", 0, "refresh every interval (e.g. 1s) until interrupted; 0: once")
+	cmd.Flags().DurationVarP(&watch, "watch", "w", 0, "refresh every interval until interrupted: --watch alone every "+defaultWatch.String()+", --watch 1s every second")
+	// A bare --watch takes the default; pflag then leaves a following
+	// "1s" as an argument, which watchInterval reads as the interval, so
+	// the space form of a duration flag keeps working.
+	cmd.Flags().Lookup("watch").NoOptDefVal = defaultWatch.String()
 	cmd.Flags().IntVar(&count, "count", 0, "with --watch: stop after this many refreshes (0: never)")
 	return cmd
+}
+
+// watchInterval is the refresh interval of `status` (0: print once) from
+// whether --watch was given, its value (defaultWatch when bare) and the
+// command's arguments: at most one, the interval of a bare --watch
+// ("--watch 1s").
+func watchInterval(given bool, watch time.Duration, args []string) (time.Duration, error) {
+	if len(args) > 0 {
+		a := args[0]
+		if !given {
+			return 0, fmt.Errorf("unexpected argument %q: status takes none (an interval goes after --watch, e.g. --watch %s)", a, a)
+		}
+		d, err := time.ParseDuration(a)
+		if err != nil {
+			return 0, fmt.Errorf("argument %q: not an interval for --watch (want e.g. --watch 1s)", a)
+		}
+		if watch != defaultWatch {
+			return 0, fmt.Errorf("--watch=%v and the argument %q: two intervals, give one", watch, a)
+		}
+		watch = d
+	}
+	if !given {
+		return 0, nil
+	}
+	if watch <= 0 {
+		return 0, fmt.Errorf("--watch %v: the interval must be positive", watch)
+	}
+	return watch, nil
 }
 
 // printWatched prints one refresh of a watched status: the table under a
@@ -324,7 +371,7 @@ func printStatus(w io.Writer, rows []PeerStatus, output string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("--output %q: want table or json", output)
+		return cliexit.Usage(fmt.Errorf("--output %q: want table or json", output))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xce-hpc/xce/adapters/tlsconf"
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 )
 
 // QueueDepth is one queue of `xcecli top`: its jobs by state.
@@ -113,10 +114,10 @@ func topCmd(ctx context.Context) *cobra.Command {
 			"(a table redrawn in place; with -o json, one JSON object per line per refresh).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
-				return fmt.Errorf("--output %q: want table or json", output)
+				return cliexit.Usage(fmt.Errorf("--output %q: want table or json", output))
 			}
 			if interval <= 0 || count < 0 {
-				return fmt.Errorf("--interval %v and --count %d: the interval must be positive, the count not negative", interval, count)
+				return cliexit.Usage(fmt.Errorf("--interval %v and --count %d: the interval must be positive, the count not negative", interval, count))
 			}
 			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/cmd/xce-config/configtool"
 	"github.com/xce-hpc/xce/cmd/xcecontroller/daemon"
 	"github.com/xce-hpc/xce/schema"
@@ -185,7 +187,7 @@ func TestTopFollowsTheQueues(t *testing.T) {
 
 	// The table: a timestamped frame with the primary and the same counts.
 	out := mustRun(t, fc, "top", "--count", "1")
-	if !strings.HasPrefix(out, clearScreen+"xcecli top at ") || !strings.Contains(out, "primary n0, term ") {
+	if !strings.HasPrefix(out, frameRule+"xcecli top at ") || strings.Contains(out, "\x1b") || !strings.Contains(out, "primary n0, term ") {
 		t.Fatalf("table frame:\n%s", out)
 	}
 	rows := map[string][]string{}
@@ -221,8 +223,8 @@ func TestTopWithoutPrimary(t *testing.T) {
 		t.Fatalf("%v %+v", err, v)
 	}
 	for _, bad := range [][]string{{"--interval", "0s"}, {"--count", "-1"}, {"-o", "yaml"}} {
-		if _, err := fc.run(t, append([]string{"top"}, bad...)...); err == nil {
-			t.Errorf("top %v was accepted", bad)
+		if _, err := fc.run(t, append([]string{"top"}, bad...)...); !errors.Is(err, cliexit.ErrUsage) {
+			t.Errorf("top %v: %v, want a usage error", bad, err)
 		}
 	}
 }

@@ -5,11 +5,25 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // clearScreen moves the cursor home and clears the terminal (ANSI), so a
 // refreshing table is redrawn in place.
 const clearScreen = "\x1b[H\x1b[2J"
+
+// frameRule begins each refresh when the output is not a terminal (a pipe,
+// a file): escape codes there would only garble a log or a grep, so the
+// refreshes follow each other, each under this line.
+const frameRule = "----\n"
+
+// isTerminal reports whether w is a terminal. A variable, so that a test
+// can stand in for one.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 // refresh draws frame every interval until ctx ends (the last view stays
 // on the screen) or, with count > 0, count frames have been drawn; a
@@ -33,9 +47,14 @@ func refresh(ctx context.Context, interval time.Duration, count int, frame func(
 	}
 }
 
-// frameTitle begins one refresh of a table: the screen cleared, then the
-// title with the time of the refresh.
+// frameTitle begins one refresh of a table: on a terminal the screen
+// cleared, elsewhere frameRule; then the title with the time of the
+// refresh.
 func frameTitle(w io.Writer, title string, at time.Time) error {
-	_, err := fmt.Fprintf(w, "%s%s at %s\n", clearScreen, title, at.Format(time.RFC3339))
+	start := frameRule
+	if isTerminal(w) {
+		start = clearScreen
+	}
+	_, err := fmt.Fprintf(w, "%s%s at %s\n", start, title, at.Format(time.RFC3339))
 	return err
 }
