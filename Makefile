@@ -30,7 +30,7 @@ DIST_ARCHES ?= amd64 arm64
 DIST_CMDS := ./cmd/xcecontroller ./cmd/xcecli ./cmd/xce-config ./cmd/xcesim
 DIST_EXAMPLES := examples/xcecontroller.service examples/Containerfile examples/cluster.yaml examples/worker.py
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries dist sim-demo generate fuzz sim-long bench bench-scale bench-river chaos hostile clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries dist sim-demo generate tzdata fuzz sim-long bench bench-scale bench-river chaos hostile clean
 
 all: build
 
@@ -98,6 +98,11 @@ generate:
 	GOBIN=$(BIN) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
 	cd schema && PATH=$(BIN):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
 	  --connect-go_out=. --connect-go_opt=paths=source_relative *.proto
+
+# Refresh sm/tzdb's compiled-in time zone database from the Go toolchain
+# in use (a new tz release: commit the file).
+tzdata:
+	cp "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" sm/tzdb/zoneinfo.zip
 
 # Each fuzz target for FUZZTIME.
 fuzz:

@@ -88,9 +88,20 @@ func (c *Client) Heartbeat(ctx context.Context, r *schema.HeartbeatRequest) (*sc
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.Heartbeat)
 }
 
-// Retry gives a claimed job back for a later attempt.
+// Retry gives a claimed job back for a later attempt: after the queue's
+// backoff, or after r.Delay seconds when the worker sets it (at most 24 h;
+// RetryAfter).
 func (c *Client) Retry(ctx context.Context, r *schema.RetryRequest) (*schema.JobResponse, error) {
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.Retry)
+}
+
+// RetryAfter gives the claimed job h back with errMsg, claimable again
+// only after delay (whole seconds, rounded up; at most 24 h), not after
+// the queue's backoff. A delay under a second, zero included, is one
+// second: "0" would mean the backoff.
+func (c *Client) RetryAfter(ctx context.Context, h *schema.WalHandle, errMsg string, delay time.Duration) (*schema.JobResponse, error) {
+	s := int64((delay + time.Second - 1) / time.Second)
+	return c.Retry(ctx, &schema.RetryRequest{Handle: h, Error: errMsg, Delay: max(s, 1)})
 }
 
 // Fail dead-letters a claimed job.
@@ -141,6 +152,12 @@ func (c *Client) RegisterSchedule(ctx context.Context, r *schema.RegisterSchedul
 // UnregisterSchedule deletes a schedule.
 func (c *Client) UnregisterSchedule(ctx context.Context, r *schema.UnregisterScheduleRequest) (*schema.JobResponse, error) {
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.UnregisterSchedule)
+}
+
+// ListSchedules lists every schedule with its next fire time, sorted by
+// name (the primary's).
+func (c *Client) ListSchedules(ctx context.Context, r *schema.ListSchedulesRequest) (*schema.ListSchedulesResponse, error) {
+	return call(ctx, c, read, r, schemaconnect.XceClient.ListSchedules)
 }
 
 // GetConfig is the running config of the first node that has one.

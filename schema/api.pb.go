@@ -492,9 +492,13 @@ func (x *HeartbeatRequest) GetHandle() *WalHandle {
 }
 
 type RetryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handle        *WalHandle             `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle *WalHandle             `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Error  string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// delay: seconds from now before the job may be claimed again, chosen
+	// by the worker instead of the queue's backoff; 0 = the backoff. At
+	// most 86400 (24 h); a negative or larger value is invalid_argument.
+	Delay         int64 `protobuf:"varint,3,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +545,13 @@ func (x *RetryRequest) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RetryRequest) GetDelay() int64 {
+	if x != nil {
+		return x.Delay
+	}
+	return 0
 }
 
 type FailRequest struct {
@@ -915,7 +926,9 @@ func (x *DrainLostAndFoundRequest) GetCancel() bool {
 	return false
 }
 
-// RegisterScheduleRequest is an upsert; spec is "@every <n>s|m|h|d".
+// RegisterScheduleRequest is an upsert; spec is "@every <n>s|m|h|d", or a
+// five-field cron expression or descriptor (@hourly, @daily, @weekly,
+// @monthly, @yearly), in UTC or after "CRON_TZ=<zone> " in an IANA zone.
 type RegisterScheduleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1036,6 +1049,171 @@ func (x *UnregisterScheduleRequest) GetName() string {
 	return ""
 }
 
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_api_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{17}
+}
+
+// ListSchedulesResponse: every schedule, sorted by name.
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*ScheduleInfo        `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_api_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+type ScheduleInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Spec          string                 `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payload       []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Fire          *WalFireOpts           `protobuf:"bytes,5,opt,name=fire,proto3" json:"fire,omitempty"`
+	NextFire      int64                  `protobuf:"varint,6,opt,name=next_fire,json=nextFire,proto3" json:"next_fire,omitempty"` // Unix seconds of the next fire; 0 = never again
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleInfo) Reset() {
+	*x = ScheduleInfo{}
+	mi := &file_api_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleInfo) ProtoMessage() {}
+
+func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
+func (*ScheduleInfo) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ScheduleInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetFire() *WalFireOpts {
+	if x != nil {
+		return x.Fire
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetNextFire() int64 {
+	if x != nil {
+		return x.NextFire
+	}
+	return 0
+}
+
 // JobResponse is the answer of every job operation; the fields an
 // operation does not produce are empty.
 type JobResponse struct {
@@ -1060,7 +1238,7 @@ type JobResponse struct {
 
 func (x *JobResponse) Reset() {
 	*x = JobResponse{}
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1250,7 @@ func (x *JobResponse) String() string {
 func (*JobResponse) ProtoMessage() {}
 
 func (x *JobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[17]
+	mi := &file_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1263,7 @@ func (x *JobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResponse.ProtoReflect.Descriptor instead.
 func (*JobResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{17}
+	return file_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobResponse) GetJobs() []*SnapshotJob {
@@ -1163,7 +1341,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1353,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[18]
+	mi := &file_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1366,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{18}
+	return file_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatusRequest) GetQueues() bool {
@@ -1206,7 +1384,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1396,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[19]
+	mi := &file_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1409,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{19}
+	return file_api_proto_rawDescGZIP(), []int{22}
 }
 
 type GetConfigResponse struct {
@@ -1244,7 +1422,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1434,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[20]
+	mi := &file_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1447,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{20}
+	return file_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetConfigResponse) GetBlob() []byte {
@@ -1294,7 +1472,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1484,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[21]
+	mi := &file_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1497,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{21}
+	return file_api_proto_rawDescGZIP(), []int{24}
 }
 
 type ListQueuesResponse struct {
@@ -1332,7 +1510,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1522,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[22]
+	mi := &file_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1535,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{22}
+	return file_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -1382,7 +1560,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1572,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[23]
+	mi := &file_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1585,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{23}
+	return file_api_proto_rawDescGZIP(), []int{26}
 }
 
 type ListHostsResponse struct {
@@ -1421,7 +1599,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1611,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[24]
+	mi := &file_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1624,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{24}
+	return file_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListHostsResponse) GetHosts() []*Host {
@@ -1480,7 +1658,7 @@ type UpgradeConfigResponse struct {
 
 func (x *UpgradeConfigResponse) Reset() {
 	*x = UpgradeConfigResponse{}
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1670,7 @@ func (x *UpgradeConfigResponse) String() string {
 func (*UpgradeConfigResponse) ProtoMessage() {}
 
 func (x *UpgradeConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[25]
+	mi := &file_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1683,7 @@ func (x *UpgradeConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{25}
+	return file_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpgradeConfigResponse) GetVersionTag() uint64 {
@@ -1536,7 +1714,7 @@ type NotPrimary struct {
 
 func (x *NotPrimary) Reset() {
 	*x = NotPrimary{}
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1726,7 @@ func (x *NotPrimary) String() string {
 func (*NotPrimary) ProtoMessage() {}
 
 func (x *NotPrimary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[26]
+	mi := &file_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1739,7 @@ func (x *NotPrimary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotPrimary.ProtoReflect.Descriptor instead.
 func (*NotPrimary) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{26}
+	return file_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NotPrimary) GetNode() string {
@@ -1622,10 +1800,11 @@ const file_api_proto_rawDesc = "" +
 	"\x0fAckBatchRequest\x12/\n" +
 	"\ahandles\x18\x01 \x03(\v2\x15.xce.schema.WalHandleR\ahandles\"A\n" +
 	"\x10HeartbeatRequest\x12-\n" +
-	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"S\n" +
+	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"i\n" +
 	"\fRetryRequest\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"R\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x14\n" +
+	"\x05delay\x18\x03 \x01(\x03R\x05delay\"R\n" +
 	"\vFailRequest\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x1f\n" +
@@ -1652,7 +1831,17 @@ const file_api_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12+\n" +
 	"\x04fire\x18\x05 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"/\n" +
 	"\x19UnregisterScheduleRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xe8\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14ListSchedulesRequest\"K\n" +
+	"\x15ListSchedulesResponse\x122\n" +
+	"\tschedules\x18\x01 \x03(\v2\x14.xce.v1.ScheduleInfoR\tschedules\"\xb0\x01\n" +
+	"\fScheduleInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12+\n" +
+	"\x04fire\x18\x05 \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1b\n" +
+	"\tnext_fire\x18\x06 \x01(\x03R\bnextFire\"\xe8\x01\n" +
 	"\vJobResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.xce.schema.SnapshotJobR\x04jobs\x12\x10\n" +
 	"\x03oks\x18\x02 \x03(\bR\x03oks\x12\x14\n" +
@@ -1690,8 +1879,7 @@ const file_api_proto_rawDesc = "" +
 	"NotPrimary\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
 	"\fprimary_name\x18\x02 \x01(\tR\vprimaryName\x12!\n" +
-	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xef\n" +
-	"\n" +
+	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xbd\v\n" +
 	"\x03Xce\x124\n" +
 	"\x06Submit\x12\x15.xce.v1.SubmitRequest\x1a\x13.xce.v1.JobResponse\x12>\n" +
 	"\vSubmitBatch\x12\x1a.xce.v1.SubmitBatchRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
@@ -1710,7 +1898,8 @@ const file_api_proto_rawDesc = "" +
 	"\x04Tick\x12\x13.xce.v1.TickRequest\x1a\x13.xce.v1.JobResponse\x12J\n" +
 	"\x11DrainLostAndFound\x12 .xce.v1.DrainLostAndFoundRequest\x1a\x13.xce.v1.JobResponse\x12H\n" +
 	"\x10RegisterSchedule\x12\x1f.xce.v1.RegisterScheduleRequest\x1a\x13.xce.v1.JobResponse\x12L\n" +
-	"\x12UnregisterSchedule\x12!.xce.v1.UnregisterScheduleRequest\x1a\x13.xce.v1.JobResponse\x12F\n" +
+	"\x12UnregisterSchedule\x12!.xce.v1.UnregisterScheduleRequest\x1a\x13.xce.v1.JobResponse\x12L\n" +
+	"\rListSchedules\x12\x1c.xce.v1.ListSchedulesRequest\x1a\x1d.xce.v1.ListSchedulesResponse\x12F\n" +
 	"\rClusterStatus\x12\x1c.xce.v1.ClusterStatusRequest\x1a\x17.xce.schema.StatusReply\x12@\n" +
 	"\tGetConfig\x12\x18.xce.v1.GetConfigRequest\x1a\x19.xce.v1.GetConfigResponse\x12C\n" +
 	"\n" +
@@ -1730,7 +1919,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_api_proto_goTypes = []any{
 	(*SubmitRequest)(nil),             // 0: xce.v1.SubmitRequest
 	(*SubmitBatchRequest)(nil),        // 1: xce.v1.SubmitBatchRequest
@@ -1749,88 +1938,95 @@ var file_api_proto_goTypes = []any{
 	(*DrainLostAndFoundRequest)(nil),  // 14: xce.v1.DrainLostAndFoundRequest
 	(*RegisterScheduleRequest)(nil),   // 15: xce.v1.RegisterScheduleRequest
 	(*UnregisterScheduleRequest)(nil), // 16: xce.v1.UnregisterScheduleRequest
-	(*JobResponse)(nil),               // 17: xce.v1.JobResponse
-	(*ClusterStatusRequest)(nil),      // 18: xce.v1.ClusterStatusRequest
-	(*GetConfigRequest)(nil),          // 19: xce.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),         // 20: xce.v1.GetConfigResponse
-	(*ListQueuesRequest)(nil),         // 21: xce.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),        // 22: xce.v1.ListQueuesResponse
-	(*ListHostsRequest)(nil),          // 23: xce.v1.ListHostsRequest
-	(*ListHostsResponse)(nil),         // 24: xce.v1.ListHostsResponse
-	(*UpgradeConfigResponse)(nil),     // 25: xce.v1.UpgradeConfigResponse
-	(*NotPrimary)(nil),                // 26: xce.v1.NotPrimary
-	(*WalHandle)(nil),                 // 27: xce.schema.WalHandle
-	(*WalFireOpts)(nil),               // 28: xce.schema.WalFireOpts
-	(*SnapshotJob)(nil),               // 29: xce.schema.SnapshotJob
-	(*Queue)(nil),                     // 30: xce.schema.Queue
-	(*Host)(nil),                      // 31: xce.schema.Host
-	(*Resource)(nil),                  // 32: xce.schema.Resource
-	(*UpgradeConfigRequest)(nil),      // 33: xce.schema.UpgradeConfigRequest
-	(*StatusReply)(nil),               // 34: xce.schema.StatusReply
+	(*ListSchedulesRequest)(nil),      // 17: xce.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),     // 18: xce.v1.ListSchedulesResponse
+	(*ScheduleInfo)(nil),              // 19: xce.v1.ScheduleInfo
+	(*JobResponse)(nil),               // 20: xce.v1.JobResponse
+	(*ClusterStatusRequest)(nil),      // 21: xce.v1.ClusterStatusRequest
+	(*GetConfigRequest)(nil),          // 22: xce.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),         // 23: xce.v1.GetConfigResponse
+	(*ListQueuesRequest)(nil),         // 24: xce.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),        // 25: xce.v1.ListQueuesResponse
+	(*ListHostsRequest)(nil),          // 26: xce.v1.ListHostsRequest
+	(*ListHostsResponse)(nil),         // 27: xce.v1.ListHostsResponse
+	(*UpgradeConfigResponse)(nil),     // 28: xce.v1.UpgradeConfigResponse
+	(*NotPrimary)(nil),                // 29: xce.v1.NotPrimary
+	(*WalHandle)(nil),                 // 30: xce.schema.WalHandle
+	(*WalFireOpts)(nil),               // 31: xce.schema.WalFireOpts
+	(*SnapshotJob)(nil),               // 32: xce.schema.SnapshotJob
+	(*Queue)(nil),                     // 33: xce.schema.Queue
+	(*Host)(nil),                      // 34: xce.schema.Host
+	(*Resource)(nil),                  // 35: xce.schema.Resource
+	(*UpgradeConfigRequest)(nil),      // 36: xce.schema.UpgradeConfigRequest
+	(*StatusReply)(nil),               // 37: xce.schema.StatusReply
 }
 var file_api_proto_depIdxs = []int32{
-	27, // 0: xce.v1.ClaimRequest.ack:type_name -> xce.schema.WalHandle
-	27, // 1: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 2: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
-	27, // 3: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 4: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
-	27, // 5: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
-	28, // 6: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
-	29, // 7: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
-	30, // 8: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
-	31, // 9: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
-	32, // 10: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
-	0,  // 11: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
-	1,  // 12: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
-	2,  // 13: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
-	2,  // 14: xce.v1.Xce.Work:input_type -> xce.v1.ClaimRequest
-	3,  // 15: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
-	4,  // 16: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
-	5,  // 17: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
-	6,  // 18: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
-	7,  // 19: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
-	8,  // 20: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
-	9,  // 21: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
-	10, // 22: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
-	11, // 23: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
-	12, // 24: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
-	13, // 25: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
-	14, // 26: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
-	15, // 27: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
-	16, // 28: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
-	18, // 29: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
-	19, // 30: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
-	21, // 31: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
-	23, // 32: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
-	33, // 33: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
-	17, // 34: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
-	17, // 35: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
-	17, // 36: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
-	17, // 37: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
-	17, // 38: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
-	17, // 39: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
-	17, // 40: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
-	17, // 41: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
-	17, // 42: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
-	17, // 43: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
-	17, // 44: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
-	17, // 45: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
-	17, // 46: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
-	17, // 47: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
-	17, // 48: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
-	17, // 49: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
-	17, // 50: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
-	17, // 51: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
-	34, // 52: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
-	20, // 53: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
-	22, // 54: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
-	24, // 55: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
-	25, // 56: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
-	34, // [34:57] is the sub-list for method output_type
-	11, // [11:34] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	30, // 0: xce.v1.ClaimRequest.ack:type_name -> xce.schema.WalHandle
+	30, // 1: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
+	30, // 2: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
+	30, // 3: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
+	30, // 4: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
+	30, // 5: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
+	31, // 6: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
+	19, // 7: xce.v1.ListSchedulesResponse.schedules:type_name -> xce.v1.ScheduleInfo
+	31, // 8: xce.v1.ScheduleInfo.fire:type_name -> xce.schema.WalFireOpts
+	32, // 9: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
+	33, // 10: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
+	34, // 11: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
+	35, // 12: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
+	0,  // 13: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
+	1,  // 14: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
+	2,  // 15: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
+	2,  // 16: xce.v1.Xce.Work:input_type -> xce.v1.ClaimRequest
+	3,  // 17: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
+	4,  // 18: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
+	5,  // 19: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
+	6,  // 20: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
+	7,  // 21: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
+	8,  // 22: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
+	9,  // 23: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
+	10, // 24: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
+	11, // 25: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
+	12, // 26: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
+	13, // 27: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
+	14, // 28: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
+	15, // 29: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
+	16, // 30: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
+	17, // 31: xce.v1.Xce.ListSchedules:input_type -> xce.v1.ListSchedulesRequest
+	21, // 32: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
+	22, // 33: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
+	24, // 34: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
+	26, // 35: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
+	36, // 36: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
+	20, // 37: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
+	20, // 38: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
+	20, // 39: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
+	20, // 40: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
+	20, // 41: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
+	20, // 42: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
+	20, // 43: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
+	20, // 44: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
+	20, // 45: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
+	20, // 46: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
+	20, // 47: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
+	20, // 48: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
+	20, // 49: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
+	20, // 50: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
+	20, // 51: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
+	20, // 52: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
+	20, // 53: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
+	20, // 54: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
+	18, // 55: xce.v1.Xce.ListSchedules:output_type -> xce.v1.ListSchedulesResponse
+	37, // 56: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
+	23, // 57: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
+	25, // 58: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
+	27, // 59: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
+	28, // 60: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
+	37, // [37:61] is the sub-list for method output_type
+	13, // [13:37] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_init() }
@@ -1847,7 +2043,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

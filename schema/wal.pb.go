@@ -719,11 +719,12 @@ func (x *WalHeartbeat) GetHandle() *WalHandle {
 	return nil
 }
 
-// Retry(now, handle, error).
+// Retry(now, handle, error, delay).
 type WalRetry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        *WalHandle             `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
 	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Delay         int64                  `protobuf:"varint,3,opt,name=delay,proto3" json:"delay,omitempty"` // seconds, the worker's choice; 0 = the queue's backoff
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +771,13 @@ func (x *WalRetry) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *WalRetry) GetDelay() int64 {
+	if x != nil {
+		return x.Delay
+	}
+	return 0
 }
 
 // Fail(now, handle, error).
@@ -1071,14 +1079,18 @@ func (x *WalFireOpts) GetExpiresS() int64 {
 
 // Register(now, name, spec, queue, payload, stamps, fire opts): upsert.
 type WalRegister struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Spec          string                 `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"` // "@every Ns|m|h|d"
-	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
-	QueueId       uint32                 `protobuf:"varint,4,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
-	Stamps        *WalStamps             `protobuf:"bytes,6,opt,name=stamps,proto3" json:"stamps,omitempty"`
-	Fire          *WalFireOpts           `protobuf:"bytes,7,opt,name=fire,proto3" json:"fire,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Spec    string                 `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"` // "@every Ns|m|h|d" or "[CRON_TZ=<zone> ]<cron>"
+	Queue   string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	QueueId uint32                 `protobuf:"varint,4,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Payload []byte                 `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	Stamps  *WalStamps             `protobuf:"bytes,6,opt,name=stamps,proto3" json:"stamps,omitempty"`
+	Fire    *WalFireOpts           `protobuf:"bytes,7,opt,name=fire,proto3" json:"fire,omitempty"`
+	// zone: the TZif rules of the zone a cron spec names, resolved by the
+	// primary that logged the record, so that replay and every standby
+	// compute the fire times it did.
+	Zone          []byte `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1158,6 +1170,13 @@ func (x *WalRegister) GetStamps() *WalStamps {
 func (x *WalRegister) GetFire() *WalFireOpts {
 	if x != nil {
 		return x.Fire
+	}
+	return nil
+}
+
+func (x *WalRegister) GetZone() []byte {
+	if x != nil {
+		return x.Zone
 	}
 	return nil
 }
@@ -1843,6 +1862,7 @@ type SnapshotSchedule struct {
 	Stamps        *WalStamps             `protobuf:"bytes,6,opt,name=stamps,proto3" json:"stamps,omitempty"`
 	Fire          *WalFireOpts           `protobuf:"bytes,7,opt,name=fire,proto3" json:"fire,omitempty"`
 	NextFire      int64                  `protobuf:"varint,8,opt,name=next_fire,json=nextFire,proto3" json:"next_fire,omitempty"` // Unix seconds
+	Zone          []byte                 `protobuf:"bytes,9,opt,name=zone,proto3" json:"zone,omitempty"`                          // as WalRegister's
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1931,6 +1951,13 @@ func (x *SnapshotSchedule) GetNextFire() int64 {
 		return x.NextFire
 	}
 	return 0
+}
+
+func (x *SnapshotSchedule) GetZone() []byte {
+	if x != nil {
+		return x.Zone
+	}
+	return nil
 }
 
 // The whole job state after applying every record with LSN <= lsn.
@@ -2162,10 +2189,11 @@ const file_wal_proto_rawDesc = "" +
 	"\vWalAckBatch\x12/\n" +
 	"\ahandles\x18\x01 \x03(\v2\x15.xce.schema.WalHandleR\ahandles\"=\n" +
 	"\fWalHeartbeat\x12-\n" +
-	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"O\n" +
+	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\"e\n" +
 	"\bWalRetry\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"N\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x14\n" +
+	"\x05delay\x18\x03 \x01(\x03R\x05delay\"N\n" +
 	"\aWalFail\x12-\n" +
 	"\x06handle\x18\x01 \x01(\v2\x15.xce.schema.WalHandleR\x06handle\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x1b\n" +
@@ -2181,7 +2209,7 @@ const file_wal_proto_rawDesc = "" +
 	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"F\n" +
 	"\vWalFireOpts\x12\x1a\n" +
 	"\bpriority\x18\x01 \x01(\x05R\bpriority\x12\x1b\n" +
-	"\texpires_s\x18\x02 \x01(\x03R\bexpiresS\"\xdc\x01\n" +
+	"\texpires_s\x18\x02 \x01(\x03R\bexpiresS\"\xf0\x01\n" +
 	"\vWalRegister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +
@@ -2189,7 +2217,8 @@ const file_wal_proto_rawDesc = "" +
 	"\bqueue_id\x18\x04 \x01(\rR\aqueueId\x12\x18\n" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12-\n" +
 	"\x06stamps\x18\x06 \x01(\v2\x15.xce.schema.WalStampsR\x06stamps\x12+\n" +
-	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\"#\n" +
+	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x12\n" +
+	"\x04zone\x18\b \x01(\fR\x04zone\"#\n" +
 	"\rWalUnregister\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\t\n" +
 	"\aWalTick\"\t\n" +
@@ -2247,7 +2276,7 @@ const file_wal_proto_rawDesc = "" +
 	"\x06claims\x18\x14 \x01(\rR\x06claims\x12\x1d\n" +
 	"\n" +
 	"claim_term\x18\x15 \x01(\x04R\tclaimTerm\x12\x1b\n" +
-	"\tclaim_lsn\x18\x16 \x01(\x04R\bclaimLsn\"\xfe\x01\n" +
+	"\tclaim_lsn\x18\x16 \x01(\x04R\bclaimLsn\"\x92\x02\n" +
 	"\x10SnapshotSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x14\n" +
@@ -2256,7 +2285,8 @@ const file_wal_proto_rawDesc = "" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12-\n" +
 	"\x06stamps\x18\x06 \x01(\v2\x15.xce.schema.WalStampsR\x06stamps\x12+\n" +
 	"\x04fire\x18\a \x01(\v2\x17.xce.schema.WalFireOptsR\x04fire\x12\x1b\n" +
-	"\tnext_fire\x18\b \x01(\x03R\bnextFire\"\xfa\x01\n" +
+	"\tnext_fire\x18\b \x01(\x03R\bnextFire\x12\x12\n" +
+	"\x04zone\x18\t \x01(\fR\x04zone\"\xfa\x01\n" +
 	"\bSnapshot\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12\x17\n" +
 	"\anext_id\x18\x02 \x01(\x04R\x06nextId\x12\x19\n" +

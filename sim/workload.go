@@ -501,7 +501,11 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 	case k < 77:
 		return sm.JobRequest{Kind: sm.JobHeartbeat, Handle: handle()}
 	case k < 81:
-		return sm.JobRequest{Kind: sm.JobRetry, Handle: handle(), Error: "retry"}
+		req := sm.JobRequest{Kind: sm.JobRetry, Handle: handle(), Error: "retry"}
+		if k == 80 { // a worker's own delay, from the draw made already
+			req.RetryDelay = 2
+		}
+		return req
 	case k < 84:
 		return sm.JobRequest{Kind: sm.JobFail, Handle: handle(), Error: "boom"}
 	case k < 87:
@@ -519,8 +523,19 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 	case k < 102:
 		// A schedule: ticks (the clients' and the primary's own) fire jobs
 		// whose payload names it, so the checkers tell them apart.
+		// The two longest intervals drawn are cron schedules instead (no
+		// new draw: every seed keeps the rest of its schedule), one in a
+		// zone, so the primary's tick, replay and the standbys' copies of
+		// the log fire them as they fire the @every ones.
 		name := fmt.Sprintf("s%d", r.IntN(2))
-		return sm.JobRequest{Kind: sm.JobRegister, Name: name, Spec: fmt.Sprintf("@every %ds", 2+r.IntN(10)), Queue: qname(), Payload: []byte(schedPrefix + name)}
+		spec := fmt.Sprintf("@every %ds", 2+r.IntN(10))
+		switch spec {
+		case "@every 10s":
+			spec = "* * * * *"
+		case "@every 11s":
+			spec = "CRON_TZ=Europe/Berlin */2 * * * *"
+		}
+		return sm.JobRequest{Kind: sm.JobRegister, Name: name, Spec: spec, Queue: qname(), Payload: []byte(schedPrefix + name)}
 	default:
 		return sm.JobRequest{Kind: sm.JobUnregister, Name: fmt.Sprintf("s%d", r.IntN(2))}
 	}
@@ -614,6 +629,10 @@ func appendReq(b []byte, q sm.JobRequest) []byte {
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		b = append(b, ' ')
 		b = appendHandle(b, q.Handle)
+		if q.RetryDelay != 0 {
+			b = append(b, " delay="...)
+			b = strconv.AppendInt(b, q.RetryDelay, 10)
+		}
 	case sm.JobAckBatch:
 		for _, h := range q.Handles {
 			b = append(b, ' ')

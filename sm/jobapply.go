@@ -6,6 +6,7 @@ import (
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/tzdb"
 )
 
 // LostAndFound is the synthetic queue and host (seed 002 §6.5).
@@ -185,7 +186,7 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 	case JobHeartbeat:
 		rec.Op = &schema.WalRecord_Heartbeat{Heartbeat: &schema.WalHeartbeat{Handle: WalHandle(req.Handle)}}
 	case JobRetry:
-		rec.Op = &schema.WalRecord_Retry{Retry: &schema.WalRetry{Handle: WalHandle(req.Handle), Error: req.Error}}
+		rec.Op = &schema.WalRecord_Retry{Retry: &schema.WalRetry{Handle: WalHandle(req.Handle), Error: req.Error, Delay: req.RetryDelay}}
 	case JobFail:
 		rec.Op = &schema.WalRecord_Fail{Fail: &schema.WalFail{Handle: WalHandle(req.Handle), Error: req.Error}}
 	case JobCancel:
@@ -196,8 +197,20 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 		rec.Op = &schema.WalRecord_SweepExpired{SweepExpired: &schema.WalSweepExpired{}}
 	case JobRegister:
 		q := r.queues[req.Queue]
+		// The zone a cron spec names is resolved here, once, from the
+		// database compiled into this binary; its rules travel in the
+		// record (the spec itself is checked when the record is applied).
+		var zone []byte
+		if name, _ := queue.SpecZone(req.Spec); name != "" {
+			z, err := tzdb.Lookup(name)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %q: %w", queue.ErrBadSpec, req.Spec, err)
+			}
+			zone = z
+		}
 		rec.Op = &schema.WalRecord_Register{Register: &schema.WalRegister{Name: req.Name, Spec: req.Spec, Queue: req.Queue, QueueId: q.GetId(),
-			Payload: req.Payload, Stamps: walStamps(queueStamps(q)), Fire: &schema.WalFireOpts{Priority: req.Fire.Priority, ExpiresS: req.Fire.ExpiresS}}}
+			Payload: req.Payload, Stamps: walStamps(queueStamps(q)), Fire: &schema.WalFireOpts{Priority: req.Fire.Priority, ExpiresS: req.Fire.ExpiresS},
+			Zone: zone}}
 	case JobUnregister:
 		rec.Op = &schema.WalRecord_Unregister{Unregister: &schema.WalUnregister{Name: req.Name}}
 	case JobTick:
@@ -344,7 +357,7 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 	case *schema.WalRecord_Heartbeat:
 		rep.OK = q.Heartbeat(now, HandleOf(op.Heartbeat.GetHandle()))
 	case *schema.WalRecord_Retry:
-		rep.OK = q.Retry(now, HandleOf(op.Retry.GetHandle()), op.Retry.GetError())
+		rep.OK = q.RetryAfter(now, HandleOf(op.Retry.GetHandle()), op.Retry.GetError(), op.Retry.GetDelay())
 	case *schema.WalRecord_Fail:
 		rep.OK = q.Fail(now, HandleOf(op.Fail.GetHandle()), op.Fail.GetError())
 	case *schema.WalRecord_Cancel:
@@ -361,7 +374,7 @@ func apply(q *queue.Queues, r *router, rec *schema.WalRecord, reply bool) (Reply
 		if name == LostAndFound && g.GetQueue() != LostAndFound {
 			st = lostAndFoundStamps
 		}
-		if err := q.Register(now, g.GetName(), g.GetSpec(), name, g.GetPayload(), st,
+		if err := q.RegisterZone(now, g.GetName(), g.GetSpec(), g.GetZone(), name, g.GetPayload(), st,
 			queue.FireOpts{Priority: g.GetFire().GetPriority(), ExpiresS: g.GetFire().GetExpiresS()}); err != nil {
 			return rep, err
 		}
@@ -461,6 +474,8 @@ func ApplyJob(q *queue.Queues, cfg *schema.ClusterConfig, term, lsn uint64, now 
 		return rep
 	case JobList:
 		return Reply{OK: true, Jobs: q.List(req.Queue)}
+	case JobListSchedules:
+		return Reply{OK: true, Schedules: q.Schedules()}
 	}
 	rec, err := buildRecord(r, now, req)
 	if err != nil {

@@ -317,5 +317,5 @@ func importSchedule(sc *schema.SnapshotSchedule, r *router) queue.Schedule {
 		st = lostAndFoundStamps
 	}
 	return queue.Schedule{Name: sc.GetName(), Spec: sc.GetSpec(), Queue: name, Payload: sc.GetPayload(),
-		Stamps: st, Fire: queue.FireOpts{Priority: sc.GetFire().GetPriority(), ExpiresS: sc.GetFire().GetExpiresS()}, Next: sc.GetNextFire()}
+		Stamps: st, Fire: queue.FireOpts{Priority: sc.GetFire().GetPriority(), ExpiresS: sc.GetFire().GetExpiresS()}, Next: sc.GetNextFire(), Zone: sc.GetZone()}
 }

@@ -30,10 +30,11 @@ const (
 	// queue or its pin) moved to Queue and Host, or deleted with Cancel
 	// (seed 002 §6.5); resets lost_and_found_job_count.
 	JobDrainLostAndFound
+	JobListSchedules // read: every schedule (Reply.Schedules)
 	jobKindEnd
 )
 
-var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list", "enqueue-batch", "lost-and-found-drain"}
+var jobKindNames = [...]string{"", "enqueue", "claim", "ack", "ack-batch", "heartbeat", "retry", "fail", "cancel", "redrive", "sweep", "register", "unregister", "tick", "get", "list", "enqueue-batch", "lost-and-found-drain", "list-schedules"}
 
 func (k JobKind) String() string {
 	if k == 0 || k >= jobKindEnd {
@@ -46,7 +47,7 @@ func (k JobKind) String() string {
 func (k JobKind) Valid() bool { return k >= JobEnqueue && k < jobKindEnd }
 
 // readOnly operations are answered without a WAL record.
-func (k JobKind) readOnly() bool { return k == JobGet || k == JobList }
+func (k JobKind) readOnly() bool { return k == JobGet || k == JobList || k == JobListSchedules }
 
 // JobRequest is one client operation with the client's inputs; the
 // primary resolves the rest (time, stamps from the queue's config).
@@ -72,11 +73,15 @@ type JobRequest struct {
 	Handles []queue.Handle
 	ID      uint64 // job id (cancel, redrive, get)
 	Error   string // retry/fail message
-	Name    string // schedule name
-	Spec    string // schedule spec, "@every 5m"
-	Fire    queue.FireOpts
-	AfterID uint64 // list: only jobs with a larger ID (the next page)
-	Cancel  bool   // lost-and-found drain: delete instead of move
+	// RetryDelay: a retry's delay in seconds chosen by the worker instead
+	// of the queue's backoff (0: the backoff), at most
+	// queue.MaxRetryDelayS.
+	RetryDelay int64
+	Name       string // schedule name
+	Spec       string // schedule spec, "@every 5m", "CRON_TZ=Europe/Berlin 0 3 * * *"
+	Fire       queue.FireOpts
+	AfterID    uint64 // list: only jobs with a larger ID (the next page)
+	Cancel     bool   // lost-and-found drain: delete instead of move
 	// Wait: a claim that finds no ready job waits up to this long for one
 	// (at most MaxClaimWait; longpoll.go) instead of answering empty.
 	Wait time.Duration
@@ -119,6 +124,8 @@ type Reply struct {
 	// when its idempotency key named an earlier submit's job, whose id
 	// alone Jobs carries; nil when none did.
 	Deduplicated []bool
+	// Schedules: list-schedules, every schedule sorted by name.
+	Schedules []queue.Schedule
 
 	// NotPrimary marks a StatusEAGAIN refusal as §10.12's redirect: this
 	// node is not the primary, ask Primary. The flag, not the text, says so.

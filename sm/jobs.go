@@ -88,6 +88,8 @@ func (jl *journal) onClientOp(c ClientOp) {
 			}
 		case JobList:
 			rep.Jobs, rep.More = listPage(j.q.List(req.Queue), req.AfterID, req.JSON)
+		case JobListSchedules:
+			rep.Schedules = j.q.Schedules()
 		}
 		jl.answerRead(rep)
 		return
@@ -312,6 +314,10 @@ func validateJob(r *router, req JobRequest) string {
 			return fmt.Sprintf("unknown queue %q", req.Queue)
 		case !r.knownHost(req.Host):
 			return fmt.Sprintf("unknown host %q", req.Host)
+		}
+	case JobRetry:
+		if err := queue.CheckRetryDelay(req.RetryDelay); err != nil {
+			return fmt.Sprintf("retry field delay: %v", err)
 		}
 	case JobAckBatch:
 		if len(req.Handles) == 0 || len(req.Handles) > 1000 {

@@ -306,7 +306,7 @@ func fillSnapshotJob(dst *schema.SnapshotJob, st *schema.WalStamps, jb queue.Job
 
 func snapshotSchedule(sc queue.Schedule) *schema.SnapshotSchedule {
 	return &schema.SnapshotSchedule{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
-		Stamps: walStamps(sc.Stamps), Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: sc.Next}
+		Stamps: walStamps(sc.Stamps), Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: sc.Next, Zone: sc.Zone}
 }
 
 // SnapshotOf encodes q as the snapshot a primary would send at lsn, whose

@@ -57,3 +57,18 @@ func jobToProto(j queue.Job) *schema.SnapshotJob {
 		Host:   j.Host, Resource: j.Resource, ClaimedAt: j.ClaimedAt, ClaimExpiresAt: j.ClaimExpiresAt, LastError: j.LastError, DiedAt: j.DiedAt,
 		Claims: j.Claims, Pin: j.Pin, ClaimTerm: j.Claim.Term, ClaimLsn: j.Claim.LSN}
 }
+
+// schedulesResponse is the API's list of schedules: a next fire time of
+// queue.Never (no slot within the cron horizon) is 0, "never again".
+func schedulesResponse(r *sm.Reply) *schema.ListSchedulesResponse {
+	out := &schema.ListSchedulesResponse{Schedules: make([]*schema.ScheduleInfo, len(r.Schedules))}
+	for i, sc := range r.Schedules {
+		next := sc.Next
+		if next == queue.Never {
+			next = 0
+		}
+		out.Schedules[i] = &schema.ScheduleInfo{Name: sc.Name, Spec: sc.Spec, Queue: sc.Queue, Payload: sc.Payload,
+			Fire: &schema.WalFireOpts{Priority: sc.Fire.Priority, ExpiresS: sc.Fire.ExpiresS}, NextFire: next}
+	}
+	return out
+}

@@ -58,7 +58,8 @@ func (s *server) Heartbeat(ctx context.Context, r *connect.Request[schema.Heartb
 }
 
 func (s *server) Retry(ctx context.Context, r *connect.Request[schema.RetryRequest]) (*jobReply, error) {
-	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobRetry, Handle: sm.HandleOf(r.Msg.GetHandle()), Error: r.Msg.GetError()}, xc.Retry)
+	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobRetry, Handle: sm.HandleOf(r.Msg.GetHandle()), Error: r.Msg.GetError(),
+		RetryDelay: r.Msg.GetDelay()}, xc.Retry)
 }
 
 func (s *server) Fail(ctx context.Context, r *connect.Request[schema.FailRequest]) (*jobReply, error) {
@@ -102,6 +103,13 @@ func (s *server) RegisterSchedule(ctx context.Context, r *connect.Request[schema
 
 func (s *server) UnregisterSchedule(ctx context.Context, r *connect.Request[schema.UnregisterScheduleRequest]) (*jobReply, error) {
 	return serveJob(ctx, s, r, &sm.JobRequest{Kind: sm.JobUnregister, Name: r.Msg.GetName()}, xc.UnregisterSchedule)
+}
+
+func (s *server) ListSchedules(ctx context.Context, r *connect.Request[schema.ListSchedulesRequest]) (*connect.Response[schema.ListSchedulesResponse], error) {
+	return serveJobAs(ctx, s, r, &sm.JobRequest{Kind: sm.JobListSchedules}, xc.ListSchedules,
+		func(_ *sm.JobRequest, rep *sm.Reply) (*schema.ListSchedulesResponse, error) {
+			return schedulesResponse(rep), nil
+		})
 }
 
 // handlesOf is the node's form of the handles of a request (nil for none).

@@ -134,6 +134,18 @@ func forward[Req, Resp any](ctx context.Context, s *server, r *connect.Request[R
 // from a standby. jr goes to the node as is; the node's reply is rendered
 // as the JobResponse (jobResponse).
 func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], jr *sm.JobRequest, m client.Method[Req, schema.JobResponse]) (*jobReply, error) {
+	return serveJobAs(ctx, s, r, jr, m, func(jr *sm.JobRequest, body *sm.Reply) (*schema.JobResponse, error) {
+		if err := refusal(jr, body); err != nil {
+			return nil, err
+		}
+		return jobResponse(jr.Kind, body), nil
+	})
+}
+
+// serveJobAs is serveJob for an operation whose answer render builds
+// from the node's reply.
+func serveJobAs[Req, Resp any](ctx context.Context, s *server, r *connect.Request[Req], jr *sm.JobRequest, m client.Method[Req, Resp],
+	render func(*sm.JobRequest, *sm.Reply) (*Resp, error)) (*connect.Response[Resp], error) {
 	jr.JSON = callerOf(ctx).json // a claim's jobs, a list's page, sized for the caller
 	req := &wire.Request{Job: jr}
 	rep, err := s.serve(ctx, req)
@@ -148,10 +160,11 @@ func serveJob[Req any](ctx context.Context, s *server, r *connect.Request[Req], 
 	if body == nil {
 		return nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}
-	if err := refusal(jr, body); err != nil {
+	out, err := render(jr, body)
+	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(jobResponse(jr.Kind, body)), nil
+	return connect.NewResponse(out), nil
 }
 
 // refusal is the error of an operation the queue refused without a

@@ -97,7 +97,7 @@ const submitReplyJSON = `{"jobs":[{"id":"7","queue":"","queueId":0,"payload":"",
 	`"runAt":"0","seq":"0","enqueuedAt":"0","expiresAt":"0","attempts":0,` +
 	`"stamps":{"visibilityTimeoutS":0,"maxAttempts":0,"backoffBaseS":0,"deadLetterRetentionS":0},` +
 	`"host":"","resource":0,"claimedAt":"0","claimExpiresAt":"0","lastError":"","diedAt":"0","pin":"","claims":0,` +
-	`"claimTerm":"0","claimLsn":"0"}],"oks":[],"moved":0,"deleted":0,"lsn":"0","at":"0","more":false,"ids":["7"]}`
+	`"claimTerm":"0","claimLsn":"0"}],"oks":[],"moved":0,"deleted":0,"lsn":"0","at":"0","more":false,"ids":["7"],"deduplicated":[]}`
 
 // rawH2 is an HTTP/2 client connection written frame by frame, to see
 // what a client that sends its body after its headers sees (as curl

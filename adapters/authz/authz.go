@@ -172,7 +172,7 @@ func Need(req *wire.Request) (Role, string) {
 		case sm.JobEnqueue, sm.JobEnqueueBatch, sm.JobClaim,
 			sm.JobAck, sm.JobAckBatch, sm.JobHeartbeat,
 			sm.JobRetry, sm.JobFail, sm.JobCancel,
-			sm.JobGet, sm.JobList, sm.JobRegister, sm.JobUnregister:
+			sm.JobGet, sm.JobList, sm.JobRegister, sm.JobUnregister, sm.JobListSchedules:
 			return RoleWorker, name
 		default: // redrive, sweep, tick, lost-and-found drain and what this build does not know
 			return RoleAdmin, name

@@ -177,7 +177,7 @@ func TestNeedOfEveryKind(t *testing.T) {
 		{"job ack-batch", RoleWorker}, {"job heartbeat", RoleWorker}, {"job retry", RoleWorker}, {"job fail", RoleWorker},
 		{"job cancel", RoleWorker}, {"job redrive", RoleAdmin}, {"job sweep", RoleAdmin}, {"job register", RoleWorker},
 		{"job unregister", RoleWorker}, {"job tick", RoleAdmin}, {"job get", RoleWorker}, {"job list", RoleWorker},
-		{"job enqueue-batch", RoleWorker}, {"job lost-and-found-drain", RoleAdmin}, {"job 18", RoleAdmin},
+		{"job enqueue-batch", RoleWorker}, {"job lost-and-found-drain", RoleAdmin}, {"job list-schedules", RoleWorker}, {"job 19", RoleAdmin},
 	}
 	for k, w := range want {
 		need, name := Need(job(sm.JobKind(k)))

@@ -124,7 +124,7 @@ func TestOpAndCode(t *testing.T) {
 		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobEnqueueBatch}}, "job_enqueue_batch"},
 		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobDrainLostAndFound}}, "job_lost_and_found_drain"},
 		{&wire.Request{Job: &sm.JobRequest{}}, "job_kind_unspecified"},
-		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobDrainLostAndFound + 1}}, "job_unknown"},
+		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobListSchedules + 1}}, "job_unknown"},
 	} {
 		if got := Op(c.req); got != c.want {
 			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)

@@ -56,7 +56,7 @@ func TestCheckRequest(t *testing.T) {
 		{"no op", &Request{}, "no op"},
 		{"two ops", &Request{Status: &schema.StatusRequest{}, Config: true}, "2 ops in one request"},
 		{"kind unspecified", jobReq(&sm.JobRequest{}), "kind 0 unknown"},
-		{"kind past the last", jobReq(&sm.JobRequest{Kind: sm.JobDrainLostAndFound + 1}), "unknown"},
+		{"kind past the last", jobReq(&sm.JobRequest{Kind: sm.JobListSchedules + 1}), "unknown"},
 		{"payload over the limit", jobReq(&sm.JobRequest{Kind: sm.JobEnqueue, Payload: make([]byte, sm.MaxJobPayload+1)}), "payload"},
 		{"too many payloads", jobReq(&sm.JobRequest{Kind: sm.JobEnqueueBatch, Payloads: make([][]byte, MaxJobHandles+1)}), "payloads"},
 		{"too many handles", jobReq(&sm.JobRequest{Kind: sm.JobAckBatch, Handles: make([]queue.Handle, MaxJobHandles+1)}), "handles"},

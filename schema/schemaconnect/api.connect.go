@@ -100,6 +100,8 @@ const (
 	XceRegisterScheduleProcedure = "/xce.v1.Xce/RegisterSchedule"
 	// XceUnregisterScheduleProcedure is the fully-qualified name of the Xce's UnregisterSchedule RPC.
 	XceUnregisterScheduleProcedure = "/xce.v1.Xce/UnregisterSchedule"
+	// XceListSchedulesProcedure is the fully-qualified name of the Xce's ListSchedules RPC.
+	XceListSchedulesProcedure = "/xce.v1.Xce/ListSchedules"
 	// XceClusterStatusProcedure is the fully-qualified name of the Xce's ClusterStatus RPC.
 	XceClusterStatusProcedure = "/xce.v1.Xce/ClusterStatus"
 	// XceGetConfigProcedure is the fully-qualified name of the Xce's GetConfig RPC.
@@ -143,6 +145,7 @@ type XceClient interface {
 	// Schedules.
 	RegisterSchedule(context.Context, *connect.Request[schema.RegisterScheduleRequest]) (*connect.Response[schema.JobResponse], error)
 	UnregisterSchedule(context.Context, *connect.Request[schema.UnregisterScheduleRequest]) (*connect.Response[schema.JobResponse], error)
+	ListSchedules(context.Context, *connect.Request[schema.ListSchedulesRequest]) (*connect.Response[schema.ListSchedulesResponse], error)
 	// The node asked: its view of the cluster, and the running config.
 	ClusterStatus(context.Context, *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error)
 	GetConfig(context.Context, *connect.Request[schema.GetConfigRequest]) (*connect.Response[schema.GetConfigResponse], error)
@@ -273,6 +276,12 @@ func NewXceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect
 			connect.WithSchema(xceMethods.ByName("UnregisterSchedule")),
 			connect.WithClientOptions(opts...),
 		),
+		listSchedules: connect.NewClient[schema.ListSchedulesRequest, schema.ListSchedulesResponse](
+			httpClient,
+			baseURL+XceListSchedulesProcedure,
+			connect.WithSchema(xceMethods.ByName("ListSchedules")),
+			connect.WithClientOptions(opts...),
+		),
 		clusterStatus: connect.NewClient[schema.ClusterStatusRequest, schema.StatusReply](
 			httpClient,
 			baseURL+XceClusterStatusProcedure,
@@ -326,6 +335,7 @@ type xceClient struct {
 	drainLostAndFound  *connect.Client[schema.DrainLostAndFoundRequest, schema.JobResponse]
 	registerSchedule   *connect.Client[schema.RegisterScheduleRequest, schema.JobResponse]
 	unregisterSchedule *connect.Client[schema.UnregisterScheduleRequest, schema.JobResponse]
+	listSchedules      *connect.Client[schema.ListSchedulesRequest, schema.ListSchedulesResponse]
 	clusterStatus      *connect.Client[schema.ClusterStatusRequest, schema.StatusReply]
 	getConfig          *connect.Client[schema.GetConfigRequest, schema.GetConfigResponse]
 	listQueues         *connect.Client[schema.ListQueuesRequest, schema.ListQueuesResponse]
@@ -423,6 +433,11 @@ func (c *xceClient) UnregisterSchedule(ctx context.Context, req *connect.Request
 	return c.unregisterSchedule.CallUnary(ctx, req)
 }
 
+// ListSchedules calls xce.v1.Xce.ListSchedules.
+func (c *xceClient) ListSchedules(ctx context.Context, req *connect.Request[schema.ListSchedulesRequest]) (*connect.Response[schema.ListSchedulesResponse], error) {
+	return c.listSchedules.CallUnary(ctx, req)
+}
+
 // ClusterStatus calls xce.v1.Xce.ClusterStatus.
 func (c *xceClient) ClusterStatus(ctx context.Context, req *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
 	return c.clusterStatus.CallUnary(ctx, req)
@@ -479,6 +494,7 @@ type XceHandler interface {
 	// Schedules.
 	RegisterSchedule(context.Context, *connect.Request[schema.RegisterScheduleRequest]) (*connect.Response[schema.JobResponse], error)
 	UnregisterSchedule(context.Context, *connect.Request[schema.UnregisterScheduleRequest]) (*connect.Response[schema.JobResponse], error)
+	ListSchedules(context.Context, *connect.Request[schema.ListSchedulesRequest]) (*connect.Response[schema.ListSchedulesResponse], error)
 	// The node asked: its view of the cluster, and the running config.
 	ClusterStatus(context.Context, *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error)
 	GetConfig(context.Context, *connect.Request[schema.GetConfigRequest]) (*connect.Response[schema.GetConfigResponse], error)
@@ -605,6 +621,12 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 		connect.WithSchema(xceMethods.ByName("UnregisterSchedule")),
 		connect.WithHandlerOptions(opts...),
 	)
+	xceListSchedulesHandler := connect.NewUnaryHandler(
+		XceListSchedulesProcedure,
+		svc.ListSchedules,
+		connect.WithSchema(xceMethods.ByName("ListSchedules")),
+		connect.WithHandlerOptions(opts...),
+	)
 	xceClusterStatusHandler := connect.NewUnaryHandler(
 		XceClusterStatusProcedure,
 		svc.ClusterStatus,
@@ -673,6 +695,8 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 			xceRegisterScheduleHandler.ServeHTTP(w, r)
 		case XceUnregisterScheduleProcedure:
 			xceUnregisterScheduleHandler.ServeHTTP(w, r)
+		case XceListSchedulesProcedure:
+			xceListSchedulesHandler.ServeHTTP(w, r)
 		case XceClusterStatusProcedure:
 			xceClusterStatusHandler.ServeHTTP(w, r)
 		case XceGetConfigProcedure:
@@ -762,6 +786,10 @@ func (UnimplementedXceHandler) RegisterSchedule(context.Context, *connect.Reques
 
 func (UnimplementedXceHandler) UnregisterSchedule(context.Context, *connect.Request[schema.UnregisterScheduleRequest]) (*connect.Response[schema.JobResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.UnregisterSchedule is not implemented"))
+}
+
+func (UnimplementedXceHandler) ListSchedules(context.Context, *connect.Request[schema.ListSchedulesRequest]) (*connect.Response[schema.ListSchedulesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.ListSchedules is not implemented"))
 }
 
 func (UnimplementedXceHandler) ClusterStatus(context.Context, *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {

@@ -2,8 +2,13 @@ package queue
 
 import (
 	"errors"
+	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // The seed 000 contract properties as readable scenarios; the state-machine
@@ -214,8 +219,10 @@ func TestDeadVisibility(t *testing.T) {
 	}
 }
 
-// TestRetryBackoff: the retry delay doubles per attempt and never
-// overflows.
+// TestRetryBackoff: the ceiling doubles per attempt and never overflows;
+// the jittered delay is pinned for a few jobs (the values computed by an
+// independent implementation of the documented formula), and stays
+// within the ceiling's upper half.
 func TestRetryBackoff(t *testing.T) {
 	for _, c := range []struct {
 		base, attempts uint32
@@ -224,8 +231,33 @@ func TestRetryBackoff(t *testing.T) {
 		{0, 5, 0}, {3, 1, 3}, {3, 2, 6}, {3, 4, 24},
 		{1, 31, 1 << 30}, {1, 1000, 1 << 30}, {1<<32 - 1, 1<<32 - 1, (1<<32 - 1) << 30},
 	} {
-		if got := backoff(c.base, c.attempts); got != c.want {
-			t.Errorf("backoff(%d, %d) = %d, want %d", c.base, c.attempts, got, c.want)
+		if got := backoffCeiling(c.base, c.attempts); got != c.want {
+			t.Errorf("backoffCeiling(%d, %d) = %d, want %d", c.base, c.attempts, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		base, attempts uint32
+		id             uint64
+		draw           uint64
+		want           int64
+	}{
+		{0, 5, 1, 8195237237126968761, 0},
+		{1, 1, 1, 10451216379200822465, 1},
+		{2, 1, 1, 10451216379200822465, 2},
+		{2, 1, 2, 10905525725756348110, 1},
+		{2, 1, 3, 2092789425003139053, 2},
+		{3, 2, 7, 309689372594955804, 3},
+		{3, 4, 7, 10753165928301472203, 20},
+		{3, 4, 8, 9889543983210544564, 14},
+		{10, 3, 1099511627777, 9264205656190100561, 28},
+		{1, 31, 42, 14571235658746288501, 811101342},
+		{1<<32 - 1, 1<<32 - 1, 9, 1486457292955987315, 3792300301632810355},
+	} {
+		if got := JitterDraw(c.id, c.attempts); got != c.draw {
+			t.Errorf("JitterDraw(%d, %d) = %d, want %d", c.id, c.attempts, got, c.draw)
+		}
+		if got := Backoff(c.base, c.attempts, c.id); got != c.want {
+			t.Errorf("Backoff(%d, %d, %d) = %d, want %d", c.base, c.attempts, c.id, got, c.want)
 		}
 	}
 	q := New()
@@ -240,6 +272,9 @@ func TestRetryBackoff(t *testing.T) {
 		j, _ := q.Get(c.ID)
 		if j.RunAt < now {
 			t.Fatalf("ready time overflowed: %d", j.RunAt)
+		}
+		if d := backoffCeiling(st.BackoffBaseS, j.Attempts); j.RunAt-now < d-d/2 && j.RunAt != math.MaxInt64 {
+			t.Fatalf("attempt %d: delay %d below half the ceiling %d", j.Attempts, j.RunAt-now, d)
 		}
 		now = j.RunAt
 		if now > 1<<62 {
@@ -397,5 +432,84 @@ func TestEnqueueKeepsItsOwnCopy(t *testing.T) {
 	}
 	if c := q.ClaimBatch(t0, "a", "h", 1, stampAt(t0)); len(c) != 1 || string(c[0].Payload) != "payload" {
 		t.Fatalf("after the caller reused its buffer, a claim shows %v", c)
+	}
+}
+
+// TestBackoffProperties: for any base, attempts and job, the delay lies
+// in [ceil(d/2), d] of the ceiling d and is the same on every call (so
+// on every replica and replay).
+func TestBackoffProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		base := rapid.Uint32().Draw(t, "base")
+		attempts := rapid.Uint32Range(0, 64).Draw(t, "attempts")
+		id := rapid.Uint64().Draw(t, "id")
+		d := backoffCeiling(base, attempts)
+		got := Backoff(base, attempts, id)
+		if lo := d - d/2; got < lo || got > d {
+			t.Fatalf("Backoff(%d, %d, %d) = %d outside [%d, %d]", base, attempts, id, got, lo, d)
+		}
+		if again := Backoff(base, attempts, id); again != got {
+			t.Fatalf("Backoff(%d, %d, %d) = %d, then %d", base, attempts, id, got, again)
+		}
+	})
+}
+
+// TestBackoffSpreads: a thousand jobs that failed together come back
+// spread over the window, not all at one time.
+func TestBackoffSpreads(t *testing.T) {
+	seen := map[int64]int{}
+	for id := uint64(1); id <= 1000; id++ {
+		seen[Backoff(8, 3, id)]++ // ceiling 32: delays 16..32
+	}
+	if len(seen) < 15 {
+		t.Fatalf("1000 jobs got %d distinct delays: %v", len(seen), seen)
+	}
+	for d, n := range seen {
+		if d < 16 || d > 32 || n > 150 {
+			t.Fatalf("delay %d for %d jobs (want 16..32, none above 150 jobs)", d, n)
+		}
+	}
+}
+
+// TestRetryAfter: a worker's delay sets the ready time exactly; a bad one
+// is refused and changes nothing; exhausted attempts still dead-letter.
+func TestRetryAfter(t *testing.T) {
+	for _, d := range []int64{-1, MaxRetryDelayS + 1} {
+		if err := CheckRetryDelay(d); !errors.Is(err, ErrBadRetryDelay) || !strings.Contains(err.Error(), strconv.FormatInt(d, 10)) {
+			t.Errorf("CheckRetryDelay(%d) = %v, want ErrBadRetryDelay naming it", d, err)
+		}
+	}
+	for _, d := range []int64{0, 1, MaxRetryDelayS} {
+		if err := CheckRetryDelay(d); err != nil {
+			t.Errorf("CheckRetryDelay(%d) = %v", d, err)
+		}
+	}
+	q := New()
+	st := Stamps{VisibilityTimeoutS: 10, MaxAttempts: 2, BackoffBaseS: 1000}
+	j := mustEnqueue(t, q, t0, "a", st, EnqueueOpts{})
+	c := claimOne(t, q, t0, "h1")
+	for _, d := range []int64{-1, MaxRetryDelayS + 1} {
+		if q.RetryAfter(t0+1, c.Handle(), "e", d) {
+			t.Fatalf("RetryAfter with delay %d accepted", d)
+		}
+	}
+	if g, _ := q.Get(j.ID); g.State != Processing {
+		t.Fatalf("a refused retry changed the job: %+v", g)
+	}
+	if !q.RetryAfter(t0+1, c.Handle(), "later", 2) {
+		t.Fatal("retry refused")
+	}
+	if g, _ := q.Get(j.ID); g.State != Pending || g.RunAt != t0+3 || g.LastError != "later" || g.Host != "" {
+		t.Fatalf("after RetryAfter(2): %+v", g)
+	}
+	if got := q.ClaimBatch(t0+2, "a", "h1", 1, ClaimStamp{Term: 1, LSN: 99}); len(got) != 0 {
+		t.Fatal("claimed before the worker's delay passed")
+	}
+	c = claimOne(t, q, t0+3, "h1")
+	if !q.RetryAfter(t0+4, c.Handle(), "again", 60) {
+		t.Fatal("second retry refused")
+	}
+	if g, _ := q.Get(j.ID); g.State != Dead || g.LastError != ErrMsgExhausted {
+		t.Fatalf("exhausted job retried with a delay: %+v", g)
 	}
 }

@@ -115,8 +115,9 @@ func (q *Queues) checkIndexes() error {
 		if i > 0 && q.scheds[i-1].Name >= s.Name {
 			return fmt.Errorf("schedules out of order at %q", s.Name)
 		}
-		if every, err := ParseEvery(s.Spec); err != nil || every != s.every {
-			return fmt.Errorf("schedule %q: interval %d for %q", s.Name, s.every, s.Spec)
+		r, err := ParseSpec(s.Spec, s.Zone)
+		if err != nil || r.every != s.rule.every || (r.cron == nil) != (s.rule.cron == nil) {
+			return fmt.Errorf("schedule %q: rule %+v for %q (%v)", s.Name, s.rule, s.Spec, err)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // model is the reference: the queue contract written as directly as
@@ -191,6 +193,37 @@ func (m *model) heartbeat(now int64, h Handle) bool {
 	return true
 }
 
+// modelBackoff: the ceiling doubles base per attempt after the first (at
+// most 30 times); the delay is the ceiling's upper half plus a draw: the
+// SplitMix64 finaliser (Steele, Lea and Flood) of id + attempts * the
+// golden-ratio constant, modulo the half's width plus one.
+func modelBackoff(base, attempts uint32, id uint64) int64 {
+	ceiling := int64(base)
+	for k := uint32(1); k < attempts && k <= 30; k++ {
+		ceiling *= 2
+	}
+	z := id + 0x9E3779B97F4A7C15*uint64(attempts)
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	z ^= z >> 31
+	width := uint64(ceiling/2) + 1
+	return ceiling - ceiling/2 + int64(z%width)
+}
+
+// retryAfter: a delay within 0..86400 s; 0 is the backoff, else exact.
+func (m *model) retryAfter(now int64, h Handle, msg string, delay int64) bool {
+	if delay < 0 || delay > 86400 {
+		return false
+	}
+	if !m.retry(now, h, msg) {
+		return false
+	}
+	if j := &m.jobs[m.find(h.ID)]; delay > 0 && j.State == Pending {
+		j.RunAt = now + delay
+	}
+	return true
+}
+
 func (m *model) retry(now int64, h Handle, msg string) bool {
 	i := m.valid(now, h)
 	if i < 0 {
@@ -201,12 +234,8 @@ func (m *model) retry(now int64, h Handle, msg string) bool {
 		die(j, now, "max attempts exceeded")
 		return true
 	}
-	d := int64(j.Stamps.BackoffBaseS)
-	for k := uint32(1); k < j.Attempts && k <= 30; k++ {
-		d *= 2
-	}
 	j.State = Pending
-	j.RunAt = now + d
+	j.RunAt = now + modelBackoff(j.Stamps.BackoffBaseS, j.Attempts, j.ID)
 	j.LastError = msg
 	j.Host = ""
 	j.ClaimExpiresAt = 0
@@ -322,16 +351,143 @@ func modelNext(now, every int64) int64 {
 	return now - mod + every
 }
 
+// modelCron is a UTC cron expression as sets of the values each field
+// matches; written from the crontab(5) rules, not from robfig/cron.
+type modelCron struct {
+	minute, hour, dom, month, dow map[int]bool
+	domStar, dowStar              bool
+}
+
+var modelDescriptors = map[string]string{"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+	"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+
+// modelField parses one field: "*", "*/n", "n", "a-b" or a comma list of
+// those, within [lo, hi].
+func modelField(f string, lo, hi int) (map[int]bool, bool) {
+	out := map[int]bool{}
+	for _, part := range strings.Split(f, ",") {
+		step, from, to := 1, lo, hi
+		if base, st, ok := strings.Cut(part, "/"); ok {
+			n, err := strconv.Atoi(st)
+			if err != nil || n < 1 {
+				return nil, false
+			}
+			step, part = n, base
+		}
+		if part != "*" {
+			a, b, isRange := strings.Cut(part, "-")
+			x, err := strconv.Atoi(a)
+			if err != nil {
+				return nil, false
+			}
+			from, to = x, x
+			if isRange {
+				if to, err = strconv.Atoi(b); err != nil {
+					return nil, false
+				}
+			}
+		}
+		if from < lo || to > hi || from > to {
+			return nil, false
+		}
+		for v := from; v <= to; v += step {
+			out[v] = true
+		}
+	}
+	return out, true
+}
+
+func parseModelCron(spec string) (*modelCron, bool) {
+	if d, ok := modelDescriptors[spec]; ok {
+		spec = d
+	}
+	f := strings.Split(spec, " ")
+	if len(f) != 5 {
+		return nil, false
+	}
+	star := func(f string) bool { return f == "*" || f == "*/1" || f == "?" }
+	c := &modelCron{domStar: star(f[2]), dowStar: star(f[4])}
+	var ok [5]bool
+	c.minute, ok[0] = modelField(f[0], 0, 59)
+	c.hour, ok[1] = modelField(f[1], 0, 23)
+	c.dom, ok[2] = modelField(f[2], 1, 31)
+	c.month, ok[3] = modelField(f[3], 1, 12)
+	c.dow, ok[4] = modelField(f[4], 0, 6)
+	if !ok[0] || !ok[1] || !ok[2] || !ok[3] || !ok[4] {
+		return nil, false
+	}
+	// A date must exist: look through the days of 2000-2004.
+	for d := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2005; d = d.AddDate(0, 0, 1) {
+		if c.dayMatches(d) {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// dayMatches: day of month and day of week are ANDed when either is
+// unrestricted ("*", "*/1" or "?"), else ORed: crontab(5)'s rule as the
+// spec documents it (docs/client-api.md; Vixie cron also counts "*/2" as
+// unrestricted, robfig/cron does not).
+func (c *modelCron) dayMatches(t time.Time) bool {
+	if !c.month[int(t.Month())] {
+		return false
+	}
+	dom, dow := c.dom[t.Day()], c.dow[int(t.Weekday())]
+	if c.domStar || c.dowStar {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+// next: the first whole minute strictly after now that matches, by a scan
+// a minute at a time (a day at a time over days that do not match).
+func (c *modelCron) next(now int64) int64 {
+	t := now - ((now%60)+60)%60 + 60
+	for {
+		tm := time.Unix(t, 0).UTC()
+		if !c.dayMatches(tm) {
+			t = time.Date(tm.Year(), tm.Month(), tm.Day()+1, 0, 0, 0, 0, time.UTC).Unix()
+			continue
+		}
+		if c.hour[tm.Hour()] && c.minute[tm.Minute()] {
+			return t
+		}
+		t += 60
+	}
+}
+
+// modelRule is a spec's rule: an interval, or a cron expression.
+func modelRule(spec string) (every int64, c *modelCron, ok bool) {
+	if every, ok := modelEvery(spec); ok {
+		return every, nil, true
+	}
+	if strings.HasPrefix(spec, "@every") {
+		return 0, nil, false
+	}
+	c, ok = parseModelCron(spec)
+	return 0, c, ok
+}
+
+func modelNextOf(spec string, now int64) int64 {
+	every, c, _ := modelRule(spec)
+	if c != nil {
+		return c.next(now)
+	}
+	return modelNext(now, every)
+}
+
 func (m *model) register(now int64, name, spec, queue string, payload []byte, st Stamps, fire FireOpts) bool {
-	every, ok := modelEvery(spec)
+	every, _, ok := modelRule(spec)
 	if !ok || name == "" || queue == "" || st.MaxAttempts == 0 || st.VisibilityTimeoutS == 0 || fire.ExpiresS < 0 {
 		return false
 	}
 	s := Schedule{Name: name, Spec: spec, Queue: queue, Payload: cloneBytes(payload), Stamps: st, Fire: fire,
-		Next: modelNext(now, every)}
+		Next: modelNextOf(spec, now)}
 	for i := range m.scheds {
 		if m.scheds[i].Name == name {
-			if old, _ := modelEvery(m.scheds[i].Spec); old == every {
+			old, _, _ := modelRule(m.scheds[i].Spec)
+			if every > 0 && old == every || every == 0 && m.scheds[i].Spec == spec {
 				s.Next = m.scheds[i].Next
 			}
 			m.scheds[i] = s
@@ -356,20 +512,22 @@ func (m *model) sortScheds() {
 	sort.Slice(m.scheds, func(a, b int) bool { return m.scheds[a].Name < m.scheds[b].Name })
 }
 
+// tick: an @every schedule fires once per due boundary (at most 64), a
+// cron schedule once however many slots passed.
 func (m *model) tick(now int64) []Job {
 	m.sortScheds()
 	var out []Job
 	for i := range m.scheds {
 		s := &m.scheds[i]
-		every, _ := modelEvery(s.Spec)
+		every, c, _ := modelRule(s.Spec)
 		fires := 0
-		for b := s.Next; b <= now && fires < 64; b += every {
+		for b := s.Next; b <= now && fires < 64 && (c == nil || fires == 0); b += every {
 			j, _ := m.enqueue(now, s.Queue, s.Payload, s.Stamps, EnqueueOpts{Priority: s.Fire.Priority, Expires: s.Fire.ExpiresS})
 			out = append(out, j)
 			fires++
 		}
 		if s.Next <= now {
-			s.Next = modelNext(now, every)
+			s.Next = modelNextOf(s.Spec, now)
 		}
 	}
 	return out

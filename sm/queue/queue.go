@@ -31,7 +31,7 @@ import (
 type Stamps struct {
 	VisibilityTimeoutS   uint32 // a claim lasts this long (and each heartbeat extends it so); >= 1
 	MaxAttempts          uint32 // claims a job may consume before it is dead-lettered; >= 1
-	BackoffBaseS         uint32 // retry delay is BackoffBaseS * 2^(Attempts-1); 0 = retry at once
+	BackoffBaseS         uint32 // retry delay is BackoffBaseS * 2^(Attempts-1), with equal jitter (Backoff); 0 = retry at once
 	DeadLetterRetentionS uint32 // a dead job is deleted this long after DiedAt; 0 = kept forever
 }
 
@@ -66,10 +66,14 @@ const (
 	ErrMsgFailed    = "failed"
 )
 
-// MaxBackoffShift caps the exponent of the retry curve: the delay is
-// BackoffBaseS << min(Attempts-1, MaxBackoffShift), at most 2^62 s, and the
-// ready time saturates instead of overflowing.
+// MaxBackoffShift caps the exponent of the retry curve: the delay is at
+// most BackoffBaseS << min(Attempts-1, MaxBackoffShift), at most 2^62 s,
+// and the ready time saturates instead of overflowing.
 const MaxBackoffShift = 30
+
+// MaxRetryDelayS bounds the delay a worker may choose for its retry
+// (RetryAfter): 24 hours.
+const MaxRetryDelayS = 86400
 
 // Job is every field of a job; Get, List, ClaimBatch and Export return
 // copies (the Payload too).
@@ -151,6 +155,7 @@ var (
 	ErrBadOpts        = errors.New("queue: bad options (negative delay or expiry)")
 	ErrBadKey         = errors.New("queue: bad idempotency key (at most 128 bytes, a window of at least 1 s)")
 	ErrKeyHeld        = errors.New("queue: idempotency key already names a job")
+	ErrBadRetryDelay  = fmt.Errorf("queue: retry delay outside 0..%d seconds", MaxRetryDelayS)
 )
 
 func (j *job) copyJob() Job {
@@ -724,11 +729,31 @@ func (q *Queues) Heartbeat(now int64, h Handle) bool {
 }
 
 // Retry gives the caller's claim up with an error: the job goes back to
-// Pending with RunAt = now + BackoffBaseS * 2^(Attempts-1) (see
-// MaxBackoffShift), LastError = errMsg, Host and ClaimExpiresAt cleared;
-// or, when its attempts are exhausted, to Dead with "max attempts
-// exceeded". False unless the validity predicate holds.
+// Pending with RunAt = now + Backoff(BackoffBaseS, Attempts, ID),
+// LastError = errMsg, Host and ClaimExpiresAt cleared; or, when its
+// attempts are exhausted, to Dead with "max attempts exceeded". False
+// unless the validity predicate holds.
 func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
+	return q.RetryAfter(now, h, errMsg, 0)
+}
+
+// CheckRetryDelay is the one check of a worker's retry delay (seconds):
+// 0 (the queue's backoff) to MaxRetryDelayS.
+func CheckRetryDelay(delay int64) error {
+	if delay < 0 || delay > MaxRetryDelayS {
+		return fmt.Errorf("%w: %d", ErrBadRetryDelay, delay)
+	}
+	return nil
+}
+
+// RetryAfter is Retry with the delay the worker chose: with delay > 0 the
+// job is ready at now + delay exactly (no backoff, no jitter); 0 is
+// Retry. A delay CheckRetryDelay refuses is refused (false, nothing
+// changes), as is a handle the validity predicate refuses.
+func (q *Queues) RetryAfter(now int64, h Handle, errMsg string, delay int64) bool {
+	if CheckRetryDelay(delay) != nil {
+		return false
+	}
 	e := q.claimOf(now, h)
 	if e == nil {
 		return false
@@ -737,10 +762,13 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 		q.kill(e, now, ErrMsgExhausted)
 		return true
 	}
+	if delay == 0 {
+		delay = Backoff(e.st.BackoffBaseS, e.attempts(), e.ID)
+	}
 	q.unplace(e)
 	e = q.own(e)
 	e.setState(Pending)
-	e.RunAt = addSat(now, backoff(e.st.BackoffBaseS, e.attempts()))
+	e.RunAt = addSat(now, delay)
 	x := e.more()
 	x.LastError = errMsg
 	x.Host = ""
@@ -749,12 +777,38 @@ func (q *Queues) Retry(now int64, h Handle, errMsg string) bool {
 	return true
 }
 
-func backoff(base, attempts uint32) int64 {
+// Backoff is the retry delay in seconds of job id after its attempts-th
+// attempt: exponential backoff with "equal jitter". The ceiling is
+// d = base << min(attempts-1, MaxBackoffShift); the delay is
+// ceil(d/2) + r mod (floor(d/2)+1), within [ceil(d/2), d], where r is
+// JitterDraw(id, attempts). The draw is a hash, not a random number, so
+// the primary, every standby and every replay compute the same delay,
+// while jobs that failed together (one broken dependency) come back
+// spread over the upper half of the window instead of all at once.
+func Backoff(base, attempts uint32, id uint64) int64 {
+	d := backoffCeiling(base, attempts)
+	half := d / 2
+	return d - half + int64(JitterDraw(id, attempts)%uint64(half+1))
+}
+
+func backoffCeiling(base, attempts uint32) int64 {
 	shift := uint32(0)
 	if attempts > 1 {
 		shift = min(attempts-1, MaxBackoffShift)
 	}
 	return int64(base) << shift
+}
+
+// JitterDraw is the backoff's pseudo-random draw for job id's attempts-th
+// attempt: the SplitMix64 finaliser of id + attempts * 0x9E3779B97F4A7C15.
+func JitterDraw(id uint64, attempts uint32) uint64 {
+	x := id + uint64(attempts)*0x9E3779B97F4A7C15
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
 }
 
 // Fail dead-letters the caller's claim: LastError = errMsg ("failed" when

@@ -148,7 +148,8 @@ func TestRegister(t *testing.T) {
 		fire              FireOpts
 		want              error
 	}{
-		{"s", "@daily", "a", testStamps, FireOpts{}, ErrBadSpec},
+		{"s", "@daily5", "a", testStamps, FireOpts{}, ErrBadSpec},
+		{"s", "CRON_TZ=Europe/Berlin 0 3 * * *", "a", testStamps, FireOpts{}, ErrBadSpec}, // no rules given
 		{"", "@every 1m", "a", testStamps, FireOpts{}, ErrEmptyScheduleName},
 		{"s", "@every 1m", "", testStamps, FireOpts{}, ErrEmptyQueueName},
 		{"s", "@every 1m", "a", Stamps{MaxAttempts: 1}, FireOpts{}, ErrBadStamps},

@@ -188,7 +188,7 @@ func knownPast(j Job) int64 { return max(j.EnqueuedAt, j.ClaimedAt, j.DiedAt) }
 // payload.
 func (im *Importer) Schedule(sc Schedule) error {
 	q := im.q
-	every, err := ParseEvery(sc.Spec)
+	rule, err := ParseSpec(sc.Spec, sc.Zone)
 	switch {
 	case err != nil:
 		return bad("schedule %q: %v", sc.Name, err)
@@ -205,10 +205,13 @@ func (im *Importer) Schedule(sc Schedule) error {
 	if found {
 		return bad("duplicate schedule %q", sc.Name)
 	}
-	c := &schedule{Schedule: sc, every: every}
-	c.Payload = nil
+	c := &schedule{Schedule: sc, rule: rule}
+	c.Payload, c.Zone = nil, nil
 	if len(sc.Payload) > 0 {
 		c.Payload = bytes.Clone(sc.Payload)
+	}
+	if len(sc.Zone) > 0 {
+		c.Zone = bytes.Clone(sc.Zone)
 	}
 	q.scheds = append(q.scheds, nil)
 	copy(q.scheds[i+1:], q.scheds[i:])

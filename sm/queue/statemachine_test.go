@@ -367,10 +367,18 @@ func (h *harness) heartbeat(t *rapid.T) {
 func (h *harness) retry(t *rapid.T) {
 	hd := h.drawHandle(t)
 	msg := rapid.SampledFrom([]string{"", "boom"}).Draw(t, "msg")
+	// A worker's delay now and then, sometimes out of bounds.
+	delay := rapid.SampledFrom([]int64{0, 0, 0, 1, 3, 20, -1, MaxRetryDelayS + 1}).Draw(t, "delay")
 	before := h.q.Export()
-	got, want := h.q.Retry(h.now, hd, msg), h.m.retry(h.now, hd, msg)
+	got, want := h.q.RetryAfter(h.now, hd, msg, delay), h.m.retryAfter(h.now, hd, msg, delay)
 	if got != want {
-		h.fatalf(t, "Retry(%+v) = %v, model %v", hd, got, want)
+		h.fatalf(t, "RetryAfter(%+v, %d) = %v, model %v", hd, delay, got, want)
+	}
+	if delay < 0 || delay > MaxRetryDelayS {
+		if !reflect.DeepEqual(before, h.q.Export()) {
+			h.fatalf(t, "a refused retry delay %d changed the state", delay)
+		}
+		return
 	}
 	h.checkHandleOp(t, "Retry", hd, before, got)
 }
@@ -447,7 +455,8 @@ func (h *harness) advance(t *rapid.T) {
 
 func (h *harness) register(t *rapid.T) {
 	name := rapid.SampledFrom([]string{"s1", "s2", "s1", "s3", ""}).Draw(t, "name")
-	spec := rapid.SampledFrom([]string{"@every 5s", "@every 7s", "@every 1m", "@every 5s", "@every 2m", "@every 1h", "@every 7s", "@every 0s", "@daily", "*/5 * * * *"}).Draw(t, "spec")
+	spec := rapid.SampledFrom([]string{"@every 5s", "@every 7s", "@every 1m", "@every 5s", "@every 2m", "@every 1h", "@every 7s", "@every 0s", "@daily", "*/5 * * * *",
+		"* * * * *", "@hourly", "30 2 * * *", "0,30 * * * 1-5", "*/5 * * *", "0 0 30 2 *", "61 * * * *", "@every5s"}).Draw(t, "spec")
 	queue := rapid.SampledFrom([]string{"a", "b", "b", "a", ""}).Draw(t, "queue")
 	fire := FireOpts{Priority: rapid.Int32Range(-1, 2).Draw(t, "priority"), ExpiresS: rapid.Int64Range(0, 30).Draw(t, "expires_s")}
 	if rapid.IntRange(0, 15).Draw(t, "bad_fire") == 15 {

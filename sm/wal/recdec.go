@@ -11,7 +11,7 @@ import (
 
 // recordDecoder is proto.Unmarshal of one WalRecord, by hand for the
 // operations a log is made of (enqueue, enqueue batch, claim batch, ack,
-// ack batch, heartbeat, retry, fail): replaying a log was about half
+// ack batch, heartbeat, retry (with its delay), fail): replaying a log was about half
 // proto.Unmarshal, mostly its per-field dispatch and allocations.
 //
 // The hand decoder takes only the plain encoding of those operations:
@@ -149,14 +149,14 @@ func (d *recordDecoder) op(num protowire.Number, b []byte) bool {
 		r.Op = &d.beatOp
 	case 15:
 		d.retry = schema.WalRetry{}
-		if !d.handleError(b, &d.retry.Handle, &d.retry.Error) {
+		if !d.handleError(b, &d.retry.Handle, &d.retry.Error, &d.retry.Delay) {
 			return false
 		}
 		d.retryOp.Retry = &d.retry
 		r.Op = &d.retryOp
 	case 16:
 		d.fail = schema.WalFail{}
-		if !d.handleError(b, &d.fail.Handle, &d.fail.Error) {
+		if !d.handleError(b, &d.fail.Handle, &d.fail.Error, nil) {
 			return false
 		}
 		d.failOp.Fail = &d.fail
@@ -364,14 +364,22 @@ func (d *recordDecoder) handleOnly(b []byte, h **schema.WalHandle) bool {
 }
 
 // handleError decodes a handle and an error string (WalRetry, WalFail)
-// into *h, which is nil, and *msg.
-func (d *recordDecoder) handleError(b []byte, h **schema.WalHandle, msg *string) bool {
+// into *h, which is nil, and *msg; and, when delay is not nil, a retry's
+// delay (field 3, a varint) into *delay.
+func (d *recordDecoder) handleError(b []byte, h **schema.WalHandle, msg *string, delay *int64) bool {
 	for len(b) > 0 {
-		num, typ, _, s, n, ok := field(b)
-		if !ok || typ != protowire.BytesType {
+		num, typ, v, s, n, ok := field(b)
+		if !ok {
 			return false
 		}
 		b = b[n:]
+		if num == 3 && delay != nil && typ == protowire.VarintType {
+			*delay = int64(v)
+			continue
+		}
+		if typ != protowire.BytesType {
+			return false
+		}
 		switch num {
 		case 1:
 			if *h != nil || !handleFields(&d.handle, s) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // ErrRefused is an operation the primary refused (API code
@@ -188,6 +190,19 @@ func BuildHandleOp(kind sm.JobKind, handle, errMsg string) (proto.Message, error
 	return nil, fmt.Errorf("%s is not an operation on a handle", kind)
 }
 
+// BuildRetryDelay is a retry's --delay in the API's whole seconds: 0 (the
+// queue's backoff) up to 24h.
+func BuildRetryDelay(d time.Duration) (int64, error) {
+	s, err := wholeSeconds("delay", d)
+	if err != nil {
+		return 0, err
+	}
+	if s > queue.MaxRetryDelayS {
+		return 0, fmt.Errorf("--delay %v: at most %v", d, time.Duration(queue.MaxRetryDelayS)*time.Second)
+	}
+	return s, nil
+}
+
 // BuildIDOp is the cancel, get or redrive (kind) of a job id: the
 // CancelRequest, GetRequest or RedriveRequest.
 func BuildIDOp(kind sm.JobKind, id string) (proto.Message, error) {
@@ -215,7 +230,8 @@ type RegisterOpts struct {
 }
 
 // BuildRegister is the RegisterScheduleRequest (an upsert) of `schedule register`.
-// The spec is checked by the primary ("@every <n>s|m|h|d" only).
+// The spec is checked by the primary ("@every <n>s|m|h|d", or a cron
+// expression, optionally after "CRON_TZ=<zone> ").
 func BuildRegister(o RegisterOpts) (*schema.RegisterScheduleRequest, error) {
 	switch {
 	case o.Name == "":
@@ -571,6 +587,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 
 	handleOp := func(use, short string, kind sm.JobKind, withError bool) *cobra.Command {
 		var msg string
+		var delay time.Duration
 		cmd := &cobra.Command{
 			Use:   use,
 			Short: short,
@@ -580,11 +597,19 @@ func jobCmd(ctx context.Context) *cobra.Command {
 				if err != nil {
 					return cliexit.Usage(err)
 				}
+				if r, ok := req.(*schema.RetryRequest); ok {
+					if r.Delay, err = BuildRetryDelay(delay); err != nil {
+						return err
+					}
+				}
 				return e.run(ctx, cmd, req, showOK)
 			},
 		}
 		if withError {
 			cmd.Flags().StringVar(&msg, "error", "", "error message recorded as the job's last_error")
+		}
+		if kind == sm.JobRetry {
+			cmd.Flags().DurationVar(&delay, "delay", 0, "claimable again only after this long (whole seconds, at most 24h) instead of the queue's backoff")
 		}
 		return cmd
 	}
@@ -629,7 +654,7 @@ func jobCmd(ctx context.Context) *cobra.Command {
 
 	root.AddCommand(submit, claim, ack,
 		handleOp("heartbeat HANDLE", "extend a claim by the job's visibility timeout; ok or refused", sm.JobHeartbeat, false),
-		handleOp("retry HANDLE [--error MSG]", "give a claimed job back for a later attempt (backoff); ok or refused", sm.JobRetry, true),
+		handleOp("retry HANDLE [--error MSG] [--delay 30s]", "give a claimed job back for a later attempt (after the backoff, or --delay); ok or refused", sm.JobRetry, true),
 		handleOp("fail HANDLE [--error MSG]", "dead-letter a claimed job; ok or refused", sm.JobFail, true),
 		idOp("cancel ID", "delete a pending job (a processing or dead one is refused); ok or refused", sm.JobCancel, showOK),
 		idOp("get ID", "every field of a job, dead ones included", sm.JobGet, showGet),
@@ -643,14 +668,14 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 	e := &jobEnv{}
 	root := &cobra.Command{
 		Use:   "schedule",
-		Short: `"@every" schedules on the primary (fired by "schedule tick")`,
+		Short: `"@every" and cron schedules on the primary (fired by the primary every second, or by "schedule tick")`,
 	}
 	e.persistent(root)
 
 	var ro RegisterOpts
 	var rp payloadFlags
 	register := &cobra.Command{
-		Use:   "register NAME --spec '@every 5m' --queue Q [--payload STR | --payload-file F] [--priority N] [--expires 1h]",
+		Use:   "register NAME --spec '@every 5m' | --spec 'CRON_TZ=Europe/Berlin 0 3 * * *' --queue Q [--payload STR | --payload-file F] [--priority N] [--expires 1h]",
 		Short: "register or replace a schedule",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -668,7 +693,7 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 		},
 	}
 	f := register.Flags()
-	f.StringVar(&ro.Spec, "spec", "", `"@every <n>s|m|h|d"`)
+	f.StringVar(&ro.Spec, "spec", "", `"@every <n>s|m|h|d", or five cron fields or @hourly/@daily/@weekly/@monthly/@yearly, in UTC or after "CRON_TZ=<zone> "`)
 	f.StringVar(&ro.Queue, "queue", "", "queue the fired jobs go to")
 	rp.add(register)
 	f.Int32Var(&ro.Priority, "priority", 0, "priority of each fired job")
@@ -692,6 +717,54 @@ func scheduleCmd(ctx context.Context) *cobra.Command {
 			return e.run(ctx, cmd, &schema.TickRequest{}, showJobs(false))
 		},
 	}
-	root.AddCommand(register, unregister, tick)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "every schedule with its next fire time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(e.output); err != nil {
+				return err
+			}
+			cl, err := e.c.client()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			res, err := cl.ListSchedules(ctx, &schema.ListSchedulesRequest{})
+			if err != nil {
+				return err
+			}
+			return PrintSchedules(cmd.OutOrStdout(), e.output, res.GetSchedules())
+		},
+	}
+	root.AddCommand(register, unregister, tick, list)
 	return root
+}
+
+// ScheduleView is one schedule in `schedule list -o json`.
+type ScheduleView struct {
+	Name     string `json:"name"`
+	Spec     string `json:"spec"`
+	Queue    string `json:"queue"`
+	NextFire string `json:"next_fire"` // RFC 3339 UTC, "-" for never
+	Priority int32  `json:"priority"`
+	ExpiresS int64  `json:"expires_s"`
+}
+
+// PrintSchedules renders schedules as a table or JSON.
+func PrintSchedules(w io.Writer, output string, scheds []*schema.ScheduleInfo) error {
+	views := make([]ScheduleView, len(scheds))
+	for i, s := range scheds {
+		views[i] = ScheduleView{Name: s.GetName(), Spec: s.GetSpec(), Queue: s.GetQueue(), NextFire: fmtTime(s.GetNextFire()),
+			Priority: s.GetFire().GetPriority(), ExpiresS: s.GetFire().GetExpiresS()}
+	}
+	if output == "json" {
+		return writeJSON(w, views)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSPEC\tQUEUE\tNEXT_FIRE\tPRIORITY")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", cell(v.Name), cell(v.Spec), cell(v.Queue), v.NextFire, v.Priority)
+	}
+	return tw.Flush()
 }

@@ -412,3 +412,48 @@ func TestJobJSONCarriesState(t *testing.T) {
 		}
 	}
 }
+
+// A retry's --delay is whole seconds, 0 (the backoff) to 24h; schedule
+// list prints each schedule's next fire time ("-" for never).
+func TestRetryDelayAndScheduleList(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+		bad  string
+	}{
+		{0, 0, ""}, {30 * time.Second, 30, ""}, {24 * time.Hour, 86400, ""},
+		{1500 * time.Millisecond, 0, "whole seconds"}, {-time.Second, 0, "negative"}, {24*time.Hour + time.Second, 0, "at most 24h"},
+	} {
+		got, err := BuildRetryDelay(c.d)
+		if c.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), c.bad) || !strings.Contains(err.Error(), "--delay") {
+				t.Errorf("--delay %v: %d, %v; want an error naming --delay and %q", c.d, got, err, c.bad)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("--delay %v: %d, %v; want %d", c.d, got, err, c.want)
+		}
+	}
+	scheds := []*schema.ScheduleInfo{
+		{Name: "backup", Spec: "CRON_TZ=Europe/Berlin 0 3 * * *", Queue: "batch", NextFire: 1_800_000_000, Fire: &schema.WalFireOpts{Priority: 3}},
+		{Name: "leap", Spec: "0 0 29 2 *", Queue: "batch"},
+	}
+	var b strings.Builder
+	if err := PrintSchedules(&b, "table", scheds); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"NEXT_FIRE", "backup", "CRON_TZ=Europe/Berlin 0 3 * * *", "2027-01-15T08:00:00Z", "leap"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := PrintSchedules(&b, "json", scheds); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"next_fire": "2027-01-15T08:00:00Z"`) || !strings.Contains(b.String(), `"next_fire": "-"`) {
+		t.Errorf("json:\n%s", b.String())
+	}
+}
