@@ -48,20 +48,35 @@ func (c *Client) SubmitBatch(ctx context.Context, r *schema.SubmitBatchRequest) 
 // the retries stay far inside of.
 func retryKeyed(ctx context.Context, opt Options, send func() (*schema.JobResponse, error)) (*schema.JobResponse, error) {
 	wait := opt.KeyedRetryBase
+	var unknown error // the first attempt whose outcome is unknown
 	for attempt := 1; ; attempt++ {
 		rep, err := send()
+		if err != nil && unknown == nil && errors.Is(err, ErrOutcomeUnknown) {
+			unknown = err
+		}
 		if err == nil || attempt >= opt.KeyedAttempts || !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNoPrimary) {
-			return rep, err
+			return rep, keyedErr(err, unknown, attempt)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w (keyed submit not repeated: %v)", err, ctx.Err())
+			return nil, keyedErr(fmt.Errorf("%w (keyed submit not repeated: %v)", err, ctx.Err()), unknown, attempt)
 		case <-t.C:
 		}
 		wait = min(2*wait, maxKeyedRetryWait)
 	}
+}
+
+// keyedErr is the error a keyed submit ends with: last, unless an earlier
+// attempt's outcome is unknown and last is not, because that attempt may
+// have been applied whatever the later ones were told (no primary, a
+// refusal), so the submit as a whole is ErrOutcomeUnknown.
+func keyedErr(last, unknown error, attempts int) error {
+	if last == nil || unknown == nil || errors.Is(last, ErrOutcomeUnknown) {
+		return last
+	}
+	return fmt.Errorf("%w; the last of %d attempts: %v", unknown, attempts, last)
 }
 
 // Claim claims up to max ready jobs for a worker host. With r.Ack (the

@@ -76,6 +76,35 @@ func TestKeyedSubmitIsRepeated(t *testing.T) {
 		})
 	}
 
+	// An attempt whose outcome is unknown may have been applied, so a
+	// later definite refusal or "no primary" leaves the submit unknown.
+	for _, last := range []struct {
+		name  string
+		reply *wire.Reply
+	}{
+		{"refused", &wire.Reply{Status: sm.StatusEEXIST, Error: "idempotency key already used for a different job"}},
+		{"not primary", &wire.Reply{Status: sm.StatusEAGAIN, Error: "Not primary — redirect to primary", NotPrimary: true}},
+	} {
+		t.Run("unknown then "+last.name, func(t *testing.T) {
+			f := startFake(t, true)
+			var n atomic.Int32
+			f.c.Nodes[0].Set(func(req *wire.Request) *wire.Reply {
+				if req.Job == nil {
+					return okReply(req)
+				}
+				if n.Add(1) == 1 {
+					return unknownReply(req)
+				}
+				return last.reply
+			})
+			cl := newClient(t, f.peers(), f.mat, opt)
+			_, err := single("k1")(context.Background(), cl)
+			if !errors.Is(err, client.ErrOutcomeUnknown) || n.Load() < 2 {
+				t.Fatalf("err %v after %d sends, want ErrOutcomeUnknown after at least 2", err, n.Load())
+			}
+		})
+	}
+
 	// A refusal (the key reused for another payload) is definite.
 	f := startFake(t, true)
 	var n atomic.Int32
