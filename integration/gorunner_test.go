@@ -3,16 +3,19 @@ package integration
 // client.Runner against three real processes: four slots over handlers
 // that succeed, fail once, panic once, and outlast the lease; then a
 // shutdown in mid-job whose job is released and worked by a second
-// runner. Every job is acked exactly once in the end.
+// runner. Every job is acked exactly once in the end. Then
+// examples/goworker on the same cluster.
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,7 +152,7 @@ func startGoRunner(t *testing.T, cl *client.Client, l *ledger, drain time.Durati
 }
 
 func TestGoRunner(t *testing.T) {
-	_, cl := workerCluster(t)
+	c, cl := workerCluster(t)
 	ctx := context.Background()
 	kinds := map[string]int{"ok": 12, "flaky": 2, "panic": 1, "slow": 1}
 	payload := map[uint64]string{}
@@ -208,7 +211,6 @@ func TestGoRunner(t *testing.T) {
 	}
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for id, k := range payload {
 		want := map[string]int{"ok": 1, "slow": 1, "flaky": 2, "panic": 2, "hold": 2}[k]
 		if l.runs[id] != want || l.ok[id] != 1 {
@@ -231,10 +233,82 @@ func TestGoRunner(t *testing.T) {
 	if want := []client.Outcome{client.Released, client.Acked}; fmt.Sprint(l.outcomes[hold]) != fmt.Sprint(want) {
 		t.Errorf("the held job's outcomes %v, want %v", l.outcomes[hold], want)
 	}
+	l.mu.Unlock()
 	list, err := cl.List(ctx, &schema.ListRequest{Queue: "work"})
 	if err != nil || len(list.GetJobs()) != 0 {
 		t.Errorf("the queue after the runs: %v (%v), want empty", list.GetJobs(), err)
 	}
+	goWorkerExample(t, c, cl)
+}
+
+// goWorkerExample runs examples/goworker on the cluster: a job acked, one
+// retried with its command's last stderr line, then SIGTERM and exit 0.
+func goWorkerExample(t *testing.T, c *clitool.Cluster, cl *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "goworker")
+	build := exec.Command("go", "build", "-o", bin, "./examples/goworker")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/goworker: %v\n%s", err, out)
+	}
+	ids := map[string]uint64{}
+	for _, p := range []string{"fine", "bad"} {
+		rep, err := cl.Submit(ctx, &schema.SubmitRequest{Queue: "work", Payload: []byte(p + "\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[p] = rep.GetJobs()[0].GetId()
+	}
+	certs := filepath.Join(c.Dir, "certs")
+	cmd := exec.Command(bin, "--peers", c.PeersFlag(), "--ca", filepath.Join(certs, "ca.crt"), "--cert", filepath.Join(certs, "admin.crt"),
+		"--key", filepath.Join(certs, "admin.key"), "--queue", "work", "--host", "node001", "--wait", "2s", "--concurrency", "2",
+		"--command", `read x; echo "ran $x"; case "$x" in bad) echo "no good: $x" >&2; exit 3;; esac`)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	waitFor(t, 30*time.Second, "goworker acks the fine job and retries the bad one", func() bool {
+		_, err := cl.Get(ctx, &schema.GetRequest{Id: ids["fine"]})
+		g, gerr := cl.Get(ctx, &schema.GetRequest{Id: ids["bad"]})
+		return connect.CodeOf(err) == connect.CodeNotFound && gerr == nil && strings.Contains(g.GetJobs()[0].GetLastError(), "no good: bad")
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("goworker after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("goworker did not exit within 15 s of SIGTERM\n%s", out.String())
+	}
+	if log := out.String(); !strings.Contains(log, "ran fine") || !strings.Contains(log, "job acked") {
+		t.Errorf("goworker's output lacks the command's line or the ack\n%s", log)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for a process's two writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // waitFor polls cond every 50 ms until it holds, failing after within.
