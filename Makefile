@@ -41,6 +41,7 @@ test: lint unit
 
 unit:
 	$(GO) test -count=1 -timeout 30m ./...
+	python3 -m unittest discover -s python/tests
 
 lint: fmt-check vet staticcheck
 

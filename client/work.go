@@ -113,7 +113,11 @@ func (ws *workStream) close() {
 // is false when r was not written whole (the node cannot have applied
 // it).
 func (ws *workStream) exchange(ctx context.Context, r *schema.ClaimRequest) (_ *schema.JobResponse, sent bool, _ error) {
-	stop := context.AfterFunc(ctx, ws.cancel)
+	// Closing the request side first: once the node's reply headers have
+	// arrived, net/http's HTTP/2 client notices a cancelled context only
+	// after the request body ends, so a cancel alone would leave a long
+	// poll waiting for the node's answer (the whole wait).
+	stop := context.AfterFunc(ctx, ws.close)
 	defer stop()
 	if err := ws.st.Send(r); err != nil && !errors.Is(err, io.EOF) {
 		return nil, false, err // io.EOF: the node ended the stream; Receive tells why
