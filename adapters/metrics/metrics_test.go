@@ -438,7 +438,7 @@ func TestNewNeedsInspect(t *testing.T) {
 	}
 }
 
-// provision installs blob as the node's config, durably (seed 002 §3.2).
+// provision installs blob as the node's config, durably, as the daemon's first start does.
 func provision(t testing.TB, base string, blob []byte) {
 	t.Helper()
 	e := &fileio.Executor{Base: base}
