@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xce-hpc/xce/adapters/tlsconf"
@@ -36,7 +37,7 @@ import (
 func TestMetricsAndHealth(t *testing.T) {
 	c := newCluster(t, 3, fastTimings...)
 	c.MetricsPorts = freePorts(t, 3)
-	install(t, c, 0, configBlob(t, "metrics", 1, 0))
+	install(t, c, 0, configBlob(t, "metrics", 2, 0))
 	const queue = "q000001-"
 
 	// n0 alone: a candidate that cannot win (quorum mode), not ready.
@@ -97,9 +98,9 @@ func TestMetricsAndHealth(t *testing.T) {
 		`xce_queue_depth{queue="` + queue + `",state="pending"}`:    jobs - claimed,
 		`xce_queue_depth{queue="` + queue + `",state="processing"}`: claimed,
 		`xce_queue_depth{queue="` + queue + `",state="dead"}`:       0,
-		`xce_requests_total{code="ok",op="job_enqueue"}`:            jobs,
-		`xce_requests_total{code="ok",op="job_claim"}`:              1,
-		`xce_requests_total{code="ok",op="job_list"}`:               1, // forwarded by the standby
+		`xce_requests_total{code="OK",op="job_enqueue"}`:            jobs,
+		`xce_requests_total{code="OK",op="job_claim"}`:              1,
+		`xce_requests_total{code="OK",op="job_list"}`:               1, // forwarded by the standby
 		`xce_claim_duration_seconds_count`:                          1,
 		`xce_lost_and_found_jobs`:                                   0,
 		`xce_acked_without_standby_total`:                           0,
@@ -125,7 +126,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("standby %s: redirected lists %v, role standby %v", c.Names[standby], ms[`xce_requests_total{code="redirect",op="job_list"}`], ms[`xce_role{role="standby"}`])
 	}
 	for series, v := range m {
-		if strings.HasPrefix(series, "xce_requests_total{") && !strings.Contains(series, `code="ok"`) && v > 0 {
+		if strings.HasPrefix(series, "xce_requests_total{") && !strings.Contains(series, `code="OK"`) && v > 0 {
 			t.Errorf("primary: %s = %v on a healthy cluster", series, v)
 		}
 	}
@@ -133,6 +134,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("primary: %q on a healthy cluster", l)
 	}
 	checkDashboardAndDocs(t, c, p)
+	checkQueueCounters(t, c, mat, p, "q000002-")
 
 	// Failover: a survivor's /readyz flips from "ready: standby" to
 	// "ready: primary" (the unready moments between, while it elects and
@@ -181,6 +183,17 @@ func TestMetricsAndHealth(t *testing.T) {
 		}
 	}
 	m = scrape(t, c, np)
+	// The new primary counts from zero (its replay of the log counts
+	// nothing) and has the jobs' ready times back from the log.
+	for _, op := range []string{"enqueued", "claimed", "acked", "retried", "dead"} {
+		series := `xce_queue_jobs_` + op + `_total{queue="q000002-"}`
+		if got, ok := m[series]; !ok || got != 0 {
+			t.Errorf("new primary %s: %s = %v (present %v), want 0", c.Names[np], series, got, ok)
+		}
+	}
+	if got, ok := m[`xce_queue_oldest_pending_age_seconds{queue="`+queue+`"}`]; !ok || got < 1 {
+		t.Errorf("new primary %s: oldest pending age of %s = %v (present %v), want the replicated jobs' (>= 1 s)", c.Names[np], queue, got, ok)
+	}
 	if m[`xce_role{role="primary"}`] != 1 || m["xce_term"] <= term || m[`xce_queue_depth{queue="`+queue+`",state="pending"}`] != jobs-claimed {
 		t.Errorf("new primary %s: role primary %v, term %v (was %v), pending %v (want %d)", c.Names[np], m[`xce_role{role="primary"}`], m["xce_term"], term, m[`xce_queue_depth{queue="`+queue+`",state="pending"}`], jobs-claimed)
 	}
@@ -188,6 +201,108 @@ func TestMetricsAndHealth(t *testing.T) {
 	if code, body := waitReadyz(t, c, p, func(code int, _ string) bool { return code == http.StatusOK }); code != http.StatusOK || body != "ready: standby: in sync with "+c.Names[np]+"\n" {
 		t.Errorf("restarted %s: /readyz %d %q, want ready as %s's standby", c.Names[p], code, body, c.Names[np])
 	}
+}
+
+// checkQueueCounters runs a known workload on queue, which holds no job,
+// on the primary p: submit 5, claim 3, ack 2, retry 1, then claim 1 more
+// (a job never claimed: the retried one waits out its 10 s backoff) and
+// fail it. The throughput counters move by exactly that, the oldest
+// pending job's age grows from its submit, and a stale ack and a submit
+// to an unknown queue are counted by the gRPC codes the client got.
+func checkQueueCounters(t *testing.T, c *clitool.Cluster, mat *tlsconf.Material, p int, queue string) {
+	t.Helper()
+	series := func(op string) string { return `xce_queue_jobs_` + op + `_total{queue="` + queue + `"}` }
+	ops := []string{"enqueued", "claimed", "acked", "retried", "dead"}
+	before := scrape(t, c, p)
+	for _, op := range ops {
+		if v, ok := before[series(op)]; !ok || v != 0 {
+			t.Fatalf("primary: %s = %v (present %v) before the workload, want 0", series(op), v, ok)
+		}
+	}
+	submitted := time.Now()
+	for k := range 5 {
+		if rep := jobAt(t, c, mat, p, &schema.SubmitRequest{Queue: queue, Payload: []byte(fmt.Sprint("w-", k))}); len(rep.GetJobs()) != 1 {
+			t.Fatalf("submit %d: %v", k, rep)
+		}
+	}
+	got := jobAt(t, c, mat, p, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: 3}).GetJobs()
+	if len(got) != 3 {
+		t.Fatalf("claim: %d jobs, want 3", len(got))
+	}
+	for _, j := range got[:2] {
+		jobAt(t, c, mat, p, &schema.AckRequest{Handle: clitool.JobHandle(j)})
+	}
+	jobAt(t, c, mat, p, &schema.RetryRequest{Handle: clitool.JobHandle(got[2]), Error: "again"})
+	last := jobAt(t, c, mat, p, &schema.ClaimRequest{Queue: queue, Host: "node001", Max: 1}).GetJobs()
+	if len(last) != 1 {
+		t.Fatalf("second claim: %d jobs, want 1", len(last))
+	}
+	jobAt(t, c, mat, p, &schema.FailRequest{Handle: clitool.JobHandle(last[0]), Error: "broken"})
+	m := scrape(t, c, p)
+	for op, want := range map[string]float64{"enqueued": 5, "claimed": 4, "acked": 2, "retried": 1, "dead": 1} {
+		if got := m[series(op)] - before[series(op)]; got != want {
+			t.Errorf("primary: %s moved by %v, want %v", series(op), got, want)
+		}
+	}
+	for k, want := range map[string]float64{"pending": 2, "processing": 0, "dead": 1} {
+		if got := m[`xce_queue_depth{queue="`+queue+`",state="`+k+`"}`]; got != want {
+			t.Errorf("primary: %s %s = %v, want %v", queue, k, got, want)
+		}
+	}
+	// One pending job was never claimed: its age grows from its submit
+	// (ready times are whole seconds, hence the slack of one).
+	age := `xce_queue_oldest_pending_age_seconds{queue="` + queue + `"}`
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		v, ok := scrape(t, c, p)[age]
+		waited := time.Since(submitted).Seconds()
+		if !ok || v < 0 || v > waited+1 {
+			t.Fatalf("primary: %s = %v (present %v) %.1f s after the submits", age, v, ok, waited)
+		}
+		if v >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("primary: %s still %v after %.1f s", age, v, waited)
+		}
+	}
+	// The same ack again: the API answers FailedPrecondition; a submit
+	// to an unknown queue, InvalidArgument. The metric says the same.
+	for _, c2 := range []struct {
+		jr   proto.Message
+		code connect.Code
+	}{
+		{&schema.AckRequest{Handle: clitool.JobHandle(got[0])}, connect.CodeFailedPrecondition},
+		{&schema.SubmitRequest{Queue: "nosuch", Payload: []byte("x")}, connect.CodeInvalidArgument},
+	} {
+		if err := jobErrAt(t, c, mat, p, c2.jr); connect.CodeOf(err) != c2.code {
+			t.Errorf("%s: error %v, want code %v", clitool.KindOf(c2.jr), err, c2.code)
+		}
+	}
+	m = scrape(t, c, p)
+	for s, want := range map[string]float64{
+		`xce_requests_total{code="FailedPrecondition",op="job_ack"}`:  1,
+		`xce_requests_total{code="InvalidArgument",op="job_enqueue"}`: 1,
+		`xce_requests_total{code="OK",op="job_ack"}`:                  2,
+		`xce_requests_total{code="OK",op="job_retry"}`:                1,
+		`xce_requests_total{code="OK",op="job_fail"}`:                 1,
+	} {
+		if got := m[s]; got != want {
+			t.Errorf("primary: %s = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// jobErrAt sends one job request to node i and returns its error (nil if
+// it succeeded).
+func jobErrAt(t testing.TB, c *clitool.Cluster, mat *tlsconf.Material, i int, jr proto.Message) error {
+	t.Helper()
+	d, err := newDoer(peersOf(c, i), mat, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, err = d.Do(context.Background(), jr)
+	return err
 }
 
 // checkDashboardAndDocs: every series name the dashboard's queries name

@@ -262,6 +262,9 @@ func (jl *journal) finishRecovery(j *jobState) {
 	}
 	j.recovered = true
 	j.recoveredLSN = j.durableLSN
+	// The counters are this process's: what the replay just applied was
+	// counted by the primaries that applied it first.
+	j.q.ResetThroughput()
 	jl.disk.scanned = nil // what recovery did not take (a newer snapshot's fallback, say)
 	// Known now, even if a standby's install or rescan was cut short by
 	// the promotion (endLog).

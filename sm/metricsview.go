@@ -1,20 +1,38 @@
 package sm
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/xce-hpc/xce/sm/queue"
+)
 
 // Read-only views for the daemon's metrics and health endpoints. Each is
-// O(queues) at most and is called from the goroutine that owns the node,
+// O(queues) at most (never a scan of the jobs) and is called from the goroutine that owns the node,
 // between steps.
 
-// QueueDepth is how many jobs one queue holds in each state.
+// QueueDepth is how many jobs one queue holds in each state, when its
+// oldest pending job became claimable, and what this primary applied to
+// it.
 type QueueDepth struct {
 	Queue                     string
 	Pending, Processing, Dead int
+	// OldestPendingAt is the earliest ready time (Unix seconds) of the
+	// queue's pending jobs, meaningful when Pending > 0: once passed, when
+	// the job that has waited longest to be claimed became claimable
+	// (queue.Queues.OldestPending). The caller's clock turns it into an
+	// age; sm reads none.
+	OldestPendingAt int64
+	// Throughput counts the operations this process applied to the queue
+	// since it became primary (recovery's replay of the log is not
+	// counted): each enqueued, claimed, acked, retried and dead-lettered
+	// job.
+	Throughput queue.Throughput
 }
 
-// QueueDepths lists every queue of the running config, and any other queue
-// holding jobs (lost_and_found), sorted by name; nil unless a recovered
-// primary (a standby holds the log, not the queues).
+// QueueDepths lists every queue of the running config, any other queue
+// holding jobs (lost_and_found), and any queue this primary counted an
+// operation of, sorted by name; nil unless a recovered primary (a standby
+// holds the log, not the queues).
 func (n *Node) QueueDepths() []QueueDepth {
 	j := n.journal.jobs
 	if n.role != RolePrimary || j == nil || !j.recovered {
@@ -25,6 +43,12 @@ func (n *Node) QueueDepths() []QueueDepth {
 	for _, name := range names {
 		held[name] = true
 	}
+	for _, name := range j.q.ThroughputQueues() {
+		if !held[name] {
+			held[name] = true
+			names = append(names, name)
+		}
+	}
 	for name := range j.r.queues {
 		if !held[name] {
 			names = append(names, name)
@@ -34,7 +58,8 @@ func (n *Node) QueueDepths() []QueueDepth {
 	out := make([]QueueDepth, len(names))
 	for i, name := range names {
 		p, r, d := j.q.Counts(name)
-		out[i] = QueueDepth{Queue: name, Pending: p, Processing: r, Dead: d}
+		at, _ := j.q.OldestPending(name)
+		out[i] = QueueDepth{Queue: name, Pending: p, Processing: r, Dead: d, OldestPendingAt: at, Throughput: j.q.Throughput(name)}
 	}
 	return out
 }

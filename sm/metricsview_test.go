@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 // The metrics views (metricsview.go) on the step harness.
@@ -24,8 +25,10 @@ func TestQueueDepthsAndWALRecords(t *testing.T) {
 	enqueueN(t, h, p, 3, 100)
 	h.enqueue(p, sm.ClientOp{ID: 200, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 1}})
 	h.run()
-	want = []sm.QueueDepth{{Queue: "q0", Pending: 2, Processing: 1}, {Queue: "q1"}}
-	if got := pn.QueueDepths(); !equalDepths(got, want) {
+	at := pn.QueueDepths()[0].OldestPendingAt // the enqueues' second
+	want = []sm.QueueDepth{{Queue: "q0", Pending: 2, Processing: 1, OldestPendingAt: at,
+		Throughput: queue.Throughput{Enqueued: 3, Claimed: 1}}, {Queue: "q1"}}
+	if got := pn.QueueDepths(); !equalDepths(got, want) || at <= epoch/int64(time.Second) {
 		t.Errorf("after 3 enqueues and a claim: %+v, want %+v", got, want)
 	}
 	if got := pn.WALRecordsSinceCheckpoint(); got != before+4 {
@@ -37,6 +40,57 @@ func TestQueueDepthsAndWALRecords(t *testing.T) {
 	}
 	if got := s.WALRecordsSinceCheckpoint(); got == 0 {
 		t.Errorf("standby counts no replicated records in its active segment")
+	}
+}
+
+// The queue metrics across a failover: the oldest pending job's ready
+// time moves with the claims and is the same on the next primary, which
+// rebuilds it from the replicated snapshot and log; the counters are the
+// process's own, zero on the next primary until it applies something
+// (its replay of the log is not counted).
+func TestQueueMetricsAcrossFailover(t *testing.T) {
+	h, p := threeNodes(t)
+	pn := h.node(p).n
+	enqueueN(t, h, p, 2, 100) // at second s
+	first := pn.QueueDepths()[0].OldestPendingAt
+	h.advance(5 * time.Second)
+	enqueueN(t, h, p, 2, 200) // at about s+6
+	if got := pn.QueueDepths()[0].OldestPendingAt; got != first {
+		t.Fatalf("oldest pending at %d after later enqueues, want the first ones' %d", got, first)
+	}
+	h.enqueue(p, sm.ClientOp{ID: 300, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 2}})
+	h.run()
+	before := pn.QueueDepths()[0]
+	if before.OldestPendingAt <= first+5 || before.Pending != 2 {
+		t.Fatalf("after claiming the two oldest: %+v, want the later jobs' time (> %d) and 2 pending", before, first+5)
+	}
+	if want := (queue.Throughput{Enqueued: 4, Claimed: 2}); before.Throughput != want {
+		t.Errorf("primary's counters %+v, want %+v", before.Throughput, want)
+	}
+	h.advance(time.Second) // the claim replicated
+	h.kill(p)
+	np := -1
+	h.advanceUntil(30*time.Second, func() bool {
+		for _, i := range primaries(h) {
+			if i != p && h.node(i).n.QueueDepths() != nil {
+				np = i
+				return true
+			}
+		}
+		return false
+	})
+	if np < 0 {
+		t.Fatal("no new primary recovered its job state")
+	}
+	after := h.node(np).n.QueueDepths()[0]
+	want := before
+	want.Throughput = queue.Throughput{}
+	if after != want {
+		t.Errorf("new primary: %+v, want %+v (the same jobs and oldest pending, zero counters)", after, want)
+	}
+	enqueueN(t, h, np, 1, 400)
+	if got, want := h.node(np).n.QueueDepths()[0].Throughput, (queue.Throughput{Enqueued: 1}); got != want {
+		t.Errorf("new primary's counters after one enqueue %+v, want %+v", got, want)
 	}
 }
 

@@ -10,7 +10,7 @@
 // counts it and runs it. A job operation's request is the node's own
 // (sm.JobRequest, built in rpcs.go), and its reply the node's sm.Reply,
 // rendered as the JobResponse here (render.go). The reply's status
-// becomes a Connect code (see codeOf). A standby's "not primary" refusal of a primary-only call is
+// becomes a Connect code (see CodeOf, which the metrics count by too). A standby's "not primary" refusal of a primary-only call is
 // forwarded to the primary it names when it knows one (once: a forwarded
 // call is never forwarded again), else answered with code unavailable and
 // a schema.NotPrimary detail. The Work stream serves each of its

@@ -53,6 +53,29 @@ func (s *server) serve(ctx context.Context, req *wire.Request) (*wire.Reply, err
 	return rep, connect.NewError(codeOf(rep.Status), errors.New(rep.Error))
 }
 
+// CodeOK is the code of a call answered without an error (connect names
+// none: its codes start at 1, as gRPC's after OK).
+const CodeOK connect.Code = 0
+
+// CodeOf is the code the API answers req with when the node replied rep
+// (not a standby's "not primary", which the API forwards or answers as
+// unavailable): CodeOK, the code of rep's status (codeOf), or the code of
+// a job operation the queue refused without a status (refusalOf). The
+// daemon counts each request by it, so the metrics name what the client
+// was told.
+func CodeOf(req *wire.Request, rep *wire.Reply) connect.Code {
+	switch {
+	case rep == nil:
+		return connect.CodeInternal // serve: the node gave no reply
+	case rep.Status != sm.StatusOK:
+		return codeOf(rep.Status)
+	case req != nil && req.Job != nil && rep.Job != nil:
+		code, _ := refusalOf(req.Job, rep.Job)
+		return code
+	}
+	return CodeOK
+}
+
 // codeOf maps a reply status (negative errno, as sm and the daemon answer)
 // to the Connect code. Every code but unknown means nothing was applied.
 func codeOf(status int32) connect.Code {
@@ -170,11 +193,19 @@ func serveJobAs[Req, Resp any](ctx context.Context, s *server, r *connect.Reques
 // refusal is the error of an operation the queue refused without a
 // status (ok = false): nothing changed.
 func refusal(jr *sm.JobRequest, body *sm.Reply) error {
-	if body.OK {
+	code, msg := refusalOf(jr, body)
+	if code == CodeOK {
 		return nil
 	}
-	var code connect.Code
-	var msg string
+	return connect.NewError(code, errors.New(msg))
+}
+
+// refusalOf is the code and message of refusal; CodeOK when the reply is
+// no refusal.
+func refusalOf(jr *sm.JobRequest, body *sm.Reply) (code connect.Code, msg string) {
+	if body.OK {
+		return CodeOK, ""
+	}
 	switch jr.Kind {
 	case sm.JobAck, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		code, msg = connect.CodeFailedPrecondition, "handle refused: the claim is not current (acked, expired, retried or never made)"
@@ -187,7 +218,7 @@ func refusal(jr *sm.JobRequest, body *sm.Reply) error {
 	case sm.JobUnregister:
 		code, msg = connect.CodeNotFound, fmt.Sprintf("no schedule named %q", jr.Name)
 	default: // claim (nothing ready), batches, sweeps: ok says nothing
-		return nil
+		return CodeOK, ""
 	}
-	return connect.NewError(code, errors.New(msg))
+	return code, msg
 }

@@ -10,7 +10,7 @@
 //   - fsync latency where the I/O worker runs fsync (ObserveSync, for
 //     fileio.Executor), checkpoint latency from the node's state after
 //     each step (AfterStep, for runner.Config), and requests where the
-//     daemon answers them (ObserveRequest);
+//     daemon answers them (ObserveRequestCode);
 //   - connections from the transport at scrape time (Config.Conns).
 //
 // Every method of a nil *Metrics does nothing, so a daemon without
@@ -89,7 +89,7 @@ func New(cfg Config) (*Metrics, error) {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xce_requests_total",
-			Help: "Client requests answered by this node, by operation and result code (ok, eagain = not primary or recovering, einval, eio, outcome_unknown, ...).",
+			Help: "Client requests answered by this node, by operation and the gRPC code the API answered (OK, InvalidArgument, Unavailable, Unknown = outcome unknown, ...; redirect: a standby handed the call to the primary).",
 		}, []string{"op", "code"}),
 		claim: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "xce_claim_duration_seconds",
@@ -103,7 +103,7 @@ func New(cfg Config) (*Metrics, error) {
 		}, []string{"target"}),
 		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "xce_checkpoint_duration_seconds",
-			Help:    "Time of each completed checkpoint of the job log (seed 002 §13): snapshot written and synced, older segments released.",
+			Help:    "Time of each completed checkpoint of the job log, which bounds its replay: a snapshot of the job state written and synced, then the WAL segments it covers released.",
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14), // 1 ms .. 8 s
 		}),
 		step: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -161,6 +161,7 @@ func (m *Metrics) view() (View, error) {
 	if err := m.inspect(func(n *sm.Node) { v = ViewOf(n) }); err != nil {
 		return View{}, errLoop(err, m.cfg.LoopTimeout)
 	}
+	v.At = time.Now() // the daemon's clock, as the node's records' times are
 	return v, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,14 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/xce-hpc/xce/adapters/api"
+	"github.com/xce-hpc/xce/adapters/authz"
 	"github.com/xce-hpc/xce/adapters/fileio"
 	"github.com/xce-hpc/xce/adapters/runner"
 	"github.com/xce-hpc/xce/adapters/wire"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/queue"
 )
 
 const waitBound = 10 * time.Second
@@ -31,11 +35,20 @@ func collectorOf(v View, err error) prometheus.Collector {
 	return &nodeCollector{view: func() (View, error) { return v, err }, conns: func() (int, int) { return 3, 2 }}
 }
 
-// A view of a primary becomes exactly these metrics.
+// A view of a primary becomes exactly these metrics: the oldest pending
+// job's age at the scrape (0 for a queue with no pending job, and for one
+// whose pending jobs are not ready yet), each queue's counters.
 func TestCollectView(t *testing.T) {
+	at := time.Unix(1_800_000_000, 500e6)
 	v := View{
+		At:   at,
 		Name: "n0", Role: sm.RolePrimary, Term: 7, ConfigTag: 0xabc, ConfigGeneration: 4, ConfigStale: true, Ready: true,
-		LostAndFound: 2, Queues: []sm.QueueDepth{{Queue: "batch", Pending: 5, Processing: 1, Dead: 2}},
+		LostAndFound: 2, Queues: []sm.QueueDepth{
+			{Queue: "batch", Pending: 5, Processing: 1, Dead: 2, OldestPendingAt: at.Unix() - 90,
+				Throughput: queue.Throughput{Enqueued: 11, Claimed: 7, Acked: 3, Retried: 2, Dead: 1}},
+			{Queue: "idle", OldestPendingAt: 0},
+			{Queue: "later", Pending: 1, OldestPendingAt: at.Unix() + 60},
+		},
 		WALRecords: 42, Standbys: []StandbyLag{{Name: "n1", Records: 0}, {Name: "n2", Records: 9}}, AckedWithoutStandby: 3,
 	}
 	want := `
@@ -45,14 +58,14 @@ xce_acked_without_standby_total 3
 # HELP xce_config_info The running config: its version tag (hex) and generation; absent before a config is loaded.
 # TYPE xce_config_info gauge
 xce_config_info{generation="4",tag="` + sm.TagHex(0xabc) + `"} 1
-# HELP xce_config_stale 1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).
+# HELP xce_config_stale 1 when the saved config is older than --conf-stale-timeout: the node has not heard a newer one for that long (config_stale).
 # TYPE xce_config_stale gauge
 xce_config_stale 1
 # HELP xce_connections Accepted connections open, by kind: client (the API's) or peer (another controller's link to us).
 # TYPE xce_connections gauge
 xce_connections{kind="client"} 3
 xce_connections{kind="peer"} 2
-# HELP xce_lost_and_found_jobs Jobs of removed queues routed to lost_and_found by this primary's last recovery (lost_and_found_job_count, seed 002 §6.5).
+# HELP xce_lost_and_found_jobs Jobs of removed queues routed to lost_and_found by this primary's last recovery, where they wait for an operator to drain them (lost_and_found_job_count).
 # TYPE xce_lost_and_found_jobs gauge
 xce_lost_and_found_jobs 2
 # HELP xce_queue_depth Jobs in each queue by state (pending, processing, dead); primary only.
@@ -60,6 +73,42 @@ xce_lost_and_found_jobs 2
 xce_queue_depth{queue="batch",state="dead"} 2
 xce_queue_depth{queue="batch",state="pending"} 5
 xce_queue_depth{queue="batch",state="processing"} 1
+xce_queue_depth{queue="idle",state="dead"} 0
+xce_queue_depth{queue="idle",state="pending"} 0
+xce_queue_depth{queue="idle",state="processing"} 0
+xce_queue_depth{queue="later",state="dead"} 0
+xce_queue_depth{queue="later",state="pending"} 1
+xce_queue_depth{queue="later",state="processing"} 0
+# HELP xce_queue_jobs_acked_total Claims of the queue's jobs this process completed by an ack as primary; restarts at 0 with each process and promotion.
+# TYPE xce_queue_jobs_acked_total counter
+xce_queue_jobs_acked_total{queue="batch"} 3
+xce_queue_jobs_acked_total{queue="idle"} 0
+xce_queue_jobs_acked_total{queue="later"} 0
+# HELP xce_queue_jobs_claimed_total Jobs of the queue this process handed out as primary (each job of a claim batch, reclaims of lapsed claims included); restarts at 0 with each process and promotion.
+# TYPE xce_queue_jobs_claimed_total counter
+xce_queue_jobs_claimed_total{queue="batch"} 7
+xce_queue_jobs_claimed_total{queue="idle"} 0
+xce_queue_jobs_claimed_total{queue="later"} 0
+# HELP xce_queue_jobs_dead_total Jobs of the queue this process moved to dead as primary, by every path: a fail, a retry or a lapsed claim on the last attempt, an expiry; restarts at 0 with each process and promotion.
+# TYPE xce_queue_jobs_dead_total counter
+xce_queue_jobs_dead_total{queue="batch"} 1
+xce_queue_jobs_dead_total{queue="idle"} 0
+xce_queue_jobs_dead_total{queue="later"} 0
+# HELP xce_queue_jobs_enqueued_total Jobs this process enqueued into the queue as primary (submitted, in batches each job, or fired by a schedule); restarts at 0 with each process and promotion.
+# TYPE xce_queue_jobs_enqueued_total counter
+xce_queue_jobs_enqueued_total{queue="batch"} 11
+xce_queue_jobs_enqueued_total{queue="idle"} 0
+xce_queue_jobs_enqueued_total{queue="later"} 0
+# HELP xce_queue_jobs_retried_total Claims of the queue's jobs given up by a retry that put the job back to pending, applied by this process as primary (a retry on the last attempt counts as dead); restarts at 0 with each process and promotion.
+# TYPE xce_queue_jobs_retried_total counter
+xce_queue_jobs_retried_total{queue="batch"} 2
+xce_queue_jobs_retried_total{queue="idle"} 0
+xce_queue_jobs_retried_total{queue="later"} 0
+# HELP xce_queue_oldest_pending_age_seconds Seconds the queue's oldest pending job has waited to be claimed since it became claimable (enqueued, its delay or run_at reached, its retry backoff over, or redriven); 0 when no pending job is claimable; primary only.
+# TYPE xce_queue_oldest_pending_age_seconds gauge
+xce_queue_oldest_pending_age_seconds{queue="batch"} 90.5
+xce_queue_oldest_pending_age_seconds{queue="idle"} 0
+xce_queue_oldest_pending_age_seconds{queue="later"} 0
 # HELP xce_ready 1 when the node serves its role, as /readyz answers 200.
 # TYPE xce_ready gauge
 xce_ready 1
@@ -130,9 +179,52 @@ func TestOpAndCode(t *testing.T) {
 			t.Errorf("Op(%v) = %q, want %q", c.req, got, c.want)
 		}
 	}
-	for status, want := range map[int32]string{sm.StatusOK: "ok", sm.StatusEAGAIN: "eagain", sm.StatusEINVAL: "einval", sm.StatusEIO: "eio", sm.StatusOutcomeUnknown: "outcome_unknown", -99: "-99"} {
-		if got := Code(status); got != want {
-			t.Errorf("Code(%d) = %q, want %q", status, got, want)
+}
+
+// The code label is the gRPC name of the code the API answers: each
+// status the node or the daemon replies with, and the queue's refusals
+// without a status, through the API's one mapping (api.CodeOf).
+func TestCodeLabel(t *testing.T) {
+	ack := &wire.Request{Job: &sm.JobRequest{Kind: sm.JobAck}}
+	get := &wire.Request{Job: &sm.JobRequest{Kind: sm.JobGet, ID: 9}}
+	claim := &wire.Request{Job: &sm.JobRequest{Kind: sm.JobClaim}}
+	for _, c := range []struct {
+		req  *wire.Request
+		rep  *wire.Reply
+		want string
+	}{
+		{claim, &wire.Reply{Status: sm.StatusOK, Job: &sm.Reply{OK: true}}, "OK"},
+		{claim, &wire.Reply{Status: sm.StatusOK, Job: &sm.Reply{}}, "OK"}, // nothing ready: not an error
+		{ack, &wire.Reply{Status: sm.StatusOK, Job: &sm.Reply{}}, "FailedPrecondition"},
+		{get, &wire.Reply{Status: sm.StatusOK, Job: &sm.Reply{}}, "NotFound"},
+		{ack, &wire.Reply{Status: authz.StatusForbidden}, "PermissionDenied"},
+		{ack, &wire.Reply{Status: sm.StatusEAGAIN}, "Unavailable"},
+		{ack, &wire.Reply{Status: sm.StatusNoConfig}, "Unavailable"},
+		{ack, &wire.Reply{Status: sm.StatusEINVAL}, "InvalidArgument"},
+		{ack, &wire.Reply{Status: wire.StatusBusy}, "Aborted"},
+		{ack, &wire.Reply{Status: wire.StatusUnsupported}, "Unimplemented"},
+		{ack, &wire.Reply{Status: sm.StatusOutcomeUnknown}, "Unknown"},
+		{ack, &wire.Reply{Status: sm.StatusEIO}, "Internal"},
+		{ack, &wire.Reply{Status: -99}, "Internal"},
+		{&wire.Request{Config: true}, &wire.Reply{Status: sm.StatusOK}, "OK"},
+		{ack, nil, "Internal"},
+	} {
+		if got := CodeName(api.CodeOf(c.req, c.rep)); got != c.want {
+			t.Errorf("code of %+v answering %+v = %q, want %q", c.rep, c.req, got, c.want)
+		}
+	}
+	for code, want := range map[connect.Code]string{
+		api.CodeOK: "OK", connect.CodeCanceled: "Canceled", connect.CodeResourceExhausted: "ResourceExhausted",
+		connect.CodeUnauthenticated: "Unauthenticated", 17: "Code(17)",
+	} {
+		if got := CodeName(code); got != want {
+			t.Errorf("CodeName(%d) = %q, want %q", code, got, want)
+		}
+	}
+	// connect's own names, in snake case, are the same codes by number.
+	for code := connect.CodeCanceled; code <= connect.CodeUnauthenticated; code++ {
+		if got := strings.ReplaceAll(strings.ToLower(CodeName(code)), "_", ""); got != strings.ReplaceAll(code.String(), "_", "") {
+			t.Errorf("CodeName(%d) = %q, connect calls it %q", code, CodeName(code), code.String())
 		}
 	}
 }
@@ -144,11 +236,11 @@ func TestObserveRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ObserveRequest("job_claim", sm.StatusOK, 3*time.Millisecond)
-	m.ObserveRequest("job_claim", sm.StatusEAGAIN, time.Millisecond)
-	m.ObserveRequest("job_enqueue", sm.StatusOK, time.Millisecond)
-	if got := testutil.ToFloat64(m.requests.WithLabelValues("job_claim", "eagain")); got != 1 {
-		t.Errorf("claims refused eagain: %v, want 1", got)
+	m.ObserveRequestCode("job_claim", "OK", 3*time.Millisecond)
+	m.ObserveRequestCode("job_claim", "Unavailable", time.Millisecond)
+	m.ObserveRequestCode("job_enqueue", "OK", time.Millisecond)
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("job_claim", "Unavailable")); got != 1 {
+		t.Errorf("claims refused Unavailable: %v, want 1", got)
 	}
 	if got := testutil.CollectAndCount(m.requests); got != 3 {
 		t.Errorf("%d request series, want 3", got)
@@ -157,7 +249,7 @@ func TestObserveRequest(t *testing.T) {
 		t.Errorf("claim latency count %d, want 2 (the enqueue is not a claim)", got)
 	}
 	var nilM *Metrics
-	nilM.ObserveRequest("job_claim", 0, time.Millisecond)
+	nilM.ObserveRequestCode("job_claim", "OK", time.Millisecond)
 	nilM.ObserveSync(true, time.Millisecond)
 	nilM.AfterStep(nil, nil, 0)
 }
@@ -346,7 +438,7 @@ func TestNewNeedsInspect(t *testing.T) {
 	}
 }
 
-// provision installs blob as the node's config, durably (seed 002 §3.2).
+// provision installs blob as the node's config, durably, as the daemon's first start does.
 func provision(t testing.TB, base string, blob []byte) {
 	t.Helper()
 	e := &fileio.Executor{Base: base}
@@ -412,7 +504,7 @@ func TestMetricNamesPassPromlint(t *testing.T) {
 	if r, err := rn.Do(ctx, sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("x")}); err != nil || r.Status != sm.StatusOK {
 		t.Fatalf("enqueue: %v %+v", err, r)
 	}
-	m.ObserveRequest("submit", sm.StatusOK, time.Millisecond)
+	m.ObserveRequestCode("submit", "OK", time.Millisecond)
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package metrics
 import (
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,6 +12,7 @@ import (
 
 // View is what one scrape reads from the node, as plain data.
 type View struct {
+	At                  time.Time // when the scrape looked (the oldest pending job's age is taken at it)
 	Name                string
 	Role                sm.Role
 	Term                uint64 // the term the node acts in (sm ViewTerm)
@@ -63,13 +65,25 @@ var (
 	descConfig = prometheus.NewDesc("xce_config_info",
 		"The running config: its version tag (hex) and generation; absent before a config is loaded.", []string{"tag", "generation"}, nil)
 	descStale = prometheus.NewDesc("xce_config_stale",
-		"1 when the saved config is older than --conf-stale-timeout (config_stale, seed 002 §10.3).", nil, nil)
+		"1 when the saved config is older than --conf-stale-timeout: the node has not heard a newer one for that long (config_stale).", nil, nil)
 	descReady = prometheus.NewDesc("xce_ready",
 		"1 when the node serves its role, as /readyz answers 200.", nil, nil)
 	descLostFound = prometheus.NewDesc("xce_lost_and_found_jobs",
-		"Jobs of removed queues routed to lost_and_found by this primary's last recovery (lost_and_found_job_count, seed 002 §6.5).", nil, nil)
+		"Jobs of removed queues routed to lost_and_found by this primary's last recovery, where they wait for an operator to drain them (lost_and_found_job_count).", nil, nil)
 	descQueue = prometheus.NewDesc("xce_queue_depth",
 		"Jobs in each queue by state (pending, processing, dead); primary only.", []string{"queue", "state"}, nil)
+	descOldest = prometheus.NewDesc("xce_queue_oldest_pending_age_seconds",
+		"Seconds the queue's oldest pending job has waited to be claimed since it became claimable (enqueued, its delay or run_at reached, its retry backoff over, or redriven); 0 when no pending job is claimable; primary only.", []string{"queue"}, nil)
+	descEnqueued = prometheus.NewDesc("xce_queue_jobs_enqueued_total",
+		"Jobs this process enqueued into the queue as primary (submitted, in batches each job, or fired by a schedule); restarts at 0 with each process and promotion.", []string{"queue"}, nil)
+	descClaimed = prometheus.NewDesc("xce_queue_jobs_claimed_total",
+		"Jobs of the queue this process handed out as primary (each job of a claim batch, reclaims of lapsed claims included); restarts at 0 with each process and promotion.", []string{"queue"}, nil)
+	descAcked = prometheus.NewDesc("xce_queue_jobs_acked_total",
+		"Claims of the queue's jobs this process completed by an ack as primary; restarts at 0 with each process and promotion.", []string{"queue"}, nil)
+	descRetried = prometheus.NewDesc("xce_queue_jobs_retried_total",
+		"Claims of the queue's jobs given up by a retry that put the job back to pending, applied by this process as primary (a retry on the last attempt counts as dead); restarts at 0 with each process and promotion.", []string{"queue"}, nil)
+	descDead = prometheus.NewDesc("xce_queue_jobs_dead_total",
+		"Jobs of the queue this process moved to dead as primary, by every path: a fail, a retry or a lapsed claim on the last attempt, an expiry; restarts at 0 with each process and promotion.", []string{"queue"}, nil)
 	descWAL = prometheus.NewDesc("xce_wal_records_since_checkpoint",
 		"Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.", nil, nil)
 	descLag = prometheus.NewDesc("xce_replication_lag_records",
@@ -91,7 +105,8 @@ type nodeCollector struct {
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descTerm, descConfig, descStale, descReady, descLostFound, descQueue, descWAL, descLag, descAlone, descConns, descRefused} {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descConfig, descStale, descReady, descLostFound, descQueue,
+		descOldest, descEnqueued, descClaimed, descAcked, descRetried, descDead, descWAL, descLag, descAlone, descConns, descRefused} {
 		ch <- d
 	}
 }
@@ -137,12 +152,32 @@ func collectView(ch chan<- prometheus.Metric, v View) {
 		ch <- gauge(descQueue, float64(q.Pending), q.Queue, "pending")
 		ch <- gauge(descQueue, float64(q.Processing), q.Queue, "processing")
 		ch <- gauge(descQueue, float64(q.Dead), q.Queue, "dead")
+		ch <- gauge(descOldest, oldestAge(q, v.At), q.Queue)
+		for _, c := range []struct {
+			d *prometheus.Desc
+			n uint64
+		}{
+			{descEnqueued, q.Throughput.Enqueued}, {descClaimed, q.Throughput.Claimed}, {descAcked, q.Throughput.Acked},
+			{descRetried, q.Throughput.Retried}, {descDead, q.Throughput.Dead},
+		} {
+			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.n), q.Queue)
+		}
 	}
 	ch <- gauge(descWAL, float64(v.WALRecords))
 	for _, s := range v.Standbys {
 		ch <- gauge(descLag, float64(s.Records), s.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descAlone, prometheus.CounterValue, float64(v.AckedWithoutStandby))
+}
+
+// oldestAge is how long q's oldest pending job has waited at now since
+// it became claimable: 0 with no pending job, or none claimable yet (its
+// ready time is still ahead). Ready times are whole seconds.
+func oldestAge(q sm.QueueDepth, now time.Time) float64 {
+	if q.Pending == 0 {
+		return 0
+	}
+	return max(0, now.Sub(time.Unix(q.OldestPendingAt, 0)).Seconds())
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/xce-hpc/xce/adapters/wire"
 	"github.com/xce-hpc/xce/sm"
 )
@@ -33,40 +35,33 @@ func Op(req *wire.Request) string {
 	}
 }
 
-// codes names the reply statuses (negative errno, as sm and the daemon
-// answer them).
-var codes = map[int32]string{
-	0:    "ok",
-	-1:   "eperm",
-	-5:   "eio",
-	-11:  "eagain",
-	-16:  "ebusy",
-	-17:  "eexist",
-	-22:  "einval",
-	-38:  "enosys",
-	-125: "outcome_unknown",
+// grpcNames are the gRPC names of the codes (connect's codes are
+// gRPC's, by number; connect spells them in snake case).
+var grpcNames = [...]string{
+	"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
+	"PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+	"Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
 }
 
-// Code names a reply status for the code label; a status without a name
-// is its number.
-func Code(status int32) string {
-	if c, ok := codes[status]; ok {
-		return c
+// CodeName names code for the code label as gRPC names it (OK,
+// InvalidArgument, Unavailable, ...): the daemon passes the code the API
+// answers a request with (api.CodeOf). A code gRPC does not define is
+// Code(n), its number.
+func CodeName(code connect.Code) string {
+	if int(code) < len(grpcNames) {
+		return grpcNames[code]
 	}
-	return strconv.Itoa(int(status))
-}
-
-// ObserveRequest counts one answered client request and, for a claim, its
-// latency.
-func (m *Metrics) ObserveRequest(op string, status int32, took time.Duration) {
-	m.ObserveRequestCode(op, Code(status), took)
+	return "Code(" + strconv.FormatUint(uint64(code), 10) + ")"
 }
 
 // CodeRedirect counts a standby's "not primary" answer, which its API
-// forwards to the primary or turns into a redirect: not an error.
+// forwards to the primary (where the call is counted again, with the code
+// the client gets) or answers as Unavailable when it cannot: not an
+// error of this node, so not a gRPC code.
 const CodeRedirect = "redirect"
 
-// ObserveRequestCode is ObserveRequest with the code label given.
+// ObserveRequestCode counts one answered client request by operation and
+// code (CodeName, or CodeRedirect) and, for a claim, its latency.
 func (m *Metrics) ObserveRequestCode(op, code string, took time.Duration) {
 	if m == nil {
 		return

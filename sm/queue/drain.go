@@ -42,7 +42,7 @@ func (q *Queues) DrainSidelined(now int64, lf, toQueue, toHost string, cancel bo
 		}
 		q.unplace(e)
 		e = q.own(e)
-		e.lane.count(e.State, -1)
+		e.lane.count(e.State, e.RunAt, -1)
 		if l := e.lane; l.pending == 0 && l.processing == 0 && l.dead == 0 {
 			q.dropLane(l)
 		}

@@ -63,6 +63,7 @@ func (q *Queues) checkIndexes() error {
 		}
 	}
 	counts := map[string][3]int{}
+	runAts := map[string]map[int64]int{} // pending jobs by queue and ready time
 	live := 0
 	for id, e := range q.jobs.all() {
 		if e.ID != id {
@@ -77,6 +78,12 @@ func (q *Queues) checkIndexes() error {
 		c := counts[e.Queue()]
 		c[e.State]++
 		counts[e.Queue()] = c
+		if e.State == Pending {
+			if runAts[e.Queue()] == nil {
+				runAts[e.Queue()] = map[int64]int{}
+			}
+			runAts[e.Queue()][e.RunAt]++
+		}
 		if e.State == Dead {
 			if (e.gslot >= 0) != (e.st.DeadLetterRetentionS != 0) {
 				return fmt.Errorf("dead job %d: retention index slot %d", id, e.gslot)
@@ -110,6 +117,12 @@ func (q *Queues) checkIndexes() error {
 		if c := counts[name]; c != [3]int{l.pending, l.processing, l.dead} {
 			return fmt.Errorf("lane %q counts %d/%d/%d, jobs say %v", name, l.pending, l.processing, l.dead, c)
 		}
+		if err := l.runAts.check(runAts[name]); err != nil {
+			return fmt.Errorf("lane %q ready times: %v", name, err)
+		}
+		if l.through == nil || q.through[name] != l.through {
+			return fmt.Errorf("lane %q does not count into the queue's counters", name)
+		}
 	}
 	for i, s := range q.scheds {
 		if i > 0 && q.scheds[i-1].Name >= s.Name {
@@ -119,6 +132,31 @@ func (q *Queues) checkIndexes() error {
 		if err != nil || r.every != s.rule.every || (r.cron == nil) != (s.rule.cron == nil) {
 			return fmt.Errorf("schedule %q: rule %+v for %q (%v)", s.Name, s.rule, s.Spec, err)
 		}
+	}
+	return nil
+}
+
+// check verifies that s holds exactly the ready times want (time: jobs),
+// its heap ordered with true positions.
+func (s *runAtSet) check(want map[int64]int) error {
+	if len(s.by) != len(want) || len(s.h) != len(want) {
+		return fmt.Errorf("%d times in the map, %d in the heap; the pending jobs have %d", len(s.by), len(s.h), len(want))
+	}
+	for at, n := range want {
+		c := s.by[at]
+		switch {
+		case c == nil:
+			return fmt.Errorf("time %d (%d jobs) missing", at, n)
+		case c.n != n || c.at != at:
+			return fmt.Errorf("time %d counts %d jobs (entry of %d), want %d", at, c.n, c.at, n)
+		case c.i < 0 || c.i >= len(s.h) || s.h[c.i] != c:
+			return fmt.Errorf("time %d records heap position %d", at, c.i)
+		case c.i > 0 && s.h[c.i].at < s.h[(c.i-1)/2].at:
+			return fmt.Errorf("time %d sorts before its parent", at)
+		}
+	}
+	if c := s.last; c != nil && s.by[c.at] != c {
+		return fmt.Errorf("the time found last (%d) is not in the set", c.at)
 	}
 	return nil
 }

@@ -18,9 +18,32 @@ type model struct {
 	scheds  []Schedule
 	nextID  uint64
 	nextSeq uint64
+	// through counts each operation where the contract says it happens,
+	// by queue (every path to dead goes through die).
+	through map[string]Throughput
 }
 
-func newModel() *model { return &model{nextID: 1, nextSeq: 1} }
+func newModel() *model { return &model{nextID: 1, nextSeq: 1, through: map[string]Throughput{}} }
+
+// count adds one to the counter f picks of queue.
+func (m *model) count(queue string, f func(*Throughput) *uint64) {
+	t := m.through[queue]
+	*f(&t)++
+	m.through[queue] = t
+}
+
+// oldestPending is OldestPending by a scan: the least RunAt of the
+// queue's pending jobs.
+func (m *model) oldestPending(queue string) (int64, bool) {
+	var at int64
+	ok := false
+	for _, j := range m.jobs {
+		if j.Queue == queue && j.State == Pending && (!ok || j.RunAt < at) {
+			at, ok = j.RunAt, true
+		}
+	}
+	return at, ok
+}
 
 func cloneBytes(b []byte) []byte {
 	if len(b) == 0 {
@@ -66,6 +89,7 @@ func (m *model) enqueue(now int64, queue string, payload []byte, st Stamps, o En
 	m.nextID++
 	m.nextSeq++
 	m.jobs = append(m.jobs, j)
+	m.count(queue, func(t *Throughput) *uint64 { return &t.Enqueued })
 	j.Payload = cloneBytes(j.Payload)
 	return j, nil
 }
@@ -76,7 +100,8 @@ func zombie(j Job, now int64) bool {
 
 func expired(j Job, now int64) bool { return j.ExpiresAt != 0 && j.ExpiresAt <= now }
 
-func die(j *Job, now int64, msg string) {
+func (m *model) die(j *Job, now int64, msg string) {
+	m.count(j.Queue, func(t *Throughput) *uint64 { return &t.Dead })
 	j.State = Dead
 	j.LastError = msg
 	j.DiedAt = now
@@ -88,7 +113,7 @@ func (m *model) claim(now int64, queue, host string, max int, at ClaimStamp) []J
 	}
 	for i := range m.jobs {
 		if m.jobs[i].Queue == queue && zombie(m.jobs[i], now) {
-			die(&m.jobs[i], now, "max attempts exceeded")
+			m.die(&m.jobs[i], now, "max attempts exceeded")
 		}
 	}
 	type cand struct {
@@ -130,6 +155,7 @@ func (m *model) claim(now int64, queue, host string, max int, at ClaimStamp) []J
 		j.Host = host
 		j.ClaimedAt = now
 		j.ClaimExpiresAt = now + int64(j.Stamps.VisibilityTimeoutS)
+		m.count(queue, func(t *Throughput) *uint64 { return &t.Claimed })
 		c := *j
 		c.Payload = cloneBytes(c.Payload)
 		out = append(out, c)
@@ -147,7 +173,7 @@ func (m *model) advanceNextID(floor uint64) {
 // modelFrom is the model of a snapshot's state (a history rolled back to
 // an earlier point).
 func modelFrom(s Snapshot) *model {
-	m := &model{nextID: s.NextID, nextSeq: s.NextSeq}
+	m := &model{nextID: s.NextID, nextSeq: s.NextSeq, through: map[string]Throughput{}}
 	for _, j := range s.Jobs {
 		j.Payload = cloneBytes(j.Payload)
 		m.jobs = append(m.jobs, j)
@@ -179,6 +205,7 @@ func (m *model) ack(now int64, h Handle) bool {
 	if i < 0 {
 		return false
 	}
+	m.count(m.jobs[i].Queue, func(t *Throughput) *uint64 { return &t.Acked })
 	m.removeAt(i)
 	return true
 }
@@ -231,9 +258,10 @@ func (m *model) retry(now int64, h Handle, msg string) bool {
 	}
 	j := &m.jobs[i]
 	if j.Attempts >= j.Stamps.MaxAttempts {
-		die(j, now, "max attempts exceeded")
+		m.die(j, now, "max attempts exceeded")
 		return true
 	}
+	m.count(j.Queue, func(t *Throughput) *uint64 { return &t.Retried })
 	j.State = Pending
 	j.RunAt = now + modelBackoff(j.Stamps.BackoffBaseS, j.Attempts, j.ID)
 	j.LastError = msg
@@ -250,7 +278,7 @@ func (m *model) fail(now int64, h Handle, msg string) bool {
 	if msg == "" {
 		msg = "failed"
 	}
-	die(&m.jobs[i], now, msg)
+	m.die(&m.jobs[i], now, msg)
 	return true
 }
 
@@ -266,13 +294,13 @@ func (m *model) cancel(id uint64) bool {
 func (m *model) sweep(now int64) (moved, deleted int) {
 	for i := range m.jobs {
 		if zombie(m.jobs[i], now) {
-			die(&m.jobs[i], now, "max attempts exceeded")
+			m.die(&m.jobs[i], now, "max attempts exceeded")
 			moved++
 		}
 	}
 	for i := range m.jobs {
 		if m.jobs[i].State != Dead && expired(m.jobs[i], now) {
-			die(&m.jobs[i], now, "expired")
+			m.die(&m.jobs[i], now, "expired")
 			moved++
 		}
 	}

@@ -237,6 +237,8 @@ type lane struct {
 	ready     map[string]*jobHeap // by Pin
 
 	pending, processing, dead int
+	runAts                    runAtSet    // the ready times of the pending jobs (OldestPending)
+	through                   *Throughput // the queue's counters, kept when the lane is dropped
 }
 
 func (l *lane) readyHeap(pin string) *jobHeap {
@@ -248,10 +250,17 @@ func (l *lane) readyHeap(pin string) *jobHeap {
 	return h
 }
 
-func (l *lane) count(s State, d int) {
+// count adds d (1 or -1) jobs of state s to the lane's counts; runAt is
+// the job's RunAt, which the lane keeps for its pending jobs.
+func (l *lane) count(s State, runAt int64, d int) {
 	switch s {
 	case Pending:
 		l.pending += d
+		if d > 0 {
+			l.runAts.add(runAt)
+		} else {
+			l.runAts.remove(runAt)
+		}
 	case Processing:
 		l.processing += d
 	case Dead:
@@ -268,6 +277,9 @@ type Queues struct {
 	retain jobHeap
 	scheds []*schedule // sorted by Name
 	keys   keyTable    // idempotency keys (keys.go)
+	// through holds each queue's counters (metrics.go), by name: not
+	// state, so no View, Export or Import carries them.
+	through map[string]*Throughput
 
 	// Intern tables (job.go): the jobs' stamps and host names, and the
 	// stamps interned last (a queue's jobs share them: one comparison
@@ -293,6 +305,7 @@ func New() *Queues {
 		retain:   jobHeap{kind: hRetain},
 		stampTab: make(map[Stamps]*Stamps),
 		nameTab:  make(map[string]string),
+		through:  make(map[string]*Throughput),
 		nextID:   1,
 		nextSeq:  1,
 		gen:      1,
@@ -309,6 +322,7 @@ func (q *Queues) lane(name string) *lane {
 			exhausted: jobHeap{kind: hExhausted},
 			parked:    jobHeap{kind: hParked},
 			ready:     make(map[string]*jobHeap),
+			through:   q.throughput(name),
 		}
 		q.lanes[name] = l
 		q.lastLane = l
@@ -428,7 +442,9 @@ func (q *Queues) enqueue(now int64, queue string, payload []byte, st Stamps, o E
 	}
 	q.nextID++
 	q.nextSeq++
-	return q.insert(j, queue, now)
+	e := q.insert(j, queue, now)
+	e.lane.through.Enqueued++
+	return e
 }
 
 // insert adds e (any state, new: in no index) of queue to the job table
@@ -454,7 +470,7 @@ func (q *Queues) insert(e *job, queue string, now int64) *job {
 // its queue's (one string per queue). The caller owns e.
 func (q *Queues) setLane(e *job, queue string) {
 	e.lane = q.lane(queue)
-	e.lane.count(e.State, 1)
+	e.lane.count(e.State, e.RunAt, 1)
 }
 
 // place puts a live job (in no lane heap) into the lane heap its state
@@ -481,11 +497,12 @@ func (q *Queues) unplace(e *job) {
 	}
 }
 
-// setState moves e to state s, keeping the lane counts. The caller owns e.
+// setState moves e to state s, keeping the lane counts. The caller owns e
+// and sets a RunAt that changes with the move before it.
 func (e *job) setState(s State) {
-	e.lane.count(e.State, -1)
+	e.lane.count(e.State, e.RunAt, -1)
 	e.State = s
-	e.lane.count(s, 1)
+	e.lane.count(s, e.RunAt, 1)
 }
 
 // kill dead-letters a live job.
@@ -496,6 +513,7 @@ func (q *Queues) kill(e *job, now int64, msg string) {
 	}
 	e = q.own(e)
 	e.setState(Dead)
+	e.lane.through.Dead++
 	x := e.more()
 	x.LastError = msg
 	x.DiedAt = now
@@ -512,7 +530,7 @@ func (q *Queues) drop(e *job) {
 	}
 	q.jobs.delete(e.ID)
 	l := e.lane
-	l.count(e.State, -1)
+	l.count(e.State, e.RunAt, -1)
 	if l.pending == 0 && l.processing == 0 && l.dead == 0 {
 		q.dropLane(l)
 	}
@@ -671,6 +689,7 @@ func (q *Queues) claimBatch(now int64, queue, host string, max int, budget Budge
 		x.ClaimExpiresAt = addSat(now, int64(e.st.VisibilityTimeoutS))
 		q.place(e, now)
 		claimed++
+		l.through.Claimed++
 		if out != nil {
 			if *out == nil {
 				*out = make([]Job, 0, min(max, 16))
@@ -699,6 +718,7 @@ func (q *Queues) Ack(now int64, h Handle) bool {
 	if e == nil {
 		return false
 	}
+	e.lane.through.Acked++
 	q.drop(e)
 	return true
 }
@@ -767,8 +787,9 @@ func (q *Queues) RetryAfter(now int64, h Handle, errMsg string, delay int64) boo
 	}
 	q.unplace(e)
 	e = q.own(e)
-	e.setState(Pending)
 	e.RunAt = addSat(now, delay)
+	e.setState(Pending)
+	e.lane.through.Retried++
 	x := e.more()
 	x.LastError = errMsg
 	x.Host = ""
@@ -889,8 +910,8 @@ func (q *Queues) Redrive(now int64, id uint64) bool {
 		q.retain.remove(e)
 	}
 	e = q.own(e)
-	e.setState(Pending)
 	e.RunAt = now
+	e.setState(Pending)
 	if x := e.x; x != nil {
 		x.Attempts = 0
 		x.LastError = ""

@@ -547,13 +547,23 @@ func (h *harness) lose(t *rapid.T) {
 }
 
 // restore replaces the implementation by Import(Export()): the rebuilt
-// indexes must behave exactly like the live ones from here on.
+// indexes must behave exactly like the live ones from here on. The
+// counters are not state: the rebuilt one starts them at zero, as a new
+// process does.
 func (h *harness) restore(t *rapid.T) {
 	q, err := Import(h.q.Export())
 	if err != nil {
 		h.fatalf(t, "Import(Export()) = %v", err)
 	}
 	h.q = q
+	h.m.through = map[string]Throughput{}
+}
+
+// resetCounters is ResetThroughput: every counter back to zero, the
+// state unchanged.
+func (h *harness) resetCounters(t *rapid.T) {
+	h.q.ResetThroughput()
+	h.m.through = map[string]Throughput{}
 }
 
 func (h *harness) check(t *rapid.T) {
@@ -578,6 +588,16 @@ func (h *harness) check(t *rapid.T) {
 		}
 		if immutableOf(j) != h.born[j.ID] {
 			h.fatalf(t, "job %d changed immutable fields: %+v, born %+v", j.ID, immutableOf(j), h.born[j.ID])
+		}
+	}
+	for _, queue := range []string{"a", "b", "zz"} {
+		gat, gok := h.q.OldestPending(queue)
+		wat, wok := h.m.oldestPending(queue)
+		if gat != wat || gok != wok {
+			h.fatalf(t, "OldestPending(%q) = %d, %v; a scan of the model's jobs %d, %v", queue, gat, gok, wat, wok)
+		}
+		if got, want := h.q.Throughput(queue), h.m.through[queue]; got != want {
+			h.fatalf(t, "Throughput(%q) = %+v, model %+v", queue, got, want)
 		}
 	}
 	for _, queue := range []string{"a", "b", "zz", ""} {
@@ -606,7 +626,8 @@ func (h *harness) check(t *rapid.T) {
 // TestStateMachine drives the implementation and the reference model with
 // random operation sequences - several hosts, stale and lapsed handles,
 // time jumps (also backwards), schedules, snapshot round trips - and
-// compares their full state after every step.
+// compares their full state after every step, with each queue's oldest
+// pending ready time (against a scan of the model's jobs) and counters.
 func TestStateMachine(t *testing.T) {
 	stats := map[string]int{}
 	defer func() {
@@ -634,14 +655,14 @@ func TestStateMachine(t *testing.T) {
 			"heartbeat": h.heartbeat, "retry": h.retry, "fail": h.fail, "cancel": h.cancel,
 			"redrive": h.redrive, "sweep": h.sweep, "advance": h.advance, "register": h.register,
 			"unregister": h.unregister, "tick": h.tick, "restore": h.restore,
-			"fork": h.fork, "lose": h.lose,
+			"fork": h.fork, "lose": h.lose, "resetCounters": h.resetCounters,
 		}
 		// Weights (rapid favours the first and last entries): enough
 		// enqueues, claims and time to keep jobs moving.
 		weighted := []string{
 			"enqueue", "claim", "advance", "ack", "heartbeat", "retry", "claim", "fail", "redrive",
 			"ackBatch", "sweep", "enqueue", "cancel", "tick", "advance", "register", "unregister",
-			"retry", "restore", "heartbeat", "fork", "claim", "ack", "lose", "sweep", "claim",
+			"retry", "restore", "heartbeat", "fork", "claim", "ack", "lose", "resetCounters", "sweep", "claim",
 		}
 		steps := rapid.IntRange(50, 400).Draw(t, "steps")
 		for range steps {

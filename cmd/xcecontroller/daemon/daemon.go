@@ -306,7 +306,7 @@ func (d *daemon) door(ctx context.Context, c api.Caller, req *wire.Request) *wir
 	start := time.Now()
 	rep := d.authorised(ctx, c, req)
 	if d.mx != nil { // refusals count too: errors by operation and code
-		code := metrics.Code(rep.Status)
+		code := metrics.CodeName(api.CodeOf(req, rep))
 		if rep.NotPrimary {
 			code = metrics.CodeRedirect
 		}
