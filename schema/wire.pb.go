@@ -652,6 +652,7 @@ type Envelope struct {
 	//	*Envelope_ReplAck
 	//	*Envelope_Vote
 	//	*Envelope_VoteReply
+	//	*Envelope_TimeoutNow
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -834,6 +835,15 @@ func (x *Envelope) GetVoteReply() *VoteReply {
 	return nil
 }
 
+func (x *Envelope) GetTimeoutNow() *TimeoutNow {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_TimeoutNow); ok {
+			return x.TimeoutNow
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -894,6 +904,10 @@ type Envelope_VoteReply struct {
 	VoteReply *VoteReply `protobuf:"bytes,23,opt,name=vote_reply,json=voteReply,proto3,oneof"`
 }
 
+type Envelope_TimeoutNow struct {
+	TimeoutNow *TimeoutNow `protobuf:"bytes,24,opt,name=timeout_now,json=timeoutNow,proto3,oneof"`
+}
+
 func (*Envelope_Probe) isEnvelope_Body() {}
 
 func (*Envelope_ProbeReply) isEnvelope_Body() {}
@@ -921,6 +935,8 @@ func (*Envelope_ReplAck) isEnvelope_Body() {}
 func (*Envelope_Vote) isEnvelope_Body() {}
 
 func (*Envelope_VoteReply) isEnvelope_Body() {}
+
+func (*Envelope_TimeoutNow) isEnvelope_Body() {}
 
 // WAL replication (DESIGN §4.4). req_id carries the sync epoch.
 // A snapshot travels in chunks of at most 512 KiB, one at a time: the
@@ -1153,8 +1169,11 @@ func (x *ReplAck) GetSnapshotOffset() uint64 {
 // changing anyone's term; a vote asks for the receiver's one vote of the
 // sender's (new) term. The sender's log position travels in PeerView.
 type Vote struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pre           bool                   `protobuf:"varint,1,opt,name=pre,proto3" json:"pre,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pre   bool                   `protobuf:"varint,1,opt,name=pre,proto3" json:"pre,omitempty"`
+	// A switchover's candidate (sm/switchover.go): granted by a node that
+	// follows a live primary too.
+	Transfer      bool `protobuf:"varint,2,opt,name=transfer,proto3" json:"transfer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1196,6 +1215,52 @@ func (x *Vote) GetPre() bool {
 	return false
 }
 
+func (x *Vote) GetTransfer() bool {
+	if x != nil {
+		return x.Transfer
+	}
+	return false
+}
+
+// A primary hands its role to this standby (a planned switchover): stand
+// for election now. The sender's view carries its log position, which the
+// standby must hold.
+type TimeoutNow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeoutNow) Reset() {
+	*x = TimeoutNow{}
+	mi := &file_wire_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeoutNow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeoutNow) ProtoMessage() {}
+
+func (x *TimeoutNow) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeoutNow.ProtoReflect.Descriptor instead.
+func (*TimeoutNow) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{15}
+}
+
 type VoteReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pre           bool                   `protobuf:"varint,1,opt,name=pre,proto3" json:"pre,omitempty"`
@@ -1206,7 +1271,7 @@ type VoteReply struct {
 
 func (x *VoteReply) Reset() {
 	*x = VoteReply{}
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1283,7 @@ func (x *VoteReply) String() string {
 func (*VoteReply) ProtoMessage() {}
 
 func (x *VoteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1296,7 @@ func (x *VoteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteReply.ProtoReflect.Descriptor instead.
 func (*VoteReply) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{15}
+	return file_wire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VoteReply) GetPre() bool {
@@ -1295,7 +1360,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x13ReplConfigPushReply\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x1f\n" +
 	"\vversion_tag\x18\x02 \x01(\x04R\n" +
-	"versionTag\"\x95\a\n" +
+	"versionTag\"\xd0\a\n" +
 	"\bEnvelope\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\x04R\x05reqId\x12(\n" +
 	"\x04from\x18\x02 \x01(\v2\x14.xce.schema.PeerViewR\x04from\x12)\n" +
@@ -1317,7 +1382,9 @@ const file_wire_proto_rawDesc = "" +
 	"\brepl_ack\x18\x15 \x01(\v2\x13.xce.schema.ReplAckH\x00R\areplAck\x12&\n" +
 	"\x04vote\x18\x16 \x01(\v2\x10.xce.schema.VoteH\x00R\x04vote\x126\n" +
 	"\n" +
-	"vote_reply\x18\x17 \x01(\v2\x15.xce.schema.VoteReplyH\x00R\tvoteReplyB\x06\n" +
+	"vote_reply\x18\x17 \x01(\v2\x15.xce.schema.VoteReplyH\x00R\tvoteReply\x129\n" +
+	"\vtimeout_now\x18\x18 \x01(\v2\x16.xce.schema.TimeoutNowH\x00R\n" +
+	"timeoutNowB\x06\n" +
 	"\x04body\"~\n" +
 	"\fReplSnapshot\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\fR\bsnapshot\x12\x16\n" +
@@ -1334,9 +1401,12 @@ const file_wire_proto_rawDesc = "" +
 	"\aReplAck\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12'\n" +
-	"\x0fsnapshot_offset\x18\x03 \x01(\x04R\x0esnapshotOffset\"\x18\n" +
+	"\x0fsnapshot_offset\x18\x03 \x01(\x04R\x0esnapshotOffset\"4\n" +
 	"\x04Vote\x12\x10\n" +
-	"\x03pre\x18\x01 \x01(\bR\x03pre\"7\n" +
+	"\x03pre\x18\x01 \x01(\bR\x03pre\x12\x1a\n" +
+	"\btransfer\x18\x02 \x01(\bR\btransfer\"\f\n" +
+	"\n" +
+	"TimeoutNow\"7\n" +
 	"\tVoteReply\x12\x10\n" +
 	"\x03pre\x18\x01 \x01(\bR\x03pre\x12\x18\n" +
 	"\agranted\x18\x02 \x01(\bR\agranted*b\n" +
@@ -1360,7 +1430,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_wire_proto_goTypes = []any{
 	(Role)(0),                     // 0: xce.schema.Role
 	(*PeerView)(nil),              // 1: xce.schema.PeerView
@@ -1378,7 +1448,8 @@ var file_wire_proto_goTypes = []any{
 	(*ReplRecords)(nil),           // 13: xce.schema.ReplRecords
 	(*ReplAck)(nil),               // 14: xce.schema.ReplAck
 	(*Vote)(nil),                  // 15: xce.schema.Vote
-	(*VoteReply)(nil),             // 16: xce.schema.VoteReply
+	(*TimeoutNow)(nil),            // 16: xce.schema.TimeoutNow
+	(*VoteReply)(nil),             // 17: xce.schema.VoteReply
 }
 var file_wire_proto_depIdxs = []int32{
 	0,  // 0: xce.schema.PeerView.role:type_name -> xce.schema.Role
@@ -1396,12 +1467,13 @@ var file_wire_proto_depIdxs = []int32{
 	13, // 12: xce.schema.Envelope.repl_records:type_name -> xce.schema.ReplRecords
 	14, // 13: xce.schema.Envelope.repl_ack:type_name -> xce.schema.ReplAck
 	15, // 14: xce.schema.Envelope.vote:type_name -> xce.schema.Vote
-	16, // 15: xce.schema.Envelope.vote_reply:type_name -> xce.schema.VoteReply
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	17, // 15: xce.schema.Envelope.vote_reply:type_name -> xce.schema.VoteReply
+	16, // 16: xce.schema.Envelope.timeout_now:type_name -> xce.schema.TimeoutNow
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -1424,6 +1496,7 @@ func file_wire_proto_init() {
 		(*Envelope_ReplAck)(nil),
 		(*Envelope_Vote)(nil),
 		(*Envelope_VoteReply)(nil),
+		(*Envelope_TimeoutNow)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1431,7 +1504,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

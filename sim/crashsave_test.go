@@ -63,8 +63,10 @@ func (d *ioDriver) Log(x sm.Log)                   { d.logs = append(d.logs, x) 
 func (d *ioDriver) Exit(x sm.Exit)                 { d.exit = &x }
 func (d *ioDriver) Reply(x sm.Reply)               { d.replies = append(d.replies, x) }
 func (d *ioDriver) UpgradeReply(x sm.UpgradeReply) { d.upReplies = append(d.upReplies, x) }
-func (d *ioDriver) CancelTimer(x sm.CancelTimer)   { delete(d.timers, x.Kind) }
-func (d *ioDriver) Unknown(e sm.Effect)            { d.t.Errorf("unknown effect %T", e) }
+
+func (d *ioDriver) SwitchoverReply(sm.SwitchoverReply) {}
+func (d *ioDriver) CancelTimer(x sm.CancelTimer)       { delete(d.timers, x.Kind) }
+func (d *ioDriver) Unknown(e sm.Effect)                { d.t.Errorf("unknown effect %T", e) }
 
 func (d *ioDriver) SetTimer(x sm.SetTimer) {
 	if d.timers == nil {

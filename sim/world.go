@@ -800,6 +800,9 @@ func (h simHost) Reply(x sm.Reply) {
 // send.
 func (simHost) UpgradeReply(sm.UpgradeReply) {}
 
+// SwitchoverReply answers a Switchover input (nemesis.go sends them).
+func (h simHost) SwitchoverReply(x sm.SwitchoverReply) { h.w.noteSwitchover(h.nd, x) }
+
 func (h simHost) Exit(x sm.Exit) {
 	w, nd := h.w, h.nd
 	w.tr.line(w.now, nd.id, fmt.Sprintf("exit %d: %s", x.Code, x.Reason))

@@ -63,8 +63,9 @@ func (el *election) onRoundEcho(from int, round uint64) {
 }
 
 // releaseWaiting emits the replies whose records are durable here and on
-// enough standbys, in LSN order.
+// enough standbys, in LSN order; then a switchover may hand over.
 func (jl *journal) releaseWaiting() {
+	defer jl.sw.tryHandOver() // a handover waits for nothing left to answer
 	j := jl.jobs
 	k := 0
 	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && jl.replicated(j.waiting[k].lsn) {

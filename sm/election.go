@@ -222,6 +222,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.log(Info, "election.standby", fmt.Sprintf(format, n.peerName(p), n.opt.Self))
 	n.el.heard()
 	n.conf.startFetch()
+	n.sw.followed(p, term)
 }
 
 // heard records life from the primary and re-arms failure detection.

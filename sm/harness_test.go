@@ -71,6 +71,7 @@ type hnode struct {
 	sent    []sent
 	replies []sm.Reply // client replies, in order
 	primary bool       // was ever RolePrimary
+	sws     []sm.SwitchoverReply
 }
 
 type harness struct {
@@ -330,6 +331,8 @@ func (x harnessHost) Reply(r sm.Reply)             { x.hn.replies = append(x.hn.
 func (x harnessHost) UpgradeReply(r sm.UpgradeReply) {
 	x.h.t.Errorf("n%d answered an upgrade (#%d), which the harness does not model", x.hn.id, r.ID)
 }
+
+func (x harnessHost) SwitchoverReply(r sm.SwitchoverReply) { x.hn.sws = append(x.hn.sws, r) }
 
 func (x harnessHost) Exit(e sm.Exit) {
 	x.hn.exits = append(x.hn.exits, e)

@@ -63,6 +63,9 @@ type waitingRead struct {
 // controller): only a recovered primary serves; mutations are logged and
 // applied, and the reply waits for the fsync of their batch.
 func (jl *journal) onClientOp(c ClientOp) {
+	if jl.sw.hold(c) {
+		return // a switchover holds every call until it ends (switchover.go)
+	}
 	req := c.Req
 	if jl.role != RolePrimary || jl.jobs == nil || !jl.jobs.recovered {
 		why := "Not primary — redirect to primary"
@@ -474,6 +477,11 @@ func (lg *jobLog) relearnLog() {
 func (jl *journal) maintain() {
 	j := jl.jobs
 	if jl.role != RolePrimary || j == nil || !j.recovered {
+		return
+	}
+	if jl.sw.frozen() {
+		// A handover writes nothing: the sweeps and ticks wait for its end.
+		jl.setTimer(TimerMaintenance, jl.opt.MaintenanceInterval)
 		return
 	}
 	now := max(jl.now.Wall/1e9, j.lastNow)

@@ -20,6 +20,7 @@ const (
 	MsgPreVoteReply                           // Accepted = yes
 	MsgVote                                   // candidate -> peer: your vote of Term, please
 	MsgVoteReply                              // Accepted = granted (sent only once durable)
+	MsgTimeoutNow                             // primary -> its synced standby: stand for election now (switchover.go)
 	msgTypeEnd
 )
 
@@ -60,6 +61,8 @@ func (t MsgType) String() string {
 		return "vote"
 	case MsgVoteReply:
 		return "vote-reply"
+	case MsgTimeoutNow:
+		return "timeout-now"
 	default:
 		return "msg?"
 	}
@@ -91,6 +94,10 @@ type Msg struct {
 	// position (WALPos, LogTerm); in ReplRecords, the first message of such
 	// a sync, whose frames follow the record at (PrevTerm, PrevLSN).
 	CatchUp bool
+	// Transfer, in a Vote: the candidate stands because its primary
+	// handed the role over (switchover.go); a node that follows a live
+	// primary grants it anyway (the log check stands).
+	Transfer bool
 	// Diverged, in a catch-up's first ReplRecords (no frames): the
 	// standby's log diverges from the primary's; it truncates to at most
 	// (PrevTerm, PrevLSN) and joins again (truncate.go).

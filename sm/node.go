@@ -23,6 +23,7 @@ type Node struct {
 	joined  joinedPeers // primary: its standbys, their syncs and catch-up (catchup.go, repl.go)
 	sb      standbyLog  // standby: the log replicated from the primary (repl.go, snapsync.go, truncate.go, compact.go)
 	diskLog jobLog      // this node's job log on disk (logpos.go), reached as env.disk
+	sw      switchover  // primary: a planned handover of its role (switchover.go)
 }
 
 // journal is the primary's job log: its state, nil until recovery
@@ -35,6 +36,7 @@ type journal struct {
 	conf   *configState
 	el     *election
 	joined *joinedPeers
+	sw     *switchover
 }
 
 // ioTable is the file operations in flight: each with its owner and what
@@ -81,6 +83,7 @@ type election struct {
 	joined  *joinedPeers
 	journal *journal
 	sb      *standbyLog
+	sw      *switchover
 }
 
 // candidacy is a candidate's current election.
@@ -139,6 +142,7 @@ type configState struct {
 	joined  *joinedPeers
 	journal *journal
 	sb      *standbyLog
+	sw      *switchover
 }
 
 // jobLog is what the node knows of its job log on disk.
@@ -201,7 +205,7 @@ type loaded struct {
 	modTime int64
 }
 
-const timerKinds = 9
+const timerKinds = 10
 
 // NewNode builds a node; it does nothing until it receives Boot.
 func NewNode(opt Options) (*Node, error) {
@@ -217,9 +221,10 @@ func newNode(opt Options) *Node {
 	n := &Node{}
 	n.env = env{opt: opt, ops: ioTable{pending: map[uint64]pendingOp{}}, disk: &n.diskLog, node: n}
 	e := &n.env
-	n.el = election{env: e, primary: -1, failedP: -1, ha: haState{vote: -1, durVote: -1}, conf: &n.conf, joined: &n.joined, journal: &n.journal, sb: &n.sb}
-	n.conf = configState{env: e, el: &n.el, joined: &n.joined, journal: &n.journal, sb: &n.sb}
-	n.journal = journal{env: e, conf: &n.conf, el: &n.el, joined: &n.joined}
+	n.el = election{env: e, primary: -1, failedP: -1, ha: haState{vote: -1, durVote: -1}, conf: &n.conf, joined: &n.joined, journal: &n.journal, sb: &n.sb, sw: &n.sw}
+	n.conf = configState{env: e, el: &n.el, joined: &n.joined, journal: &n.journal, sb: &n.sb, sw: &n.sw}
+	n.journal = journal{env: e, conf: &n.conf, el: &n.el, joined: &n.joined, sw: &n.sw}
+	n.sw = switchover{env: e, el: &n.el, conf: &n.conf, journal: &n.journal}
 	n.joined = joinedPeers{env: e, el: &n.el, journal: &n.journal, sb: &n.sb}
 	n.sb = standbyLog{env: e, conf: &n.conf, el: &n.el}
 	n.diskLog = jobLog{env: e, el: &n.el, sb: &n.sb}
@@ -257,9 +262,12 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 	case ClientOp:
 		n.journal.onClientOp(x)
 	case ClientGone:
+		n.sw.drop(x.ID)
 		n.journal.dropPoll(x.ID)
 	case UpgradeConfig:
 		n.conf.onUpgrade(x)
+	case Switchover:
+		n.sw.onSwitchover(x)
 	case IODone:
 		p, ok := n.ops.pending[x.ID]
 		if !ok {
@@ -339,6 +347,8 @@ func (n *Node) onMsg(from int, m Msg) {
 		n.sb.onReplRecords(from, m)
 	case MsgReplAck:
 		n.joined.onReplAck(from, m)
+	case MsgTimeoutNow:
+		n.el.onTimeoutNow(from, m)
 	default:
 		n.log(Warn, "msg.unknown", fmt.Sprintf("unknown message type %d from %s", m.Type, n.peerName(from)))
 	}
@@ -365,6 +375,8 @@ func (n *Node) onTimer(k TimerKind) {
 		n.conf.onPushTimer()
 	case TimerLongPoll:
 		n.journal.expirePolls()
+	case TimerHandover:
+		n.sw.onTimer()
 	}
 }
 

@@ -271,6 +271,7 @@ const (
 	TimerMaintenance                      // primary: run due sweeps and schedule ticks
 	TimerPush                             // primary: upgrade push window, then checkpoint wait
 	TimerLongPoll                         // primary: the earliest long-poll claim's deadline
+	TimerHandover                         // a switchover's deadline (switchover.go)
 )
 
 func (k TimerKind) String() string {
@@ -291,6 +292,8 @@ func (k TimerKind) String() string {
 		return "push"
 	case TimerLongPoll:
 		return "long-poll"
+	case TimerHandover:
+		return "handover"
 	default:
 		return "timer?"
 	}

@@ -12,12 +12,16 @@ import (
 
 // UpgradeConfig is OP_upgradeConfig (seed 002 §6): an admin uploads a new
 // ClusterConfig blob with its SHA-256. Peer is the caller's certificate
-// CN, already sanitised, for the log.
+// CN, already sanitised, for the log. In quorum mode the primary then
+// hands its role to a standby that saved the new config (switchover.go)
+// before it restarts, unless Restart asks for the seed's way: restart at
+// once, and let a failover elect the next primary.
 type UpgradeConfig struct {
-	ID     uint64
-	Bytes  []byte
-	SHA256 []byte
-	Peer   string
+	ID      uint64
+	Bytes   []byte
+	SHA256  []byte
+	Peer    string
+	Restart bool
 }
 
 func (UpgradeConfig) isInput() {}
@@ -70,6 +74,8 @@ type upgradeState struct {
 	replied  bool
 	waitFrom time.Duration // when the checkpoint wait began
 	peer     string
+	accepted []int // the standbys that saved the pushed config, in index order
+	restart  bool  // UpgradeConfig.Restart: no handover
 }
 
 // onUpgrade is the primary's handler (seed 002 §6.4), in its order:
@@ -113,7 +119,7 @@ func (cs *configState) onUpgrade(u UpgradeConfig) {
 		cs.refuseUpgrade(u.ID, u.Peer, UpgradeInvalid, "Failed to re-encode config")
 		return
 	}
-	up := &upgradeState{id: u.ID, peer: u.Peer}
+	up := &upgradeState{id: u.ID, peer: u.Peer, restart: u.Restart}
 	cs.upgrade = up
 	cs.saveConfig(blob, saveFor{kind: savedUpgrade, up: up})
 }
@@ -169,6 +175,8 @@ func (cs *configState) onPushReply(from int, m Msg) {
 	delete(up.waiting, from)
 	if m.Accepted && m.ConfigTag == up.tag {
 		up.acked++
+		up.accepted = append(up.accepted, from)
+		sort.Ints(up.accepted)
 	}
 	if len(up.waiting) == 0 {
 		cs.cancelTimer(TimerPush)
@@ -186,9 +194,47 @@ func (cs *configState) finishPush(up *upgradeState) {
 	if up.acked == 0 && len(cs.joined.standbys) > 0 {
 		cs.log(Warn, "upgrade.unpushed", "no standby confirmed the new config: if this primary does not come back, a standby promotes with the old one")
 	}
-	cs.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
 	up.waitFrom = cs.now.Mono
+	if to := cs.handoverTarget(up); to >= 0 {
+		cs.log(Info, "upgrade.switchover", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — handing over to %s, then restarting (pushed to %d standbys)", up.tag, up.peer, cs.peerName(to), up.acked))
+		cs.sw.begin(&handover{id: up.id, peer: up.peer, to: to, upgrade: true})
+		return
+	}
+	cs.log(Info, "upgrade.restart", fmt.Sprintf("Config upgraded to tag=%016x by CN=%s — requesting restart (pushed to %d standbys)", up.tag, up.peer, up.acked))
 	cs.restartWhenIdle()
+}
+
+// handoverTarget is the standby an upgrade hands over to before the
+// restart: in quorum mode, unless the admin asked for a plain restart,
+// the best synced standby among those that saved the new config (-1:
+// none, restart as the seed does).
+func (cs *configState) handoverTarget(up *upgradeState) int {
+	if up.restart || !cs.quorumMode() || cs.sw.cur != nil {
+		return -1
+	}
+	j := cs.journal.jobs
+	now, timeout := int64(cs.now.Mono), int64(cs.opt.FailureTimeout)
+	best := -1
+	for _, p := range up.accepted {
+		pr := j.prog[p]
+		if pr != nil && pr.Synced && pr.Live(now, timeout) && (best < 0 || pr.Acked > j.prog[best].Acked) {
+			best = p
+		}
+	}
+	return best
+}
+
+// handedOver: the handover an upgrade began ended. A primary that kept
+// its role restarts as the seed does (after a running checkpoint); any
+// other role restarts at once, as a standby's restart stops no writes.
+func (cs *configState) handedOver() {
+	if cs.role == RolePrimary && cs.upgrade != nil {
+		cs.restartWhenIdle()
+		return
+	}
+	cs.log(Info, "upgrade.exit", "restarting to apply the new config")
+	cs.emit(Exit{Code: 0, Reason: "config upgraded; restart to apply it"})
+	cs.el.setRole(RoleStopped)
 }
 
 // restartWhenIdle exits 0 unless a checkpoint is being written (§6.7):

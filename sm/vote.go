@@ -48,13 +48,15 @@ func (el *election) startPreVote() {
 }
 
 // startVote takes the next term, votes for itself and asks for votes; the
-// requests leave once that is durable.
-func (el *election) startVote() {
+// requests leave once that is durable. transfer marks them as a
+// switchover's (onTimeoutNow), which a node grants although it follows
+// a live primary.
+func (el *election) startVote(transfer bool) {
 	el.ha.term, el.ha.vote = el.ha.term+1, el.opt.Self
 	el.cand.ballot = ballot{stage: voteReal, req: el.ops.id(), grants: map[int]bool{el.opt.Self: true}, tries: el.cand.ballot.tries}
 	el.log(Info, "election.vote", fmt.Sprintf("HA election: standing for term %d (log term %d, lsn %d)", el.ha.term, el.disk.logPos.term, el.disk.logPos.lsn))
 	el.syncHA()
-	el.broadcast(Msg{Type: MsgVote, ReqID: el.cand.ballot.req})
+	el.broadcast(Msg{Type: MsgVote, ReqID: el.cand.ballot.req, Transfer: transfer})
 	el.setTimer(TimerElection, el.opt.FailureTimeout)
 	el.tryAdvance()
 }
@@ -67,7 +69,7 @@ func (el *election) tryAdvance() {
 	}
 	switch el.cand.ballot.stage {
 	case votePre:
-		el.startVote()
+		el.startVote(false)
 	case voteReal:
 		if el.ha.dirty() {
 			return // our own vote counts once it is durable (onHADurable)
@@ -101,32 +103,40 @@ func (el *election) followsLivePrimary() bool {
 	return el.role == RolePrimary || el.role == RoleStandby && !el.fol.lost && int64(el.now.Mono)-el.fol.heardAt < int64(el.opt.FailureTimeout)
 }
 
-// grantable: a candidate at log position pos may have our (pre-)vote.
-func (el *election) grantable(pos logPos) bool {
-	return el.role != RoleBooting && !el.disk.logUnknown && !el.followsLivePrimary() && !el.disk.logPos.after(pos)
+// grantable: a candidate at log position pos may have our (pre-)vote;
+// a transfer's candidate even while we follow a live primary.
+func (el *election) grantable(pos logPos, transfer bool) bool {
+	return el.role != RoleBooting && el.role != RolePrimary && !el.disk.logUnknown && (transfer || !el.followsLivePrimary()) && !el.disk.logPos.after(pos)
 }
 
 func (el *election) onPreVote(from int, m Msg) {
 	pos := logPos{term: m.LogTerm, lsn: m.WALPos}
-	ok := m.Term >= el.ha.term && el.grantable(pos)
+	ok := m.Term >= el.ha.term && el.grantable(pos, false)
 	el.send(from, Msg{Type: MsgPreVoteReply, ReqID: m.ReqID, Accepted: ok})
 }
 
 // onVote runs before the term gate: a node that follows a live primary
-// ignores the candidate's term (it must not be deposed by it).
+// ignores the candidate's term (it must not be deposed by it), unless the
+// vote is a switchover's transfer: then a primary steps down for it, as
+// for any higher term.
 func (el *election) onVote(from int, m Msg) {
 	pos := logPos{term: m.LogTerm, lsn: m.WALPos}
-	if m.Term < el.ha.term || el.followsLivePrimary() {
+	if m.Term < el.ha.term || el.followsLivePrimary() && !m.Transfer {
 		el.send(from, Msg{Type: MsgVoteReply, ReqID: m.ReqID})
 		return
 	}
 	if m.Term > el.ha.term {
+		wasPrimary := el.role == RolePrimary
 		el.observeTerm(m.Term)
 		if el.role == RoleCandidate {
 			el.cand.ballot = ballot{} // our round is void in the new term
 		}
+		if wasPrimary {
+			el.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s stands in term %d for a switchover — stepping down", el.peerName(from), m.Term))
+			el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
+		}
 	}
-	ok := (el.ha.vote < 0 || el.ha.vote == from) && el.grantable(pos)
+	ok := (el.ha.vote < 0 || el.ha.vote == from) && el.grantable(pos, m.Transfer)
 	if ok {
 		el.ha.vote = from
 		el.syncHA()

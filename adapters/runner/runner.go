@@ -128,6 +128,7 @@ type Runner struct {
 	ops       chan clientCall
 	waiters   map[uint64]chan sm.Reply
 	upWaiters map[uint64]chan sm.UpgradeReply
+	swWaiters map[uint64]chan sm.SwitchoverReply
 	nextOp    uint64
 
 	// Timer callbacks register here so Run can wait for them.
@@ -139,7 +140,7 @@ type Runner struct {
 // New builds a runner; nothing runs before Run.
 func New(cfg Config) *Runner {
 	r := &Runner{cfg: cfg, log: cfg.Log, ready: make(chan struct{}), ops: make(chan clientCall), stop: make(chan struct{}),
-		waiters: map[uint64]chan sm.Reply{}, upWaiters: map[uint64]chan sm.UpgradeReply{}}
+		waiters: map[uint64]chan sm.Reply{}, upWaiters: map[uint64]chan sm.UpgradeReply{}, swWaiters: map[uint64]chan sm.SwitchoverReply{}}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -191,6 +192,8 @@ type clientCall struct {
 	reply   chan sm.Reply
 	up      *sm.UpgradeConfig
 	upReply chan sm.UpgradeReply
+	sw      *sm.Switchover
+	swReply chan sm.SwitchoverReply
 	inspect *inspectCall // set: not a client operation (inspect.go)
 	// gone, set alone: the caller of the operation answering on this
 	// channel went away (sm.ClientGone).
@@ -229,6 +232,18 @@ func (r *Runner) Upgrade(ctx context.Context, blob, sum []byte, peer string) (sm
 		return sm.UpgradeReply{}, err
 	}
 	return await(ctx, c.upReply, r.stop)
+}
+
+// Switchover asks the node, as primary, to hand its role to the peer of
+// index to (-1: the best synced standby) for the admin peer, and waits
+// for the node's SwitchoverReply: after the target leads, or once the
+// handover failed (sm.HandoverTimeout).
+func (r *Runner) Switchover(ctx context.Context, to int, peer string) (sm.SwitchoverReply, error) {
+	c := clientCall{sw: &sm.Switchover{To: to, Peer: peer}, swReply: make(chan sm.SwitchoverReply, 1)}
+	if err := r.post(ctx, c); err != nil {
+		return sm.SwitchoverReply{}, err
+	}
+	return await(ctx, c.swReply, r.stop)
 }
 
 // post hands c to the loop.
@@ -357,12 +372,18 @@ func (r *Runner) Run(ctx context.Context) error {
 				continue
 			}
 			r.nextOp++
-			if c.up != nil {
+			switch {
+			case c.up != nil:
 				u := *c.up
 				u.ID = r.nextOp
 				r.upWaiters[u.ID] = c.upReply
 				in = u
-			} else {
+			case c.sw != nil:
+				s := *c.sw
+				s.ID = r.nextOp
+				r.swWaiters[s.ID] = c.swReply
+				in = s
+			default:
 				r.waiters[r.nextOp] = c.reply
 				in = sm.ClientOp{ID: r.nextOp, Req: c.req}
 			}
@@ -459,6 +480,13 @@ func (h host) UpgradeReply(x sm.UpgradeReply) {
 	if ch, ok := h.r.upWaiters[x.ID]; ok {
 		ch <- x // buffered, and sent before a following Exit ends Run
 		delete(h.r.upWaiters, x.ID)
+	}
+}
+
+func (h host) SwitchoverReply(x sm.SwitchoverReply) {
+	if ch, ok := h.r.swWaiters[x.ID]; ok {
+		ch <- x // buffered: never blocks the loop
+		delete(h.r.swWaiters, x.ID)
 	}
 }
 

@@ -134,7 +134,9 @@ func appendEnvelope(dst []byte, m sm.Msg) ([]byte, error) {
 	case sm.MsgReplAck:
 		env.Body = &schema.Envelope_ReplAck{ReplAck: &schema.ReplAck{Status: m.Status, Error: m.Error, SnapshotOffset: m.Offset}}
 	case sm.MsgPreVote, sm.MsgVote:
-		env.Body = &schema.Envelope_Vote{Vote: &schema.Vote{Pre: m.Type == sm.MsgPreVote}}
+		env.Body = &schema.Envelope_Vote{Vote: &schema.Vote{Pre: m.Type == sm.MsgPreVote, Transfer: m.Transfer}}
+	case sm.MsgTimeoutNow:
+		env.Body = &schema.Envelope_TimeoutNow{TimeoutNow: &schema.TimeoutNow{}}
 	case sm.MsgPreVoteReply, sm.MsgVoteReply:
 		env.Body = &schema.Envelope_VoteReply{VoteReply: &schema.VoteReply{Pre: m.Type == sm.MsgPreVoteReply, Granted: m.Accepted}}
 	}
@@ -150,7 +152,7 @@ func appendEnvelope(dst []byte, m sm.Msg) ([]byte, error) {
 
 // carried lists, per message type, which optional Msg fields its body
 // carries (Type, ReqID and the sender view travel in every message).
-type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, diverged, prev, offset, total bool }
+type carried struct{ upToDate, accepted, status, sha, bytes, catchUp, diverged, prev, offset, total, transfer bool }
 
 var bodyFields = map[sm.MsgType]carried{
 	sm.MsgProbe:               {},
@@ -167,8 +169,9 @@ var bodyFields = map[sm.MsgType]carried{
 	sm.MsgReplAck:             {status: true, offset: true},
 	sm.MsgPreVote:             {},
 	sm.MsgPreVoteReply:        {accepted: true},
-	sm.MsgVote:                {},
+	sm.MsgVote:                {transfer: true},
 	sm.MsgVoteReply:           {accepted: true},
+	sm.MsgTimeoutNow:          {},
 }
 
 // checkMsg reports why m cannot travel on the wire unchanged, or nil.
@@ -204,6 +207,8 @@ func checkMsg(m sm.Msg) error {
 		return errors.New("field Offset set but not carried by this type")
 	case !c.total && m.Total != 0:
 		return errors.New("field Total set but not carried by this type")
+	case !c.transfer && m.Transfer:
+		return errors.New("field Transfer set but not carried by this type")
 	}
 	// An empty slice decodes as nil: refuse it so the round trip is exact.
 	if m.SHA256 != nil && len(m.SHA256) == 0 {
@@ -344,7 +349,13 @@ func Decode(b []byte) (sm.Msg, error) {
 		m.Type = sm.MsgVote
 		if body.Vote.GetPre() {
 			m.Type = sm.MsgPreVote
+			if body.Vote.GetTransfer() {
+				return sm.Msg{}, fmt.Errorf("%w: a pre-vote marked as a transfer", ErrBadFrame)
+			}
 		}
+		m.Transfer = body.Vote.GetTransfer()
+	case *schema.Envelope_TimeoutNow:
+		m.Type = sm.MsgTimeoutNow
 	case *schema.Envelope_VoteReply:
 		m.Type = sm.MsgVoteReply
 		if body.VoteReply.GetPre() {

@@ -83,6 +83,12 @@ func TestRoundTripEachType(t *testing.T) {
 		{"pre-vote", func() sm.Msg { m := view(sm.MsgPreVote); m.Role, m.LogTerm = sm.RoleCandidate, 8; return m }()},
 		{"pre-vote-reply granted", func() sm.Msg { m := view(sm.MsgPreVoteReply); m.Accepted = true; return m }()},
 		{"vote", func() sm.Msg { m := view(sm.MsgVote); m.Role = sm.RoleCandidate; return m }()},
+		{"vote transfer", func() sm.Msg { m := view(sm.MsgVote); m.Role, m.Transfer = sm.RoleCandidate, true; return m }()},
+		{"timeout-now", func() sm.Msg {
+			m := view(sm.MsgTimeoutNow)
+			m.Role, m.WALPos, m.LogTerm = sm.RolePrimary, 77, 4
+			return m
+		}()},
 		{"vote-reply granted", func() sm.Msg { m := view(sm.MsgVoteReply); m.Accepted = true; return m }()},
 		{"vote-reply refused", view(sm.MsgVoteReply)},
 		{"heartbeat round", func() sm.Msg { m := view(sm.MsgHeartbeat); m.Round = ^uint64(0); return m }()},
@@ -233,6 +239,9 @@ func genMsg() *rapid.Generator[sm.Msg] {
 		}
 		if c.total {
 			m.Total = rapid.Uint64().Draw(t, "total")
+		}
+		if c.transfer {
+			m.Transfer = rapid.Bool().Draw(t, "transfer")
 		}
 		return m
 	})

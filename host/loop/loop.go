@@ -32,6 +32,7 @@ type Host interface {
 	Log(sm.Log)
 	Reply(sm.Reply)
 	UpgradeReply(sm.UpgradeReply)
+	SwitchoverReply(sm.SwitchoverReply)
 	// Exit ends the process: Step runs no effect after it.
 	Exit(sm.Exit)
 	// Unknown is an effect of a kind this package does not know (a newer
@@ -132,6 +133,8 @@ func Execute(effs []sm.Effect, h Host) *sm.Exit {
 			h.Reply(x)
 		case sm.UpgradeReply:
 			h.UpgradeReply(x)
+		case sm.SwitchoverReply:
+			h.SwitchoverReply(x)
 		case sm.Exit:
 			h.Exit(x)
 			return &x

@@ -23,8 +23,10 @@ func (r *recorder) Compute(x sm.Compute)           { r.did = append(r.did, "comp
 func (r *recorder) Log(x sm.Log)                   { r.did = append(r.did, "log "+x.Key) }
 func (r *recorder) Reply(x sm.Reply)               { r.did = append(r.did, "reply") }
 func (r *recorder) UpgradeReply(x sm.UpgradeReply) { r.did = append(r.did, "upgrade-reply") }
-func (r *recorder) Exit(x sm.Exit)                 { r.did = append(r.did, "exit") }
-func (r *recorder) Unknown(e sm.Effect)            { r.did = append(r.did, "unknown") }
+
+func (r *recorder) SwitchoverReply(sm.SwitchoverReply) { r.did = append(r.did, "switchover-reply") }
+func (r *recorder) Exit(x sm.Exit)                     { r.did = append(r.did, "exit") }
+func (r *recorder) Unknown(e sm.Effect)                { r.did = append(r.did, "unknown") }
 
 type gated struct{ *recorder }
 

@@ -89,4 +89,6 @@ func (*installHost) SetTimer(sm.SetTimer)         {}
 func (*installHost) CancelTimer(sm.CancelTimer)   {}
 func (*installHost) Reply(sm.Reply)               {}
 func (*installHost) UpgradeReply(sm.UpgradeReply) {}
-func (*installHost) Exit(sm.Exit)                 {}
+
+func (*installHost) SwitchoverReply(sm.SwitchoverReply) {}
+func (*installHost) Exit(sm.Exit)                       {}
