@@ -141,6 +141,8 @@ func (w *World) checkLog(nd *simNode, l sm.Log) {
 	switch l.Key {
 	case "repl.behind":
 		w.rep.Behinds++
+	case "upgrade.switchover":
+		w.rep.UpgradeHandovers++
 	case "repl.catch-up":
 		w.rep.CatchUps++
 	case "repl.synced":

@@ -26,10 +26,12 @@ const (
 	targetKinds
 	// TargetUpgrade: an admin's OP_upgradeConfig (drawn apart: corrupt.go).
 	TargetUpgrade = targetKinds
+	// TargetSwitchover: an admin's switchover (drawn apart: switchover.go).
+	TargetSwitchover = targetKinds + 1
 )
 
 func (k TargetKind) String() string {
-	return [...]string{"isolate", "kill", "power-loss", "pause", "upgrade"}[k]
+	return [...]string{"isolate", "kill", "power-loss", "pause", "upgrade", "switchover"}[k]
 }
 
 // PrimaryFault strikes the primary at At.
@@ -83,6 +85,8 @@ func (w *World) strikePrimary(f PrimaryFault) {
 		w.pause(p, f.Dur, true) // probed with reads while it is frozen
 	case TargetUpgrade:
 		w.upgradeConfig(p)
+	case TargetSwitchover:
+		w.askSwitchover(p)
 	}
 }
 

@@ -172,6 +172,9 @@ type Scenario struct {
 	// Upgrades: how many admin upgrades of the config (OP_upgradeConfig)
 	// the schedule sends its primary (TargetUpgrade in PrimaryFaults).
 	Upgrades int
+	// Switchovers: how many admin switchovers (switchover.go) the schedule
+	// asks of its primary (TargetSwitchover in PrimaryFaults), quorum mode.
+	Switchovers int
 }
 
 // Pause freezes node Node from At for Dur: its inputs, timer fires and
@@ -196,7 +199,7 @@ func (s Scenario) String() string {
 	}
 	return fmt.Sprintf("seed=%d nodes=%d mode=%s clients=%d order=%s config=%v old=%v literalP0=%v safety=%v crash/effect=%.4f loss=%.3f delay=%v..%v netfaults=%d pauses=%d powerloss=%v final-powerloss=%v fsyncgate=%v short-write=%.2f torn-garbage=%v data-rot=%.3f rated=%v resets=%d pad=%d disk-stall=%.4f strike-log-work=%.2f sync-buffer=%d send-queue=%d corrupt-msg=%.3f conf-rot-live=%.2f upgrades=%d",
 		s.Seed, s.Nodes, mode, s.Clients, s.Order, s.ConfigOn, s.OldConfigOn, s.SeedLiteralP0, s.Safety, s.CrashPerEffect, s.Loss, s.MinDelay, s.MaxDelay, len(s.NetFaults), len(s.Pauses), s.PowerLossAt, s.FinalPowerLoss,
-		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer, s.SendQueue, s.CorruptMsg, s.ConfRotLive, s.Upgrades)
+		s.FsyncGate, s.ShortWrite, s.TornGarbage, s.CorruptData, s.LinkRate != nil, len(s.Resets), s.PayloadPad, s.DiskStall, s.StrikeLogWork, s.SyncBuffer, s.SendQueue, s.CorruptMsg, s.ConfRotLive, s.Upgrades) + s.switchoverString()
 }
 
 // drawer abstracts the source of choices: a seeded PRNG or rapid.
@@ -341,7 +344,8 @@ func generate(seed uint64, d drawer) Scenario {
 	if d.coin(0.2, "tiny-send-queue") && s.Nodes > 1 { // drawn last: older seeds keep the rest
 		s.SendQueue = 2 + d.intn(15, "send-queue")
 	}
-	drawBlindFaults(&s, d) // drawn last: older seeds keep the rest
+	drawBlindFaults(&s, d)
+	drawSwitchovers(&s, d) // drawn last: older seeds keep the rest
 	return s
 }
 

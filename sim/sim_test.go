@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xce-hpc/xce/sm"
 )
 
 var (
@@ -96,7 +98,13 @@ func TestSimulate(t *testing.T) {
 	var sim time.Duration
 	var events, ops, unknown, acked, lost, lossy, catchUps, snapSyncs, truncs, compactions, fulls, behinds int
 	var boot, fo, dual []time.Duration
+	var sws [8]int
+	upHandovers := 0
 	for _, r := range reps {
+		for i, n := range r.Switchovers {
+			sws[i] += n
+		}
+		upHandovers += r.UpgradeHandovers
 		sim += r.SimTime
 		events += r.Events
 		ops += r.ClientOps
@@ -125,6 +133,9 @@ func TestSimulate(t *testing.T) {
 		len(reps), nfail, wall.Round(time.Millisecond), float64(len(reps))/wall.Seconds(), events, sim.Round(time.Second), float64(sim)/float64(wall), runtime.GOMAXPROCS(0))
 	t.Logf("client requests %d (%d of unknown outcome); seed mode: %d acknowledged writes checked, %d lost, in %d schedules", ops, unknown, acked, lost, lossy)
 	t.Logf("standby syncs: %d from the log, %d by snapshot (%d whose records written during the encode overflowed the bound); %d divergent suffixes cut; %d standby checkpoints; %d standbys waited behind with nothing arriving and asked again (repl.behind)", catchUps, snapSyncs, fulls, truncs, compactions, behinds)
+	t.Logf("switchovers answered: %d ok, %d failed (did not complete in time), %d refused (not primary %d, busy %d, invalid %d, not in sync %d); config upgrades that handed over: %d",
+		sws[sm.SwitchoverOK], sws[sm.SwitchoverFailed], sws[sm.SwitchoverNotPrimary]+sws[sm.SwitchoverBusy]+sws[sm.SwitchoverInvalid]+sws[sm.SwitchoverNotInSync]+sws[sm.SwitchoverDisabled],
+		sws[sm.SwitchoverNotPrimary], sws[sm.SwitchoverBusy], sws[sm.SwitchoverInvalid], sws[sm.SwitchoverNotInSync], upHandovers)
 	t.Logf("boot-to-converged %s", quantiles(boot))
 	t.Logf("failover %s", quantiles(fo))
 	t.Logf("dual-primary time in %d schedules %s", len(dual), quantiles(dual))

@@ -18,8 +18,8 @@ import (
 // check uses the wall clock, never later than that, so every job it finds
 // was due for the node too.
 func (w *World) checkSweepDue(nd *simNode, in sm.Input) {
-	if tf, ok := in.(sm.TimerFired); !ok || tf.Kind != sm.TimerMaintenance || !nd.up || nd.node.Role() != sm.RolePrimary {
-		return
+	if tf, ok := in.(sm.TimerFired); !ok || tf.Kind != sm.TimerMaintenance || !nd.up || nd.node.Role() != sm.RolePrimary || nd.node.HandingOver() {
+		return // a primary handing over writes nothing: its sweeps wait for the end
 	}
 	q, _, recovered := nd.node.JobState()
 	if q == nil || !recovered {

@@ -205,6 +205,7 @@ func (w *World) clientWake(c int) {
 // still be applied (that is what an unknown outcome means).
 func (w *World) deliverRequest(nd *simNode, id uint64) {
 	c := w.wl.calls[id-1]
+	w.noteArrival(nd, c)
 	w.deliver(nd.id, sm.ClientOp{ID: id, Req: c.req})
 }
 

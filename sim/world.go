@@ -217,7 +217,11 @@ type Report struct {
 	Compactions    int           // standby checkpoints written (repl.compacted)
 	BufferFulls    int           // snapshot syncs whose held records overflowed (repl.sync-buffer-full)
 	Behinds        int           // standbys that asked to be caught up after waiting behind (repl.behind)
-	TraceHash      uint64
+	// Switchovers by outcome (switchover.go): Switchovers[sm.SwitchoverOK]
+	// completed; UpgradeHandovers, handovers a config upgrade began.
+	Switchovers      [8]int
+	UpgradeHandovers int
+	TraceHash        uint64
 }
 
 // Failure is a violated property.
@@ -278,6 +282,7 @@ type World struct {
 	js          jobStateCheck   // recovery replay, S6 on live state (jobstate.go)
 	sx          syncCheck       // acks and records judged by their sync (synccheck.go)
 	bf          blindFaults     // message corruption, live conf/ rot, upgrades (corrupt.go)
+	swc         switchovers     // admin switchovers and their checker (switchover.go)
 }
 
 // NewWorld builds the world for a scenario. trace receives trace lines
@@ -311,9 +316,9 @@ func NewWorld(sc Scenario, trace func(string)) *World {
 		o := sm.DefaultOptions(i, peers)
 		o.StaleTimeout = sc.StaleTimeout
 		o.SeedLiteralP0 = sc.SeedLiteralP0
-		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0 // the literal rule is the seed's election
-		o.PeersHash = 0x5eed                         // one --peers list: the check runs, and must never drop a message
-		o.EnableUpgrade = sc.Upgrades > 0            // the admin upgrades of corrupt.go
+		o.SeedMode = sc.SeedMode || sc.SeedLiteralP0            // the literal rule is the seed's election
+		o.PeersHash = 0x5eed                                    // one --peers list: the check runs, and must never drop a message
+		o.EnableUpgrade = sc.Upgrades > 0 || sc.Switchovers > 0 // the admin calls of corrupt.go and switchover.go
 		if sc.SnapshotChunk > 0 {
 			o.SnapshotChunk = sc.SnapshotChunk
 		}
@@ -792,6 +797,7 @@ func (h simHost) Log(x sm.Log) {
 
 func (h simHost) Reply(x sm.Reply) {
 	h.w.judgeReply(h.nd, x)
+	h.w.judgeHeldWrite(h.nd, x)
 	h.w.noteAckedWrite(h.nd, x)
 	h.w.nodeReply(h.nd, x)
 }

@@ -46,8 +46,8 @@ func (k JobKind) String() string {
 // Valid reports whether k is a known operation.
 func (k JobKind) Valid() bool { return k >= JobEnqueue && k < jobKindEnd }
 
-// readOnly operations are answered without a WAL record.
-func (k JobKind) readOnly() bool { return k == JobGet || k == JobList || k == JobListSchedules }
+// ReadOnly operations are answered without a WAL record.
+func (k JobKind) ReadOnly() bool { return k == JobGet || k == JobList || k == JobListSchedules }
 
 // JobRequest is one client operation with the client's inputs; the
 // primary resolves the rest (time, stamps from the queue's config).

@@ -80,7 +80,7 @@ func (jl *journal) onClientOp(c ClientOp) {
 		jl.emit(Reply{ID: c.ID, Status: StatusEINVAL, Error: msg, Primary: jl.el.primary})
 		return
 	}
-	if req.Kind.readOnly() {
+	if req.Kind.ReadOnly() {
 		rep := Reply{ID: c.ID, OK: true}
 		switch req.Kind {
 		case JobGet:

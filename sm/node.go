@@ -408,6 +408,9 @@ func (n *Node) Ready() bool {
 	return n.conf.serving && (n.role == RoleStandby || n.role == RolePrimary && n.journal.jobs != nil && n.journal.jobs.recovered)
 }
 
+// HandingOver reports that a switchover holds this node's writes.
+func (n *Node) HandingOver() bool { return n.sw.frozen() }
+
 // Stale reports the config_stale flag.
 func (n *Node) Stale() bool { return n.conf.stale }
 

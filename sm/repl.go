@@ -411,6 +411,7 @@ func (el *election) fresherPeer() (int, string) {
 type peerView struct {
 	role Role
 	pos  logPos
+	tag  uint64 // its config tag (0: none)
 	at   int64
 }
 
@@ -418,7 +419,7 @@ func (el *election) noteView(from int, m Msg) {
 	if el.views == nil {
 		el.views = map[int]peerView{}
 	}
-	el.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, at: int64(el.now.Mono)}
+	el.views[from] = peerView{role: m.Role, pos: logPos{term: m.LogTerm, lsn: m.WALPos}, tag: m.ConfigTag, at: int64(el.now.Mono)}
 }
 
 // bestCandidate: in a failover election, every peer but the failed

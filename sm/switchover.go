@@ -145,32 +145,45 @@ func (sw *switchover) onSwitchover(s Switchover) {
 	sw.begin(&handover{id: s.ID, peer: s.Peer, to: to})
 }
 
-// target checks the requested standby (or picks one, want = -1): live
-// and in a sync of our log, lagging or not (the handover waits for it).
+// target checks the requested standby (or picks one, want = -1): in a
+// sync of our log that it acknowledged within the failure timeout,
+// lagging or not (the handover waits for it), and running our config.
 func (sw *switchover) target(want int) (int, string) {
 	j := sw.journal.jobs
-	now, timeout := int64(sw.now.Mono), int64(sw.opt.FailureTimeout)
 	if want >= 0 {
-		pr := j.prog[want]
-		if pr == nil {
-			return -1, fmt.Sprintf("%s is not a joined standby", sw.peerName(want))
-		}
-		if st, behind := pr.State(now, timeout, j.durableLSN); !pr.Synced || !pr.Live(now, timeout) {
-			return -1, fmt.Sprintf("%s is not in sync (%s, %d records behind)", sw.peerName(want), st, behind)
+		if why := sw.unfit(want); why != "" {
+			return -1, why
 		}
 		return want, ""
 	}
 	best := -1
 	for _, p := range j.prog.Peers() { // index order: the first of equals wins
-		pr := j.prog[p]
-		if pr.Synced && pr.Live(now, timeout) && (best < 0 || pr.Acked > j.prog[best].Acked) {
+		if sw.unfit(p) == "" && (best < 0 || j.prog[p].Acked > j.prog[best].Acked) {
 			best = p
 		}
 	}
 	if best < 0 {
-		return -1, "no standby is in sync"
+		return -1, "no standby is in sync with our config"
 	}
 	return best, ""
+}
+
+// unfit says why standby p cannot take over now ("" if it can).
+func (sw *switchover) unfit(p int) string {
+	j := sw.journal.jobs
+	now, timeout := int64(sw.now.Mono), int64(sw.opt.FailureTimeout)
+	pr := j.prog[p]
+	if pr == nil {
+		return fmt.Sprintf("%s is not a joined standby", sw.peerName(p))
+	}
+	st, behind := pr.State(now, timeout, j.durableLSN)
+	if !pr.Synced || !pr.Live(now, timeout) || now-pr.AckedAt > timeout {
+		return fmt.Sprintf("%s is not in sync (%s, %d records behind, its sync last acknowledged %v ago)", sw.peerName(p), st, behind, time.Duration(now-pr.AckedAt))
+	}
+	if v := sw.el.views[p]; v.tag != sw.conf.cfg.tag {
+		return fmt.Sprintf("%s runs another config (tag %016x, ours %016x)", sw.peerName(p), v.tag, sw.conf.cfg.tag)
+	}
+	return ""
 }
 
 func (sw *switchover) refuse(s Switchover, o SwitchoverOutcome, msg string) {
@@ -191,6 +204,9 @@ func (sw *switchover) begin(h *handover) {
 	sw.setTimer(TimerHandover, HandoverTimeout)
 	sw.tryHandOver()
 }
+
+// handingTo: a handover to p is under way and p was told to stand.
+func (sw *switchover) handingTo(p int) bool { return sw.cur != nil && sw.cur.sent && sw.cur.to == p }
 
 // hold keeps a client call for the handover's end, and reports whether
 // it did (false: no handover, the call runs now).

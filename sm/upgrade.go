@@ -213,11 +213,9 @@ func (cs *configState) handoverTarget(up *upgradeState) int {
 		return -1
 	}
 	j := cs.journal.jobs
-	now, timeout := int64(cs.now.Mono), int64(cs.opt.FailureTimeout)
 	best := -1
 	for _, p := range up.accepted {
-		pr := j.prog[p]
-		if pr != nil && pr.Synced && pr.Live(now, timeout) && (best < 0 || pr.Acked > j.prog[best].Acked) {
+		if cs.sw.unfit(p) == "" && (best < 0 || j.prog[p].Acked > j.prog[best].Acked) {
 			best = p
 		}
 	}

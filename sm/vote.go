@@ -125,6 +125,12 @@ func (el *election) onVote(from int, m Msg) {
 		el.send(from, Msg{Type: MsgVoteReply, ReqID: m.ReqID})
 		return
 	}
+	// A primary handing over to this candidate has nothing in flight: its
+	// durable log's position is known now, though the step-down below
+	// makes it rescan the log before it trusts it again, so its vote is
+	// decided on that position (without it a larger cluster with a
+	// partitioned member could miss the majority the handover needs).
+	handing := el.role == RolePrimary && el.sw.handingTo(from) && !el.disk.logUnknown && !el.disk.logPos.after(pos)
 	if m.Term > el.ha.term {
 		wasPrimary := el.role == RolePrimary
 		el.observeTerm(m.Term)
@@ -136,7 +142,7 @@ func (el *election) onVote(from int, m Msg) {
 			el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
 		}
 	}
-	ok := (el.ha.vote < 0 || el.ha.vote == from) && el.grantable(pos, m.Transfer)
+	ok := (el.ha.vote < 0 || el.ha.vote == from) && (el.grantable(pos, m.Transfer) || handing && m.Transfer && el.role == RoleCandidate)
 	if ok {
 		el.ha.vote = from
 		el.syncHA()

@@ -21,6 +21,7 @@ type Progress struct {
 	Synced   bool   // it finished its sync (a snapshot installed, a catch-up begun)
 	Failure  string // why it cannot sync, as it last said ("" if it did not)
 	LastSeen int64  // Mono of its last message about the log
+	AckedAt  int64  // Mono of its last acknowledgement in this sync
 }
 
 // New starts a standby's progress in a sync of epoch from startLSN.
@@ -40,7 +41,7 @@ func (p *Progress) Heard(now int64, failure string) {
 func (p *Progress) Ack(lsn uint64, now int64) {
 	p.Synced = true
 	p.Acked = max(p.Acked, lsn)
-	p.LastSeen = now
+	p.LastSeen, p.AckedAt = now, now
 }
 
 // Live reports whether the standby was heard within timeout of now.
