@@ -288,6 +288,8 @@ class KeyedSubmitTest(unittest.TestCase):
             cl.submit_batch("batch", [b"x"], idempotency_keys=[None])
         with self.assertRaises(TypeError):
             cl.submit("batch", 5)
+        with self.assertRaisesRegex(TypeError, "want a list of payloads"):
+            cl.submit_batch("batch", "one payload")
         for kw in ({"keyed_attempts": 0}, {"keyed_retry_base": 0}):
             with self.assertRaises(ValueError):
                 client_of(node, **kw)

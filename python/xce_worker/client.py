@@ -274,6 +274,8 @@ class Client:
         Only a batch whose every payload has a key is repeated as submit
         repeats a keyed submit; any other batch is sent once, and a lost
         answer raises OutcomeUnknown."""
+        if isinstance(payloads, (str, bytes, bytearray)):
+            raise TypeError(f"payloads is a {type(payloads).__name__}, want a list of payloads")
         payloads = list(payloads)
         body = {"queue": queue, "payloads": [_b64(p, f"payloads[{i}]") for i, p in enumerate(payloads)]}
         _options(body, priority, delay, run_at, expires, resource, host)
