@@ -273,7 +273,7 @@ class ClientTest(unittest.TestCase):
             return {"ids": ["1099511627777"], "jobs": [{"id": "1099511627777"}]}
 
         cl._post = post
-        self.assertEqual(cl.submit("batch", "hello", priority=3, delay=5), 1099511627777)
+        self.assertEqual(cl.submit("batch", "hello", priority=3, delay=5), (1099511627777, False))
         self.assertEqual(sent, [("Submit", {"queue": "batch", "payload": base64.b64encode(b"hello").decode(),
                                             "priority": 3, "delay": 5})])
 
@@ -303,7 +303,7 @@ class ClientTest(unittest.TestCase):
             return {"ids": ["7"]}
 
         cl._post = post
-        self.assertEqual(cl.submit("batch", b"x"), 7)
+        self.assertEqual(cl.submit("batch", b"x").id, 7)
         self.assertEqual(sent, ["a:1", "c:3"])
         self.assertEqual(cl.last, "c:3")
 
