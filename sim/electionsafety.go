@@ -31,7 +31,8 @@ func (w *World) noteAckedWrite(nd *simNode, r sm.Reply) {
 	w.ec.acked[t] = max(w.ec.acked[t], r.LSN)
 }
 
-// checkPromotion runs after every step of nd.
+// checkPromotion runs after every step of nd, before its effects (and
+// again after them: a second look finds nothing fresh).
 func (w *World) checkPromotion(nd *simNode) {
 	ec := &w.ec
 	if ec.termPrimary == nil {

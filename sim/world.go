@@ -739,6 +739,9 @@ type simHost struct {
 }
 
 func (h simHost) Stepped(in sm.Input, effs []sm.Effect) bool {
+	// A promotion is recorded before its effects run: a node killed
+	// among them was still primary of that term (SW1 and S4 need it).
+	h.w.checkPromotion(h.nd)
 	h.w.checkStep(h.nd, in, effs)
 	h.w.checkSyncs(h.nd, in, effs)
 	h.w.checkProvenance(h.nd, in, effs)
