@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 )
 
 // Status codes carried in replies (errno-style, negative as in the seed).
@@ -27,6 +28,7 @@ type fetchState struct {
 	attempt int
 	reqID   uint64
 	saving  bool
+	sentAt  int64 // Mono when the current attempt was sent
 }
 
 func (cs *configState) startFetch() {
@@ -55,6 +57,7 @@ func (cs *configState) tryFetch() {
 	cs.sb.setSync(nil)
 	cs.sb.syncAsked = int64(cs.now.Mono)
 	cs.el.send(cs.el.primary, cs.sb.joinMsg(f.reqID))
+	f.sentAt = int64(cs.now.Mono)
 	cs.setTimer(TimerFetch, cs.opt.FetchDelay(f.attempt))
 }
 
@@ -246,6 +249,13 @@ func (cs *configState) fetchSaved(f *fetchState, tag uint64, ok bool) {
 	}
 	f.saving = false
 	if !ok {
+		// The attempt failed, but the next one waits for its own time, as
+		// after a timeout: a quick failure must not shorten the window
+		// in which the primary may come back (L3, seed 6460).
+		if left := cs.opt.FetchDelay(f.attempt) - time.Duration(int64(cs.now.Mono)-f.sentAt); left > 0 {
+			cs.setTimer(TimerFetch, left)
+			return
+		}
 		cs.onFetchTimeout() // count the attempt and retry
 		return
 	}
