@@ -28,10 +28,37 @@ const (
 	TargetUpgrade = targetKinds
 	// TargetSwitchover: an admin's switchover (drawn apart: switchover.go).
 	TargetSwitchover = targetKinds + 1
+	// TargetClog: every link to and from the primary held for Dur, then
+	// delivered, while clients flood it (drawn apart: drawClogs). Unlike
+	// an isolation, which drops, what the primary sent meanwhile arrives
+	// late, as TCP retransmits after a partition heals: its batches reach
+	// standbys that have since followed a newer primary (S10's foreign
+	// batches).
+	TargetClog = targetKinds + 2
 )
 
 func (k TargetKind) String() string {
-	return [...]string{"isolate", "kill", "power-loss", "pause", "upgrade", "switchover"}[k]
+	return [...]string{"isolate", "kill", "power-loss", "pause", "upgrade", "switchover", "clog"}[k]
+}
+
+// drawClogs adds up to four targeted clogs to a fifth of the quorum-mode
+// schedules with peers and to half the seed-mode ones (whose standbys
+// have no term to refuse a deposed primary's batches by).
+func drawClogs(s *Scenario, d drawer) {
+	chance := 0.2
+	if s.SeedMode {
+		chance = 0.5
+	}
+	if s.Nodes < 2 || !d.coin(chance, "clogs") {
+		return
+	}
+	for k := d.intn(4, "clog-count") + 1; k > 0; k-- {
+		s.PrimaryFaults = append(s.PrimaryFaults, PrimaryFault{
+			At:   ms(d.intn(int(s.Safety/time.Millisecond), "clog-at")),
+			Kind: TargetClog,
+			Dur:  ms(1500 + d.intn(3500, "clog-dur")),
+		})
+	}
 }
 
 // PrimaryFault strikes the primary at At.
@@ -87,6 +114,14 @@ func (w *World) strikePrimary(f PrimaryFault) {
 		w.upgradeConfig(p)
 	case TargetSwitchover:
 		w.askSwitchover(p)
+	case TargetClog:
+		for j := 0; j < w.sc.Nodes; j++ {
+			if j != p {
+				w.net.clog(p, j, w.now+f.Dur)
+				w.net.clog(j, p, w.now+f.Dur)
+			}
+		}
+		w.floodNode(p, 20+w.wl.rng.IntN(200))
 	}
 }
 

@@ -345,7 +345,8 @@ func generate(seed uint64, d drawer) Scenario {
 		s.SendQueue = 2 + d.intn(15, "send-queue")
 	}
 	drawBlindFaults(&s, d)
-	drawSwitchovers(&s, d) // drawn last: older seeds keep the rest
+	drawSwitchovers(&s, d)
+	drawClogs(&s, d) // drawn last: older seeds keep the rest
 	return s
 }
 

@@ -140,6 +140,7 @@ func (n *Node) becomePrimary(term uint64) {
 		n.el.lead.peerHeard[p] = int64(n.now.Mono) // they voted for us just now
 	}
 	n.cancelTimer(TimerFailure)
+	n.sw.regained(term)
 	staleNote := ""
 	if n.conf.stale {
 		staleNote = ", config_stale"

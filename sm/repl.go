@@ -29,8 +29,13 @@ type replPeer struct {
 
 // standbyRepl is a standby's replicated log.
 type standbyRepl struct {
-	owner      owner // its generation (setSync): its operations' owner
-	epoch      uint64
+	owner owner // its generation (setSync): its operations' owner
+	epoch uint64
+	// term is the primary's term when the sync began: a sync belongs to one
+	// promotion, and a batch of another (a primary promoted again counts
+	// its epochs from 1, and a batch its earlier promotion sent may arrive
+	// late) is not part of it.
+	term       uint64
 	expect     uint64 // next LSN to append
 	seg        string
 	segRecords int
@@ -226,7 +231,7 @@ func (sl *standbyLog) onReplRecords(from int, m Msg) {
 		return
 	}
 	sr := sl.srepl
-	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch {
+	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch || m.Term != sr.term {
 		return
 	}
 	sr.queue = append(sr.queue, m)

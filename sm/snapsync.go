@@ -127,7 +127,7 @@ func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
 		return
 	}
 	if m.Offset > 0 {
-		if sr := sl.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
+		if sr := sl.srepl; sr != nil && sr.epoch == m.ReqID && sr.term == m.Term && sr.recv != nil {
 			sl.writeChunk(sr, m)
 		}
 		return
@@ -142,7 +142,7 @@ func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
 	// A newer sync supersedes whatever sync was running; the old log stays
 	// until this snapshot is complete and verified.
 	sl.epochSeen = m.ReqID
-	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit(), recv: &snapRecv{
+	sr := &standbyRepl{epoch: m.ReqID, term: m.Term, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit(), recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.ReceivedSnapshotTempName(m.PrevLSN),
 	}}
 	sl.setSync(sr)

@@ -271,6 +271,19 @@ func (sw *switchover) followed(p int, term uint64) {
 	sw.end(SwitchoverReply{ID: h.id, Outcome: SwitchoverFailed, Error: msg, Primary: p})
 }
 
+// regained: the node became primary again (term) while a handover it
+// began was open: the handover failed, and the held calls run now
+// (answered "recovering" until the job state is back).
+func (sw *switchover) regained(term uint64) {
+	h := sw.cur
+	if h == nil || term <= h.term {
+		return
+	}
+	msg := fmt.Sprintf("this node was elected again in term %d instead of %s", term, sw.peerName(h.to))
+	sw.log(Warn, "switchover.failed", "switchover failed: "+msg)
+	sw.end(SwitchoverReply{ID: h.id, Outcome: SwitchoverFailed, Error: msg, Primary: sw.opt.Self})
+}
+
 // onTimer: the handover did not complete in HandoverTimeout.
 func (sw *switchover) onTimer() {
 	h := sw.cur

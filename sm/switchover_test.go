@@ -138,3 +138,24 @@ func TestSwitchoverTimesOutAndResumes(t *testing.T) {
 		t.Errorf("the held call's replies %+v, want it run and acknowledged once the primary resumed", got)
 	}
 }
+
+// With one of three nodes down, the handover needs the old primary's
+// vote: it grants it on its durable position before its step-down's
+// rescan, so the switchover completes.
+func TestSwitchoverWithOneNodeDown(t *testing.T) {
+	h, p := switchoverCluster(t)
+	to, down := (p+1)%3, (p+2)%3
+	h.kill(down)
+	pn := h.node(p)
+	h.enqueue(p, sm.Switchover{ID: 1, To: to, Peer: "admin"})
+	h.run()
+	h.advance(time.Second)
+	if len(pn.sws) != 1 || pn.sws[0].Outcome != sm.SwitchoverOK || pn.sws[0].Primary != to {
+		t.Fatalf("switchover with n%d down: replies %+v, want OK naming n%d", down, pn.sws, to)
+	}
+	// The old primary did not stand against it afterwards.
+	h.advance(3 * time.Second)
+	if got := h.node(to).n.Role(); got != sm.RolePrimary {
+		t.Errorf("n%d is %s 3 s after taking over, want still primary", to, got)
+	}
+}

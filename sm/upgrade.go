@@ -206,16 +206,20 @@ func (cs *configState) finishPush(up *upgradeState) {
 
 // handoverTarget is the standby an upgrade hands over to before the
 // restart: in quorum mode, unless the admin asked for a plain restart,
-// the best synced standby among those that saved the new config (-1:
-// none, restart as the seed does).
+// the live standby with the most of the log among those that saved the
+// new config (-1: none, restart as the seed does). It need not be in
+// sync now: a standby that sees the new tag in our heartbeats before the
+// push fetches the config and resyncs, and the handover waits for its
+// sync as it waits for any target to catch up (HandoverTimeout).
 func (cs *configState) handoverTarget(up *upgradeState) int {
 	if up.restart || !cs.quorumMode() || cs.sw.cur != nil {
 		return -1
 	}
 	j := cs.journal.jobs
+	now, timeout := int64(cs.now.Mono), int64(cs.opt.FailureTimeout)
 	best := -1
 	for _, p := range up.accepted {
-		if cs.sw.unfit(p) == "" && (best < 0 || j.prog[p].Acked > j.prog[best].Acked) {
+		if pr := j.prog[p]; pr != nil && pr.Live(now, timeout) && (best < 0 || pr.Acked > j.prog[best].Acked) {
 			best = p
 		}
 	}

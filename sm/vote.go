@@ -140,6 +140,14 @@ func (el *election) onVote(from int, m Msg) {
 		if wasPrimary {
 			el.log(Warn, "ha.stepdown", fmt.Sprintf("HA: %s stands in term %d for a switchover — stepping down", el.peerName(from), m.Term))
 			el.stepDown("stepped down: outcome unknown, check before retrying against the primary")
+			if el.role == RoleCandidate && m.Transfer {
+				// Not a failure: give the transfer's candidate a boot's
+				// deadline to win before we stand ourselves (a failover's,
+				// near zero for the highest priority, would depose it).
+				el.failover = false
+				el.cand.deadline = el.electionDeadline()
+				el.setTimer(TimerElection, el.cand.deadline)
+			}
 		}
 	}
 	ok := (el.ha.vote < 0 || el.ha.vote == from) && (el.grantable(pos, m.Transfer) || handing && m.Transfer && el.role == RoleCandidate)
