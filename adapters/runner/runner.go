@@ -220,14 +220,16 @@ func (r *Runner) Do(ctx context.Context, req sm.JobRequest) (sm.Reply, error) {
 	return rep, err
 }
 
-// Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: blob
-// and its caller-computed SHA-256, peer the caller's name for the log
-// (sanitised by the caller). It waits for the node's UpgradeReply. An
-// accepted upgrade is followed, in the same step or once a running
-// checkpoint ends, by sm.Exit{Code: 0}: the reply is delivered before Run
-// returns that *ExitError.
-func (r *Runner) Upgrade(ctx context.Context, blob, sum []byte, peer string) (sm.UpgradeReply, error) {
-	c := clientCall{up: &sm.UpgradeConfig{Bytes: blob, SHA256: sum, Peer: peer}, upReply: make(chan sm.UpgradeReply, 1)}
+// Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: u's
+// blob and its caller-computed SHA-256, Peer the caller's name for the
+// log (sanitised by the caller), Restart to restart without a handover;
+// its ID is the runner's to set. It waits for the node's UpgradeReply. An
+// accepted upgrade is followed, in the same step, once a running
+// checkpoint ends or once the handover to a standby ended, by
+// sm.Exit{Code: 0}: the reply is delivered before Run returns that
+// *ExitError.
+func (r *Runner) Upgrade(ctx context.Context, u sm.UpgradeConfig) (sm.UpgradeReply, error) {
+	c := clientCall{up: &u, upReply: make(chan sm.UpgradeReply, 1)}
 	if err := r.post(ctx, c); err != nil {
 		return sm.UpgradeReply{}, err
 	}

@@ -62,7 +62,7 @@ func TestUpgradeRepliesThenExits(t *testing.T) {
 	sum := sha256.Sum256(blob)
 	ctx, stop := context.WithTimeout(context.Background(), waitBound)
 	defer stop()
-	rep, err := r.Upgrade(ctx, blob, sum[:], "admin")
+	rep, err := r.Upgrade(ctx, sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"})
 	if err != nil {
 		t.Fatalf("Upgrade: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestUpgradeRepliesThenExits(t *testing.T) {
 		t.Fatalf("status after exit %+v", st)
 	}
 	// After Run: a late call is told the node stopped.
-	if _, err := r.Upgrade(context.Background(), blob, sum[:], "admin"); !errors.Is(err, ErrStopped) {
+	if _, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Upgrade after exit: %v", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestUpgradeRefusedWhenDisabled(t *testing.T) {
 	r, _, errc, cancel := bootSingle(t, false)
 	blob := upgradedConfig(t)
 	sum := sha256.Sum256(blob)
-	rep, err := r.Upgrade(context.Background(), blob, sum[:], "admin")
+	rep, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

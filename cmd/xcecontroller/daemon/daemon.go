@@ -507,6 +507,8 @@ func answer(ctx context.Context, req *wire.Request, caller string, rn *runner.Ru
 		rep.Config = &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}
 	case req.Upgrade != nil:
 		return answerUpgrade(rep, req.Upgrade, caller, rn)
+	case req.Switchover != nil:
+		return answerSwitchover(rep, *req.Switchover, caller, rn)
 	case req.Job != nil:
 		// The caller's context: a client that goes away takes its long
 		// poll with it (sm.ClientGone); a claim's wait extends the bound.
@@ -557,7 +559,7 @@ const requestTimeout = 30 * time.Second
 func answerUpgrade(rep *wire.Reply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *wire.Reply {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
+	r, err := rn.Upgrade(ctx, sm.UpgradeConfig{Bytes: req.GetBytes(), SHA256: req.GetSha256(), Peer: caller, Restart: req.GetRestart()})
 	if err != nil { // sent to the node, never answered: maybe saved
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
@@ -585,6 +587,42 @@ func upgradeStatus(o sm.UpgradeOutcome) int32 {
 	case sm.UpgradeUnknown: // stepped down after the save may have begun
 		return sm.StatusOutcomeUnknown
 	default: // UpgradeInvalid, and an outcome this build does not know
+		return sm.StatusEINVAL
+	}
+}
+
+// answerSwitchover runs a switchover through the node. The body always
+// carries the node's SwitchoverReply; a refusal also sets the status
+// (EAGAIN for the redirect, as job operations) and the error text.
+func answerSwitchover(rep *wire.Reply, req sm.Switchover, caller string, rn *runner.Runner) *wire.Reply {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	req.Peer = caller
+	r, err := rn.Switchover(ctx, req.To, req.Peer)
+	if err != nil { // sent to the node, never answered: maybe handed over
+		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
+		return rep
+	}
+	rep.Switchover = &r
+	if r.Outcome != sm.SwitchoverOK {
+		rep.Status, rep.Error, rep.NotPrimary = switchoverStatus(r.Outcome), r.Error, r.Outcome == sm.SwitchoverNotPrimary
+	}
+	return rep
+}
+
+// switchoverStatus is the client status of a switchover that did not
+// succeed (the API's code: docs/client-api.md). Disabled is seed mode
+// here: without an admin the policy refuses the call before the node
+// sees it.
+func switchoverStatus(o sm.SwitchoverOutcome) int32 {
+	switch o {
+	case sm.SwitchoverNotPrimary:
+		return sm.StatusEAGAIN // unavailable, naming the primary
+	case sm.SwitchoverDisabled, sm.SwitchoverNotInSync:
+		return wire.StatusNotInSync // failed_precondition
+	case sm.SwitchoverBusy, sm.SwitchoverFailed:
+		return wire.StatusBusy // aborted: nothing to undo, try again later
+	default: // SwitchoverInvalid, and an outcome this build does not know
 		return sm.StatusEINVAL
 	}
 }
