@@ -200,8 +200,10 @@ type clientCall struct {
 	gone chan sm.Reply
 }
 
-// ErrStopped is returned by Do and Upgrade when the node stops before
-// answering: the operation's outcome is unknown.
+// ErrStopped is returned by Do, Upgrade and Switchover when the node
+// stops after taking the call and before answering it: the operation's
+// outcome is unknown. A call made once the node has stopped is
+// ErrNotRunning instead: it was never taken.
 var ErrStopped = errors.New("runner: node stopped; outcome unknown")
 
 // Do runs one client operation through the node and waits for its reply
@@ -248,7 +250,9 @@ func (r *Runner) Switchover(ctx context.Context, to int, peer string) (sm.Switch
 	return await(ctx, c.swReply, r.stop)
 }
 
-// post hands c to the loop.
+// post hands c to the loop. ops is unbuffered: nil means the loop took
+// c, and steps it before anything else; ErrNotRunning (or ctx's error)
+// means it never will.
 func (r *Runner) post(ctx context.Context, c clientCall) error {
 	select {
 	case r.ops <- c:
@@ -256,7 +260,7 @@ func (r *Runner) post(ctx context.Context, c clientCall) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-r.stop:
-		return ErrStopped
+		return ErrNotRunning
 	}
 }
 

@@ -103,9 +103,16 @@ func TestUpgradeRepliesThenExits(t *testing.T) {
 	if st := r.Status(); st.Role != sm.RoleStopped || st.ConfigTag != rep.VersionTag {
 		t.Fatalf("status after exit %+v", st)
 	}
-	// After Run: a late call is told the node stopped.
-	if _, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"}); !errors.Is(err, ErrStopped) {
+	// After Run: a late call is told the node stopped without taking
+	// it (nothing applied), not that its outcome is unknown.
+	if _, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"}); !errors.Is(err, ErrNotRunning) || errors.Is(err, ErrStopped) {
 		t.Fatalf("Upgrade after exit: %v", err)
+	}
+	if _, err := r.Do(context.Background(), sm.JobRequest{Kind: sm.JobGet, ID: 1}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Do after exit: %v", err)
+	}
+	if _, err := r.Switchover(context.Background(), -1, "admin"); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Switchover after exit: %v", err)
 	}
 }
 
