@@ -14,7 +14,9 @@ package integration
 // (default 20); the figures are p50 and p99 (nearest rank: with 20 events
 // p99 is the worst one), reported as metrics and in RESULT lines with
 // where the time went. XCE_BENCH_LOG=1 also prints each event's election,
-// switchover, upgrade and recovery log lines of every node.
+// switchover, upgrade and recovery log lines of every node;
+// XCE_SWITCHOVER_KEYED=1 gives every submit an idempotency key, so that
+// the client repeats one that found no primary itself, after its backoff.
 //
 //	go test ./integration -run '^$' -bench BenchmarkSwitchoverUnavailability -benchtime 1x
 
@@ -156,6 +158,7 @@ func startAckLoad(b *testing.B, fc *faultCluster, producers int) (*ackLog, func(
 		}
 		return cl
 	}
+	keyed := os.Getenv("XCE_SWITCHOVER_KEYED") != ""
 	for p := 0; p < producers; p++ {
 		cl := newClient()
 		wg.Add(1)
@@ -164,6 +167,9 @@ func startAckLoad(b *testing.B, fc *faultCluster, producers int) (*ackLog, func(
 			defer cl.Close()
 			for seq := 0; ctx.Err() == nil; seq++ {
 				req := &schema.SubmitRequest{Queue: fc.queues[seq%len(fc.queues)], Payload: fmt.Appendf(nil, "u-p%d-%d", p, seq)}
+				if keyed {
+					req.IdempotencyKey = string(req.Payload)
+				}
 				if _, err := cl.Submit(ctx, req); err == nil {
 					a.ack(a.now())
 				} else if ctx.Err() == nil {
