@@ -195,6 +195,26 @@ func (c *Client) UpgradeConfig(ctx context.Context, r *schema.UpgradeConfigReque
 	return call(ctx, c, mutation, r, schemaconnect.XceClient.UpgradeConfig)
 }
 
+// Switchover asks the primary (admin) to hand its role to the standby
+// named to ("": the primary picks the synced standby with the most of its
+// log). It answers once the target leads, naming it and its term; the
+// client then prefers it. A standby does not forward it: its "not
+// primary" answer is followed to the primary, as for any call. Refusals
+// are *NodeError with the codes schema/api.proto lists (failed
+// precondition: the target is not in sync; aborted: busy, or the handover
+// did not complete in time). Like every mutation, a lost answer is
+// ErrOutcomeUnknown and is not sent again: ClusterStatus tells who leads.
+func (c *Client) Switchover(ctx context.Context, to string) (*schema.SwitchoverResponse, error) {
+	rep, err := call(ctx, c, mutation, &schema.SwitchoverRequest{To: to}, schemaconnect.XceClient.Switchover)
+	if err != nil {
+		return nil, err
+	}
+	if p := c.indexOf(rep.GetPrimary()); p >= 0 {
+		c.setPrimary(p) // the node that answered has stepped down
+	}
+	return rep, nil
+}
+
 // ClusterStatus asks node i (an index into Peers) for its view of the
 // cluster, a primary's queue depths included; that node only, no search.
 func (c *Client) ClusterStatus(ctx context.Context, i int) (*schema.StatusReply, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/schema/schemaconnect"
+	"github.com/xce-hpc/xce/sm"
 )
 
 // kind is what a call may do, which decides what happens after a lost
@@ -171,10 +172,13 @@ type search struct {
 }
 
 // waitOf is how long the node may hold msg before answering: a claim's
-// long-poll wait.
+// long-poll wait, a switchover's handover.
 func waitOf(msg any) time.Duration {
-	if c, ok := msg.(*schema.ClaimRequest); ok {
-		return time.Duration(c.GetWaitMs()) * time.Millisecond
+	switch m := msg.(type) {
+	case *schema.ClaimRequest:
+		return time.Duration(m.GetWaitMs()) * time.Millisecond
+	case *schema.SwitchoverRequest:
+		return sm.HandoverTimeout
 	}
 	return 0
 }

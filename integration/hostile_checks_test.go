@@ -852,7 +852,9 @@ func runForged(t testing.TB) ([]forgedRow, []string) {
 			}
 		case <-time.After(time.Second):
 		}
-		if line := findLine(logSince(e.c, e.p, off), "requesting restart"); line != "" {
+		// Either way to apply an upgrade ("requesting restart", "handing
+		// over to") logs this first.
+		if line := findLine(logSince(e.c, e.p, off), "Config upgraded to tag="); line != "" {
 			fail("%s: the primary logged: %s", c.label, line)
 		}
 		rows2, err := clitool.Statuses(ctx, e.c.PeersFlag(), e.admin, 2*time.Second)

@@ -32,10 +32,10 @@ import (
 // cluster gives every node --admin-cn admin, which enables upgrades).
 var upgradeArgs = fastTimings
 
-// pushCLI runs `xce-config push --blob` against peers (the cluster's
-// --peers string unless given) and returns its combined output and exit
-// code.
-func pushCLI(t testing.TB, c *clitool.Cluster, blob []byte, peers string) (string, int) {
+// pushCLI runs `xce-config push --blob` (and the extra flags) against
+// peers (the cluster's --peers string unless given) and returns its
+// combined output and exit code.
+func pushCLI(t testing.TB, c *clitool.Cluster, blob []byte, peers string, extra ...string) (string, int) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "new.bin")
 	if err := os.WriteFile(f, blob, 0o600); err != nil {
@@ -48,6 +48,7 @@ func pushCLI(t testing.TB, c *clitool.Cluster, blob []byte, peers string) (strin
 	cmd := exec.Command(filepath.Join(binDir, "xce-config"), "push", "--peers", peers,
 		"--cert", filepath.Join(certs, "admin.crt"), "--key", filepath.Join(certs, "admin.key"), "--ca", filepath.Join(certs, "ca.crt"),
 		"--blob", f)
+	cmd.Args = append(cmd.Args, extra...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
@@ -106,7 +107,10 @@ func checkConverged(t testing.TB, rows []clitool.PeerStatus, saved []byte, gen u
 // test_upgrade_config_pushes_to_standby: the primary ACKs with both
 // standbys counted; both standbys' conf/current name the new version
 // before the primary is back; the primary exits 0, is started again, and
-// the cluster converges on the new tag with generation + 1.
+// the cluster converges on the new tag with generation + 1. The push asks
+// for the seed's way (--restart: no switchover first), so that the
+// primary's own restart is what is tested; switchover_test.go has the
+// default, a handover before the restart.
 func TestUpgradeConfigPushesToStandby(t *testing.T) {
 	c := newCluster(t, 3, upgradeArgs...)
 	old := configBlob(t, "before-upgrade", 3, 8)
@@ -122,7 +126,7 @@ func TestUpgradeConfigPushesToStandby(t *testing.T) {
 	saved := upgraded(t, next, 2)
 	exited := c.Exited(0)
 	off := logOffset(c, 0)
-	out, code := pushCLI(t, c, next, "")
+	out, code := pushCLI(t, c, next, "", "--restart")
 	if code != 0 || strings.TrimSpace(out) != ackLine(saved, 2) {
 		t.Fatalf("push: exit %d, output %q; want %q", code, out, ackLine(saved, 2))
 	}

@@ -12,18 +12,21 @@
 // reply carries the header Xce-Primary: the primary's name); otherwise
 // (no primary known, a call already forwarded once, UpgradeConfig) it
 // fails with code unavailable and a NotPrimary error detail naming the
-// primary when known, for the client to follow.
+// primary when known, for the client to follow. Switchover is never
+// forwarded either.
 //
 // Error codes (nothing was applied unless the code is unknown):
 //   invalid_argument     a bad request (unknown queue, field out of range)
-//   failed_precondition  a refused handle (stale claim), or cancel/redrive
-//                        of a job not in a state that allows it
+//   failed_precondition  a refused handle (stale claim), cancel/redrive
+//                        of a job not in a state that allows it, or a
+//                        switchover the cluster's state does not allow
 //   not_found            get of an unknown job, unregister of an unknown
 //                        schedule
 //   permission_denied    the certificate's role does not allow the call
 //   unavailable          not the primary, starting, recovering: retry,
 //                        elsewhere if the NotPrimary detail says so
-//   aborted              a config upgrade is already in progress
+//   aborted              a config upgrade or a switchover is already in
+//                        progress, or a switchover did not complete
 //   unknown              OUTCOME UNKNOWN: the primary stepped down or
 //                        timed out with the write in flight; it may have
 //                        been applied. Never retried blindly: read back.
@@ -1648,6 +1651,106 @@ func (x *ListHostsResponse) GetVersionTag() uint64 {
 	return 0
 }
 
+// SwitchoverRequest: to is the name in --peers of the standby to hand
+// over to; "" lets the primary pick the synced standby with the most of
+// its log (the first in --peers among equals).
+type SwitchoverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            string                 `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwitchoverRequest) Reset() {
+	*x = SwitchoverRequest{}
+	mi := &file_api_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchoverRequest) ProtoMessage() {}
+
+func (x *SwitchoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchoverRequest.ProtoReflect.Descriptor instead.
+func (*SwitchoverRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SwitchoverRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// SwitchoverResponse: the new primary's name in --peers and its term.
+type SwitchoverResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Primary       string                 `protobuf:"bytes,1,opt,name=primary,proto3" json:"primary,omitempty"`
+	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwitchoverResponse) Reset() {
+	*x = SwitchoverResponse{}
+	mi := &file_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchoverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchoverResponse) ProtoMessage() {}
+
+func (x *SwitchoverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchoverResponse.ProtoReflect.Descriptor instead.
+func (*SwitchoverResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SwitchoverResponse) GetPrimary() string {
+	if x != nil {
+		return x.Primary
+	}
+	return ""
+}
+
+func (x *SwitchoverResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type UpgradeConfigResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VersionTag    uint64                 `protobuf:"varint,1,opt,name=version_tag,json=versionTag,proto3" json:"version_tag,omitempty"` // the saved config's tag
@@ -1658,7 +1761,7 @@ type UpgradeConfigResponse struct {
 
 func (x *UpgradeConfigResponse) Reset() {
 	*x = UpgradeConfigResponse{}
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1773,7 @@ func (x *UpgradeConfigResponse) String() string {
 func (*UpgradeConfigResponse) ProtoMessage() {}
 
 func (x *UpgradeConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[28]
+	mi := &file_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1786,7 @@ func (x *UpgradeConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeConfigResponse.ProtoReflect.Descriptor instead.
 func (*UpgradeConfigResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{28}
+	return file_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpgradeConfigResponse) GetVersionTag() uint64 {
@@ -1714,7 +1817,7 @@ type NotPrimary struct {
 
 func (x *NotPrimary) Reset() {
 	*x = NotPrimary{}
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1829,7 @@ func (x *NotPrimary) String() string {
 func (*NotPrimary) ProtoMessage() {}
 
 func (x *NotPrimary) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[29]
+	mi := &file_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1842,7 @@ func (x *NotPrimary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotPrimary.ProtoReflect.Descriptor instead.
 func (*NotPrimary) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{29}
+	return file_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NotPrimary) GetNode() string {
@@ -1869,7 +1972,12 @@ const file_api_proto_rawDesc = "" +
 	"\x05hosts\x18\x01 \x03(\v2\x10.xce.schema.HostR\x05hosts\x122\n" +
 	"\tresources\x18\x02 \x03(\v2\x14.xce.schema.ResourceR\tresources\x12\x1f\n" +
 	"\vversion_tag\x18\x03 \x01(\x04R\n" +
-	"versionTag\"Y\n" +
+	"versionTag\"#\n" +
+	"\x11SwitchoverRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\"B\n" +
+	"\x12SwitchoverResponse\x12\x18\n" +
+	"\aprimary\x18\x01 \x01(\tR\aprimary\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"Y\n" +
 	"\x15UpgradeConfigResponse\x12\x1f\n" +
 	"\vversion_tag\x18\x01 \x01(\x04R\n" +
 	"versionTag\x12\x1f\n" +
@@ -1879,7 +1987,7 @@ const file_api_proto_rawDesc = "" +
 	"NotPrimary\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
 	"\fprimary_name\x18\x02 \x01(\tR\vprimaryName\x12!\n" +
-	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xbd\v\n" +
+	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\x82\f\n" +
 	"\x03Xce\x124\n" +
 	"\x06Submit\x12\x15.xce.v1.SubmitRequest\x1a\x13.xce.v1.JobResponse\x12>\n" +
 	"\vSubmitBatch\x12\x1a.xce.v1.SubmitBatchRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
@@ -1905,7 +2013,9 @@ const file_api_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x19.xce.v1.ListQueuesRequest\x1a\x1a.xce.v1.ListQueuesResponse\x12@\n" +
 	"\tListHosts\x12\x18.xce.v1.ListHostsRequest\x1a\x19.xce.v1.ListHostsResponse\x12P\n" +
-	"\rUpgradeConfig\x12 .xce.schema.UpgradeConfigRequest\x1a\x1d.xce.v1.UpgradeConfigResponseB\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
+	"\rUpgradeConfig\x12 .xce.schema.UpgradeConfigRequest\x1a\x1d.xce.v1.UpgradeConfigResponse\x12C\n" +
+	"\n" +
+	"Switchover\x12\x19.xce.v1.SwitchoverRequest\x1a\x1a.xce.v1.SwitchoverResponseB\x1fZ\x1dgithub.com/xce-hpc/xce/schemab\x06proto3"
 
 var (
 	file_api_proto_rawDescOnce sync.Once
@@ -1919,7 +2029,7 @@ func file_api_proto_rawDescGZIP() []byte {
 	return file_api_proto_rawDescData
 }
 
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_api_proto_goTypes = []any{
 	(*SubmitRequest)(nil),             // 0: xce.v1.SubmitRequest
 	(*SubmitBatchRequest)(nil),        // 1: xce.v1.SubmitBatchRequest
@@ -1949,31 +2059,33 @@ var file_api_proto_goTypes = []any{
 	(*ListQueuesResponse)(nil),        // 25: xce.v1.ListQueuesResponse
 	(*ListHostsRequest)(nil),          // 26: xce.v1.ListHostsRequest
 	(*ListHostsResponse)(nil),         // 27: xce.v1.ListHostsResponse
-	(*UpgradeConfigResponse)(nil),     // 28: xce.v1.UpgradeConfigResponse
-	(*NotPrimary)(nil),                // 29: xce.v1.NotPrimary
-	(*WalHandle)(nil),                 // 30: xce.schema.WalHandle
-	(*WalFireOpts)(nil),               // 31: xce.schema.WalFireOpts
-	(*SnapshotJob)(nil),               // 32: xce.schema.SnapshotJob
-	(*Queue)(nil),                     // 33: xce.schema.Queue
-	(*Host)(nil),                      // 34: xce.schema.Host
-	(*Resource)(nil),                  // 35: xce.schema.Resource
-	(*UpgradeConfigRequest)(nil),      // 36: xce.schema.UpgradeConfigRequest
-	(*StatusReply)(nil),               // 37: xce.schema.StatusReply
+	(*SwitchoverRequest)(nil),         // 28: xce.v1.SwitchoverRequest
+	(*SwitchoverResponse)(nil),        // 29: xce.v1.SwitchoverResponse
+	(*UpgradeConfigResponse)(nil),     // 30: xce.v1.UpgradeConfigResponse
+	(*NotPrimary)(nil),                // 31: xce.v1.NotPrimary
+	(*WalHandle)(nil),                 // 32: xce.schema.WalHandle
+	(*WalFireOpts)(nil),               // 33: xce.schema.WalFireOpts
+	(*SnapshotJob)(nil),               // 34: xce.schema.SnapshotJob
+	(*Queue)(nil),                     // 35: xce.schema.Queue
+	(*Host)(nil),                      // 36: xce.schema.Host
+	(*Resource)(nil),                  // 37: xce.schema.Resource
+	(*UpgradeConfigRequest)(nil),      // 38: xce.schema.UpgradeConfigRequest
+	(*StatusReply)(nil),               // 39: xce.schema.StatusReply
 }
 var file_api_proto_depIdxs = []int32{
-	30, // 0: xce.v1.ClaimRequest.ack:type_name -> xce.schema.WalHandle
-	30, // 1: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
-	30, // 2: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
-	30, // 3: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
-	30, // 4: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
-	30, // 5: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
-	31, // 6: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
+	32, // 0: xce.v1.ClaimRequest.ack:type_name -> xce.schema.WalHandle
+	32, // 1: xce.v1.AckRequest.handle:type_name -> xce.schema.WalHandle
+	32, // 2: xce.v1.AckBatchRequest.handles:type_name -> xce.schema.WalHandle
+	32, // 3: xce.v1.HeartbeatRequest.handle:type_name -> xce.schema.WalHandle
+	32, // 4: xce.v1.RetryRequest.handle:type_name -> xce.schema.WalHandle
+	32, // 5: xce.v1.FailRequest.handle:type_name -> xce.schema.WalHandle
+	33, // 6: xce.v1.RegisterScheduleRequest.fire:type_name -> xce.schema.WalFireOpts
 	19, // 7: xce.v1.ListSchedulesResponse.schedules:type_name -> xce.v1.ScheduleInfo
-	31, // 8: xce.v1.ScheduleInfo.fire:type_name -> xce.schema.WalFireOpts
-	32, // 9: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
-	33, // 10: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
-	34, // 11: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
-	35, // 12: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
+	33, // 8: xce.v1.ScheduleInfo.fire:type_name -> xce.schema.WalFireOpts
+	34, // 9: xce.v1.JobResponse.jobs:type_name -> xce.schema.SnapshotJob
+	35, // 10: xce.v1.ListQueuesResponse.queues:type_name -> xce.schema.Queue
+	36, // 11: xce.v1.ListHostsResponse.hosts:type_name -> xce.schema.Host
+	37, // 12: xce.v1.ListHostsResponse.resources:type_name -> xce.schema.Resource
 	0,  // 13: xce.v1.Xce.Submit:input_type -> xce.v1.SubmitRequest
 	1,  // 14: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
 	2,  // 15: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
@@ -1997,33 +2109,35 @@ var file_api_proto_depIdxs = []int32{
 	22, // 33: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
 	24, // 34: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
 	26, // 35: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
-	36, // 36: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
-	20, // 37: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
-	20, // 38: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
-	20, // 39: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
-	20, // 40: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
-	20, // 41: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
-	20, // 42: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
-	20, // 43: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
-	20, // 44: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
-	20, // 45: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
-	20, // 46: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
-	20, // 47: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
-	20, // 48: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
-	20, // 49: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
-	20, // 50: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
-	20, // 51: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
-	20, // 52: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
-	20, // 53: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
-	20, // 54: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
-	18, // 55: xce.v1.Xce.ListSchedules:output_type -> xce.v1.ListSchedulesResponse
-	37, // 56: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
-	23, // 57: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
-	25, // 58: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
-	27, // 59: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
-	28, // 60: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
-	37, // [37:61] is the sub-list for method output_type
-	13, // [13:37] is the sub-list for method input_type
+	38, // 36: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
+	28, // 37: xce.v1.Xce.Switchover:input_type -> xce.v1.SwitchoverRequest
+	20, // 38: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
+	20, // 39: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
+	20, // 40: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
+	20, // 41: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
+	20, // 42: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
+	20, // 43: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
+	20, // 44: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
+	20, // 45: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
+	20, // 46: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
+	20, // 47: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
+	20, // 48: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
+	20, // 49: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
+	20, // 50: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
+	20, // 51: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
+	20, // 52: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
+	20, // 53: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
+	20, // 54: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
+	20, // 55: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
+	18, // 56: xce.v1.Xce.ListSchedules:output_type -> xce.v1.ListSchedulesResponse
+	39, // 57: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
+	23, // 58: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
+	25, // 59: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
+	27, // 60: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
+	30, // 61: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
+	29, // 62: xce.v1.Xce.Switchover:output_type -> xce.v1.SwitchoverResponse
+	38, // [38:63] is the sub-list for method output_type
+	13, // [13:38] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2043,7 +2157,7 @@ func file_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

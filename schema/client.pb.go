@@ -578,9 +578,14 @@ func (x *ConfigReply) GetVersionTag() uint64 {
 // standbys and restart with. Not idempotent: every accepted request
 // increments the generation and restarts the primary (§4.4).
 type UpgradeConfigRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bytes         []byte                 `protobuf:"bytes,1,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the encoded ClusterConfig, at most CONF_MAX_SIZE (1 MiB)
-	Sha256        []byte                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"` // SHA-256 of bytes computed by the caller (32 bytes)
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bytes  []byte                 `protobuf:"bytes,1,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the encoded ClusterConfig, at most CONF_MAX_SIZE (1 MiB)
+	Sha256 []byte                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"` // SHA-256 of bytes computed by the caller (32 bytes)
+	// restart: apply by restarting the primary at once, no switchover (a
+	// failover elects the next primary). Without it a quorum-mode primary
+	// first hands its role to a synced standby that saved the new config,
+	// then restarts; with no such standby it restarts as with restart.
+	Restart       bool `protobuf:"varint,3,opt,name=restart,proto3" json:"restart,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -627,6 +632,13 @@ func (x *UpgradeConfigRequest) GetSha256() []byte {
 		return x.Sha256
 	}
 	return nil
+}
+
+func (x *UpgradeConfigRequest) GetRestart() bool {
+	if x != nil {
+		return x.Restart
+	}
+	return false
 }
 
 // The seed's UpgradeConfigReply (§6.3), plus the primary's index for the
@@ -756,10 +768,11 @@ const file_client_proto_rawDesc = "" +
 	"\vConfigReply\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\x12\x1f\n" +
 	"\vversion_tag\x18\x02 \x01(\x04R\n" +
-	"versionTag\"D\n" +
+	"versionTag\"^\n" +
 	"\x14UpgradeConfigRequest\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\fR\x05bytes\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\x86\x01\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x18\n" +
+	"\arestart\x18\x03 \x01(\bR\arestart\"\x86\x01\n" +
 	"\x12UpgradeConfigReply\x12\x1f\n" +
 	"\vversion_tag\x18\x01 \x01(\x04R\n" +
 	"versionTag\x12\x14\n" +

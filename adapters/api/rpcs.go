@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -188,4 +190,43 @@ func (s *server) UpgradeConfig(ctx context.Context, r *connect.Request[schema.Up
 		return nil, connect.NewError(connect.CodeInternal, errNoBody)
 	}
 	return connect.NewResponse(&schema.UpgradeConfigResponse{VersionTag: u.GetVersionTag(), AckedCount: u.GetAckedCount()}), nil
+}
+
+func (s *server) Switchover(ctx context.Context, r *connect.Request[schema.SwitchoverRequest]) (*connect.Response[schema.SwitchoverResponse], error) {
+	to := -1 // the primary picks the best synced standby
+	if name := r.Msg.GetTo(); name != "" {
+		if to = s.memberIndex(name); to < 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("switchover to %q: no such member (the members are %s)", name, s.memberNames()))
+		}
+	}
+	// Never forwarded, as UpgradeConfig: the admin's tool follows the
+	// redirect to the primary itself.
+	rep, err := s.serve(ctx, &wire.Request{Switchover: &sm.Switchover{To: to}})
+	if err != nil {
+		return nil, s.local(err)
+	}
+	sw := rep.Switchover
+	if sw == nil || sw.Primary < 0 || sw.Primary >= len(s.cfg.Peers) {
+		return nil, connect.NewError(connect.CodeInternal, errNoBody)
+	}
+	return connect.NewResponse(&schema.SwitchoverResponse{Primary: s.cfg.Peers[sw.Primary].Name, Term: sw.Term}), nil
+}
+
+// memberIndex is the index in --peers of the node named name, -1 if none.
+func (s *server) memberIndex(name string) int {
+	for i, p := range s.cfg.Peers {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// memberNames lists the names in --peers, for an error text.
+func (s *server) memberNames() string {
+	names := make([]string, len(s.cfg.Peers))
+	for i, p := range s.cfg.Peers {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -47,6 +47,8 @@ func (s *server) serve(ctx context.Context, req *wire.Request) (*wire.Reply, err
 			prim = rep.Job.Primary
 		case rep.Upgrade != nil:
 			prim = int(rep.Upgrade.GetPrimary())
+		case rep.Switchover != nil:
+			prim = rep.Switchover.Primary
 		}
 		return rep, &redirectError{primary: prim, why: rep.Error}
 	}
@@ -90,6 +92,8 @@ func codeOf(status int32) connect.Code {
 		return connect.CodeAlreadyExists
 	case wire.StatusBusy:
 		return connect.CodeAborted
+	case wire.StatusNotInSync:
+		return connect.CodeFailedPrecondition
 	case wire.StatusUnsupported:
 		return connect.CodeUnimplemented
 	case sm.StatusOutcomeUnknown:

@@ -12,8 +12,8 @@
 //     certificate may ask for status only, which is how package client
 //     confirms a new connection before a node forwards a call on it.
 //   - admin: a name in --admin-cn. Everything a worker may do, plus
-//     OP_upgradeConfig and the operator commands (redrive, sweep, tick,
-//     lost-and-found drain).
+//     OP_upgradeConfig, switchover and the operator commands (redrive,
+//     sweep, tick, lost-and-found drain).
 //   - worker (workers and submitters): a name in --client-cn, or, when
 //     --client-cn is not given, any other CA-signed certificate with a
 //     non-empty CN. Status, config and the job operations.
@@ -165,6 +165,8 @@ func Need(req *wire.Request) (Role, string) {
 		return RoleWorker, "config"
 	case req.Upgrade != nil:
 		return RoleAdmin, "OP_upgradeConfig"
+	case req.Switchover != nil:
+		return RoleAdmin, "switchover"
 	case req.Job != nil:
 		k := req.Job.Kind
 		name := "job " + strings.ToLower(strings.ReplaceAll(wire.KindName(k), "_", "-"))

@@ -17,6 +17,7 @@ var (
 	status  = &wire.Request{Status: &schema.StatusRequest{}}
 	config  = &wire.Request{Config: true}
 	upgrade = &wire.Request{Upgrade: &schema.UpgradeConfigRequest{}}
+	swover  = &wire.Request{Switchover: &sm.Switchover{To: -1}}
 	noOp    = &wire.Request{}
 )
 
@@ -63,6 +64,10 @@ func TestDecide(t *testing.T) {
 		{"worker unknown kind", open, "alice", job(sm.JobKind(99)), false, RoleWorker, "needs the admin role"},
 		{"worker no op", open, "alice", noOp, false, RoleWorker, "unknown operation needs the admin role"},
 		{"admin upgrade", open, "ops", upgrade, true, RoleAdmin, ""},
+		{"worker switchover", open, "alice", swover, false, RoleWorker, `switchover needs the admin role; certificate "alice" has the worker role (--admin-cn)`},
+		{"admin switchover", open, "ops", swover, true, RoleAdmin, ""},
+		{"peer switchover", open, "n0", swover, false, RolePeer, "peer protocol"},
+		{"no admin configured: switchover", noAdmin, "ops", swover, false, RoleWorker, "this controller allows no admin"},
 		{"admin redrive", open, "ops", job(sm.JobRedrive), true, RoleAdmin, ""},
 		{"admin submits", open, "ops", job(sm.JobEnqueue), true, RoleAdmin, ""},
 		{"admin status", closed, "ops", status, true, RoleAdmin, ""},
@@ -142,6 +147,7 @@ func TestDecideOnBehalf(t *testing.T) {
 		{"admin's submit", "n1", "ops", RoleAdmin, job(sm.JobEnqueue), true, ""},
 		{"admin's sweep", "n1", "ops", RoleAdmin, job(sm.JobSweep), false, `job sweep forwarded by n1 on behalf of "ops" needs the admin role; admin operations are never accepted on behalf of another certificate`},
 		{"admin's upgrade", "n1", "ops", RoleAdmin, upgrade, false, "admin operations are never accepted on behalf"},
+		{"admin's switchover", "n1", "ops", RoleAdmin, swover, false, "admin operations are never accepted on behalf"},
 		{"claimed admin for a worker", "n1", "w1", RoleAdmin, job(sm.JobRedrive), false, "never accepted on behalf"},
 		{"claimed worker, unlisted here", "n1", "mallory", RoleWorker, job(sm.JobClaim), false, `certificate "mallory" runs as the none role here`},
 		{"claimed none", "n1", "w1", RoleNone, job(sm.JobClaim), false, "runs as the none role"},

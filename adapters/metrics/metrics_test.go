@@ -164,6 +164,7 @@ func TestOpAndCode(t *testing.T) {
 		{&wire.Request{Status: &schema.StatusRequest{}}, "status"},
 		{&wire.Request{Config: true}, "config"},
 		{&wire.Request{Upgrade: &schema.UpgradeConfigRequest{}}, "upgrade_config"},
+		{&wire.Request{Switchover: &sm.Switchover{To: -1}}, "switchover"},
 		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobClaim}}, "job_claim"},
 		{&wire.Request{Job: &sm.JobRequest{Kind: sm.JobEnqueue}}, "job_enqueue"},
 		{&wire.Request{}, "unknown"},

@@ -12,7 +12,7 @@ import (
 )
 
 // Op names a client request for the op label: status, config,
-// upgrade_config, or job_<kind> (job_enqueue, job_claim, ...); unknown
+// upgrade_config, switchover, or job_<kind> (job_enqueue, job_claim, ...); unknown
 // (job_unknown) for anything else. The set is fixed by sm.JobKind, so the label stays
 // bounded.
 func Op(req *wire.Request) string {
@@ -25,6 +25,8 @@ func Op(req *wire.Request) string {
 		return "config"
 	case req.Upgrade != nil:
 		return "upgrade_config"
+	case req.Switchover != nil:
+		return "switchover"
 	case req.Job != nil:
 		if name, ok := jobOps[req.Job.Kind]; ok {
 			return name

@@ -7,8 +7,10 @@ import (
 	"github.com/xce-hpc/xce/sm"
 )
 
-// ErrNotRunning is returned by Inspect once Run has ended.
-var ErrNotRunning = errors.New("runner: stopped")
+// ErrNotRunning is returned by Inspect, Do, Upgrade and Switchover
+// called once Run has ended: the node never took the call, so nothing
+// was applied (unlike ErrStopped).
+var ErrNotRunning = errors.New("runner: node stopped; the call was not taken, nothing applied")
 
 // inspectCall runs f on the loop goroutine between two steps.
 type inspectCall struct {
@@ -29,10 +31,8 @@ func (c *inspectCall) run(n *sm.Node) {
 // will.
 func (r *Runner) Inspect(ctx context.Context, f func(n *sm.Node)) error {
 	c := &inspectCall{f: f, done: make(chan struct{})}
-	if err := r.post(ctx, clientCall{inspect: c}); errors.Is(err, ErrStopped) {
-		return ErrNotRunning
-	} else if err != nil {
-		return err
+	if err := r.post(ctx, clientCall{inspect: c}); err != nil {
+		return err // ErrNotRunning once Run has ended
 	}
 	<-c.done // the loop took it (ops is unbuffered) and runs it at once
 	return nil

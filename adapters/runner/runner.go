@@ -200,8 +200,10 @@ type clientCall struct {
 	gone chan sm.Reply
 }
 
-// ErrStopped is returned by Do and Upgrade when the node stops before
-// answering: the operation's outcome is unknown.
+// ErrStopped is returned by Do, Upgrade and Switchover when the node
+// stops after taking the call and before answering it: the operation's
+// outcome is unknown. A call made once the node has stopped is
+// ErrNotRunning instead: it was never taken.
 var ErrStopped = errors.New("runner: node stopped; outcome unknown")
 
 // Do runs one client operation through the node and waits for its reply
@@ -220,14 +222,16 @@ func (r *Runner) Do(ctx context.Context, req sm.JobRequest) (sm.Reply, error) {
 	return rep, err
 }
 
-// Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: blob
-// and its caller-computed SHA-256, peer the caller's name for the log
-// (sanitised by the caller). It waits for the node's UpgradeReply. An
-// accepted upgrade is followed, in the same step or once a running
-// checkpoint ends, by sm.Exit{Code: 0}: the reply is delivered before Run
-// returns that *ExitError.
-func (r *Runner) Upgrade(ctx context.Context, blob, sum []byte, peer string) (sm.UpgradeReply, error) {
-	c := clientCall{up: &sm.UpgradeConfig{Bytes: blob, SHA256: sum, Peer: peer}, upReply: make(chan sm.UpgradeReply, 1)}
+// Upgrade runs one OP_upgradeConfig (seed 002 §6) through the node: u's
+// blob and its caller-computed SHA-256, Peer the caller's name for the
+// log (sanitised by the caller), Restart to restart without a handover;
+// its ID is the runner's to set. It waits for the node's UpgradeReply. An
+// accepted upgrade is followed, in the same step, once a running
+// checkpoint ends or once the handover to a standby ended, by
+// sm.Exit{Code: 0}: the reply is delivered before Run returns that
+// *ExitError.
+func (r *Runner) Upgrade(ctx context.Context, u sm.UpgradeConfig) (sm.UpgradeReply, error) {
+	c := clientCall{up: &u, upReply: make(chan sm.UpgradeReply, 1)}
 	if err := r.post(ctx, c); err != nil {
 		return sm.UpgradeReply{}, err
 	}
@@ -246,7 +250,9 @@ func (r *Runner) Switchover(ctx context.Context, to int, peer string) (sm.Switch
 	return await(ctx, c.swReply, r.stop)
 }
 
-// post hands c to the loop.
+// post hands c to the loop. ops is unbuffered: nil means the loop took
+// c, and steps it before anything else; ErrNotRunning (or ctx's error)
+// means it never will.
 func (r *Runner) post(ctx context.Context, c clientCall) error {
 	select {
 	case r.ops <- c:
@@ -254,7 +260,7 @@ func (r *Runner) post(ctx context.Context, c clientCall) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-r.stop:
-		return ErrStopped
+		return ErrNotRunning
 	}
 }
 

@@ -62,7 +62,7 @@ func TestUpgradeRepliesThenExits(t *testing.T) {
 	sum := sha256.Sum256(blob)
 	ctx, stop := context.WithTimeout(context.Background(), waitBound)
 	defer stop()
-	rep, err := r.Upgrade(ctx, blob, sum[:], "admin")
+	rep, err := r.Upgrade(ctx, sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"})
 	if err != nil {
 		t.Fatalf("Upgrade: %v", err)
 	}
@@ -103,9 +103,16 @@ func TestUpgradeRepliesThenExits(t *testing.T) {
 	if st := r.Status(); st.Role != sm.RoleStopped || st.ConfigTag != rep.VersionTag {
 		t.Fatalf("status after exit %+v", st)
 	}
-	// After Run: a late call is told the node stopped.
-	if _, err := r.Upgrade(context.Background(), blob, sum[:], "admin"); !errors.Is(err, ErrStopped) {
+	// After Run: a late call is told the node stopped without taking
+	// it (nothing applied), not that its outcome is unknown.
+	if _, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"}); !errors.Is(err, ErrNotRunning) || errors.Is(err, ErrStopped) {
 		t.Fatalf("Upgrade after exit: %v", err)
+	}
+	if _, err := r.Do(context.Background(), sm.JobRequest{Kind: sm.JobGet, ID: 1}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Do after exit: %v", err)
+	}
+	if _, err := r.Switchover(context.Background(), -1, "admin"); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Switchover after exit: %v", err)
 	}
 }
 
@@ -116,7 +123,7 @@ func TestUpgradeRefusedWhenDisabled(t *testing.T) {
 	r, _, errc, cancel := bootSingle(t, false)
 	blob := upgradedConfig(t)
 	sum := sha256.Sum256(blob)
-	rep, err := r.Upgrade(context.Background(), blob, sum[:], "admin")
+	rep, err := r.Upgrade(context.Background(), sm.UpgradeConfig{Bytes: blob, SHA256: sum[:], Peer: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,12 @@ import (
 // Client reply status codes beyond sm's (negative errno, as
 // sm.Msg.Status).
 const (
-	StatusBusy        int32 = -16 // -EBUSY: a config upgrade is already in progress
+	// StatusBusy, -EBUSY: a config upgrade or a switchover is already in
+	// progress, or a switchover's handover did not complete in time.
+	StatusBusy int32 = -16
+	// StatusNotInSync, -EL2NSYNC: the cluster's state does not allow a
+	// switchover (its target, or every standby, is not in sync; seed mode).
+	StatusNotInSync   int32 = -45
 	StatusUnsupported int32 = -38 // -ENOSYS: an op this server does not know
 )
 
@@ -32,6 +37,9 @@ type Request struct {
 	Config  bool                         // GetConfig, ListQueues, ListHosts: the running config
 	Upgrade *schema.UpgradeConfigRequest // UpgradeConfig (OP_upgradeConfig, admin)
 	Job     *sm.JobRequest               // a job operation, as the node takes it
+	// Switchover (admin): the node's own request, the target resolved
+	// from its name by the API handler; the daemon sets Peer.
+	Switchover *sm.Switchover
 }
 
 // Reply answers a Request: status 0 and the body of the request's kind,
@@ -40,7 +48,8 @@ type Request struct {
 // (seed 002 §10.12, status EAGAIN): the body's Primary names the primary
 // it follows. An upgrade's body is set on a refusal too. A job
 // operation's body is the node's reply as the core gives it (sm.Reply);
-// its Status, Error and NotPrimary are copied to the Reply's.
+// its Status, Error and NotPrimary are copied to the Reply's. A
+// switchover's is the node's sm.SwitchoverReply, set on a refusal too.
 type Reply struct {
 	Status     int32
 	Error      string
@@ -50,6 +59,7 @@ type Reply struct {
 	Config      *schema.ConfigReply
 	Upgrade     *schema.UpgradeConfigReply
 	Job         *sm.Reply
+	Switchover  *sm.SwitchoverReply
 }
 
 // CheckRequest bounds what a client request may carry: one op, a job
@@ -60,7 +70,7 @@ func CheckRequest(r *Request) error {
 		return errors.New("nil request")
 	}
 	n := 0
-	for _, set := range []bool{r.Status != nil, r.Config, r.Upgrade != nil, r.Job != nil} {
+	for _, set := range []bool{r.Status != nil, r.Config, r.Upgrade != nil, r.Job != nil, r.Switchover != nil} {
 		if set {
 			n++
 		}
@@ -74,6 +84,8 @@ func CheckRequest(r *Request) error {
 		return checkJobRequest(r.Job)
 	case r.Upgrade != nil:
 		return checkUpgradeRequest(r.Upgrade)
+	case r.Switchover != nil && r.Switchover.To < -1:
+		return fmt.Errorf("switchover target %d: want a member's index, or -1 for the primary's pick", r.Switchover.To)
 	}
 	return nil
 }

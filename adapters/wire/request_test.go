@@ -41,6 +41,8 @@ func TestCheckRequest(t *testing.T) {
 		{"upgrade blob and sha256", upgradeReq([]byte("blob"), sum)},
 		{"upgrade both empty (the primary refuses them)", upgradeReq(nil, nil)},
 		{"upgrade max blob", upgradeReq(make([]byte, sm.MaxConfigSize), sum)},
+		{"switchover, the primary's pick", &Request{Switchover: &sm.Switchover{To: -1}}},
+		{"switchover to a member", &Request{Switchover: &sm.Switchover{To: 2}}},
 	}
 	for _, tc := range good {
 		if err := CheckRequest(tc.r); err != nil {
@@ -77,6 +79,8 @@ func TestCheckRequest(t *testing.T) {
 		{"upgrade blob over MaxConfigSize", upgradeReq(make([]byte, sm.MaxConfigSize+1), sum), "config blob"},
 		{"sha256 of 31 bytes", upgradeReq([]byte("blob"), sum[:31]), "sha256 of 31"},
 		{"sha256 of 33 bytes", upgradeReq([]byte("blob"), append(sum, 0)), "sha256 of 33"},
+		{"switchover target below -1", &Request{Switchover: &sm.Switchover{To: -2}}, "switchover target -2"},
+		{"switchover and status", &Request{Switchover: &sm.Switchover{To: -1}, Status: &schema.StatusRequest{}}, "2 ops in one request"},
 	}
 	for _, tc := range bad {
 		err := CheckRequest(tc.r)

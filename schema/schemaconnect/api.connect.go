@@ -12,18 +12,21 @@
 // reply carries the header Xce-Primary: the primary's name); otherwise
 // (no primary known, a call already forwarded once, UpgradeConfig) it
 // fails with code unavailable and a NotPrimary error detail naming the
-// primary when known, for the client to follow.
+// primary when known, for the client to follow. Switchover is never
+// forwarded either.
 //
 // Error codes (nothing was applied unless the code is unknown):
 //   invalid_argument     a bad request (unknown queue, field out of range)
-//   failed_precondition  a refused handle (stale claim), or cancel/redrive
-//                        of a job not in a state that allows it
+//   failed_precondition  a refused handle (stale claim), cancel/redrive
+//                        of a job not in a state that allows it, or a
+//                        switchover the cluster's state does not allow
 //   not_found            get of an unknown job, unregister of an unknown
 //                        schedule
 //   permission_denied    the certificate's role does not allow the call
 //   unavailable          not the primary, starting, recovering: retry,
 //                        elsewhere if the NotPrimary detail says so
-//   aborted              a config upgrade is already in progress
+//   aborted              a config upgrade or a switchover is already in
+//                        progress, or a switchover did not complete
 //   unknown              OUTCOME UNKNOWN: the primary stepped down or
 //                        timed out with the write in flight; it may have
 //                        been applied. Never retried blindly: read back.
@@ -112,6 +115,8 @@ const (
 	XceListHostsProcedure = "/xce.v1.Xce/ListHosts"
 	// XceUpgradeConfigProcedure is the fully-qualified name of the Xce's UpgradeConfig RPC.
 	XceUpgradeConfigProcedure = "/xce.v1.Xce/UpgradeConfig"
+	// XceSwitchoverProcedure is the fully-qualified name of the Xce's Switchover RPC.
+	XceSwitchoverProcedure = "/xce.v1.Xce/Switchover"
 )
 
 // XceClient is a client for the xce.v1.Xce service.
@@ -155,6 +160,26 @@ type XceClient interface {
 	// idempotent: each accepted call increments the generation and restarts
 	// the primary.
 	UpgradeConfig(context.Context, *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error)
+	// Switchover (admin role, the primary's, quorum mode): the primary
+	// hands its role to a synced standby. It holds the writes that arrive
+	// meanwhile (they are answered once the handover ends, by the new
+	// primary, not refused), waits until the target holds its whole log and
+	// tells it to stand at once; it answers when the target leads, or after
+	// at most 2 s (sm.HandoverTimeout) with aborted, having resumed. Codes:
+	//
+	//	ok                   the target leads (primary, term)
+	//	unavailable          not the primary: the NotPrimary detail names it
+	//	                     (never forwarded; the Go client follows it)
+	//	invalid_argument     to names no member, or the primary itself
+	//	failed_precondition  the target (or, without to, every standby) is
+	//	                     not in sync, or the cluster runs in seed mode
+	//	aborted              busy (recovering, a config upgrade or another
+	//	                     switchover in progress), or the handover did
+	//	                     not complete in time (the primary resumed, or
+	//	                     another node took over): nothing to undo
+	//	permission_denied    the certificate is not an admin's
+	//	unknown              no answer came: check ClusterStatus
+	Switchover(context.Context, *connect.Request[schema.SwitchoverRequest]) (*connect.Response[schema.SwitchoverResponse], error)
 }
 
 // NewXceClient constructs a client for the xce.v1.Xce service. By default, it uses the Connect
@@ -312,6 +337,12 @@ func NewXceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect
 			connect.WithSchema(xceMethods.ByName("UpgradeConfig")),
 			connect.WithClientOptions(opts...),
 		),
+		switchover: connect.NewClient[schema.SwitchoverRequest, schema.SwitchoverResponse](
+			httpClient,
+			baseURL+XceSwitchoverProcedure,
+			connect.WithSchema(xceMethods.ByName("Switchover")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -341,6 +372,7 @@ type xceClient struct {
 	listQueues         *connect.Client[schema.ListQueuesRequest, schema.ListQueuesResponse]
 	listHosts          *connect.Client[schema.ListHostsRequest, schema.ListHostsResponse]
 	upgradeConfig      *connect.Client[schema.UpgradeConfigRequest, schema.UpgradeConfigResponse]
+	switchover         *connect.Client[schema.SwitchoverRequest, schema.SwitchoverResponse]
 }
 
 // Submit calls xce.v1.Xce.Submit.
@@ -463,6 +495,11 @@ func (c *xceClient) UpgradeConfig(ctx context.Context, req *connect.Request[sche
 	return c.upgradeConfig.CallUnary(ctx, req)
 }
 
+// Switchover calls xce.v1.Xce.Switchover.
+func (c *xceClient) Switchover(ctx context.Context, req *connect.Request[schema.SwitchoverRequest]) (*connect.Response[schema.SwitchoverResponse], error) {
+	return c.switchover.CallUnary(ctx, req)
+}
+
 // XceHandler is an implementation of the xce.v1.Xce service.
 type XceHandler interface {
 	// Job operations (seed 000), the primary's.
@@ -504,6 +541,26 @@ type XceHandler interface {
 	// idempotent: each accepted call increments the generation and restarts
 	// the primary.
 	UpgradeConfig(context.Context, *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error)
+	// Switchover (admin role, the primary's, quorum mode): the primary
+	// hands its role to a synced standby. It holds the writes that arrive
+	// meanwhile (they are answered once the handover ends, by the new
+	// primary, not refused), waits until the target holds its whole log and
+	// tells it to stand at once; it answers when the target leads, or after
+	// at most 2 s (sm.HandoverTimeout) with aborted, having resumed. Codes:
+	//
+	//	ok                   the target leads (primary, term)
+	//	unavailable          not the primary: the NotPrimary detail names it
+	//	                     (never forwarded; the Go client follows it)
+	//	invalid_argument     to names no member, or the primary itself
+	//	failed_precondition  the target (or, without to, every standby) is
+	//	                     not in sync, or the cluster runs in seed mode
+	//	aborted              busy (recovering, a config upgrade or another
+	//	                     switchover in progress), or the handover did
+	//	                     not complete in time (the primary resumed, or
+	//	                     another node took over): nothing to undo
+	//	permission_denied    the certificate is not an admin's
+	//	unknown              no answer came: check ClusterStatus
+	Switchover(context.Context, *connect.Request[schema.SwitchoverRequest]) (*connect.Response[schema.SwitchoverResponse], error)
 }
 
 // NewXceHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -657,6 +714,12 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 		connect.WithSchema(xceMethods.ByName("UpgradeConfig")),
 		connect.WithHandlerOptions(opts...),
 	)
+	xceSwitchoverHandler := connect.NewUnaryHandler(
+		XceSwitchoverProcedure,
+		svc.Switchover,
+		connect.WithSchema(xceMethods.ByName("Switchover")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/xce.v1.Xce/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case XceSubmitProcedure:
@@ -707,6 +770,8 @@ func NewXceHandler(svc XceHandler, opts ...connect.HandlerOption) (string, http.
 			xceListHostsHandler.ServeHTTP(w, r)
 		case XceUpgradeConfigProcedure:
 			xceUpgradeConfigHandler.ServeHTTP(w, r)
+		case XceSwitchoverProcedure:
+			xceSwitchoverHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -810,4 +875,8 @@ func (UnimplementedXceHandler) ListHosts(context.Context, *connect.Request[schem
 
 func (UnimplementedXceHandler) UpgradeConfig(context.Context, *connect.Request[schema.UpgradeConfigRequest]) (*connect.Response[schema.UpgradeConfigResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.UpgradeConfig is not implemented"))
+}
+
+func (UnimplementedXceHandler) Switchover(context.Context, *connect.Request[schema.SwitchoverRequest]) (*connect.Response[schema.SwitchoverResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("xce.v1.Xce.Switchover is not implemented"))
 }

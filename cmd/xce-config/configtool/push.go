@@ -80,7 +80,7 @@ func Push(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout 
 		return nil, err
 	}
 	defer cl.Close()
-	return PushTo(ctx, cl, blob)
+	return PushTo(ctx, cl, blob, false)
 }
 
 // PushTo sends blob as OP_upgradeConfig to cl's primary, found as every
@@ -90,8 +90,10 @@ func Push(ctx context.Context, peersFlag string, mat *tlsconf.Material, timeout 
 // primary is a *PushRefusedError; a request that may have been applied
 // without an answer wraps ErrPushUnknown and is not sent elsewhere; when
 // no node took it, the error wraps ErrPushNoPrimary and lists every
-// attempt.
-func PushTo(ctx context.Context, cl *client.Client, blob []byte) (*PushResult, error) {
+// attempt. restart asks the primary to apply it by restarting at once,
+// without first handing its role to a standby (UpgradeConfigRequest's
+// restart).
+func PushTo(ctx context.Context, cl *client.Client, blob []byte, restart bool) (*PushResult, error) {
 	switch {
 	case len(cl.Peers()) == 0:
 		return nil, fmt.Errorf("%w: no peers", ErrPushNoPrimary)
@@ -101,7 +103,7 @@ func PushTo(ctx context.Context, cl *client.Client, blob []byte) (*PushResult, e
 		return nil, fmt.Errorf("config blob of %d bytes exceeds CONF_MAX_SIZE (%d)", len(blob), sm.MaxConfigSize)
 	}
 	sum := sha256.Sum256(blob)
-	rep, err := cl.UpgradeConfig(ctx, &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:]})
+	rep, err := cl.UpgradeConfig(ctx, &schema.UpgradeConfigRequest{Bytes: blob, Sha256: sum[:], Restart: restart})
 	var unknown *client.OutcomeUnknownError
 	var none *client.NoPrimaryError
 	var ne *client.NodeError
@@ -154,15 +156,21 @@ func checkBlob(blob []byte) error {
 func pushCmd() *cobra.Command {
 	var peersFlag, cert, key, ca, config, blobFile string
 	var timeout, connectTimeout time.Duration
+	var restart bool
 	c := &cobra.Command{
-		Use:   "push --peers P --cert C --key K --ca CA --config cluster.yaml",
+		Use:   "push --peers P --cert C --key K --ca CA --config cluster.yaml [--restart]",
 		Short: "OP_upgradeConfig: send a new config to the running primary, which saves it, pushes it to its standbys and restarts",
 		Long: `push encodes cluster.yaml (or takes --blob), sends it with its SHA-256 to the
 primary (found as xcecli finds it: the first peer, then every peer at once,
 following "Not primary" redirects; a node down or hung is passed over after
 --connect-timeout) and prints the primary's answer. The primary saves it with generation =
 current + 1, pushes it to its standbys, answers, and restarts (exit 0) to
-apply it. The certificate's CN must be in every node's --admin-cn.
+apply it. In quorum mode it first hands its role to a synced standby that
+saved the new config (a planned switchover: writes are held for a moment,
+not refused), so the cluster keeps a primary while it restarts; --restart
+skips the handover: the primary restarts at once and a failover elects the
+next one (writes are refused until then). The certificate's CN must be in
+every node's --admin-cn.
 
 Not idempotent: every accepted push increments the generation and restarts
 the primary. When the outcome is unknown, check xcecli status before pushing
@@ -198,7 +206,7 @@ again.`,
 				return err
 			}
 			defer cl.Close()
-			res, err := PushTo(ctx, cl, blob)
+			res, err := PushTo(ctx, cl, blob, restart)
 			if err != nil {
 				return err
 			}
@@ -212,6 +220,7 @@ again.`,
 	f.StringVar(&ca, "ca", os.Getenv("XCE_CA"), "cluster CA certificate (or $XCE_CA)")
 	f.StringVar(&config, "config", "cluster.yaml", "YAML config to push")
 	f.StringVar(&blobFile, "blob", "", "push an already encoded blob instead of --config")
+	f.BoolVar(&restart, "restart", false, "apply by restarting the primary at once, with no switchover to a standby first")
 	f.DurationVar(&timeout, "timeout", DefaultPushTimeout, "how long to wait for the primary's answer once the config is sent")
 	f.DurationVar(&connectTimeout, "connect-timeout", client.DefaultConnectTimeout,
 		"bound on the TCP connect and TLS handshake to each node; a node down or hung is passed over after it")

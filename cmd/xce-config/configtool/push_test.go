@@ -107,6 +107,24 @@ func TestPushFollowsRedirect(t *testing.T) {
 	if !bytes.Equal(u.GetBytes(), want) || !bytes.Equal(u.GetSha256(), sum[:]) {
 		t.Fatal("n2 did not receive the encoded YAML with its SHA-256")
 	}
+	if u.GetRestart() {
+		t.Fatal("restart set without --restart: the primary would skip the switchover")
+	}
+}
+
+// --restart travels in the request (the primary then restarts without a
+// switchover); the answer is printed as any upgrade's.
+func TestPushRestartFlag(t *testing.T) {
+	pc := startPushCluster(t, true, true)
+	pc.nodes[0].Set(upgradeOK(0x42, 1))
+	out, err := run(t, pc.flags("--config", sample, "--restart")...)
+	if err != nil || out != "upgraded: tag=0000000000000042, pushed to 1 standbys; the primary restarts\n" {
+		t.Fatalf("push --restart: %q, %v", out, err)
+	}
+	reqs := pc.nodes[0].Requests()
+	if len(reqs) != 1 || reqs[0].Upgrade == nil || !reqs[0].Upgrade.GetRestart() {
+		t.Fatalf("n0 requests %v, want one upgrade with restart", reqs)
+	}
 }
 
 // ackedCount == 0 with standbys in --peers prints the seed §6.3 WARNING;

@@ -29,7 +29,7 @@ var ErrRefused = errors.New("refused")
 
 // extraCommands are the commands of this file set, registered by NewCommand.
 func extraCommands(ctx context.Context) []*cobra.Command {
-	return []*cobra.Command{queueCmd(ctx), hostCmd(ctx), jobCmd(ctx), scheduleCmd(ctx), lostAndFoundCmd(ctx)}
+	return []*cobra.Command{queueCmd(ctx), hostCmd(ctx), jobCmd(ctx), scheduleCmd(ctx), lostAndFoundCmd(ctx), switchoverCmd(ctx)}
 }
 
 // ---- request building (pure) ----

@@ -506,13 +506,21 @@ func answer(ctx context.Context, req *wire.Request, caller string, rn *runner.Ru
 		}
 		rep.Config = &schema.ConfigReply{Blob: st.Config, VersionTag: st.ConfigTag}
 	case req.Upgrade != nil:
-		return answerUpgrade(rep, req.Upgrade, caller, rn)
+		return answerUpgrade(rep, req.Upgrade, caller, rn, self)
+	case req.Switchover != nil:
+		return answerSwitchover(rep, *req.Switchover, caller, rn, self)
 	case req.Job != nil:
 		// The caller's context: a client that goes away takes its long
 		// poll with it (sm.ClientGone); a claim's wait extends the bound.
 		ctx, cancel := context.WithTimeout(ctx, requestTimeout+req.Job.Wait)
 		defer cancel()
 		r, err := rn.Do(ctx, *req.Job)
+		if errors.Is(err, runner.ErrNotRunning) {
+			prim := stoppedPrimary(rn, self)
+			redirectStopped(rep)
+			rep.Job = &sm.Reply{Status: rep.Status, Error: rep.Error, NotPrimary: true, Primary: prim}
+			return rep
+		}
 		if err != nil { // sent to the node, never answered: maybe applied
 			rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 			return rep
@@ -554,10 +562,16 @@ const requestTimeout = 30 * time.Second
 // body always carries the seed's UpgradeConfigReply; a refusal also sets
 // the status (EAGAIN for the §10.12 redirect, as job operations) and the
 // error text.
-func answerUpgrade(rep *wire.Reply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner) *wire.Reply {
+func answerUpgrade(rep *wire.Reply, req *schema.UpgradeConfigRequest, caller string, rn *runner.Runner, self int) *wire.Reply {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	r, err := rn.Upgrade(ctx, req.GetBytes(), req.GetSha256(), caller)
+	r, err := rn.Upgrade(ctx, sm.UpgradeConfig{Bytes: req.GetBytes(), SHA256: req.GetSha256(), Peer: caller, Restart: req.GetRestart()})
+	if errors.Is(err, runner.ErrNotRunning) {
+		prim := stoppedPrimary(rn, self)
+		redirectStopped(rep)
+		rep.Upgrade = &schema.UpgradeConfigReply{Error: rep.Error, Primary: int32(prim)}
+		return rep
+	}
 	if err != nil { // sent to the node, never answered: maybe saved
 		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
 		return rep
@@ -585,6 +599,66 @@ func upgradeStatus(o sm.UpgradeOutcome) int32 {
 	case sm.UpgradeUnknown: // stepped down after the save may have begun
 		return sm.StatusOutcomeUnknown
 	default: // UpgradeInvalid, and an outcome this build does not know
+		return sm.StatusEINVAL
+	}
+}
+
+// answerSwitchover runs a switchover through the node. The body always
+// carries the node's SwitchoverReply; a refusal also sets the status
+// (EAGAIN for the redirect, as job operations) and the error text.
+func answerSwitchover(rep *wire.Reply, req sm.Switchover, caller string, rn *runner.Runner, self int) *wire.Reply {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	req.Peer = caller
+	r, err := rn.Switchover(ctx, req.To, req.Peer)
+	if errors.Is(err, runner.ErrNotRunning) {
+		prim := stoppedPrimary(rn, self)
+		redirectStopped(rep)
+		rep.Switchover = &sm.SwitchoverReply{Outcome: sm.SwitchoverNotPrimary, Error: rep.Error, Primary: prim}
+		return rep
+	}
+	if err != nil { // sent to the node, never answered: maybe handed over
+		rep.Status, rep.Error = sm.StatusOutcomeUnknown, err.Error()
+		return rep
+	}
+	rep.Switchover = &r
+	if r.Outcome != sm.SwitchoverOK {
+		rep.Status, rep.Error, rep.NotPrimary = switchoverStatus(r.Outcome), r.Error, r.Outcome == sm.SwitchoverNotPrimary
+	}
+	return rep
+}
+
+// stoppedPrimary is the primary a node that has stopped last followed
+// (-1: none known, or the node itself).
+func stoppedPrimary(rn *runner.Runner, self int) int {
+	if p := rn.Status().Primary; p >= 0 && p != self {
+		return p
+	}
+	return -1
+}
+
+// redirectStopped answers a call that reached the node after it stopped
+// (to restart after a config upgrade, or to shut down) and that it never
+// took: nothing was applied, so it is the "not primary" redirect a
+// standby answers (the body of the call's kind names the primary), which
+// the API forwards, not an unknown outcome.
+func redirectStopped(rep *wire.Reply) {
+	rep.Status, rep.Error, rep.NotPrimary = sm.StatusEAGAIN, "Not primary — redirect to primary", true
+}
+
+// switchoverStatus is the client status of a switchover that did not
+// succeed (the API's code: docs/client-api.md). Disabled is seed mode
+// here: without an admin the policy refuses the call before the node
+// sees it.
+func switchoverStatus(o sm.SwitchoverOutcome) int32 {
+	switch o {
+	case sm.SwitchoverNotPrimary:
+		return sm.StatusEAGAIN // unavailable, naming the primary
+	case sm.SwitchoverDisabled, sm.SwitchoverNotInSync:
+		return wire.StatusNotInSync // failed_precondition
+	case sm.SwitchoverBusy, sm.SwitchoverFailed:
+		return wire.StatusBusy // aborted: nothing to undo, try again later
+	default: // SwitchoverInvalid, and an outcome this build does not know
 		return sm.StatusEINVAL
 	}
 }
