@@ -6,7 +6,9 @@ package integration
 // faults against three xcecontroller processes with producers, workers
 // and a reader running. Faults: kill -9 of any node (restarted after a
 // random delay), SIGSTOP/SIGCONT of any node, restart storms, full-cluster
-// restarts in random orders, and (with network namespaces, as root)
+// restarts in random orders, planned switchovers (to a named node or the
+// primary's pick, refused or failed ones included: the outcome is logged,
+// the history judges), and (with network namespaces, as root)
 // partitions of one node or one link. A node that exits by itself is
 // restarted, like systemd would. At the end every fault is healed, the
 // cluster brought back to full health, every job read back and the
@@ -16,6 +18,7 @@ package integration
 //	make chaos CHAOS_TIME=5m [CHAOS_SEED=N] [CHAOS_ARGS="--mode seed"]
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -24,6 +27,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xce-hpc/xce/client"
 )
 
 func TestChaos(t *testing.T) {
@@ -87,6 +92,11 @@ func TestChaos(t *testing.T) {
 		return out
 	}
 	pick := func(nodes []int) int { return nodes[rng.IntN(len(nodes))] }
+	admin, err := client.NewFromFlag(fc.peers, fc.mat, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
 
 	for time.Now().Before(deadline) {
 		supervise()
@@ -121,6 +131,22 @@ func TestChaos(t *testing.T) {
 				fc.kill9(i)
 				fc.start(i)
 				sleep(100*time.Millisecond, 900*time.Millisecond)
+			}
+		case kind < 60:
+			to := ""
+			if rng.IntN(2) == 0 {
+				to = fc.name(rng.IntN(n))
+			}
+			actions["switchover"]++
+			t1 := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			rep, err := admin.Switchover(ctx, to)
+			cancel()
+			if err != nil {
+				logf("switchover to %q: %v (after %v)", to, err, time.Since(t1).Round(time.Millisecond))
+			} else {
+				actions["switchover ok"]++
+				logf("switchover to %q: %s leads in term %d (after %v)", to, rep.GetPrimary(), rep.GetTerm(), time.Since(t1).Round(time.Millisecond))
 			}
 		case kind < 65:
 			order := rng.Perm(n)

@@ -8,6 +8,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 
 	"github.com/xce-hpc/xce/host/loop"
@@ -722,7 +723,7 @@ func (w *World) deliver(i int, in sm.Input) {
 func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.violate("S7", "node n%d panicked on %T: %v", nd.id, in, r)
+			w.violate("S7", "node n%d panicked on %T: %v\n%s", nd.id, in, r, debug.Stack())
 			ok = false
 		}
 	}()

@@ -140,7 +140,6 @@ func (n *Node) becomePrimary(term uint64) {
 		n.el.lead.peerHeard[p] = int64(n.now.Mono) // they voted for us just now
 	}
 	n.cancelTimer(TimerFailure)
-	n.sw.regained(term)
 	staleNote := ""
 	if n.conf.stale {
 		staleNote = ", config_stale"
@@ -149,6 +148,7 @@ func (n *Node) becomePrimary(term uint64) {
 	n.el.startRound()
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
 	n.journal.startRecovery()
+	n.sw.regained(term) // last: an upgrade's handover ends in a restart
 }
 
 // Deferral bounds: how often a candidate waits for a fresher peer, and
