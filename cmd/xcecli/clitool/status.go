@@ -40,9 +40,20 @@ type conn struct {
 	connectTimeout       time.Duration
 }
 
+// material loads the certificate these flags name. A flag left empty is
+// a usage error naming it (tlsconf would only say it cannot open "").
+func (c *conn) material() (*tlsconf.Material, error) {
+	for _, f := range []struct{ name, val, env string }{{"peers", c.peers, "XCE_PEERS"}, {"cert", c.cert, "XCE_CERT"}, {"key", c.key, "XCE_KEY"}, {"ca", c.ca, "XCE_CA"}} {
+		if f.val == "" {
+			return nil, cliexit.Usage(fmt.Errorf("--%s is required (or set $%s)", f.name, f.env))
+		}
+	}
+	return tlsconf.Load(c.cert, c.key, c.ca)
+}
+
 // client is the API client of these flags.
 func (c *conn) client() (*client.Client, error) {
-	mat, err := tlsconf.Load(c.cert, c.key, c.ca)
+	mat, err := c.material()
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +271,7 @@ func statusCmd(ctx context.Context) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
+			mat, err := c.material()
 			if err != nil {
 				return err
 			}

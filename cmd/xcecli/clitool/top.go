@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xce-hpc/xce/adapters/tlsconf"
 	"github.com/xce-hpc/xce/cmd/internal/cliexit"
 )
 
@@ -119,7 +118,7 @@ func topCmd(ctx context.Context) *cobra.Command {
 			if interval <= 0 || count < 0 {
 				return cliexit.Usage(fmt.Errorf("--interval %v and --count %d: the interval must be positive, the count not negative", interval, count))
 			}
-			mat, err := tlsconf.Load(c.cert, c.key, c.ca)
+			mat, err := c.material()
 			if err != nil {
 				return err
 			}
