@@ -132,7 +132,7 @@ func TestChaos(t *testing.T) {
 				fc.start(i)
 				sleep(100*time.Millisecond, 900*time.Millisecond)
 			}
-		case kind < 60:
+		case kind < 65:
 			to := ""
 			if rng.IntN(2) == 0 {
 				to = fc.name(rng.IntN(n))
@@ -148,7 +148,7 @@ func TestChaos(t *testing.T) {
 				actions["switchover ok"]++
 				logf("switchover to %q: %s leads in term %d (after %v)", to, rep.GetPrimary(), rep.GetTerm(), time.Since(t1).Round(time.Millisecond))
 			}
-		case kind < 65:
+		case kind < 72:
 			order := rng.Perm(n)
 			actions["full restart"]++
 			logf("full-cluster restart, start order %s", fc.names(order))
@@ -158,7 +158,7 @@ func TestChaos(t *testing.T) {
 				fc.start(i)
 				sleep(0, 3*time.Second)
 			}
-		case kind < 85 && fc.ns != nil:
+		case kind < 88 && fc.ns != nil:
 			a := rng.IntN(n)
 			d := 2*time.Second + time.Duration(rng.Int64N(int64(8*time.Second)))
 			if rng.IntN(2) == 0 {
