@@ -21,7 +21,14 @@ func toolAs(t testing.TB, c *clitool.Cluster, tool, name string, args ...string)
 	certs := filepath.Join(c.Dir, "certs")
 	args = append(args, "--peers", c.PeersFlag(), "--cert", filepath.Join(certs, name+".crt"),
 		"--key", filepath.Join(certs, name+".key"), "--ca", filepath.Join(certs, "ca.crt"))
-	out, err := exec.Command(filepath.Join(binDir, tool), args...).CombinedOutput()
+	return runTool(t, exec.Command(filepath.Join(binDir, tool), args...))
+}
+
+// runTool runs cmd and returns its combined output and exit code; a
+// command that could not run at all fails the test.
+func runTool(t testing.TB, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -29,7 +36,7 @@ func toolAs(t testing.TB, c *clitool.Cluster, tool, name string, args ...string)
 	case errors.As(err, &ee):
 		return string(out), ee.ExitCode()
 	default:
-		t.Fatalf("%s %q: %v\n%s", tool, args, err, out)
+		t.Fatalf("%q: %v\n%s", cmd.Args, err, out)
 		return "", -1
 	}
 }

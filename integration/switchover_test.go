@@ -38,17 +38,7 @@ func switchoverCLI(t testing.TB, c *clitool.Cluster, to string) (string, int) {
 	if to != "" {
 		args = append(args, "--to", to)
 	}
-	out, err := exec.Command(filepath.Join(binDir, "xcecli"), args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	default:
-		t.Fatalf("xcecli switchover: %v\n%s", err, out)
-		return "", -1
-	}
+	return runTool(t, exec.Command(filepath.Join(binDir, "xcecli"), args...))
 }
 
 var switchedLine = regexp.MustCompile(`^switched over: (\S+) is primary \(term (\d+)\) after (\S+)\n$`)

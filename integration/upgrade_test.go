@@ -49,17 +49,7 @@ func pushCLI(t testing.TB, c *clitool.Cluster, blob []byte, peers string, extra 
 		"--cert", filepath.Join(certs, "admin.crt"), "--key", filepath.Join(certs, "admin.key"), "--ca", filepath.Join(certs, "ca.crt"),
 		"--blob", f)
 	cmd.Args = append(cmd.Args, extra...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	default:
-		t.Fatalf("xce-config push: %v\n%s", err, out)
-		return "", -1
-	}
+	return runTool(t, cmd)
 }
 
 // upgraded is the blob the primary saves for blob: the same config with
