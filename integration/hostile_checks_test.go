@@ -600,6 +600,17 @@ type floodSpec struct {
 	from       net.IP
 	conns      int // connections (attack 1) or handshaking goroutines (attack 2)
 	dur        time.Duration
+	// p99Max overrides probeP99Max (0: the issue's bound, as `make
+	// hostile` holds it).
+	p99Max time.Duration
+}
+
+// probeBound is the probes' p99 bound of s.
+func (s floodSpec) probeBound() time.Duration {
+	if s.p99Max > 0 {
+		return s.p99Max
+	}
+	return probeP99Max
 }
 
 func (s floodSpec) name() string {
@@ -695,8 +706,8 @@ func runFlood(t testing.TB, spec floodSpec) floodRow {
 			fail("probes: %d of %d status calls to %s succeeded (%.1f %%, want >= %.0f %%); first failures: %s",
 				row.probes.ok, row.probes.total, e.primaryName(), 100*row.probes.rate(), 100*probeSuccessMin, strings.Join(row.probes.firstFailures, "; "))
 		}
-		if row.probes.p99 > probeP99Max {
-			fail("probes: p99 %v, want <= %v (max %v)", row.probes.p99.Round(time.Millisecond), probeP99Max, row.probes.max.Round(time.Millisecond))
+		if row.probes.p99 > spec.probeBound() {
+			fail("probes: p99 %v, want <= %v (max %v)", row.probes.p99.Round(time.Millisecond), spec.probeBound(), row.probes.max.Round(time.Millisecond))
 		}
 		switch {
 		case row.rejoin < 0:

