@@ -84,7 +84,7 @@ func TestHostileSuite(t *testing.T) {
 		}
 	})
 	t.Run("oversized-body", func(t *testing.T) {
-		f, bad := runOversized(t, 100<<20)
+		f, bad := runOversized(t, 100<<20, probeP99Max)
 		tables = append(tables, f.String()+fmt.Sprintf("%d failures\n", len(bad)))
 		for _, x := range bad {
 			t.Error(x)

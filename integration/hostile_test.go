@@ -3,8 +3,9 @@ package integration
 // The hostile suite's short versions (issue 20): each attack of
 // hostile_attacks_test.go at a small scale (4 s floods), held to the
 // same bounds as `make hostile` (hostile_suite_test.go) but one: the
-// probes' p99 during a flood is held to shortProbeP99Max, not the
-// issue's 250 ms. That figure is a latency target, met and measured by
+// p99 of the calls that must go on during an attack (the probes of a
+// flood, the other worker's submits beside an oversized body) is held to
+// shortProbeP99Max, not the issue's 250 ms. That figure is a latency target, met and measured by
 // `make hostile` on a quiet machine; here, beside the rest of `make
 // test` on a shared one, it failed at 266–845 ms with no starvation
 // (every probe answered), so these hold what they test: the primary
@@ -64,7 +65,7 @@ func TestHostileForgedOnBehalf(t *testing.T) {
 // without a length) is refused at once with a whole reply while another
 // worker's 10 ms submits go on undelayed.
 func TestHostileOversizedBody(t *testing.T) {
-	f, bad := runOversized(t, 100<<20)
+	f, bad := runOversized(t, 100<<20, shortProbeP99Max)
 	t.Logf("\n%s", f)
 	for _, b := range bad {
 		t.Error(b)
