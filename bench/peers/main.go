@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -86,7 +87,8 @@ func run() error {
 	systems := flag.String("systems", strings.Join(allSystems, ","), "the systems of a round, in order: "+strings.Join(allSystems, ", "))
 	riverInsert := flag.String("river-insert", "fast", "River's batch insert: fast (InsertManyFast, COPY) or many (InsertMany)")
 	natsAck := flag.String("nats-ack", "confirmed", "NATS acks: confirmed (each ack sent with a reply subject, a job counted once the server confirmed its ack, as xce counts) or async (fire-and-forget acks as nats bench sends them by default; the clock stops when the consumer has none pending)")
-	profDir := flag.String("profile-dir", "", "after the rounds, one more insert and work phase on each xce side with CPU profiles of its primary node and of this client written here (not part of the figures)")
+	profDir := flag.String("profile-dir", "", "after the rounds, one more insert and work phase on each xce side with CPU profiles of its nodes and of this client written here, and the CPU per job by category (not part of the figures)")
+	profJobs := flag.Int("profile-jobs", 0, "jobs of the profiled phases (0: -n)")
 	timeout := flag.Duration("timeout", 60*time.Minute, "bound on the whole run")
 	flag.Parse()
 	sys, err := parseSystems(*systems)
@@ -99,6 +101,8 @@ func run() error {
 	switch {
 	case s.Jobs < 1 || s.Batch < 1 || s.Inserters < 1 || s.Workers < 1 || s.Claim < 1 || s.RiverWorkers < 1 || s.Payload < 1 || s.Submits < 1 || *rounds < 1:
 		return errors.New("-n, -batch, -inserters, -workers, -claim, -river-workers, -payload, -submits and -rounds must be positive")
+	case *profJobs < 0:
+		return fmt.Errorf("-profile-jobs %d: not negative", *profJobs)
 	case s.Batch > 1000:
 		return fmt.Errorf("-batch %d: xce takes at most 1000 jobs per SubmitBatch", s.Batch)
 	case *riverInsert != "many" && *riverInsert != "fast":
@@ -216,7 +220,7 @@ func run() error {
 			if !ok {
 				continue
 			}
-			if err := profilePass(ctx, xs, s, res, key, *profDir); err != nil {
+			if err := profilePass(ctx, xs, s, res, key, *profDir, cmp.Or(*profJobs, s.Jobs)); err != nil {
 				return fmt.Errorf("%s: profile: %w", labels[key], err)
 			}
 		}

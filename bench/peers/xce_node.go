@@ -135,15 +135,23 @@ func startXce(ctx context.Context, parent, binDir string, nodes int, pprof bool)
 	return x, nil
 }
 
-// pprofURL is the profile root of the node serving addr ("" without
-// --pprof).
-func (x *xceCluster) pprofURL(addr string) string {
+// index is the node serving addr (-1 if none).
+func (x *xceCluster) index(addr string) int {
 	for i := range x.c.Names {
-		if fmt.Sprintf("127.0.0.1:%d", x.c.Port(i)) == addr && x.c.MetricsPorts != nil {
-			return "http://" + x.c.MetricsAddr(i) + "/debug/pprof/"
+		if fmt.Sprintf("127.0.0.1:%d", x.c.Port(i)) == addr {
+			return i
 		}
 	}
-	return ""
+	return -1
+}
+
+// metricsURL is node i's metrics listener, which serves /metrics and,
+// with --pprof, /debug/pprof/ ("" without one).
+func (x *xceCluster) metricsURL(i int) string {
+	if x.c.MetricsPorts == nil {
+		return ""
+	}
+	return "http://" + x.c.MetricsAddr(i)
 }
 
 // target is the cluster as a client sees it (the worker certificate).
