@@ -27,6 +27,7 @@ const (
 	catNetIO     = "socket read/write syscalls"
 	catSM        = "xce: state machine (sm)"
 	catWAL       = "xce: WAL framing and file writes"
+	catSnapshot  = "xce: checkpoints (snapshot encode, read back)"
 	catFsync     = "fsync (on CPU)"
 	catPeer      = "xce: peer transport and wire"
 	catXce       = "xce: API, runner, client, other"
@@ -37,7 +38,7 @@ const (
 	catOther     = "other libraries"
 )
 
-var budgetCategories = []string{catTLS, catHTTP2, catConnect, catProto, catNetIO, catSM, catWAL, catFsync, catPeer, catXce, catBench, catGC, catScheduler, catRuntime, catOther}
+var budgetCategories = []string{catTLS, catHTTP2, catConnect, catProto, catNetIO, catSM, catWAL, catSnapshot, catFsync, catPeer, catXce, catBench, catGC, catScheduler, catRuntime, catOther}
 
 // helperPrefixes are the packages whose frames are charged to their
 // caller: the runtime (allocation, stack growth, maps), the standard
@@ -74,6 +75,8 @@ func classify(stack []string) string {
 		return catFsync
 	case has(prefix("runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcStart", "runtime.gcMarkDone", "runtime.gcMarkTermination")):
 		return catGC
+	case has(prefix("github.com/xce-hpc/xce/host/compute.", "github.com/xce-hpc/xce/sm.(*SnapshotData).", "github.com/xce-hpc/xce/sm.(*SnapshotLoad).", "github.com/xce-hpc/xce/sm.(*compactInput).")):
+		return catSnapshot
 	case has(prefix("github.com/xce-hpc/xce/adapters/fileio.", "github.com/xce-hpc/xce/sm/wal.")):
 		return catWAL
 	case has(prefix("internal/poll.(*FD).Read", "internal/poll.(*FD).Write", "internal/poll.(*FD).Writev", "net.(*netFD).", "net.(*conn).Read", "net.(*conn).Write")):

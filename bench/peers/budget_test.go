@@ -23,6 +23,8 @@ func TestClassify(t *testing.T) {
 		{"a socket write under TLS", []string{"internal/runtime/syscall/linux.Syscall6", "syscall.write", "internal/poll.(*FD).Write", "net.(*conn).Write", "crypto/tls.(*Conn).Write"}, catNetIO},
 		{"a WAL file write is the WAL's", []string{"internal/runtime/syscall/linux.Syscall6", "syscall.write", "internal/poll.(*FD).Write", "os.(*File).Write", "github.com/xce-hpc/xce/adapters/fileio.(*Executor).run"}, catWAL},
 		{"fsync", []string{"internal/runtime/syscall/linux.Syscall6", "syscall.Fsync", "internal/poll.(*FD).Fsync", "os.(*File).Sync", "github.com/xce-hpc/xce/adapters/fileio.(*Executor).run"}, catFsync},
+		{"a checkpoint's encode", []string{"github.com/xce-hpc/xce/sm.encodeJobs", "github.com/xce-hpc/xce/sm.(*compactInput).encode", "github.com/xce-hpc/xce/sm.(*SnapshotData).EncodeTo", "github.com/xce-hpc/xce/host/compute.Exec", "github.com/xce-hpc/xce/adapters/fileio.(*Executor).Compute"}, catSnapshot},
+		{"a checkpoint reading the last snapshot", []string{"github.com/xce-hpc/xce/sm/wal.eachField", "github.com/xce-hpc/xce/sm/wal.ReadSnapshot", "github.com/xce-hpc/xce/sm.(*SnapshotLoad).Import"}, catSnapshot},
 		{"the state machine", []string{"github.com/xce-hpc/xce/sm/queue.(*node).less", "github.com/xce-hpc/xce/sm/queue.(*jobHeap).up", "github.com/xce-hpc/xce/sm.(*Node).Step"}, catSM},
 		{"a map lookup in sm", []string{"internal/runtime/maps.ctrlGroup.matchFull", "github.com/xce-hpc/xce/sm.HandleOf"}, catSM},
 		{"peer transport", []string{"github.com/xce-hpc/xce/adapters/wire.WriteFrame", "github.com/xce-hpc/xce/adapters/transport.(*Transport).servePeer"}, catPeer},
