@@ -220,7 +220,7 @@ func run() error {
 			if !ok {
 				continue
 			}
-			if err := profilePass(ctx, xs, s, res, key, *profDir, cmp.Or(*profJobs, s.Jobs)); err != nil {
+			if err := profilePass(ctx, xs, s, key, *profDir, cmp.Or(*profJobs, s.Jobs)); err != nil {
 				return fmt.Errorf("%s: profile: %w", labels[key], err)
 			}
 		}

@@ -2,29 +2,30 @@ package main
 
 // -profile-dir: after the measured rounds, one more insert phase and one
 // more work phase on each xce side, with a CPU profile of every node
-// (its --pprof endpoint) and of this process (the clients) over the same
-// window, and the nodes' fsync histograms read before and after; then a
-// table of CPU per job by category (budget.go) for the primary, the
-// standbys together and the client. The node's endpoint profiles for a
-// whole number of seconds, so the window is twice the phase's median
-// duration in the rounds (scaled to -profile-jobs) plus a second: the
-// idle tail costs little CPU, and a phase longer than its window is an
-// error rather than a profile of part of it.
+// (its --pprof endpoint) and of this process (the clients) while the
+// phase runs, and the nodes' fsync histograms read before and after;
+// then a table of CPU per job by category (budget.go) for the primary,
+// the standbys together and the client. The node's endpoint profiles for
+// a whole number of seconds, so each node is profiled in back-to-back
+// one-second windows until the phase is over and the windows merged:
+// the gaps between windows are a request's round trip, and the last
+// window's idle tail costs little CPU.
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -32,13 +33,13 @@ import (
 type phaseProfile struct {
 	jobs   int
 	took   time.Duration
-	window int          // seconds
+	window int          // seconds profiled (the most of any node)
 	nodes  []cpuBudget  // by node index
 	fsync  []fsyncStats // by node index: the phase's count and seconds
 	client cpuBudget
 }
 
-func profilePass(ctx context.Context, xs *xceSide, s shape, res []map[string]result, key, dir string, jobs int) error {
+func profilePass(ctx context.Context, xs *xceSide, s shape, key, dir string, jobs int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -50,24 +51,15 @@ func profilePass(ctx context.Context, xs *xceSide, s shape, res []map[string]res
 	}
 	for _, ph := range []struct {
 		name string
-		fig  figure
 		run  func() (time.Duration, error)
 	}{
-		{"insert", figInsert, func() (time.Duration, error) { return insertAll(ctx, ps, xs.insertBatch) }},
-		{"work", figWork, func() (time.Duration, error) { return xs.work(ctx, ps) }},
+		{"insert", func() (time.Duration, error) { return insertAll(ctx, ps, xs.insertBatch) }},
+		{"work", func() (time.Duration, error) { return xs.work(ctx, ps) }},
 	} {
-		r := median(column(res, key, ph.fig))
-		if math.IsNaN(r) || r <= 0 {
-			return fmt.Errorf("no %s rate measured to size the profile window", ph.name)
-		}
-		secs := int(math.Ceil(2*float64(jobs)/r)) + 1
 		base := filepath.Join(dir, fmt.Sprintf("%s-%s", key, ph.name))
-		pp, err := profileWindow(ctx, xs.cluster, secs, base, ph.run)
+		pp, err := profileWindow(ctx, xs.cluster, base, ph.run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ph.name, err)
-		}
-		if pp.took > time.Duration(secs)*time.Second {
-			return fmt.Errorf("%s took %v, longer than the %d s profile window", ph.name, pp.took, secs)
 		}
 		pp.jobs = jobs
 		printBudget(os.Stdout, labels[key], ph.name, base, prim, pp)
@@ -75,11 +67,11 @@ func profilePass(ctx context.Context, xs *xceSide, s shape, res []map[string]res
 	return nil
 }
 
-// profileWindow profiles every node of xc and this process for secs
-// seconds while phase runs, and writes the profiles under base.
-func profileWindow(ctx context.Context, xc *xceCluster, secs int, base string, phase func() (time.Duration, error)) (phaseProfile, error) {
+// profileWindow profiles every node of xc and this process while phase
+// runs, and writes the profiles under base.
+func profileWindow(ctx context.Context, xc *xceCluster, base string, phase func() (time.Duration, error)) (phaseProfile, error) {
 	n := len(xc.c.Names)
-	pp := phaseProfile{window: secs, nodes: make([]cpuBudget, n), fsync: make([]fsyncStats, n)}
+	pp := phaseProfile{nodes: make([]cpuBudget, n), fsync: make([]fsyncStats, n)}
 	before := make([]fsyncStats, n)
 	for i := range n {
 		b, err := httpGet(ctx, xc.metricsURL(i)+"/metrics")
@@ -95,17 +87,44 @@ func profileWindow(ctx context.Context, xc *xceCluster, secs int, base string, p
 		return pp, err
 	}
 	bodies := make([][]byte, n)
+	windows := make([]int, n)
+	done := make(chan struct{})
 	var g errgroup.Group
 	for i := range n {
 		g.Go(func() error {
-			b, err := httpGet(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", xc.metricsURL(i), secs))
-			bodies[i] = b
-			return err
+			var parts []*profile.Profile
+			for {
+				b, err := httpGet(ctx, xc.metricsURL(i)+"/debug/pprof/profile?seconds=1")
+				if err != nil {
+					return err
+				}
+				p, err := profile.ParseData(b)
+				if err != nil {
+					return fmt.Errorf("node %s profile: %w", xc.c.Names[i], err)
+				}
+				parts = append(parts, p)
+				select {
+				case <-done:
+					merged, err := profile.Merge(parts)
+					if err != nil {
+						return fmt.Errorf("node %s: merge %d profiles: %w", xc.c.Names[i], len(parts), err)
+					}
+					var buf bytes.Buffer
+					if err := merged.Write(&buf); err != nil {
+						return err
+					}
+					bodies[i], windows[i] = buf.Bytes(), len(parts)
+					return nil
+				default:
+				}
+			}
 		})
 	}
 	took, perr := phase()
+	close(done)
 	gerr := g.Wait()
 	pprof.StopCPUProfile()
+	pp.window = slices.Max(windows)
 	pp.took = took
 	if perr != nil {
 		return pp, perr
@@ -181,7 +200,7 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 		cols = append(cols, "standbys µs/job")
 	}
 	cols = append(cols, "client µs/job")
-	fmt.Fprintf(w, "\nCPU per job, %s, %s phase: %d jobs in %v (profiles over %d s: %s-*.pprof)\n",
+	fmt.Fprintf(w, "\nCPU per job, %s, %s phase: %d jobs in %v (each node profiled over %d s: %s-*.pprof)\n",
 		label, phase, pp.jobs, pp.took.Round(time.Millisecond), pp.window, base)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
