@@ -4,7 +4,7 @@ package main
 // one category by its stack, and a category's CPU over the phase's jobs
 // is its share of one job. The fsync is counted twice on purpose: its
 // on-CPU part here, its wait (off CPU) from the node's fsync histogram
-// (fsyncWait).
+// (parseHistogram), which also gives the checkpoints a phase caused.
 
 import (
 	"bufio"
@@ -153,17 +153,25 @@ func budgetOf(r io.Reader) (cpuBudget, error) {
 	return b, nil
 }
 
-// fsyncStats are the fsync histogram's count and sum of seconds (files
-// and directories together), read from a node's /metrics text.
-type fsyncStats struct {
+// histStats are one histogram's count and sum of seconds, over all its
+// labels (for the fsyncs: files and directories together).
+type histStats struct {
 	count float64
 	sum   float64
 }
 
-// parseFsync reads xce_fsync_duration_seconds_{count,sum} from the
-// Prometheus text exposition, summed over its labels.
-func parseFsync(text []byte) (fsyncStats, error) {
-	var st fsyncStats
+func (h histStats) minus(o histStats) histStats { return histStats{h.count - o.count, h.sum - o.sum} }
+
+// The node's histograms the budget reads.
+const (
+	metricFsync      = "xce_fsync_duration_seconds"
+	metricCheckpoint = "xce_checkpoint_duration_seconds"
+)
+
+// parseHistogram reads name's _count and _sum from the Prometheus text
+// exposition, summed over its labels.
+func parseHistogram(text []byte, name string) (histStats, error) {
+	var st histStats
 	seen := false
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -171,9 +179,9 @@ func parseFsync(text []byte) (fsyncStats, error) {
 		line := sc.Text()
 		var dst *float64
 		switch {
-		case strings.HasPrefix(line, "xce_fsync_duration_seconds_count"):
+		case strings.HasPrefix(line, name+"_count{"), strings.HasPrefix(line, name+"_count "):
 			dst = &st.count
-		case strings.HasPrefix(line, "xce_fsync_duration_seconds_sum"):
+		case strings.HasPrefix(line, name+"_sum{"), strings.HasPrefix(line, name+"_sum "):
 			dst = &st.sum
 		default:
 			continue
@@ -187,20 +195,20 @@ func parseFsync(text []byte) (fsyncStats, error) {
 		}
 		fields := strings.Fields(rest)
 		if len(fields) == 0 {
-			return fsyncStats{}, fmt.Errorf("metrics line %q: no value", line)
+			return histStats{}, fmt.Errorf("metrics line %q: no value", line)
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil {
-			return fsyncStats{}, fmt.Errorf("metrics line %q: %w", line, err)
+			return histStats{}, fmt.Errorf("metrics line %q: %w", line, err)
 		}
 		*dst += v
 		seen = true
 	}
 	if err := sc.Err(); err != nil {
-		return fsyncStats{}, err
+		return histStats{}, err
 	}
 	if !seen {
-		return fsyncStats{}, fmt.Errorf("no xce_fsync_duration_seconds in the metrics")
+		return histStats{}, fmt.Errorf("no %s in the metrics", name)
 	}
 	return st, nil
 }

@@ -102,7 +102,7 @@ func TestBudgetOf(t *testing.T) {
 	}
 }
 
-func TestParseFsync(t *testing.T) {
+func TestParseHistogram(t *testing.T) {
 	good := `# HELP xce_fsync_duration_seconds Time of each fsync the node asked for, of a file or of a directory.
 # TYPE xce_fsync_duration_seconds histogram
 xce_fsync_duration_seconds_bucket{target="file",le="5e-05"} 0
@@ -111,20 +111,25 @@ xce_fsync_duration_seconds_count{target="dir"} 2
 xce_fsync_duration_seconds_sum{target="file"} 1.25
 xce_fsync_duration_seconds_count{target="file"} 100 1700000000000
 xce_claim_duration_seconds_count 7
+xce_checkpoint_duration_seconds_sum 0.25
+xce_checkpoint_duration_seconds_count 1
 `
 	for _, c := range []struct {
 		name    string
 		text    string
-		want    fsyncStats
+		metric  string
+		want    histStats
 		wantErr string
 	}{
-		{"file and dir summed, a timestamp ignored", good, fsyncStats{count: 102, sum: 1.75}, ""},
-		{"no labels", "xce_fsync_duration_seconds_count 3\nxce_fsync_duration_seconds_sum 0.003\n", fsyncStats{count: 3, sum: 0.003}, ""},
-		{"no fsync metric", "xce_claim_duration_seconds_count 7\n", fsyncStats{}, "no xce_fsync_duration_seconds"},
-		{"a bad value", "xce_fsync_duration_seconds_count{target=\"file\"} many\n", fsyncStats{}, "many"},
-		{"no value", "xce_fsync_duration_seconds_count{target=\"file\"}\n", fsyncStats{}, "no value"},
+		{"file and dir summed, a timestamp ignored", good, metricFsync, histStats{count: 102, sum: 1.75}, ""},
+		{"no labels", "xce_fsync_duration_seconds_count 3\nxce_fsync_duration_seconds_sum 0.003\n", metricFsync, histStats{count: 3, sum: 0.003}, ""},
+		{"another histogram of the same text", good, metricCheckpoint, histStats{count: 1, sum: 0.25}, ""},
+		{"a name that prefixes another is not it", "xce_fsync_duration_seconds_total_count 3\n", metricFsync, histStats{}, "no xce_fsync_duration_seconds"},
+		{"no such metric", "xce_claim_duration_seconds_count 7\n", metricFsync, histStats{}, "no xce_fsync_duration_seconds"},
+		{"a bad value", "xce_fsync_duration_seconds_count{target=\"file\"} many\n", metricFsync, histStats{}, "many"},
+		{"no value", "xce_fsync_duration_seconds_count{target=\"file\"}\n", metricFsync, histStats{}, "no value"},
 	} {
-		got, err := parseFsync([]byte(c.text))
+		got, err := parseHistogram([]byte(c.text), c.metric)
 		switch {
 		case c.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)

@@ -33,9 +33,10 @@ import (
 type phaseProfile struct {
 	jobs   int
 	took   time.Duration
-	window int          // seconds profiled (the most of any node)
-	nodes  []cpuBudget  // by node index
-	fsync  []fsyncStats // by node index: the phase's count and seconds
+	window int         // seconds profiled (the most of any node)
+	nodes  []cpuBudget // by node index
+	fsync  []histStats // by node index: the phase's fsyncs
+	ckpt   []histStats // by node index: the checkpoints completed in the phase
 	client cpuBudget
 }
 
@@ -71,15 +72,26 @@ func profilePass(ctx context.Context, xs *xceSide, s shape, key, dir string, job
 // runs, and writes the profiles under base.
 func profileWindow(ctx context.Context, xc *xceCluster, base string, phase func() (time.Duration, error)) (phaseProfile, error) {
 	n := len(xc.c.Names)
-	pp := phaseProfile{nodes: make([]cpuBudget, n), fsync: make([]fsyncStats, n)}
-	before := make([]fsyncStats, n)
-	for i := range n {
+	pp := phaseProfile{nodes: make([]cpuBudget, n), fsync: make([]histStats, n), ckpt: make([]histStats, n)}
+	// metrics reads node i's fsync and checkpoint histograms.
+	metrics := func(i int) (fsync, ckpt histStats, err error) {
 		b, err := httpGet(ctx, xc.metricsURL(i)+"/metrics")
 		if err == nil {
-			before[i], err = parseFsync(b)
+			fsync, err = parseHistogram(b, metricFsync)
+		}
+		if err == nil {
+			ckpt, err = parseHistogram(b, metricCheckpoint)
 		}
 		if err != nil {
-			return pp, fmt.Errorf("node %s metrics: %w", xc.c.Names[i], err)
+			err = fmt.Errorf("node %s metrics: %w", xc.c.Names[i], err)
+		}
+		return fsync, ckpt, err
+	}
+	fsBefore, ckBefore := make([]histStats, n), make([]histStats, n)
+	for i := range n {
+		var err error
+		if fsBefore[i], ckBefore[i], err = metrics(i); err != nil {
+			return pp, err
 		}
 	}
 	var cbuf bytes.Buffer
@@ -133,15 +145,11 @@ func profileWindow(ctx context.Context, xc *xceCluster, base string, phase func(
 		return pp, gerr
 	}
 	for i := range n {
-		b, err := httpGet(ctx, xc.metricsURL(i)+"/metrics")
+		fs, ck, err := metrics(i)
 		if err != nil {
 			return pp, err
 		}
-		after, err := parseFsync(b)
-		if err != nil {
-			return pp, fmt.Errorf("node %s metrics: %w", xc.c.Names[i], err)
-		}
-		pp.fsync[i] = fsyncStats{count: after.count - before[i].count, sum: after.sum - before[i].sum}
+		pp.fsync[i], pp.ckpt[i] = fs.minus(fsBefore[i]), ck.minus(ckBefore[i])
 		path := fmt.Sprintf("%s-%s.pprof", base, xc.c.Names[i])
 		if err := os.WriteFile(path, bodies[i], 0o644); err != nil {
 			return pp, err
@@ -183,7 +191,7 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 	}
 	var standby cpuBudget
 	standby.byCat = map[string]time.Duration{}
-	var sfs fsyncStats
+	var sfs, sck histStats
 	for i, b := range pp.nodes {
 		if i == prim {
 			continue
@@ -194,6 +202,8 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 		standby.total += b.total
 		sfs.count += pp.fsync[i].count
 		sfs.sum += pp.fsync[i].sum
+		sck.count += pp.ckpt[i].count
+		sck.sum += pp.ckpt[i].sum
 	}
 	cols := []string{"category", "primary µs/job"}
 	if len(pp.nodes) > 1 {
@@ -216,14 +226,18 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 		row(c, func(b cpuBudget) time.Duration { return b.byCat[c] })
 	}
 	row("total CPU", func(b cpuBudget) time.Duration { return b.total })
-	frow := func(name string, get func(fsyncStats) float64) {
-		cells := []string{name, fmt.Sprintf("%.2f", get(pp.fsync[prim]))}
+	hrow := func(name string, prim, standbys histStats, get func(histStats) float64) {
+		cells := []string{name, fmt.Sprintf("%.2f", get(prim))}
 		if len(pp.nodes) > 1 {
-			cells = append(cells, fmt.Sprintf("%.2f", get(sfs)))
+			cells = append(cells, fmt.Sprintf("%.2f", get(standbys)))
 		}
 		fmt.Fprintln(tw, strings.Join(append(cells, ""), "\t"))
 	}
-	frow("fsyncs per 1000 jobs", func(st fsyncStats) float64 { return 1000 * st.count / float64(pp.jobs) })
-	frow("fsync wait µs/job (off CPU, the node's histogram)", func(st fsyncStats) float64 { return st.sum * 1e6 / float64(pp.jobs) })
+	p := pp.fsync[prim]
+	hrow("fsyncs per 1000 jobs", p, sfs, func(st histStats) float64 { return 1000 * st.count / float64(pp.jobs) })
+	hrow("fsync wait µs/job (off CPU, the node's histogram)", p, sfs, func(st histStats) float64 { return st.sum * 1e6 / float64(pp.jobs) })
+	p = pp.ckpt[prim]
+	hrow("checkpoints completed in the phase", p, sck, func(st histStats) float64 { return st.count })
+	hrow("checkpoint time µs/job (wall, the node's histogram)", p, sck, func(st histStats) float64 { return st.sum * 1e6 / float64(pp.jobs) })
 	tw.Flush()
 }
