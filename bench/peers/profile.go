@@ -191,7 +191,7 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 	}
 	var standby cpuBudget
 	standby.byCat = map[string]time.Duration{}
-	var sfs, sck histStats
+	var sfs histStats
 	for i, b := range pp.nodes {
 		if i == prim {
 			continue
@@ -202,8 +202,6 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 		standby.total += b.total
 		sfs.count += pp.fsync[i].count
 		sfs.sum += pp.fsync[i].sum
-		sck.count += pp.ckpt[i].count
-		sck.sum += pp.ckpt[i].sum
 	}
 	cols := []string{"category", "primary µs/job"}
 	if len(pp.nodes) > 1 {
@@ -226,18 +224,24 @@ func printBudget(w io.Writer, label, phase, base string, prim int, pp phaseProfi
 		row(c, func(b cpuBudget) time.Duration { return b.byCat[c] })
 	}
 	row("total CPU", func(b cpuBudget) time.Duration { return b.total })
-	hrow := func(name string, prim, standbys histStats, get func(histStats) float64) {
+	// hrow is a row from the nodes' histograms; standbys false leaves
+	// their cell out (the checkpoint histogram observes a primary's only).
+	hrow := func(name string, prim, sb histStats, standbys bool, get func(histStats) float64) {
 		cells := []string{name, fmt.Sprintf("%.2f", get(prim))}
 		if len(pp.nodes) > 1 {
-			cells = append(cells, fmt.Sprintf("%.2f", get(standbys)))
+			if standbys {
+				cells = append(cells, fmt.Sprintf("%.2f", get(sb)))
+			} else {
+				cells = append(cells, "not observed")
+			}
 		}
 		fmt.Fprintln(tw, strings.Join(append(cells, ""), "\t"))
 	}
-	p := pp.fsync[prim]
-	hrow("fsyncs per 1000 jobs", p, sfs, func(st histStats) float64 { return 1000 * st.count / float64(pp.jobs) })
-	hrow("fsync wait µs/job (off CPU, the node's histogram)", p, sfs, func(st histStats) float64 { return st.sum * 1e6 / float64(pp.jobs) })
-	p = pp.ckpt[prim]
-	hrow("checkpoints completed in the phase", p, sck, func(st histStats) float64 { return st.count })
-	hrow("checkpoint time µs/job (wall, the node's histogram)", p, sck, func(st histStats) float64 { return st.sum * 1e6 / float64(pp.jobs) })
+	perK := func(st histStats) float64 { return 1000 * st.count / float64(pp.jobs) }
+	usPerJob := func(st histStats) float64 { return st.sum * 1e6 / float64(pp.jobs) }
+	hrow("fsyncs per 1000 jobs", pp.fsync[prim], sfs, true, perK)
+	hrow("fsync wait µs/job (off CPU, the node's histogram)", pp.fsync[prim], sfs, true, usPerJob)
+	hrow("checkpoints completed in the phase", pp.ckpt[prim], histStats{}, false, func(st histStats) float64 { return st.count })
+	hrow("checkpoint time µs/job (wall, the node's histogram)", pp.ckpt[prim], histStats{}, false, usPerJob)
 	tw.Flush()
 }
