@@ -20,6 +20,10 @@ RIVER_ROUNDS ?= 3
 RIVER_WORKERS ?=
 RIVER_ARGS ?=
 RIVER_TIMEOUT ?= 60m
+PEERS_JOBS ?= 200000
+PEERS_ROUNDS ?= 2
+PEERS_ARGS ?=
+PEERS_TIMEOUT ?= 60m
 HOSTILE_TIME ?= 20s
 HOSTILE_CONNS ?= 1000
 HOSTILE_HANDSHAKERS ?= 200
@@ -30,7 +34,7 @@ DIST_ARCHES ?= amd64 arm64
 DIST_CMDS := ./cmd/xcecontroller ./cmd/xcecli ./cmd/xce-config ./cmd/xcesim
 DIST_EXAMPLES := examples/xcecontroller.service examples/Containerfile examples/cluster.yaml examples/worker.py
 
-.PHONY: all build test lint vet fmt-check staticcheck unit run binaries dist sim-demo generate tzdata fuzz sim-long bench bench-scale bench-river chaos hostile clean
+.PHONY: all build test lint vet fmt-check staticcheck unit run binaries dist sim-demo generate tzdata fuzz sim-long bench bench-scale bench-peers bench-river chaos hostile clean
 
 all: build
 
@@ -39,8 +43,12 @@ build:
 
 test: lint unit
 
+# bench/peers is its own module (NATS and River stay out of xce's
+# go.mod), so ./... does not reach it: its pure helpers' tests (the
+# tables' ratios and targets, the nats-server configs) run from its dir.
 unit:
 	$(GO) test -count=1 -timeout 30m ./...
+	cd bench/peers && $(GO) test -count=1 ./...
 	python3 -m unittest discover -s python/tests
 
 lint: fmt-check vet staticcheck
@@ -51,12 +59,14 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd bench/peers && $(GO) vet ./...
 
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 staticcheck: $(BIN)/staticcheck
 	$(BIN)/staticcheck ./...
+	cd bench/peers && $(BIN)/staticcheck ./...
 
 # A local 3-node cluster on loopback: dev certificates and the sample
 # config (on n0 only) under .dev/, supervised until Ctrl-C.
@@ -160,19 +170,35 @@ bench-scale:
 	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES) $(if $(SCALE_LOGS),-scale-logs $(SCALE_LOGS)) \
 	  $(if $(SCALE_ARGS),-scale-args '$(SCALE_ARGS)')
 
-# River beside xce (issue 9 item 7): River v0.51 on a throwaway
-# PostgreSQL (Debian's postgresql, installed when missing and run as
-# root) and one xcecontroller node, the same load shape on both — insert
-# RIVER_JOBS in batches, work them with RIVER_WORKERS workers (default
-# 64), single-submit latency with 1 and 16 clients — in RIVER_ROUNDS
-# alternating rounds, then the xce/River ratios. Its own module
-# (bench/river), so River stays out of xce's go.mod; not part of `make
-# test`. The run ends by itself after RIVER_TIMEOUT (it cleans up on the
-# signal). About 5 min for the defaults on this 2-core machine.
+# xce beside the best peers (issue 23): NATS JetStream (three
+# nats-server processes with an R3 work-queue stream, and one with R1;
+# nats-server built from the module bench/peers requires) and River on a
+# throwaway PostgreSQL (Debian's postgresql, installed when missing and
+# run as root), against xce on 1 and 3 nodes — insert PEERS_JOBS in
+# batches, work them with the same jobs in flight on every system,
+# single-submit latency with 1 and 16 clients — in PEERS_ROUNDS rounds
+# that each visit every system, then the xce/peer ratios and issue 23's
+# targets. Durability before every acknowledgement on every system
+# (fsync; a majority's on 3 nodes). Its own module (bench/peers), so NATS
+# and River stay out of xce's go.mod; not part of `make test` (its unit
+# tests are). The run ends by itself after PEERS_TIMEOUT (it cleans up on
+# the signal). About 6 min for the defaults on this 2-core machine.
+# PEERS_ARGS=-systems=nats3,xce3 runs a subset; -profile-dir DIR adds a
+# profiled insert and work phase per xce side after the rounds.
+bench-peers:
+	cd bench/peers && $(GO) build -o $(BIN)/bench-peers . && \
+	  timeout -k 1m $(PEERS_TIMEOUT) $(BIN)/bench-peers -n $(PEERS_JOBS) -rounds $(PEERS_ROUNDS) \
+	  -timeout $(PEERS_TIMEOUT) $(PEERS_ARGS)
+
+# River beside xce (issue 9 item 7) in its first shape, now a subset of
+# bench-peers: River with MaxWorkers = RIVER_WORKERS (default 64, as
+# many as xce's claiming workers) and InsertMany, against one xce node
+# (RIVER_ARGS=-systems=river,xce3 for three), RIVER_ROUNDS rounds.
 bench-river:
-	cd bench/river && $(GO) build -o $(BIN)/bench-river . && \
-	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-river -n $(RIVER_JOBS) -rounds $(RIVER_ROUNDS) \
-	  $(if $(RIVER_WORKERS),-workers $(RIVER_WORKERS)) -timeout $(RIVER_TIMEOUT) $(RIVER_ARGS)
+	cd bench/peers && $(GO) build -o $(BIN)/bench-peers . && \
+	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-peers -systems river,xce1 -river-insert many \
+	  -workers $(or $(RIVER_WORKERS),64) -river-workers $(or $(RIVER_WORKERS),64) \
+	  -n $(RIVER_JOBS) -rounds $(RIVER_ROUNDS) -timeout $(RIVER_TIMEOUT) $(RIVER_ARGS)
 
 clean:
 	rm -rf $(BIN) .dev dist

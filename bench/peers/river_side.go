@@ -1,11 +1,14 @@
 package main
 
 // River's side: River v0.51 with its pgx driver on the throwaway
-// PostgreSQL. Inserts go through an insert-only client (InsertMany, or
-// InsertManyFast with -river-insert fast); the work phase starts a client
-// whose one worker does nothing, with MaxWorkers = -workers and the fetch
-// settings of River's own benchmark (cmd/river bench), and counts
-// completions on a subscription as that benchmark does.
+// PostgreSQL. Inserts go through an insert-only client (InsertManyFast,
+// or InsertMany with -river-insert many); the work phase starts a client
+// whose one worker does nothing, with MaxWorkers = -river-workers (by
+// default the jobs xce and NATS hold in flight) and the fetch settings of
+// River's own benchmark (`river bench`, cmd/river/riverbench), and counts
+// completions on a subscription as that benchmark does. Each round starts
+// from an empty job table, truncated and vacuumed as that benchmark's
+// resetJobsTable does.
 
 import (
 	"context"
@@ -77,12 +80,22 @@ func newRiverSide(ctx context.Context, pg *postgres, s shape, maxConns int, fast
 	return &riverSide{pool: pool, inserts: ins, fast: fast, args: benchArgs{P: string(payloadOf(s.Payload))}, logger: logger}, nil
 }
 
-func (r *riverSide) name() string { return "River" }
-
 // reset empties the job table, so every round starts from the same state.
 func (r *riverSide) reset(ctx context.Context) error {
-	_, err := r.pool.Exec(ctx, "TRUNCATE river_job")
+	if _, err := r.pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
+		return err
+	}
+	_, err := r.pool.Exec(ctx, "VACUUM FULL river_job")
 	return err
+}
+
+func (r *riverSide) describe(s shape, version, pgVersion string) string {
+	ins := "InsertMany"
+	if r.fast {
+		ins = "InsertManyFast"
+	}
+	return fmt.Sprintf("River %s: %s, MaxWorkers %d, FetchCooldown %v, FetchPollInterval %v, on %s (initdb defaults: fsync, synchronous_commit on)",
+		version, ins, s.RiverWorkers, riverFetchCooldown, riverFetchPollInterval, pgVersion)
 }
 
 func (r *riverSide) insertBatch(ctx context.Context, _, k int) error {
@@ -113,7 +126,7 @@ func (r *riverSide) work(ctx context.Context, s shape) (time.Duration, error) {
 		Logger:            r.logger,
 		FetchCooldown:     riverFetchCooldown,
 		FetchPollInterval: riverFetchPollInterval,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.Workers}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.RiverWorkers}},
 		Workers:           workers,
 	})
 	if err != nil {
@@ -132,7 +145,7 @@ func (r *riverSide) work(ctx context.Context, s shape) (time.Duration, error) {
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer scancel()
 		if err := cl.Stop(sctx); err != nil {
-			fmt.Fprintf(os.Stderr, "bench-river: stop the River client: %v\n", err)
+			fmt.Fprintf(os.Stderr, "bench-peers: stop the River client: %v\n", err)
 		}
 	}()
 	for done := 0; done < s.Jobs; {

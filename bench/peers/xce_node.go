@@ -1,9 +1,9 @@
 package main
 
-// The xce side's processes: xcecontroller built from this repository,
+// The xce sides' processes: xcecontroller built from this repository,
 // dev certificates and the config installed the way `make run` does
-// (clitool.Cluster, configtool), 1 or 3 nodes on free loopback ports in a
-// temp dir removed at the end.
+// (clitool.Cluster, configtool), 1 or 3 nodes (quorum mode, the default
+// for 3) on free loopback ports in a temp dir removed at the end.
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 
 // benchConfig: the work queue and the latency queue (kept apart so the
 // latency jobs never reach the next round's workers).
-const benchConfig = `cluster_name: bench-river
+const benchConfig = `cluster_name: bench-peers
 port: 7600
 queues:
   - id: 1
@@ -58,30 +58,43 @@ type xceCluster struct {
 }
 
 // repoRoot is the nearest directory above the working one whose go.mod
-// is module xce.
+// is xce's module.
 func repoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module xce\n") {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/xce-hpc/xce\n") {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod of module xce above %s", wd)
+			return "", fmt.Errorf("no go.mod of module github.com/xce-hpc/xce above %s", wd)
 		}
 	}
 }
 
-// startXce builds xcecontroller and starts nodes (1: a lone primary; 3:
-// quorum mode, the default for 3) with the config on n0 only.
-func startXce(ctx context.Context, nodes int) (_ *xceCluster, err error) {
+// buildXce builds xcecontroller from the repository into binDir and
+// returns binDir.
+func buildXce(ctx context.Context, binDir string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	dir, err := os.MkdirTemp("", "xce-bench-river-xce-")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binDir+string(filepath.Separator), "./cmd/xcecontroller")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/xcecontroller: %w\n%s", err, out)
+	}
+	return binDir, nil
+}
+
+// startXce starts nodes (1: a lone primary; 3: quorum mode) from the
+// xcecontroller in binDir, in a new directory under parent, with the
+// config on n0 only; with pprof, each node also serves Go's profiles on
+// a loopback metrics port.
+func startXce(ctx context.Context, parent, binDir string, nodes int, pprof bool) (_ *xceCluster, err error) {
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("xce%d-", nodes))
 	if err != nil {
 		return nil, err
 	}
@@ -91,17 +104,15 @@ func startXce(ctx context.Context, nodes int) (_ *xceCluster, err error) {
 			x.stop()
 		}
 	}()
-	bin := filepath.Join(dir, "bin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/xcecontroller")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/xcecontroller: %w\n%s", err, out)
-	}
-	ports, err := freePorts(nodes)
+	ports, err := freePorts(2 * nodes)
 	if err != nil {
 		return nil, err
 	}
-	x.c = clitool.NewClusterPorts(filepath.Join(dir, "cluster"), bin, ports)
+	x.c = clitool.NewClusterPorts(filepath.Join(dir, "cluster"), binDir, ports[:nodes])
+	if pprof {
+		x.c.MetricsPorts = ports[nodes:]
+		x.c.Args = append(x.c.Args, "--pprof")
+	}
 	if err := x.c.Prepare(""); err != nil {
 		return nil, err
 	}
@@ -122,6 +133,25 @@ func startXce(ctx context.Context, nodes int) (_ *xceCluster, err error) {
 		}
 	}
 	return x, nil
+}
+
+// index is the node serving addr (-1 if none).
+func (x *xceCluster) index(addr string) int {
+	for i := range x.c.Names {
+		if fmt.Sprintf("127.0.0.1:%d", x.c.Port(i)) == addr {
+			return i
+		}
+	}
+	return -1
+}
+
+// metricsURL is node i's metrics listener, which serves /metrics and,
+// with --pprof, /debug/pprof/ ("" without one).
+func (x *xceCluster) metricsURL(i int) string {
+	if x.c.MetricsPorts == nil {
+		return ""
+	}
+	return "http://" + x.c.MetricsAddr(i)
 }
 
 // target is the cluster as a client sees it (the worker certificate).
@@ -157,7 +187,7 @@ func (x *xceCluster) stop() {
 		x.c.Stop()
 	}
 	if err := os.RemoveAll(x.dir); err != nil {
-		fmt.Fprintf(os.Stderr, "bench-river: remove %s: %v\n", x.dir, err)
+		fmt.Fprintf(os.Stderr, "bench-peers: remove %s: %v\n", x.dir, err)
 	}
 }
 

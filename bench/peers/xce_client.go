@@ -119,7 +119,7 @@ func dialXce(_ context.Context, t xceTarget, addr string) (xceConn, error) {
 func (w *apiConn) Submit(ctx context.Context, queue string, payload []byte) error {
 	r, err := w.cl.Submit(ctx, &schema.SubmitRequest{Queue: queue, Payload: payload})
 	if err == nil && len(r.GetJobs()) != 1 {
-		err = fmt.Errorf("Submit: %d jobs in the reply", len(r.GetJobs()))
+		err = fmt.Errorf("a submit answered with %d jobs", len(r.GetJobs()))
 	}
 	return err
 }
@@ -127,7 +127,7 @@ func (w *apiConn) Submit(ctx context.Context, queue string, payload []byte) erro
 func (w *apiConn) SubmitBatch(ctx context.Context, queue string, payloads [][]byte) error {
 	r, err := w.cl.SubmitBatch(ctx, &schema.SubmitBatchRequest{Queue: queue, Payloads: payloads})
 	if err == nil && len(r.GetIds()) != len(payloads) {
-		err = fmt.Errorf("SubmitBatch: %d jobs acknowledged for %d payloads", len(r.GetIds()), len(payloads))
+		err = fmt.Errorf("a batch submit acknowledged %d jobs for %d payloads", len(r.GetIds()), len(payloads))
 	}
 	return err
 }
@@ -145,11 +145,11 @@ func (w *apiConn) ClaimBatch(ctx context.Context, queue, host string, max int, a
 		return nil, err
 	}
 	if oks := r.GetOks(); len(oks) != len(hs) {
-		return nil, fmt.Errorf("Claim: %d ack results for %d handles", len(oks), len(hs))
+		return nil, fmt.Errorf("a claim answered %d ack results for %d handles", len(oks), len(hs))
 	}
 	for i, ok := range r.GetOks() {
 		if !ok {
-			return nil, fmt.Errorf("Claim: ack of job %d refused", hs[i].GetId())
+			return nil, fmt.Errorf("a claim refused the ack of job %d", hs[i].GetId())
 		}
 	}
 	out := make(claimed, len(r.GetJobs()))

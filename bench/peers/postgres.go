@@ -61,7 +61,7 @@ func pgBinDir(ctx context.Context) (string, error) {
 	if os.Geteuid() != 0 {
 		return "", errors.New("no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin; install Debian's postgresql package")
 	}
-	fmt.Fprintln(os.Stderr, "bench-river: installing Debian's postgresql package")
+	fmt.Fprintln(os.Stderr, "bench-peers: installing Debian's postgresql package")
 	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "postgresql"}} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
@@ -121,7 +121,7 @@ func startPostgres(ctx context.Context, maxConns int) (_ *postgres, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "xce-bench-river-pg-")
+	dir, err := os.MkdirTemp("", "xce-bench-peers-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +222,6 @@ func (pg *postgres) stop() {
 		}
 	}
 	if err := os.RemoveAll(pg.dir); err != nil {
-		fmt.Fprintf(os.Stderr, "bench-river: remove %s: %v\n", pg.dir, err)
+		fmt.Fprintf(os.Stderr, "bench-peers: remove %s: %v\n", pg.dir, err)
 	}
 }

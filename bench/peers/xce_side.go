@@ -1,8 +1,9 @@
 package main
 
 // xce's side: the same phases through xceConn (xce_client.go), one kept
-// connection per inserter, worker and latency client, all opened before
-// the clock starts (as River's pool is).
+// connection per inserter, worker and latency client to the primary, all
+// opened before the clock starts (as River's pool and the NATS
+// connections are).
 
 import (
 	"context"
@@ -14,21 +15,24 @@ import (
 )
 
 type xceSide struct {
+	cluster  *xceCluster
+	primary  string // the address the connections go to
 	conns    []xceConn
 	payloads [][]byte // one batch's, shared: the client only reads them
 	payload  []byte
 }
 
-// newXceSide opens n connections to the primary of t.
-func newXceSide(ctx context.Context, t xceTarget, s shape, n int) (_ *xceSide, err error) {
+// newXceSide opens n connections to the primary of xc.
+func newXceSide(ctx context.Context, xc *xceCluster, s shape, n int) (_ *xceSide, err error) {
 	if n > xceMaxConns {
 		return nil, fmt.Errorf("%d connections (the most of -inserters, -workers and 16 latency clients): a node takes at most %d per client certificate", n, xceMaxConns)
 	}
+	t := xc.target()
 	addr, err := xcePrimary(ctx, t, xceWorkQueue)
 	if err != nil {
 		return nil, err
 	}
-	x := &xceSide{payload: payloadOf(s.Payload)}
+	x := &xceSide{cluster: xc, primary: addr, payload: payloadOf(s.Payload)}
 	defer func() {
 		if err != nil {
 			x.close()
@@ -48,7 +52,16 @@ func newXceSide(ctx context.Context, t xceTarget, s shape, n int) (_ *xceSide, e
 	return x, nil
 }
 
-func (x *xceSide) name() string { return "xce" }
+func (x *xceSide) describe(s shape, nodes int) string {
+	mode := "a lone primary"
+	if nodes == 3 {
+		mode = "quorum mode, a majority's fsync before each reply"
+	}
+	return fmt.Sprintf("xce, %d node(s) (%s): xcecontroller on loopback TLS, SubmitBatch of %d, %d workers each claiming %d on a Work stream and acking them on its next claim, every record fsynced before its reply",
+		nodes, mode, s.Batch, s.Workers, s.Claim)
+}
+
+func (x *xceSide) logTail() string { return x.cluster.logTail() }
 
 // reset: nothing to do, the work phase leaves the work queue empty.
 func (x *xceSide) reset(context.Context) error { return nil }
@@ -59,10 +72,12 @@ func (x *xceSide) insertBatch(ctx context.Context, who, k int) error {
 
 // work runs s.Workers goroutines claiming up to s.Claim jobs, each claim
 // carrying the acks of the batch before (ClaimRequest.ack), until s.Jobs
-// are acknowledged.
+// are acknowledged; the time is taken when the last ack was answered,
+// not when the workers have all noticed.
 func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 	var worked atomic.Int64
 	want := int64(s.Jobs)
+	var took atomic.Int64 // ns from t0 to the ack of the last job
 	g, gctx := errgroup.WithContext(ctx)
 	t0 := time.Now()
 	for w := range s.Workers {
@@ -74,8 +89,8 @@ func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 				if err != nil {
 					return fmt.Errorf("worker %d: %w", w, err)
 				}
-				if held != nil {
-					worked.Add(int64(held.Len()))
+				if held != nil && worked.Add(int64(held.Len())) == want {
+					took.Store(int64(time.Since(t0)))
 				}
 				held = nil
 				if c.Len() == 0 {
@@ -93,11 +108,10 @@ func (x *xceSide) work(ctx context.Context, s shape) (time.Duration, error) {
 		})
 	}
 	err := g.Wait()
-	d := time.Since(t0)
 	if err == nil && worked.Load() != want {
 		err = fmt.Errorf("xce worked %d jobs, want %d", worked.Load(), want)
 	}
-	return d, err
+	return time.Duration(took.Load()), err
 }
 
 func (x *xceSide) submit(ctx context.Context, who int) error {

@@ -1,8 +1,8 @@
 package main
 
-// The load shapes both systems run, so that River and xce get the same
-// one: n jobs inserted in batches by a fixed number of inserters, and
-// single submits by 1 or 16 clients timed one by one.
+// The load shapes every system runs, so that each gets the same one: n
+// jobs inserted in batches by a fixed number of inserters, and single
+// submits by 1 or 16 clients timed one by one.
 
 import (
 	"context"
@@ -14,16 +14,17 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// shape is one round's load, the same for both systems.
+// shape is one round's load, the same for every system.
 type shape struct {
-	Jobs      int // inserted then worked
-	Batch     int // jobs per insert request
-	Inserters int // concurrent insert clients
-	Workers   int // River MaxWorkers; xce claiming goroutines
-	Claim     int // xce: jobs per claim
-	Payload   int // bytes of each job's payload
-	Submits   int // single submits per latency measurement
-	Clients   []int
+	Jobs         int // inserted then worked
+	Batch        int // jobs per insert request
+	Inserters    int // concurrent insert clients
+	Workers      int // xce claiming and NATS fetching goroutines
+	Claim        int // jobs per xce claim and per NATS fetch
+	RiverWorkers int // River MaxWorkers
+	Payload      int // bytes of each job's payload
+	Submits      int // single submits per latency measurement
+	Clients      []int
 }
 
 // insertAll calls insert(ctx, inserter, k) with k jobs until s.Jobs have
@@ -93,7 +94,7 @@ func submitLatency(ctx context.Context, s shape, clients int, submit func(ctx co
 	return latency{p50, p99}, err
 }
 
-// payloadOf is size bytes of filler: the same job body for both systems.
+// payloadOf is size bytes of filler: the same job body for every system.
 func payloadOf(size int) []byte {
 	b := make([]byte, size)
 	for i := range b {
