@@ -159,39 +159,30 @@ func TestUpgradeUsesSwitchover(t *testing.T) {
 	l := fc.runLoad(switchoverLoad)
 	waitAcks(l.h, 200, 0, "", 15*time.Second)
 
-	var saved []byte
-	var gen uint64
-	var to, done string
-	var t0 int64
-	for attempt := 1; to == ""; attempt++ {
-		if attempt > 1 {
-			t.Fatalf("the upgrade restarted the primary without a handover")
-		}
-		fc.waitSynced(p, 30*time.Second)
-		gen = uint64(1 + attempt)
-		next := configBlob(t, "faults", 4+attempt, 0)
-		saved = upgraded(t, next, gen)
-		exited := fc.c.Exited(p)
-		off := logOffset(fc.c, p)
-		t0 = l.h.now()
-		out, code := pushCLI(t, fc.c, next, "")
-		if code != 0 || strings.TrimSpace(out) != ackLine(saved, 2) {
-			t.Fatalf("push %d: exit %d, output %q; want %q", attempt, code, out, ackLine(saved, 2))
-		}
-		line := waitLog(t, fc.c, p, off, "Config upgraded to tag="+tagHex(saved)+" by CN=admin — ", 5*time.Second)
-		if code := exitCode(t, exited); code != 0 {
-			t.Fatalf("%s exit code %d after the upgrade, want 0 (restart)", fc.name(p), code)
-		}
-		m := regexp.MustCompile(`handing over to (\S+), then restarting`).FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("upgrade %d restarted %s without a handover: %s", attempt, fc.name(p), strings.TrimSpace(line))
-		}
-		if nodeIndex(fc.c, m[1]) < 0 || m[1] == fc.name(p) {
-			t.Fatalf("%s logged %q: no handover to another node", fc.name(p), line)
-		}
-		to = m[1]
-		done = waitLog(t, fc.c, p, off, "switchover done: "+to+" leads in term", time.Second)
+	fc.waitSynced(p, 30*time.Second)
+	const gen = 2
+	next := configBlob(t, "faults", 5, 0)
+	saved := upgraded(t, next, gen)
+	exited := fc.c.Exited(p)
+	off := logOffset(fc.c, p)
+	t0 := l.h.now()
+	out, code := pushCLI(t, fc.c, next, "")
+	if code != 0 || strings.TrimSpace(out) != ackLine(saved, 2) {
+		t.Fatalf("push: exit %d, output %q; want %q", code, out, ackLine(saved, 2))
 	}
+	line := waitLog(t, fc.c, p, off, "Config upgraded to tag="+tagHex(saved)+" by CN=admin — ", 5*time.Second)
+	if code := exitCode(t, exited); code != 0 {
+		t.Fatalf("%s exit code %d after the upgrade, want 0 (restart)", fc.name(p), code)
+	}
+	m := regexp.MustCompile(`handing over to (\S+), then restarting`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("the upgrade restarted %s without a handover: %s", fc.name(p), strings.TrimSpace(line))
+	}
+	if nodeIndex(fc.c, m[1]) < 0 || m[1] == fc.name(p) {
+		t.Fatalf("%s logged %q: no handover to another node", fc.name(p), line)
+	}
+	to := m[1]
+	done := waitLog(t, fc.c, p, off, "switchover done: "+to+" leads in term", time.Second)
 
 	// The new primary leads on the new config while the old one is down.
 	var others []int

@@ -156,16 +156,31 @@ func (sw *switchover) target(want int) (int, string) {
 		}
 		return want, ""
 	}
-	best := -1
-	for _, p := range j.prog.Peers() { // index order: the first of equals wins
-		if sw.unfit(p) == "" && (best < 0 || j.prog[p].Acked > j.prog[best].Acked) {
-			best = p
+	var fit []int
+	for _, p := range j.prog.Peers() {
+		if sw.unfit(p) == "" {
+			fit = append(fit, p)
 		}
 	}
+	best := sw.mostAcked(fit)
 	if best < 0 {
 		return -1, "no standby is in sync with our config"
 	}
 	return best, ""
+}
+
+// mostAcked is the standby among peers (in index order: the first of
+// equals wins) that acknowledged the most of our log; -1 if none is in a
+// sync.
+func (sw *switchover) mostAcked(peers []int) int {
+	prog := sw.journal.jobs.prog
+	best := -1
+	for _, p := range peers {
+		if prog[p] != nil && (best < 0 || prog[p].Acked > prog[best].Acked) {
+			best = p
+		}
+	}
+	return best
 }
 
 // unfit says why standby p cannot take over now ("" if it can).

@@ -215,15 +215,15 @@ func (cs *configState) handoverTarget(up *upgradeState) int {
 	if up.restart || !cs.quorumMode() || cs.sw.cur != nil {
 		return -1
 	}
-	j := cs.journal.jobs
+	prog := cs.journal.jobs.prog
 	now, timeout := int64(cs.now.Mono), int64(cs.opt.FailureTimeout)
-	best := -1
+	var live []int
 	for _, p := range up.accepted {
-		if pr := j.prog[p]; pr != nil && pr.Live(now, timeout) && (best < 0 || pr.Acked > j.prog[best].Acked) {
-			best = p
+		if pr := prog[p]; pr != nil && pr.Live(now, timeout) {
+			live = append(live, p)
 		}
 	}
-	return best
+	return cs.sw.mostAcked(live)
 }
 
 // handedOver: the handover an upgrade began ended. A primary that kept
