@@ -212,10 +212,11 @@ func (cs *configState) finishPush(up *upgradeState) {
 // push fetches the config and resyncs, and the handover waits for its
 // sync as it waits for any target to catch up (HandoverTimeout).
 func (cs *configState) handoverTarget(up *upgradeState) int {
-	if up.restart || !cs.quorumMode() || cs.sw.cur != nil {
-		return -1
+	j := cs.journal.jobs
+	if up.restart || !cs.quorumMode() || cs.sw.cur != nil || j == nil || len(up.accepted) == 0 {
+		return -1 // nobody saved it, or no job state yet (an upgrade during recovery): nobody to hand over to
 	}
-	prog := cs.journal.jobs.prog
+	prog := j.prog
 	now, timeout := int64(cs.now.Mono), int64(cs.opt.FailureTimeout)
 	var live []int
 	for _, p := range up.accepted {
