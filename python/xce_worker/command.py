@@ -11,15 +11,14 @@ import subprocess
 import sys
 import threading
 
-from .worker import Fail
+from .worker import OUTPUT_LOCK, Fail
 
 FAIL_STATUS = 100
-_out_lock = threading.Lock()
 
 
 def _copy(src, dst, last=None):
     for line in iter(src.readline, b""):
-        with _out_lock:
+        with OUTPUT_LOCK:
             dst.buffer.write(line) if hasattr(dst, "buffer") else dst.write(line.decode("utf-8", "replace"))
             dst.flush()
         if last is not None:

@@ -82,8 +82,17 @@ def bound(text, limit=MAX_ERROR):
     return b[:limit - 3].decode("utf-8", "ignore") + "..."
 
 
+# OUTPUT_LOCK serialises whole lines to the worker's stdout and stderr:
+# the runner's own lines and the commands' lines passed through
+# (command.py) come from different threads, and print writes the text and
+# its newline separately, so without it a line could land inside another.
+OUTPUT_LOCK = threading.Lock()
+
+
 def _stderr_log(msg):
-    print(f"worker: {msg}", file=sys.stderr, flush=True)
+    with OUTPUT_LOCK:
+        sys.stderr.write(f"worker: {msg}\n")
+        sys.stderr.flush()
 
 
 class Runner:
