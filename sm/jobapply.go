@@ -2,7 +2,6 @@ package sm
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/queue"
@@ -169,7 +168,7 @@ func buildRecord(r *router, now int64, req JobRequest) (*schema.WalRecord, error
 		e := &schema.WalEnqueueBatch{Queue: req.Queue, QueueId: q.GetId(), Payloads: req.Payloads,
 			Stamps: walStamps(queueStamps(q)), Priority: req.Priority, Delay: req.Delay, RunAt: req.RunAt, Expires: req.Expires,
 			Resource: req.Resource, Host: req.Host}
-		if slices.ContainsFunc(req.Keys, func(k string) bool { return k != "" }) {
+		if anyKey(req.Keys) {
 			e.IdempotencyKeys, e.IdempotencyWindowS = req.Keys, schema.IdempotencyWindowS(q)
 		}
 		rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: e}
@@ -499,4 +498,15 @@ func ReplayRecords(cfg *schema.ClusterConfig, recs []*schema.WalRecord) (*queue.
 		_ = replayApply(q, r, rec) // refused records are skipped, as recovery does
 	}
 	return q, r.routed
+}
+
+// anyKey says whether a batch names an idempotency key for any of its
+// jobs (an empty key is a job without one).
+func anyKey(keys []string) bool {
+	for _, k := range keys {
+		if k != "" {
+			return true
+		}
+	}
+	return false
 }

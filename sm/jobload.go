@@ -103,10 +103,6 @@ var errImportStopped = errors.New("import stopped")
 // It returns the last batch, which ends with the first error Decode met
 // (none: the snapshot's end), for the build to take.
 func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatch) *ImportBatch) *ImportBatch {
-	read := wal.ReadSnapshot
-	if h := l.checked; h != nil {
-		read = func(data []byte, v wal.SnapshotVisitor) error { return wal.ReadCheckedSnapshot(data, *h, v) }
-	}
 	var head wal.SnapshotHead
 	flush := func() error {
 		if b = send(b); b == nil {
@@ -117,7 +113,7 @@ func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatc
 		b.head, b.jobs, b.sched, b.keys, b.err = nil, b.jobs[:0], nil, b.keys[:0], nil
 		return nil
 	}
-	err := read(data, wal.SnapshotVisitor{
+	visit := wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {
 			head = h
 			b.head = &head
@@ -156,7 +152,13 @@ func (l *SnapshotLoad) Decode(data []byte, b *ImportBatch, send func(*ImportBatc
 			}
 			return flush()
 		},
-	})
+	}
+	var err error
+	if h := l.checked; h != nil {
+		err = wal.ReadCheckedSnapshot(data, *h, visit)
+	} else {
+		err = wal.ReadSnapshot(data, visit)
+	}
 	if errors.Is(err, errImportStopped) {
 		return nil
 	}
@@ -185,29 +187,31 @@ func (b *ImportBuild) Add(x *ImportBatch) bool {
 	if b.out.err != nil {
 		return false
 	}
-	fail := func(err error) bool {
-		b.out.err = err
-		return false
-	}
+	b.out.err = b.add(x)
+	return b.out.err == nil
+}
+
+// add is Add's work: the first error it meets fails the import.
+func (b *ImportBuild) add(x *ImportBatch) error {
 	if x.head != nil {
 		b.head = *x.head
 		im, err := queue.NewImporter(x.head.NextID, x.head.NextSeq, min(x.head.Jobs, maxImportHint))
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		b.im = im
 	}
 	if b.im == nil && (len(x.jobs) > 0 || x.sched != nil || len(x.keys) > 0) { // Decode hands on the head first
-		return fail(fmt.Errorf("%w: jobs before the snapshot's head", queue.ErrBadSnapshot))
+		return fmt.Errorf("%w: jobs before the snapshot's head", queue.ErrBadSnapshot)
 	}
 	for i := range x.jobs {
 		if err := b.im.Job(b.route(x.jobs[i])); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	if x.sched != nil {
 		if err := b.im.Schedule(importSchedule(x.sched, &b.r)); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	for _, k := range x.keys {
@@ -218,13 +222,10 @@ func (b *ImportBuild) Add(x *ImportBatch) bool {
 			k.Queue = LostAndFound
 		}
 		if err := b.im.Key(k); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	if x.err != nil {
-		return fail(x.err)
-	}
-	return true
+	return x.err
 }
 
 // Done is the import's result; the build must not be used after it.
