@@ -2,6 +2,7 @@ package sm_test
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -450,5 +451,76 @@ func TestStandbyWithStalledSnapshotTransferAsksAgain(t *testing.T) {
 	pt, pl := h.node(p).n.LogPosition()
 	if st, sl := h.node(s).n.LogPosition(); st != pt || sl != pl {
 		t.Errorf("n%d log at (term %d, lsn %d), primary at (term %d, lsn %d): never caught up", s, st, sl, pt, pl)
+	}
+}
+
+// A standby's later checkpoints build on the state its last one built
+// (compact.go, ckptBase): they read no snapshot back, and the snapshot
+// they leave is the log's state, as a promotion recovers it from the
+// files. The records between checkpoints claim and acknowledge as well
+// as enqueue, so the kept state is replayed onto, not only added to.
+func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	id := uint64(100)
+	for round := 0; round < 6; round++ {
+		enqueueN(t, h, p, 70, id)
+		id += 70
+		pn := h.node(p)
+		before := len(pn.replies)
+		h.enqueue(p, sm.ClientOp{ID: id, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 20}})
+		h.run()
+		id++
+		var claimed []sm.Reply
+		for _, r := range pn.replies[before:] {
+			if len(r.Jobs) > 0 {
+				claimed = append(claimed, r)
+			}
+		}
+		if len(claimed) != 1 {
+			t.Fatalf("round %d: the claim got %d replies with jobs", round, len(claimed))
+		}
+		for _, j := range claimed[0].Jobs[:10] {
+			h.enqueue(p, sm.ClientOp{ID: id, Req: sm.JobRequest{Kind: sm.JobAck, Handle: j.Handle()}})
+			id++
+		}
+		h.run()
+		h.advance(time.Second)
+	}
+	written := 0
+	for _, l := range h.node(s).logsWithKey("repl.compacted") {
+		if strings.Contains(l.Text, "written") {
+			written++
+		}
+	}
+	if written < 3 {
+		t.Fatalf("n%d wrote %d checkpoints; want at least 3:\n%s", s, written, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead) {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d read %s back: its checkpoints should build on the state the last one kept", s, op.Path)
+		}
+	}
+	want, wantLSN, _ := h.node(p).n.JobState()
+	wantState := want.Export()
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool {
+		_, _, rec := h.node(s).n.JobState()
+		return h.node(s).n.Role() == sm.RolePrimary && rec
+	}) {
+		t.Fatalf("n%d was not promoted and recovered", s)
+	}
+	got, gotLSN, _ := h.node(s).n.JobState()
+	if gotLSN < wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	}
+	gs := got.Export()
+	if len(gs.Jobs) != len(wantState.Jobs) { // (a new term numbers its jobs anew: NextID differs)
+		t.Fatalf("n%d recovered %d jobs; the old primary held %d", s, len(gs.Jobs), len(wantState.Jobs))
+	}
+	for k := range gs.Jobs {
+		if !reflect.DeepEqual(gs.Jobs[k], wantState.Jobs[k]) {
+			t.Fatalf("n%d recovered job %d as\n%+v\nthe old primary held\n%+v", s, k, gs.Jobs[k], wantState.Jobs[k])
+		}
 	}
 }

@@ -23,9 +23,44 @@ import (
 // write data/snap), and so does a truncation (it must not cut what the
 // snapshot covers); a promotion abandons it.
 //
+// A checkpoint keeps the state it built (ckptBase) once its snapshot is
+// durable, and the next one replays the newer records onto that state
+// instead of reading the snapshot back and decoding it again: the read
+// back was 40% of a standby's checkpoint CPU (docs/performance.md). The
+// state is the snapshot's only while nothing else writes data/snap or
+// cuts the log and the config is the same: an install, a truncation, a
+// promotion and a failed checkpoint drop it, and the next checkpoint
+// reads the snapshot as before.
+//
 // The records replay with the standby's config, so a queue the standby's
 // config lacks lands in lost_and_found in the snapshot, as it would in a
 // recovery on this node (seed 002 §6.5).
+
+// compactBase is the job state a standby checkpoint built: the state of
+// the log up to at, under the config whose hash is cfg. It is handed to
+// the next checkpoint's compute, which changes it, so at most one holds
+// it at a time.
+type compactBase struct {
+	q   *queue.Queues
+	at  logPos
+	cfg [32]byte
+}
+
+// takeBase hands the last checkpoint's state to the next if the newest
+// snapshot, newest, is the one it wrote under the config in force; the
+// standby keeps no base meanwhile (a failed checkpoint leaves the state
+// half replayed).
+func (sl *standbyLog) takeBase(newest string) *compactBase {
+	b := sl.ckptBase
+	sl.ckptBase = nil
+	if b == nil || sl.conf.cfg == nil || b.cfg != sl.conf.cfg.sum {
+		return nil
+	}
+	if lsn, ok := wal.ParseSnapshotName(newest); !ok || lsn != b.at.lsn {
+		return nil
+	}
+	return b
+}
 
 // compaction is a standby checkpoint in progress.
 type compaction struct {
@@ -79,6 +114,7 @@ type compactStep struct {
 	c     *compaction
 	snaps []string      // data/snap, sorted
 	snap  []byte        // compactSegsListed: the newest snapshot (nil: none)
+	base  *compactBase  // compactSegsListed: the state the newest snapshot holds, in memory (nil: read snap)
 	in    *compactInput // compactSegRead: what the snapshot is built from so far
 	names []string      // data/wal
 	rest  []string      // compactSegRead: the segments still to read, rest[0] the one read
@@ -123,7 +159,11 @@ func (s compactStep) resume(n *Node, r result) {
 		}
 		snaps = wal.SortSnapshots(snaps)
 		if len(snaps) == 0 {
-			n.sb.compactFrom(c, snaps, nil)
+			n.sb.compactFrom(c, snaps, nil, nil)
+			return
+		}
+		if base := n.sb.takeBase(snaps[len(snaps)-1]); base != nil {
+			n.sb.compactFrom(c, snaps, nil, base)
 			return
 		}
 		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
@@ -132,7 +172,7 @@ func (s compactStep) resume(n *Node, r result) {
 			n.sb.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
 			return
 		}
-		n.sb.compactFrom(c, s.snaps, r.Data)
+		n.sb.compactFrom(c, s.snaps, r.Data, nil)
 	case compactSegsListed:
 		n.sb.compactSegsListed(s, r.IODone)
 	case compactSegRead:
@@ -149,7 +189,7 @@ func (s compactStep) resume(n *Node, r result) {
 			n.sb.compactFailed(c, r.failed, r.IODone)
 			return
 		}
-		n.sb.compactWritten(c, s.names)
+		n.sb.compactWritten(c, s.names, s.in)
 	case compactSegsRemoved:
 		n.run(listOps(wal.SnapDir, "fatal.recovery"), compactStep{kind: compactSnapsRelisted, c: c})
 	case compactSnapsRelisted:
@@ -159,19 +199,19 @@ func (s compactStep) resume(n *Node, r result) {
 	}
 }
 
-// compactFrom reads the segments after the snapshot snap (nil: none) and
-// writes the compacted snapshot. Nothing here is proportional to the
+// compactFrom reads the segments after the snapshot snap (nil: none, or
+// base holds its state) and writes the compacted snapshot. Nothing here is proportional to the
 // number of jobs: the reads are the executor's, and the rebuild and the
 // encoding run in the ComputeEncodeTo's Encode, on the executor's compute
 // lane.
-func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte) {
+func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte, base *compactBase) {
 	if len(snaps) > 0 {
 		if lsn, _ := wal.ParseSnapshotName(snaps[len(snaps)-1]); lsn >= c.at.lsn {
 			sl.compactDone(c, "nothing to compact")
 			return
 		}
 	}
-	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap})
+	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap, base: base})
 }
 
 // compactSegsListed plans the segments to read after the snapshot and
@@ -191,7 +231,7 @@ func (sl *standbyLog) compactSegsListed(s compactStep, d IODone) {
 		sl.compactRefused(c, err.Error())
 		return
 	}
-	in := &compactInput{cfg: sl.conf.cfgDecoded(), snap: s.snap, upto: c.at}
+	in := &compactInput{cfg: sl.conf.cfgDecoded(), cfgSum: sl.conf.cfg.sum, snap: s.snap, base: s.base, upto: c.at}
 	sl.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
 }
 
@@ -207,19 +247,54 @@ func (sl *standbyLog) compactRead(s compactStep) {
 // compactInput is what a standby checkpoint rebuilds its snapshot from:
 // all of it read already, none of it shared with the node.
 type compactInput struct {
-	cfg   *schema.ClusterConfig
-	snap  []byte   // the newest snapshot file; nil: none
-	segs  [][]byte // the segments after it, oldest first
-	paths []string
-	upto  logPos // the snapshot to build: the log up to here
+	cfg    *schema.ClusterConfig
+	cfgSum [32]byte
+	snap   []byte       // the newest snapshot file; nil: none, or base
+	base   *compactBase // the newest snapshot's state, kept from the checkpoint that wrote it
+	built  *compactBase // build's: the state it built, for the next checkpoint
+	failed error        // build's: why it could not
+	jobs   int          // estimate's
+	segs   [][]byte     // the segments after it, oldest first
+	paths  []string
+	upto   logPos // the snapshot to build: the log up to here
 }
 
-// encode rebuilds the state as recovery would — the snapshot, then the
-// records after it up to upto — and encodes it as a snapshot at upto.
+// encode is the snapshot at upto of the state build rebuilds.
 func (in *compactInput) encode() ([]byte, error) {
+	q, err := in.build()
+	if err != nil {
+		return nil, err
+	}
+	return encodeView(q.View(), in.upto.lsn, in.upto.term)
+}
+
+// build rebuilds the state as recovery would — the snapshot (or the
+// state kept from the checkpoint that wrote it), then the records after
+// it up to upto. It builds once: a second call (the simulator encodes
+// each snapshot twice, to check it unchanged) has the state it built.
+func (in *compactInput) build() (*queue.Queues, error) {
+	if in.failed != nil {
+		return nil, in.failed
+	}
+	if in.built != nil {
+		return in.built.q, nil
+	}
+	q, err := in.rebuild()
+	if err != nil {
+		in.failed = err // the base, if any, is half replayed
+		return nil, err
+	}
+	in.built = &compactBase{q: q, at: in.upto, cfg: in.cfgSum}
+	return q, nil
+}
+
+// rebuild is build's work, done once.
+func (in *compactInput) rebuild() (*queue.Queues, error) {
 	r := newRouter(in.cfg)
 	q, from := queue.New(), uint64(0)
-	if in.snap != nil {
+	if b := in.base; b != nil {
+		q, from = b.q, b.at.lsn
+	} else if in.snap != nil {
 		var err error
 		if q, from, _, err = importSnapshot(in.snap, r); err != nil {
 			return nil, fmt.Errorf("our newest snapshot does not load: %w", err)
@@ -253,19 +328,36 @@ func (in *compactInput) encode() ([]byte, error) {
 	if next <= in.upto.lsn {
 		return nil, fmt.Errorf("our segments end before lsn %d", in.upto.lsn)
 	}
-	return encodeView(q.View(), in.upto.lsn, in.upto.term)
+	return q, nil
+}
+
+// estimate sets how many jobs the snapshot will hold, about: those of the
+// base and one per 256 bytes read. It runs before the build, which then
+// owns the base.
+func (in *compactInput) estimate() {
+	n := len(in.snap)
+	for _, d := range in.segs {
+		n += len(d)
+	}
+	in.jobs = n / 256
+	if in.base != nil {
+		in.jobs += in.base.q.Len()
+	}
 }
 
 // writeCompaction writes the snapshot durably (built and encoded by the
 // executor), then removes what it makes obsolete.
 func (sl *standbyLog) writeCompaction(c *compaction, in *compactInput, names []string) {
+	in.estimate()
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
-	sl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names})
+	sl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names, in: in})
 }
 
-// compactWritten: the snapshot is durable; the segments it covers go.
-func (sl *standbyLog) compactWritten(c *compaction, names []string) {
+// compactWritten: the snapshot is durable, and the state in built holds
+// what it holds; the segments it covers go.
+func (sl *standbyLog) compactWritten(c *compaction, names []string, in *compactInput) {
+	sl.ckptBase = in.built
 	// The segment appends roll to may not exist yet: count it, so
 	// the one before it, wholly covered, goes too.
 	if next := wal.SegmentName(c.at.lsn + 1); !slices.Contains(names, next) {

@@ -93,14 +93,10 @@ type SnapshotData struct {
 }
 
 // Jobs is how many jobs the snapshot holds (for a standby's checkpoint,
-// an estimate from the bytes it rebuilds from).
+// an estimate: compactInput.estimate).
 func (s *SnapshotData) Jobs() int {
 	if c := s.compact; c != nil {
-		n := len(c.snap)
-		for _, d := range c.segs {
-			n += len(d)
-		}
-		return n / 256
+		return c.jobs
 	}
 	return s.view.Len()
 }
@@ -138,15 +134,12 @@ const SnapshotPiece = 1 << 20
 // zeros in its place, which the caller overwrites at offset 0 before the
 // file is synced (its checksum and length are known only at the end).
 func (s *SnapshotData) EncodeTo(w io.Writer) (head []byte, err error) {
-	if s.compact != nil {
-		data, err := s.compact.encode()
+	if c := s.compact; c != nil {
+		q, err := c.build()
 		if err != nil {
 			return nil, err
 		}
-		if _, err := w.Write(data); err != nil {
-			return nil, err
-		}
-		return data[:wal.SnapshotHeaderSize], nil
+		return encodeJobs(q.View(), c.upto.lsn, c.upto.term, SnapshotPiece, w)
 	}
 	return encodeJobs(s.view, s.lsn, s.term, SnapshotPiece, w)
 }

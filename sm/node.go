@@ -185,6 +185,7 @@ type standbyLog struct {
 	replWriting  int          // replicated appends in flight
 	wantSnapshot bool         // its next sync compacts its log
 	compact      *compaction  // a checkpoint of its own log in progress (compact.go)
+	ckptBase     *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
 	behind       behindMark   // since when its log stays behind its primary's (checkBehind)
 	syncAsked    int64        // Mono of its last request for a log sync
 	epochSeen    uint64       // newest sync epoch started with this primary

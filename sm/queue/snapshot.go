@@ -70,6 +70,9 @@ func (q *Queues) View() View {
 // Len is the number of jobs in the view.
 func (v View) Len() int { return v.jobs.len() }
 
+// Len is how many jobs q holds.
+func (q *Queues) Len() int { return q.jobs.len() }
+
 // Export is the view as a Snapshot, jobs sorted by ID. The jobs' payloads
 // are shared with the view (payloads are never written).
 func (v View) Export() Snapshot {
