@@ -88,9 +88,16 @@ func profileWindow(ctx context.Context, xc *xceCluster, base string, phase func(
 		return fsync, ckpt, err
 	}
 	fsBefore, ckBefore := make([]histStats, n), make([]histStats, n)
+	allocsBefore := make([][]byte, n)
 	for i := range n {
 		var err error
 		if fsBefore[i], ckBefore[i], err = metrics(i); err != nil {
+			return pp, err
+		}
+		// The allocation profile counts from the process's start: the
+		// phase's allocations are the one after it less this one
+		// (go tool pprof -diff_base).
+		if allocsBefore[i], err = httpGet(ctx, xc.metricsURL(i)+"/debug/pprof/allocs"); err != nil {
 			return pp, err
 		}
 	}
@@ -152,6 +159,16 @@ func profileWindow(ctx context.Context, xc *xceCluster, base string, phase func(
 		pp.fsync[i], pp.ckpt[i] = fs.minus(fsBefore[i]), ck.minus(ckBefore[i])
 		path := fmt.Sprintf("%s-%s.pprof", base, xc.c.Names[i])
 		if err := os.WriteFile(path, bodies[i], 0o644); err != nil {
+			return pp, err
+		}
+		allocs, err := httpGet(ctx, xc.metricsURL(i)+"/debug/pprof/allocs")
+		if err != nil {
+			return pp, err
+		}
+		if err := os.WriteFile(fmt.Sprintf("%s-%s.allocs-before.pprof", base, xc.c.Names[i]), allocsBefore[i], 0o644); err != nil {
+			return pp, err
+		}
+		if err := os.WriteFile(fmt.Sprintf("%s-%s.allocs-after.pprof", base, xc.c.Names[i]), allocs, 0o644); err != nil {
 			return pp, err
 		}
 		if pp.nodes[i], err = budgetOf(bytes.NewReader(bodies[i])); err != nil {

@@ -77,7 +77,7 @@ func (e *SnapshotEncoder) Job(j *schema.SnapshotJob) error {
 		e.err = e.c.job(j)
 	}
 	if e.err == nil {
-		e.out, e.err = appendMessage(e.out, 4, j)
+		e.out, e.err = appendSnapshotJob(e.out, 4, j)
 	}
 	e.flush(false)
 	return e.err

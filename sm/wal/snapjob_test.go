@@ -126,3 +126,62 @@ func randomFields(rt *rapid.T, m protoreflect.Message, name string) {
 		m.Set(fd, v)
 	}
 }
+
+// TestSnapshotJobEncodingMatchesProto: appendSnapshotJob is the
+// deterministic proto marshal of a SnapshotJob as a snapshot's field,
+// byte for byte, for every field the schema has (randomFields sets them
+// from the descriptor), and refuses what it refuses (a string that is
+// not UTF-8).
+func TestSnapshotJobEncodingMatchesProto(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		j := new(schema.SnapshotJob)
+		randomFields(rt, j.ProtoReflect(), "job")
+		if rapid.IntRange(0, 9).Draw(rt, "bad utf-8") == 0 {
+			bad := "q\xff" + rapid.StringN(0, 4, -1).Draw(rt, "rest")
+			switch rapid.IntRange(0, 3).Draw(rt, "which") {
+			case 0:
+				j.Queue = bad
+			case 1:
+				j.Host = bad
+			case 2:
+				j.LastError = bad
+			case 3:
+				j.Pin = bad
+			}
+		}
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(rt, "prefix")
+		want, werr := appendMessage(bytes.Clone(prefix), 4, j)
+		got, gerr := appendSnapshotJob(bytes.Clone(prefix), 4, j)
+		if (werr == nil) != (gerr == nil) {
+			rt.Fatalf("proto: %v, appendSnapshotJob: %v (job %v)", werr, gerr, j)
+		}
+		if werr == nil && !bytes.Equal(want, got) {
+			rt.Fatalf("job %v:\n proto             %x\n appendSnapshotJob %x", j, want, got)
+		}
+	})
+}
+
+func BenchmarkSnapshotJobEncode(b *testing.B) {
+	j := &schema.SnapshotJob{Id: 1 << 40, Queue: "batch", Payload: bytes.Repeat([]byte("x"), 100), State: schema.JobState_JOB_STATE_PENDING,
+		RunAt: 1767225603, Seq: 123456, EnqueuedAt: 1767225603, Attempts: 1, Stamps: &schema.WalStamps{VisibilityTimeoutS: 30, MaxAttempts: 5},
+		Host: "node017", ClaimedAt: 1767225604, ClaimExpiresAt: 1767225634, Claims: 1, ClaimTerm: 3, ClaimLsn: 98765}
+	for _, c := range []struct {
+		name string
+		enc  func([]byte, protowire.Number, *schema.SnapshotJob) ([]byte, error)
+	}{
+		{"proto", func(out []byte, n protowire.Number, j *schema.SnapshotJob) ([]byte, error) {
+			return appendMessage(out, n, j)
+		}},
+		{"direct", appendSnapshotJob},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			out := make([]byte, 0, 4096)
+			for range b.N {
+				var err error
+				if out, err = c.enc(out[:0], 4, j); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
