@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 		Heartbeat: d.HeartbeatInterval, FailureTimeout: d.FailureTimeout, DialTimeout: 500 * time.Millisecond,
 		MaxWALRecords: d.MaxWALRecords, RetainWALRecords: d.RetainWALRecords, SyncStandbys: d.SyncStandbys,
 		LogLevel: "info", LogFormat: "console",
-		GCHeadroom: 10, GCHeadroomMinMiB: 16,
+		GCHeadroom: 10, GCHeadroomMinMiB: 32,
 	}
 }
 
