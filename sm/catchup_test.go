@@ -524,3 +524,48 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot installed from the primary replaces the state a standby's
+// last checkpoint kept (ckptBase): the next checkpoint builds on the
+// installed snapshot, read from disk, not on the state from before the
+// install. The standby is cut off while the primary checkpoints past
+// what it has (no retained records), so it rejoins by snapshot.
+func TestStandbyCheckpointAfterInstallReadsTheInstalledSnapshot(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 })
+	s, other := (p+1)%3, (p+2)%3
+	enqueueN(t, h, p, 150, 1000)
+	if len(h.node(s).logsWithKey("repl.compacted")) == 0 {
+		t.Fatalf("n%d did not checkpoint before the cut", s)
+	}
+	h.cutLink(p, s)
+	h.cutLink(other, s)
+	enqueueN(t, h, p, 250, 2000)
+	synced := len(h.node(s).logsWithKey("repl.synced"))
+	h.heal()
+	if !h.advanceUntil(20*time.Second, func() bool { return len(h.node(s).logsWithKey("repl.synced")) > synced }) {
+		t.Fatalf("n%d did not rejoin by snapshot:\n%s", s, h.node(s).logDump())
+	}
+	if h.node(p).n.Role() != sm.RolePrimary {
+		t.Fatalf("n%d lost the primary role during the partition", p)
+	}
+	readsBefore := 0
+	for _, op := range h.node(s).opsOf(sm.OpRead) {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			readsBefore++
+		}
+	}
+	compacted := len(h.node(s).logsWithKey("repl.compacted"))
+	enqueueN(t, h, p, 150, 3000)
+	if len(h.node(s).logsWithKey("repl.compacted")) == compacted {
+		t.Fatalf("n%d did not checkpoint after the install:\n%s", s, h.node(s).logDump())
+	}
+	reads := 0
+	for _, op := range h.node(s).opsOf(sm.OpRead) {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			reads++
+		}
+	}
+	if reads == readsBefore {
+		t.Errorf("n%d's first checkpoint after the install read no snapshot: it built on the state from before the install", s)
+	}
+}
