@@ -5,9 +5,6 @@ import (
 	"io"
 	"slices"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/queue"
 	"github.com/xce-hpc/xce/sm/wal"
@@ -119,8 +116,7 @@ func encodeView(v queue.View, lsn, term uint64) ([]byte, error) {
 	size := 0
 	for jb := range v.Jobs() {
 		fillSnapshotJob(&sj, &st, jb)
-		n := proto.Size(&sj)
-		size += 1 + protowire.SizeVarint(uint64(n)) + n
+		size += wal.SnapshotJobSize(&sj)
 	}
 	return encodeJobs(v, lsn, term, size, nil)
 }

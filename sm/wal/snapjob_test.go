@@ -158,6 +158,9 @@ func TestSnapshotJobEncodingMatchesProto(t *testing.T) {
 		if werr == nil && !bytes.Equal(want, got) {
 			rt.Fatalf("job %v:\n proto             %x\n appendSnapshotJob %x", j, want, got)
 		}
+		if werr == nil && SnapshotJobSize(j) != len(want)-len(prefix) {
+			rt.Fatalf("job %v: SnapshotJobSize %d, proto's field %d bytes", j, SnapshotJobSize(j), len(want)-len(prefix))
+		}
 	})
 }
 

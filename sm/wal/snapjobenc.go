@@ -99,6 +99,13 @@ func snapshotJobSize(j *schema.SnapshotJob) int {
 		sizeVarintField(20, uint64(j.Claims)) + sizeVarintField(21, j.ClaimTerm) + sizeVarintField(22, j.ClaimLsn)
 }
 
+// SnapshotJobSize is the bytes j takes in a snapshot file: its tag, its
+// length and the message (a checkpoint sizes its buffer with it).
+func SnapshotJobSize(j *schema.SnapshotJob) int {
+	n := snapshotJobSize(j)
+	return tagSize(4) + varintSize(uint64(n)) + n
+}
+
 // appendSnapshotJob appends j as field num of the snapshot (tag, length,
 // message), as proto's deterministic marshal would, and refuses what it
 // would refuse: a string field that is not UTF-8, or unknown fields it
