@@ -15,17 +15,16 @@ import (
 // mutation's lost answer is ErrOutcomeUnknown, never retried, but for a
 // submit with idempotency keys; a read is retried on the next node.
 
-// Submit enqueues one job. With an idempotency key the submit is safe to
+// Submit enqueues one job, as a message on a SubmitStream stream
+// (submits.go). With an idempotency key the submit is safe to
 // repeat, and Submit repeats it itself while its outcome is unknown or
 // no primary answers (retryKeyed); the answer of a repeat that found the
 // first one's job says so (Deduplicated).
 func (c *Client) Submit(ctx context.Context, r *schema.SubmitRequest) (*schema.JobResponse, error) {
 	if r.GetIdempotencyKey() == "" {
-		return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
+		return c.submit(ctx, r)
 	}
-	return retryKeyed(ctx, c.opt, func() (*schema.JobResponse, error) {
-		return call(ctx, c, mutation, r, schemaconnect.XceClient.Submit)
-	})
+	return retryKeyed(ctx, c.opt, func() (*schema.JobResponse, error) { return c.submit(ctx, r) })
 }
 
 // SubmitBatch enqueues one job per payload in one durable write. When

@@ -28,8 +28,9 @@
 //     which the key makes safe to repeat (Submit). A read is sent on to
 //     the next node.
 //
-// A Worker's claims travel as messages on a Work stream instead, which
-// the same search opens and reopens (see Worker).
+// A Worker's claims travel as messages on a Work stream instead, and
+// Submit's as messages on SubmitStream streams, which the same search
+// opens and reopens (see Worker and Submit).
 //
 // Errors: ErrOutcomeUnknown (*OutcomeUnknownError), ErrNoPrimary
 // (*NoPrimaryError: nothing was applied anywhere), ErrRefusedLocally (the
@@ -86,6 +87,12 @@ const (
 	// sizes a claim's jobs and a list's page for JSON, smaller than
 	// binary's. Anyone may send it; it only makes answers smaller.
 	EncodingHeader = "Xce-Encoding"
+	// StreamsHeader: on a node's ClusterStatus answer, the streaming
+	// procedures it serves beyond Work, comma-separated ("SubmitStream").
+	// A node of a version before them sends none, and the client calls
+	// instead: a streaming request to a node without the procedure is
+	// answered only once the node gives up on its body.
+	StreamsHeader = "Xce-Streams"
 )
 
 // Peer is one controller of --peers: its name (its certificate's CN) and
@@ -199,6 +206,8 @@ type Client struct {
 	mu      sync.Mutex
 	primary int  // the last node that answered as primary
 	known   bool // primary is set
+
+	submits submitPool // Submit's streams (submits.go)
 }
 
 // New is a Client of peers that authenticates with mat. It dials nothing
@@ -261,6 +270,7 @@ func (c *Client) indexOf(name string) int {
 // Close closes every kept connection; calls in progress fail. The Client
 // must not be used afterwards.
 func (c *Client) Close() error {
+	c.submits.close()
 	for _, n := range c.nodes {
 		n.close()
 	}

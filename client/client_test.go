@@ -46,7 +46,14 @@ type fake struct {
 
 func startFake(t *testing.T, up ...bool) *fake {
 	t.Helper()
-	c := fakenodes.Start(t, up...)
+	return startFakeWithout(t, nil, up...)
+}
+
+// startFakeWithout is startFake with the procedures in without answered
+// as by a version without them (fakenodes.StartWithout).
+func startFakeWithout(t *testing.T, without []string, up ...bool) *fake {
+	t.Helper()
+	c := fakenodes.StartWithout(t, without, up...)
 	mat, err := tlsconf.Load(filepath.Join(c.CertDir, "admin.crt"), filepath.Join(c.CertDir, "admin.key"), filepath.Join(c.CertDir, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -32,7 +34,13 @@ type node struct {
 type conn struct {
 	cc  *http.ClientConn
 	api schemaconnect.XceClient
+	// streams: the streaming procedures beyond Work the node announced
+	// when the connection was confirmed (StreamsHeader).
+	streams []string
 }
+
+// serves: the node announced procedure p.
+func (c *conn) serves(p string) bool { return slices.Contains(c.streams, p) }
 
 func newNode(p Peer, mat *tlsconf.Material, opt Options) *node {
 	tc := mat.ClientConfigFor(p.Name)
@@ -82,10 +90,18 @@ func (n *node) dial(ctx context.Context) (*conn, error) {
 	// of the node's (even a refusal) means it accepted us. It asks for no
 	// queue depths: the answer is the published status, with no look at
 	// the node's event loop (a busy loop must not fail new connections).
-	if _, err := c.api.ClusterStatus(ctx, connect.NewRequest(&schema.ClusterStatusRequest{})); err != nil && !connect.IsWireError(err) {
+	st, err := c.api.ClusterStatus(ctx, connect.NewRequest(&schema.ClusterStatusRequest{}))
+	if err != nil && !connect.IsWireError(err) {
 		cc.Close()
 		return nil, fmt.Errorf("dial %s: the node did not accept the connection: %w", n.peer.Addr, err)
 	}
+	announced := ""
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		announced = ce.Meta().Get(StreamsHeader) // a refusal announces them too
+	} else if err == nil {
+		announced = st.Header().Get(StreamsHeader)
+	}
+	c.streams = strings.Split(announced, ",")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {

@@ -25,37 +25,70 @@ import (
 // goes to a new stream. One claim at a time: concurrent calls wait their
 // turn. Close it when done.
 type Worker struct {
-	c  *Client
-	mu sync.Mutex
-	ws *workStream // nil: none open
+	s streamer[schema.ClaimRequest]
 }
 
 // Worker is a Worker of c's cluster.
-func (c *Client) Worker() *Worker { return &Worker{c: c} }
-
-type workStream struct {
-	n      *node
-	cn     *conn
-	st     *connect.BidiStreamForClient[schema.ClaimRequest, schema.JobResponse]
-	cancel context.CancelFunc // ends the stream at once
+func (c *Client) Worker() *Worker {
+	return &Worker{s: streamer[schema.ClaimRequest]{c: c, open: (*conn).openWork}}
 }
 
 // Claim is Client.Claim on the worker's stream.
 func (w *Worker) Claim(ctx context.Context, r *schema.ClaimRequest) (*schema.JobResponse, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	return w.s.do(ctx, r)
+}
+
+// Close ends the worker's stream, if one is open.
+func (w *Worker) Close() error {
+	w.s.close()
+	return nil
+}
+
+func (cn *conn) openWork(ctx context.Context) *connect.BidiStreamForClient[schema.ClaimRequest, schema.JobResponse] {
+	return cn.api.Work(ctx)
+}
+
+func (cn *conn) openSubmits(ctx context.Context) *connect.BidiStreamForClient[schema.SubmitRequest, schema.JobResponse] {
+	return cn.api.SubmitStream(ctx)
+}
+
+// streamer sends requests one at a time over a stream kept open between
+// them (a Worker's claims, Submit's submits), with Worker's rules: the
+// search opens the stream and opens it again once it ends.
+type streamer[Req any] struct {
+	c    *Client
+	open func(*conn, context.Context) *connect.BidiStreamForClient[Req, schema.JobResponse]
+	// proc names the procedure (StreamsHeader) if a node may not serve
+	// it; unary is then the call that takes a request to such a node.
+	proc  string
+	unary Method[Req, schema.JobResponse]
+	mu    sync.Mutex
+	rs    *reqStream[Req] // nil: none open
+}
+
+type reqStream[Req any] struct {
+	n      *node
+	cn     *conn
+	st     *connect.BidiStreamForClient[Req, schema.JobResponse]
+	cancel context.CancelFunc // ends the stream at once
+}
+
+// do sends r on the open stream, or on a new one the search opens.
+func (s *streamer[Req]) do(ctx context.Context, r *Req) (*schema.JobResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := checkSize(r); err != nil {
 		return nil, err
 	}
-	if ws := w.ws; ws != nil && ws.cn.cc.Err() != nil {
-		w.closeStream() // its connection failed: r cannot go on it
+	if rs := s.rs; rs != nil && rs.cn.cc.Err() != nil {
+		s.closeStream() // its connection failed: r cannot go on it
 	}
-	if ws := w.ws; ws != nil {
-		rep, retry, err := ws.claim(ctx, w.c, r)
+	if rs := s.rs; rs != nil {
+		rep, retry, err := rs.send(ctx, s.c, r)
 		if err == nil {
 			return rep, nil
 		}
-		w.closeStream()
+		s.closeStream()
 		if !retry {
 			return nil, err
 		}
@@ -64,74 +97,81 @@ func (w *Worker) Claim(ctx context.Context, r *schema.ClaimRequest) (*schema.Job
 	}
 	var out *schema.JobResponse
 	open := func(ctx context.Context, n *node, cn *conn) (http.Header, error) {
+		if s.proc != "" && !cn.serves(s.proc) {
+			rep, err := s.unary(cn.api, ctx, connect.NewRequest(r))
+			if err != nil {
+				return nil, err
+			}
+			out = rep.Msg
+			return rep.Header(), nil
+		}
 		// The stream outlives this call (not ctx's deadline or
 		// cancellation) but keeps its values: the trace that tells the
 		// search whether the request was written.
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		ws := &workStream{n: n, cn: cn, st: cn.api.Work(sctx), cancel: cancel}
-		rep, _, err := ws.exchange(ctx, r)
+		rs := &reqStream[Req]{n: n, cn: cn, st: s.open(cn, sctx), cancel: cancel}
+		rep, _, err := rs.exchange(ctx, r)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
 		out = rep
-		hdr := ws.st.ResponseHeader()
+		hdr := rs.st.ResponseHeader()
 		if hdr.Get(PrimaryHeader) == "" {
-			w.ws = ws
+			s.rs = rs
 		} else {
-			ws.close() // a standby forwarded it and ends the stream: the next goes to the primary
+			rs.close() // a standby forwarded it and ends the stream: the next goes to the primary
 		}
 		return hdr, nil
 	}
-	if err := find(ctx, w.c, mutation, waitOf(r), open); err != nil {
+	if err := find(ctx, s.c, mutation, waitOf(r), open); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// Close ends the worker's stream, if one is open.
-func (w *Worker) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closeStream()
-	return nil
+// close ends the stream, if one is open.
+func (s *streamer[Req]) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeStream()
 }
 
-func (w *Worker) closeStream() {
-	if w.ws != nil {
-		w.ws.close()
-		w.ws = nil
+func (s *streamer[Req]) closeStream() {
+	if s.rs != nil {
+		s.rs.close()
+		s.rs = nil
 	}
 }
 
-func (ws *workStream) close() {
-	_ = ws.st.CloseRequest() // the node's read ends: it returns
-	ws.cancel()
+func (rs *reqStream[Req]) close() {
+	_ = rs.st.CloseRequest() // the node's read ends: it returns
+	rs.cancel()
 }
 
 // exchange sends r and reads its reply; ctx's end ends the stream. sent
 // is false when r was not written whole (the node cannot have applied
 // it).
-func (ws *workStream) exchange(ctx context.Context, r *schema.ClaimRequest) (_ *schema.JobResponse, sent bool, _ error) {
+func (rs *reqStream[Req]) exchange(ctx context.Context, r *Req) (_ *schema.JobResponse, sent bool, _ error) {
 	// Closing the request side first: once the node's reply headers have
 	// arrived, net/http's HTTP/2 client notices a cancelled context only
 	// after the request body ends, so a cancel alone would leave a long
 	// poll waiting for the node's answer (the whole wait).
-	stop := context.AfterFunc(ctx, ws.close)
+	stop := context.AfterFunc(ctx, rs.close)
 	defer stop()
-	if err := ws.st.Send(r); err != nil && !errors.Is(err, io.EOF) {
+	if err := rs.st.Send(r); err != nil && !errors.Is(err, io.EOF) {
 		return nil, false, err // io.EOF: the node ended the stream; Receive tells why
 	}
-	rep, err := ws.st.Receive()
+	rep, err := rs.st.Receive()
 	return rep, true, err
 }
 
-// claim is r on the open stream, bounded as a call (Timeout and r's
+// send is r on the open stream, bounded as a call (Timeout and r's
 // wait). retry means the node did not apply r: send it on a new stream.
-func (ws *workStream) claim(ctx context.Context, c *Client, r *schema.ClaimRequest) (_ *schema.JobResponse, retry bool, _ error) {
+func (rs *reqStream[Req]) send(ctx context.Context, c *Client, r *Req) (_ *schema.JobResponse, retry bool, _ error) {
 	cctx, cancel := context.WithTimeout(ctx, c.opt.Timeout+waitOf(r))
 	defer cancel()
-	rep, sent, err := ws.exchange(cctx, r)
+	rep, sent, err := rs.exchange(cctx, r)
 	ce := new(connect.Error)
 	switch {
 	case err == nil:
@@ -141,13 +181,13 @@ func (ws *workStream) claim(ctx context.Context, c *Client, r *schema.ClaimReque
 	case !sent || errors.Is(err, io.EOF):
 		return nil, true, err // not written, or the node ended the stream before reading it
 	case !errors.As(err, &ce) || !connect.IsWireError(err):
-		ws.n.drop(ws.cn)
-		return nil, false, &OutcomeUnknownError{Node: ws.n.peer.Name, Err: err}
+		rs.n.drop(rs.cn)
+		return nil, false, &OutcomeUnknownError{Node: rs.n.peer.Name, Err: err}
 	case ce.Code() == connect.CodeUnavailable:
 		return nil, true, err // nothing applied: the search follows a NotPrimary
 	case ce.Code() == connect.CodeUnknown:
-		return nil, false, &OutcomeUnknownError{Node: ws.n.peer.Name, Err: ce}
+		return nil, false, &OutcomeUnknownError{Node: rs.n.peer.Name, Err: ce}
 	default:
-		return nil, false, &NodeError{Node: ws.n.peer.Name, Err: ce}
+		return nil, false, &NodeError{Node: rs.n.peer.Name, Err: ce}
 	}
 }

@@ -1987,12 +1987,13 @@ const file_api_proto_rawDesc = "" +
 	"NotPrimary\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
 	"\fprimary_name\x18\x02 \x01(\tR\vprimaryName\x12!\n" +
-	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\x82\f\n" +
+	"\fprimary_addr\x18\x03 \x01(\tR\vprimaryAddr2\xc2\f\n" +
 	"\x03Xce\x124\n" +
 	"\x06Submit\x12\x15.xce.v1.SubmitRequest\x1a\x13.xce.v1.JobResponse\x12>\n" +
 	"\vSubmitBatch\x12\x1a.xce.v1.SubmitBatchRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
 	"\x05Claim\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse\x125\n" +
-	"\x04Work\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse(\x010\x01\x12.\n" +
+	"\x04Work\x12\x14.xce.v1.ClaimRequest\x1a\x13.xce.v1.JobResponse(\x010\x01\x12>\n" +
+	"\fSubmitStream\x12\x15.xce.v1.SubmitRequest\x1a\x13.xce.v1.JobResponse(\x010\x01\x12.\n" +
 	"\x03Ack\x12\x12.xce.v1.AckRequest\x1a\x13.xce.v1.JobResponse\x128\n" +
 	"\bAckBatch\x12\x17.xce.v1.AckBatchRequest\x1a\x13.xce.v1.JobResponse\x12:\n" +
 	"\tHeartbeat\x12\x18.xce.v1.HeartbeatRequest\x1a\x13.xce.v1.JobResponse\x122\n" +
@@ -2090,54 +2091,56 @@ var file_api_proto_depIdxs = []int32{
 	1,  // 14: xce.v1.Xce.SubmitBatch:input_type -> xce.v1.SubmitBatchRequest
 	2,  // 15: xce.v1.Xce.Claim:input_type -> xce.v1.ClaimRequest
 	2,  // 16: xce.v1.Xce.Work:input_type -> xce.v1.ClaimRequest
-	3,  // 17: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
-	4,  // 18: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
-	5,  // 19: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
-	6,  // 20: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
-	7,  // 21: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
-	8,  // 22: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
-	9,  // 23: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
-	10, // 24: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
-	11, // 25: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
-	12, // 26: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
-	13, // 27: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
-	14, // 28: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
-	15, // 29: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
-	16, // 30: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
-	17, // 31: xce.v1.Xce.ListSchedules:input_type -> xce.v1.ListSchedulesRequest
-	21, // 32: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
-	22, // 33: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
-	24, // 34: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
-	26, // 35: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
-	38, // 36: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
-	28, // 37: xce.v1.Xce.Switchover:input_type -> xce.v1.SwitchoverRequest
-	20, // 38: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
-	20, // 39: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
-	20, // 40: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
-	20, // 41: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
-	20, // 42: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
-	20, // 43: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
-	20, // 44: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
-	20, // 45: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
-	20, // 46: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
-	20, // 47: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
-	20, // 48: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
-	20, // 49: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
-	20, // 50: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
-	20, // 51: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
-	20, // 52: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
-	20, // 53: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
-	20, // 54: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
-	20, // 55: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
-	18, // 56: xce.v1.Xce.ListSchedules:output_type -> xce.v1.ListSchedulesResponse
-	39, // 57: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
-	23, // 58: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
-	25, // 59: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
-	27, // 60: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
-	30, // 61: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
-	29, // 62: xce.v1.Xce.Switchover:output_type -> xce.v1.SwitchoverResponse
-	38, // [38:63] is the sub-list for method output_type
-	13, // [13:38] is the sub-list for method input_type
+	0,  // 17: xce.v1.Xce.SubmitStream:input_type -> xce.v1.SubmitRequest
+	3,  // 18: xce.v1.Xce.Ack:input_type -> xce.v1.AckRequest
+	4,  // 19: xce.v1.Xce.AckBatch:input_type -> xce.v1.AckBatchRequest
+	5,  // 20: xce.v1.Xce.Heartbeat:input_type -> xce.v1.HeartbeatRequest
+	6,  // 21: xce.v1.Xce.Retry:input_type -> xce.v1.RetryRequest
+	7,  // 22: xce.v1.Xce.Fail:input_type -> xce.v1.FailRequest
+	8,  // 23: xce.v1.Xce.Cancel:input_type -> xce.v1.CancelRequest
+	9,  // 24: xce.v1.Xce.Get:input_type -> xce.v1.GetRequest
+	10, // 25: xce.v1.Xce.List:input_type -> xce.v1.ListRequest
+	11, // 26: xce.v1.Xce.Redrive:input_type -> xce.v1.RedriveRequest
+	12, // 27: xce.v1.Xce.Sweep:input_type -> xce.v1.SweepRequest
+	13, // 28: xce.v1.Xce.Tick:input_type -> xce.v1.TickRequest
+	14, // 29: xce.v1.Xce.DrainLostAndFound:input_type -> xce.v1.DrainLostAndFoundRequest
+	15, // 30: xce.v1.Xce.RegisterSchedule:input_type -> xce.v1.RegisterScheduleRequest
+	16, // 31: xce.v1.Xce.UnregisterSchedule:input_type -> xce.v1.UnregisterScheduleRequest
+	17, // 32: xce.v1.Xce.ListSchedules:input_type -> xce.v1.ListSchedulesRequest
+	21, // 33: xce.v1.Xce.ClusterStatus:input_type -> xce.v1.ClusterStatusRequest
+	22, // 34: xce.v1.Xce.GetConfig:input_type -> xce.v1.GetConfigRequest
+	24, // 35: xce.v1.Xce.ListQueues:input_type -> xce.v1.ListQueuesRequest
+	26, // 36: xce.v1.Xce.ListHosts:input_type -> xce.v1.ListHostsRequest
+	38, // 37: xce.v1.Xce.UpgradeConfig:input_type -> xce.schema.UpgradeConfigRequest
+	28, // 38: xce.v1.Xce.Switchover:input_type -> xce.v1.SwitchoverRequest
+	20, // 39: xce.v1.Xce.Submit:output_type -> xce.v1.JobResponse
+	20, // 40: xce.v1.Xce.SubmitBatch:output_type -> xce.v1.JobResponse
+	20, // 41: xce.v1.Xce.Claim:output_type -> xce.v1.JobResponse
+	20, // 42: xce.v1.Xce.Work:output_type -> xce.v1.JobResponse
+	20, // 43: xce.v1.Xce.SubmitStream:output_type -> xce.v1.JobResponse
+	20, // 44: xce.v1.Xce.Ack:output_type -> xce.v1.JobResponse
+	20, // 45: xce.v1.Xce.AckBatch:output_type -> xce.v1.JobResponse
+	20, // 46: xce.v1.Xce.Heartbeat:output_type -> xce.v1.JobResponse
+	20, // 47: xce.v1.Xce.Retry:output_type -> xce.v1.JobResponse
+	20, // 48: xce.v1.Xce.Fail:output_type -> xce.v1.JobResponse
+	20, // 49: xce.v1.Xce.Cancel:output_type -> xce.v1.JobResponse
+	20, // 50: xce.v1.Xce.Get:output_type -> xce.v1.JobResponse
+	20, // 51: xce.v1.Xce.List:output_type -> xce.v1.JobResponse
+	20, // 52: xce.v1.Xce.Redrive:output_type -> xce.v1.JobResponse
+	20, // 53: xce.v1.Xce.Sweep:output_type -> xce.v1.JobResponse
+	20, // 54: xce.v1.Xce.Tick:output_type -> xce.v1.JobResponse
+	20, // 55: xce.v1.Xce.DrainLostAndFound:output_type -> xce.v1.JobResponse
+	20, // 56: xce.v1.Xce.RegisterSchedule:output_type -> xce.v1.JobResponse
+	20, // 57: xce.v1.Xce.UnregisterSchedule:output_type -> xce.v1.JobResponse
+	18, // 58: xce.v1.Xce.ListSchedules:output_type -> xce.v1.ListSchedulesResponse
+	39, // 59: xce.v1.Xce.ClusterStatus:output_type -> xce.schema.StatusReply
+	23, // 60: xce.v1.Xce.GetConfig:output_type -> xce.v1.GetConfigResponse
+	25, // 61: xce.v1.Xce.ListQueues:output_type -> xce.v1.ListQueuesResponse
+	27, // 62: xce.v1.Xce.ListHosts:output_type -> xce.v1.ListHostsResponse
+	30, // 63: xce.v1.Xce.UpgradeConfig:output_type -> xce.v1.UpgradeConfigResponse
+	29, // 64: xce.v1.Xce.Switchover:output_type -> xce.v1.SwitchoverResponse
+	39, // [39:65] is the sub-list for method output_type
+	13, // [13:39] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name

@@ -21,6 +21,8 @@ import (
 	"context"
 	"crypto/x509"
 	"net/http"
+	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -72,7 +74,15 @@ type Config struct {
 	// Forward reaches the primary with this node's own certificate; nil
 	// never forwards.
 	Forward *client.Client
+	// Without: streaming procedures (client.StreamsHeader's names) not
+	// served nor announced, as by a version before them: for tests of
+	// the clients that meet such a node.
+	Without []string
 }
+
+// streams is what a node's ClusterStatus answer announces it serves
+// (client.StreamsHeader).
+var streams = []string{"SubmitStream"}
 
 // Handler is the API's path prefix and handler (the Xce service and its
 // gRPC server reflection).
@@ -100,6 +110,10 @@ func Handler(cfg Config) (string, http.Handler) {
 	_, json := schemaconnect.NewXceHandler(s, opts(client.MaxJSONMessageBytes)...)
 	mux := http.NewServeMux()
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(cfg.Without, strings.TrimPrefix(r.URL.Path, path)) {
+			http.NotFound(w, r)
+			return
+		}
 		h, limit := binary, int64(client.MaxMessageBytes)
 		if isJSON(r.Header.Get("Content-Type")) {
 			h, limit = json, client.MaxJSONMessageBytes

@@ -2,13 +2,16 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/xce-hpc/xce/adapters/wire"
+	"github.com/xce-hpc/xce/client"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/schema/schemaconnect"
 	"github.com/xce-hpc/xce/sm"
@@ -127,14 +130,39 @@ func handlesOf(hs []*schema.WalHandle) []queue.Handle {
 }
 
 func (s *server) ClusterStatus(ctx context.Context, r *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
+	// Every answer announces the streams served, a refusal too: the
+	// client reads it from the call that confirms a new connection.
+	served := s.streamsServed()
 	rep, err := s.serve(ctx, &wire.Request{Status: &schema.StatusRequest{Queues: r.Msg.GetQueues()}})
+	if err == nil && rep.StatusReply == nil {
+		err = connect.NewError(connect.CodeInternal, errNoBody)
+	}
 	if err != nil {
-		return nil, s.local(err)
+		ce := new(connect.Error)
+		if !errors.As(s.local(err), &ce) {
+			return nil, s.local(err)
+		}
+		if served != "" {
+			ce.Meta().Set(client.StreamsHeader, served)
+		}
+		return nil, ce
 	}
-	if rep.StatusReply == nil {
-		return nil, connect.NewError(connect.CodeInternal, errNoBody)
+	out := connect.NewResponse(rep.StatusReply)
+	if served != "" {
+		out.Header().Set(client.StreamsHeader, served)
 	}
-	return connect.NewResponse(rep.StatusReply), nil
+	return out, nil
+}
+
+// streamsServed is the StreamsHeader of this node's answers.
+func (s *server) streamsServed() string {
+	var served []string
+	for _, p := range streams {
+		if !slices.Contains(s.cfg.Without, p) {
+			served = append(served, p)
+		}
+	}
+	return strings.Join(served, ",")
 }
 
 func (s *server) GetConfig(ctx context.Context, _ *connect.Request[schema.GetConfigRequest]) (*connect.Response[schema.GetConfigResponse], error) {

@@ -25,11 +25,24 @@ import (
 // header names the primary): the worker then opens its next stream on
 // the primary, not through this node.
 func (s *server) Work(ctx context.Context, st *connect.BidiStream[schema.ClaimRequest, schema.JobResponse]) error {
+	return serveStream(ctx, st, s.Claim)
+}
+
+// SubmitStream serves a submitter's stream of submits as Work serves
+// claims, each exactly as the unary Submit.
+func (s *server) SubmitStream(ctx context.Context, st *connect.BidiStream[schema.SubmitRequest, schema.JobResponse]) error {
+	return serveStream(ctx, st, s.Submit)
+}
+
+// serveStream answers each request of st with unary, in order, one at a
+// time (Work's rules).
+func serveStream[Req any](ctx context.Context, st *connect.BidiStream[Req, schema.JobResponse],
+	unary func(context.Context, *connect.Request[Req]) (*jobReply, error)) error {
 	tr := callerOf(ctx).stream // nil when not served by a Transport
 	for first := true; ; first = false {
 		m, err := st.Receive()
 		if errors.Is(err, io.EOF) {
-			return nil // the worker closed the stream
+			return nil // the client closed the stream
 		}
 		if err != nil {
 			return workReadError(err)
@@ -39,7 +52,7 @@ func (s *server) Work(ctx context.Context, st *connect.BidiStream[schema.ClaimRe
 				return connect.NewError(connect.CodeInternal, err)
 			}
 		}
-		rep, err := s.Claim(ctx, connect.NewRequest(m))
+		rep, err := unary(ctx, connect.NewRequest(m))
 		if err != nil {
 			return err
 		}
@@ -51,7 +64,7 @@ func (s *server) Work(ctx context.Context, st *connect.BidiStream[schema.ClaimRe
 			return err
 		}
 		if fwd != "" {
-			return nil // forwarded: the worker's next stream goes to the primary
+			return nil // forwarded: the client's next stream goes to the primary
 		}
 		if tr != nil {
 			if err := tr.Answered(); err != nil {
@@ -69,9 +82,9 @@ func (s *server) Work(ctx context.Context, st *connect.BidiStream[schema.ClaimRe
 func workReadError(err error) error {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("work stream closed: no whole request within its bound (a stream idle too long, or a request that stalled): %w", err))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream closed: no whole request within its bound (a stream idle too long, or a request that stalled): %w", err))
 	case errors.Is(err, transport.ErrBusy):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("work stream closed: %w", err))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream closed: %w", err))
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,6 +31,16 @@ type Node struct {
 	mu     sync.Mutex
 	answer func(*wire.Request) *wire.Reply
 	seen   []*wire.Request
+	posts  map[string]int // HTTP requests by procedure
+}
+
+// Posts is how many HTTP requests came for procedure (a path such as
+// /xce.v1.Xce/Submit): a call's one each, a stream's one for all its
+// messages.
+func (f *Node) Posts(procedure string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.posts[procedure]
 }
 
 // Handle is the API handler's door.
@@ -74,6 +85,14 @@ type Cluster struct {
 // refuse connections. Every node answers "starting" until Set.
 func Start(t testing.TB, up ...bool) *Cluster {
 	t.Helper()
+	return StartWithout(t, nil, up...)
+}
+
+// StartWithout is Start with the API's streaming procedures in without
+// ("SubmitStream") neither served nor announced, as by a node of a
+// version before them (api.Config.Without).
+func StartWithout(t testing.TB, without []string, up ...bool) *Cluster {
+	t.Helper()
 	c := &Cluster{CertDir: t.TempDir()}
 	names := make([]string, len(up))
 	for i := range up {
@@ -113,7 +132,16 @@ func Start(t testing.TB, up ...bool) *Cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, h := api.Handler(api.Config{Door: n.Handle, Self: i, Peers: cpeers})
+		_, api := api.Handler(api.Config{Door: n.Handle, Self: i, Peers: cpeers, Without: without})
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.mu.Lock()
+			if n.posts == nil {
+				n.posts = map[string]int{}
+			}
+			n.posts[r.URL.Path]++
+			n.mu.Unlock()
+			api.ServeHTTP(w, r)
+		})
 		tr, err := transport.New(transport.Config{Self: i, Peers: tpeers, TLS: mat, HTTP: h})
 		if err != nil {
 			t.Fatal(err)
