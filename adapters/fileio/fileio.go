@@ -261,11 +261,17 @@ var ErrSymlink = errors.New("is a symbolic link (the controller reads only the f
 
 // Writes of writeBackMin bytes or more (a snapshot, a received snapshot's
 // chunk) are written back as they go (writeBack), in pieces of
-// writeBackPiece bytes, at most writeBackLag pieces ahead of the disk.
+// writeBackPiece bytes, at most writeBackLag pieces ahead of the disk, and
+// flushed to the device every flushPiece bytes: a WAL fsync on the same
+// disk flushes the device's cache, and with nothing flushing it between,
+// it waited for the tens of MB a checkpoint or a received snapshot had
+// put there (fsyncs of 60-110 ms while a fresh standby wrote its 280 MB
+// snapshot; docs/performance.md, "The two stalls").
 const (
 	writeBackMin   = 256 << 10
 	writeBackPiece = 1 << 20
 	writeBackLag   = 4
+	flushPiece     = 16 << 20
 )
 
 // writeFile is open(O_WRONLY|O_CREAT|O_TRUNC, 0600) + write all + close

@@ -13,6 +13,7 @@ type backWriter struct {
 	f                  *os.File
 	fd                 int
 	start, off, waited int64 // waited: bytes from start whose writeback was waited for
+	flushed            int64 // bytes from start flushed to the device (flushPiece)
 	pace               pacer
 }
 
@@ -38,6 +39,11 @@ func (w *backWriter) Write(data []byte) (int, error) {
 				_ = unix.SyncFileRange(w.fd, w.start+w.waited, lag-w.waited,
 					unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 				w.waited = lag
+				if w.waited-w.flushed >= flushPiece {
+					if err := w.flush(); err != nil {
+						return n, err
+					}
+				}
 			}
 			w.pace.wrote(k)
 		}
@@ -46,4 +52,18 @@ func (w *backWriter) Write(data []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// flush makes the bytes written back so far durable (fdatasync): the
+// device's cache is flushed by the bulk writer, a piece at a time, rather
+// than by the next WAL fsync on the same disk, which would wait for all
+// of it (see flushPiece). Its failure fails the write: after a failed
+// fdatasync the kernel may report the file's later fsync as a success,
+// the lost pages marked clean (fsyncgate), so it is never ignored.
+func (w *backWriter) flush() error {
+	if err := unix.Fdatasync(w.fd); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: w.f.Name(), Err: err}
+	}
+	w.flushed = w.waited
+	return nil
 }

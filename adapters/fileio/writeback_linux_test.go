@@ -41,11 +41,36 @@ func TestChunkAppendsWaitForTheirWriteback(t *testing.T) {
 	if wantWaited := int64(len(want)) - writeBackLag*writeBackPiece - (1 << 20); bw.waited < wantWaited {
 		t.Errorf("writeback waited for %d bytes of %d appended, want at least %d (the lag counts across appends)", bw.waited, len(want), wantWaited)
 	}
+	if bw.flushed != 0 {
+		t.Errorf("flushed %d bytes of a %d-byte file: nothing is flushed before %d bytes were written back", bw.flushed, len(want), flushPiece)
+	}
 	got, err := os.ReadFile(filepath.Join(e.Base, "snap.tmp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("file of %d bytes does not hold the %d appended in order", len(got), len(want))
+	}
+}
+
+// TestLargeWriteIsFlushedInPieces: a write of many flushPieces is
+// flushed to the device as it goes, each flush within a piece (and the
+// writeback lag) of the bytes written, not only by the final fsync.
+func TestLargeWriteIsFlushedInPieces(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newBackWriter(f, 0, 0)
+	data := bytes.Repeat([]byte("x"), 3*flushPiece+writeBackLag*writeBackPiece)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if w.flushed < 3*flushPiece {
+		t.Errorf("flushed %d bytes of %d written, want at least %d", w.flushed, len(data), 3*flushPiece)
+	}
+	if w.flushed > w.waited {
+		t.Errorf("flushed %d bytes, beyond the %d written back", w.flushed, w.waited)
 	}
 }
