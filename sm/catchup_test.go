@@ -3,10 +3,12 @@ package sm_test
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sim/simdisk"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/wal"
@@ -503,12 +505,23 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	}
 	want, wantLSN, _ := h.node(p).n.JobState()
 	wantState := want.Export()
+	readsBefore := len(h.node(s).opsOf(sm.OpRead))
 	h.kill(p)
 	if !h.advanceUntil(20*time.Second, func() bool {
 		_, _, rec := h.node(s).n.JobState()
 		return h.node(s).n.Role() == sm.RolePrimary && rec
 	}) {
 		t.Fatalf("n%d was not promoted and recovered", s)
+	}
+	// Its recovery starts from the state its last checkpoint kept: it
+	// reads segments, not the snapshot.
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "kept") }) {
+		t.Errorf("n%d's recovery did not start from the state its checkpoint kept:\n%s", s, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
 	}
 	got, gotLSN, _ := h.node(s).n.JobState()
 	if gotLSN < wantLSN {
@@ -567,5 +580,52 @@ func TestStandbyCheckpointAfterInstallReadsTheInstalledSnapshot(t *testing.T) {
 	}
 	if reads == readsBefore {
 		t.Errorf("n%d's first checkpoint after the install read no snapshot: it built on the state from before the install", s)
+	}
+}
+
+// A promotion's recovery takes the state a standby checkpoint kept only
+// under the config it was built with: after an upgrade that removed a
+// queue, the kept state still holds that queue's jobs, which a recovery
+// from the files routes to lost_and_found, and so must this one.
+func TestPromotionAfterUpgradeRoutesAsTheFilesWould(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.EnableUpgrade = 100, true })
+	enqueueN(t, h, p, 150, 1000) // into q0
+	for i := range 3 {
+		if i != p && len(h.node(i).logsWithKey("repl.compacted")) == 0 {
+			t.Fatalf("standby n%d did not checkpoint", i)
+		}
+	}
+	c := &schema.ClusterConfig{ConfigGeneration: 2, ClusterName: "Q", Port: 7000,
+		Queues: []*schema.Queue{{Id: 2, Name: "q1", VisibilityTimeoutS: 30, MaxAttempts: 5}}, Hosts: []*schema.Host{{Name: "h0"}}}
+	blob, err := schema.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256Sum(blob)
+	h.enqueue(p, sm.UpgradeConfig{ID: 77, Bytes: blob, SHA256: sum[:], Restart: true})
+	if !h.advanceUntil(10*time.Second, func() bool { return !h.node(p).up }) {
+		t.Fatalf("n%d did not restart after the upgrade:\n%s", p, h.node(p).logDump())
+	}
+	var np int
+	if !h.advanceUntil(20*time.Second, func() bool {
+		for i := range 3 {
+			if _, _, rec := h.node(i).n.JobState(); i != p && h.node(i).n.Role() == sm.RolePrimary && rec {
+				np = i
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no standby was promoted and recovered after the upgrade")
+	}
+	q, _, _ := h.node(np).n.JobState()
+	jobs := q.Export().Jobs
+	if len(jobs) != 150 {
+		t.Fatalf("n%d recovered %d jobs, want 150", np, len(jobs))
+	}
+	for _, j := range jobs {
+		if j.Queue != sm.LostAndFound {
+			t.Fatalf("n%d recovered job %d in queue %q, removed by the upgrade: want it in %s", np, j.ID, j.Queue, sm.LostAndFound)
+		}
 	}
 }

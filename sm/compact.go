@@ -62,6 +62,14 @@ func (sl *standbyLog) takeBase(newest string) *compactBase {
 	return b
 }
 
+// keptState hands over the state the last checkpoint kept (nil: none, or
+// a checkpoint has it): a promotion's recovery may start from it.
+func (sl *standbyLog) keptState() *compactBase {
+	b := sl.ckptBase
+	sl.ckptBase = nil
+	return b
+}
+
 // compaction is a standby checkpoint in progress.
 type compaction struct {
 	at       logPos // the snapshot's position: the log's end when it began

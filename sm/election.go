@@ -129,8 +129,9 @@ func (n *Node) becomePrimary(term uint64) {
 		n.conf.stopFetch("")
 	}
 	n.el.setRole(RolePrimary)
-	n.sb.endLog()           // the log's files are recovery's: no standby work goes on
-	n.disk.logClean = false // recovery may rewrite them
+	kept := n.sb.keptState() // before endLog drops it: recovery may start from it
+	n.sb.endLog()            // the log's files are recovery's: no standby work goes on
+	n.disk.logClean = false  // recovery may rewrite them
 	n.el.ha.term = term
 	n.el.primary = n.opt.Self
 	n.el.pTerm = term
@@ -147,7 +148,7 @@ func (n *Node) becomePrimary(term uint64) {
 	n.log(Info, "ha.promoted", fmt.Sprintf("Promoted to primary (term=%d, config tag=%016x%s)", term, n.conf.cfg.tag, staleNote))
 	n.el.startRound()
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
-	n.journal.startRecovery()
+	n.journal.startRecovery(kept)
 	n.sw.regained(term) // last: an upgrade's handover ends in a restart
 }
 

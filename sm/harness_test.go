@@ -72,6 +72,7 @@ type hnode struct {
 	replies []sm.Reply // client replies, in order
 	primary bool       // was ever RolePrimary
 	sws     []sm.SwitchoverReply
+	ups     []sm.UpgradeReply
 }
 
 type harness struct {
@@ -325,12 +326,10 @@ func (x harnessHost) SetTimer(t sm.SetTimer) {
 	x.hn.timers[t.Kind] = armed{gen: t.Gen, at: x.h.now + t.After}
 }
 
-func (x harnessHost) CancelTimer(t sm.CancelTimer) { delete(x.hn.timers, t.Kind) }
-func (x harnessHost) Log(l sm.Log)                 { x.hn.logs = append(x.hn.logs, l) }
-func (x harnessHost) Reply(r sm.Reply)             { x.hn.replies = append(x.hn.replies, r) }
-func (x harnessHost) UpgradeReply(r sm.UpgradeReply) {
-	x.h.t.Errorf("n%d answered an upgrade (#%d), which the harness does not model", x.hn.id, r.ID)
-}
+func (x harnessHost) CancelTimer(t sm.CancelTimer)   { delete(x.hn.timers, t.Kind) }
+func (x harnessHost) Log(l sm.Log)                   { x.hn.logs = append(x.hn.logs, l) }
+func (x harnessHost) Reply(r sm.Reply)               { x.hn.replies = append(x.hn.replies, r) }
+func (x harnessHost) UpgradeReply(r sm.UpgradeReply) { x.hn.ups = append(x.hn.ups, r) }
 
 func (x harnessHost) SwitchoverReply(r sm.SwitchoverReply) { x.hn.sws = append(x.hn.sws, r) }
 

@@ -18,8 +18,13 @@ const maxLogFile = 1 << 31
 // queue and host exist before replay (they are names the router always
 // accepts); load the newest valid snapshot, replay the WAL after it,
 // truncate a torn tail, refuse corruption before the tail.
-func (jl *journal) startRecovery() {
-	j := &jobState{q: queue.New(), r: newRouter(jl.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}}
+//
+// kept is the job state this node's last standby checkpoint built (nil:
+// none): the state its newest snapshot holds, which recovery then takes
+// instead of reading and importing the snapshot, if the snapshot it
+// plans from is that one and the config the same (compact.go).
+func (jl *journal) startRecovery(kept *compactBase) {
+	j := &jobState{q: queue.New(), r: newRouter(jl.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}, kept: kept}
 	jl.jobs = j
 	jl.ops.endJobs() // a new generation: this promotion's operations
 	prev := jl.ops.own(jl.ops.jobsOwner())
@@ -41,6 +46,18 @@ func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {
 	if plan.Snapshot == "" {
 		jl.replayFrom(j, plan, logPos{})
 		return
+	}
+	if k := j.kept; k != nil {
+		j.kept = nil
+		if plan.SnapshotLSN == k.at.lsn && jl.conf.cfg != nil && k.cfg == jl.conf.cfg.sum {
+			// The state the snapshot holds, built when it was written:
+			// nothing to read or import (a million jobs' import was most
+			// of a failover's time to serving).
+			j.lastTerm, j.q = k.at.term, k.q
+			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
+			jl.replayFrom(j, plan, k.at)
+			return
+		}
 	}
 	jl.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
 }

@@ -13,6 +13,7 @@ import (
 // jobState is the primary's durable job state: the in-memory queues, the
 // WAL it appends to with group commit, and checkpoints.
 type jobState struct {
+	kept         *compactBase // until recovery plans: a standby checkpoint's state (startRecovery)
 	q            *queue.Queues
 	r            *router
 	recovered    bool
