@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -130,7 +132,15 @@ func spontaneous(s linJob, m *linMeta, out []linJob) []linJob {
 
 // shows reports whether job j as a reply showed it matches state s.
 func shows(s linJob, j *queue.Job) bool {
-	want := map[queue.State]linState{queue.Pending: lPending, queue.Processing: lProcessing, queue.Dead: lDead}[j.State]
+	want := lAbsent // a state no reply shows
+	switch j.State {
+	case queue.Pending:
+		want = lPending
+	case queue.Processing:
+		want = lProcessing
+	case queue.Dead:
+		want = lDead
+	}
 	return s.st == want && s.claims == j.Claims && s.attempts == j.Attempts && (s.claim.LSN == 0 || s.claim == j.Claim)
 }
 
@@ -145,39 +155,39 @@ func learn(s linJob, j *queue.Job) linJob {
 }
 
 // linStep is one operation on one job's state: every possible next state
-// (none: the output is impossible from s).
-func linStep(s linJob, in linIn, out linOut) []linJob {
+// (none: the output is impossible from s), appended to next.
+func linStep(next []linJob, s linJob, in *linIn, out linOut) []linJob {
 	m := in.meta
-	same := []linJob{s}
-	either := func(alt ...linJob) []linJob {
+	// either: alt if the client learned the outcome, else alt or s.
+	either := func(alt linJob) []linJob {
 		if out.known {
-			return alt
+			return append(next, alt)
 		}
-		return append(alt, s)
+		return append(next, alt, s)
 	}
 	switch in.kind {
 	case sm.JobEnqueue, sm.JobEnqueueBatch:
 		if s.st != lAbsent {
 			if m.keyed {
-				return same // a repeat of a keyed submit: the job is the first's
+				return append(next, s) // a repeat of a keyed submit: the job is the first's
 			}
-			return nil
+			return next
 		}
 		return either(linJob{st: lPending, expires: -1})
 	case sm.JobClaim:
 		claimable := (s.st == lPending || s.st == lProcessing && s.attempts < m.maxAtt && (s.expires < 0 || !out.known || s.expires <= out.at)) &&
 			(m.pin == "" || m.pin == in.host)
-		next := linJob{st: lProcessing, claims: s.claims + 1, attempts: s.attempts + 1, expires: -1}
+		n := linJob{st: lProcessing, claims: s.claims + 1, attempts: s.attempts + 1, expires: -1}
 		switch {
 		case out.known && in.hit != nil:
-			if !claimable || in.hit.Claims != next.claims || in.hit.Attempts != next.attempts {
-				return nil
+			if !claimable || in.hit.Claims != n.claims || in.hit.Attempts != n.attempts {
+				return next
 			}
-			return []linJob{learn(next, in.hit)}
+			return append(next, learn(n, in.hit))
 		case out.known || !claimable:
-			return same
+			return append(next, s)
 		default:
-			return []linJob{s, next}
+			return append(next, s, n)
 		}
 	case sm.JobAck, sm.JobAckBatch, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		v := s.valid(in.h, out)
@@ -202,52 +212,92 @@ func linStep(s linJob, in linIn, out linOut) []linJob {
 		}
 		switch {
 		case !out.known && v == vNo:
-			return same
+			return append(next, s)
 		case !out.known:
-			return []linJob{s, applied}
+			return append(next, s, applied)
 		case out.ok && v != vNo:
-			return []linJob{applied}
+			return append(next, applied)
 		case !out.ok && v != vYes:
-			return same
+			return append(next, s)
 		}
-		return nil
+		return next
 	case sm.JobCancel:
-		return onlyIf(s, out, s.st == lPending, linJob{st: lGone})
+		return onlyIf(next, s, out, s.st == lPending, linJob{st: lGone})
 	case sm.JobRedrive:
-		return onlyIf(s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1, claim: s.claim})
+		return onlyIf(next, s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1, claim: s.claim})
 	case sm.JobGet, sm.JobList, 0:
 		if !out.known {
-			return same // a read nobody saw the answer to constrains nothing
+			return append(next, s) // a read nobody saw the answer to constrains nothing
 		}
 		if in.hit == nil {
 			if s.st == lAbsent || s.st == lGone {
-				return same
+				return append(next, s)
 			}
-			return nil
+			return next
 		}
 		if !shows(s, in.hit) {
-			return nil
+			return next
 		}
-		return []linJob{learn(s, in.hit)}
+		return append(next, learn(s, in.hit))
 	}
-	return same
+	return append(next, s)
 }
 
 // onlyIf is an operation that succeeds exactly when cond holds.
-func onlyIf(s linJob, out linOut, cond bool, applied linJob) []linJob {
+func onlyIf(next []linJob, s linJob, out linOut, cond bool, applied linJob) []linJob {
 	switch {
 	case !out.known && cond:
-		return []linJob{s, applied}
+		return append(next, s, applied)
 	case !out.known, !out.ok && !cond:
-		return []linJob{s}
+		return append(next, s)
 	case out.ok && cond:
-		return []linJob{applied}
+		return append(next, applied)
 	}
-	return nil
+	return next
+}
+
+// linSet is the model's state: the set of the job states the history so
+// far may have led to (no two equal; order is of no account).
+type linSet []linJob
+
+// step is the set of every state an operation may lead to from a state of
+// ss, each once, in first-reached order (nil: none).
+func (ss linSet) step(in *linIn, out linOut) linSet {
+	var next, cand []linJob
+	var sbuf [3]linJob // spontaneous gives s and at most two more
+	var cbuf [8]linJob
+	for _, s := range ss {
+		for _, sp := range spontaneous(s, in.meta, sbuf[:0]) {
+			cand = linStep(cbuf[:0], sp, in, out)
+			for _, n := range cand {
+				if !slices.Contains(next, n) {
+					next = append(next, n)
+				}
+			}
+		}
+	}
+	return next
+}
+
+// equal is set equality (both sides hold each state once).
+func (ss linSet) equal(o linSet) bool {
+	if len(ss) != len(o) {
+		return false
+	}
+	for _, s := range ss {
+		if !slices.Contains(o, s) {
+			return false
+		}
+	}
+	return true
 }
 
 func linModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	// A deterministic porcupine model over sets of job states (what
+	// porcupine.NondeterministicModel.ToModel builds from a step giving
+	// every next state, written here without boxing each state into an
+	// interface: that construction's allocations were most of the check).
+	return porcupine.Model{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 			idx := map[*linMeta]int{}
 			var parts [][]porcupine.Operation
@@ -263,19 +313,12 @@ func linModel() porcupine.Model {
 			}
 			return parts
 		},
-		Init: func() []any { return []any{linJob{expires: -1}} },
-		Step: func(state, input, output any) []any {
-			in, out := input.(*linIn), output.(linOut)
-			var next []any
-			var buf [3]linJob
-			for _, s := range spontaneous(state.(linJob), in.meta, buf[:0]) {
-				for _, n := range linStep(s, *in, out) {
-					next = append(next, n)
-				}
-			}
-			return next
+		Init: func() any { return linSet{{expires: -1}} },
+		Step: func(state, input, output any) (bool, any) {
+			next := state.(linSet).step(input.(*linIn), output.(linOut))
+			return len(next) > 0, next
 		},
-		Equal: func(a, b any) bool { return a.(linJob) == b.(linJob) },
+		Equal: func(a, b any) bool { return a.(linSet).equal(b.(linSet)) },
 		DescribeOperation: func(input, output any) string {
 			in, ok := input.(*linIn)
 			if !ok {
@@ -297,11 +340,13 @@ func linModel() porcupine.Model {
 			return fmt.Sprintf("%s %s h=%s hit=%s -> %s", in.meta.key, name, fmtHandle(in.h), hit, res)
 		},
 		DescribeState: func(state any) string {
-			s := state.(linJob)
-			return fmt.Sprintf("%v c%d a%d exp=%d claim=%d.%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires, s.claim.Term, s.claim.LSN)
+			var ds []string
+			for _, s := range state.(linSet) {
+				ds = append(ds, fmt.Sprintf("%v c%d a%d exp=%d claim=%d.%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires, s.claim.Term, s.claim.LSN))
+			}
+			return "{" + strings.Join(ds, ", ") + "}"
 		},
 	}
-	return nm.ToModel()
 }
 
 // checkHistory runs porcupine over the client history and the final

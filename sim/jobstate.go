@@ -160,7 +160,7 @@ func snapshotDiff(got, want queue.Snapshot) string {
 // checkContract is S6 on the live state.
 func (w *World) checkContract(nd *simNode, s *jobStateNode) {
 	seen := map[uint64]bool{}
-	for _, j := range s.q.Export().Jobs {
+	for j := range s.q.Jobs() { // Export's order, no copy of the state
 		if seen[j.ID] {
 			w.violate("S6", "n%d: job %d appears twice", nd.id, j.ID)
 			return

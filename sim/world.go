@@ -194,6 +194,7 @@ type simNode struct {
 	// (monoOff) at its start time (monoBase), as CLOCK_MONOTONIC does
 	// after a reboot; nothing may compare mono times across incarnations.
 	monoBase, monoOff time.Duration
+	host              loop.Host // simHost{w, this node}
 }
 
 // Report is what one schedule measured.
@@ -727,7 +728,10 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 			ok = false
 		}
 	}()
-	loop.Step(nd.node, clk, in, simHost{w, nd})
+	if nd.host == nil {
+		nd.host = simHost{w, nd} // boxed once, not at every step
+	}
+	loop.Step(nd.node, clk, in, nd.host)
 	return nd.up && w.fail == nil
 }
 
