@@ -79,6 +79,10 @@ type linIn struct {
 	final bool
 }
 
+// unknownOut is the output of every operation of unknown outcome.
+var unknownOut linOut
+
+// linOut is an operation's output (the history holds pointers to them).
 type linOut struct {
 	known bool  // the client learned the outcome
 	ok    bool  // Reply.OK (or OKs[i] of an ack-batch)
@@ -263,7 +267,8 @@ type linSet []linJob
 // step is the set of every state an operation may lead to from a state of
 // ss, each once, in first-reached order (nil: none).
 func (ss linSet) step(in *linIn, out linOut) linSet {
-	var next, cand []linJob
+	var nbuf [8]linJob
+	next, cand := nbuf[:0], []linJob(nil)
 	var sbuf [3]linJob // spontaneous gives s and at most two more
 	var cbuf [8]linJob
 	for _, s := range ss {
@@ -276,7 +281,13 @@ func (ss linSet) step(in *linIn, out linOut) linSet {
 			}
 		}
 	}
-	return next
+	switch {
+	case len(next) == 0:
+		return nil
+	case slices.Equal(next, ss):
+		return ss // states are never written: the same set is shared
+	}
+	return slices.Clone(next)
 }
 
 // equal is set equality (both sides hold each state once).
@@ -299,24 +310,44 @@ func linModel() porcupine.Model {
 	// interface: that construction's allocations were most of the check).
 	return porcupine.Model{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			// By job, in first-seen order, each in history order; sized
+			// by a first pass (one array under them all).
 			idx := map[*linMeta]int{}
-			var parts [][]porcupine.Operation
+			var sizes []int
 			for _, op := range h {
 				m := op.Input.(*linIn).meta
 				i, ok := idx[m]
 				if !ok {
-					i = len(parts)
+					i = len(sizes)
 					idx[m] = i
-					parts = append(parts, nil)
+					sizes = append(sizes, 0)
 				}
+				sizes[i]++
+			}
+			parts := make([][]porcupine.Operation, len(sizes))
+			all := make([]porcupine.Operation, len(h))
+			off := 0
+			for i, n := range sizes {
+				parts[i] = all[off : off : off+n]
+				off += n
+			}
+			for _, op := range h {
+				i := idx[op.Input.(*linIn).meta]
 				parts[i] = append(parts[i], op)
 			}
 			return parts
 		},
 		Init: func() any { return linSet{{expires: -1}} },
 		Step: func(state, input, output any) (bool, any) {
-			next := state.(linSet).step(input.(*linIn), output.(linOut))
-			return len(next) > 0, next
+			ss := state.(linSet)
+			next := ss.step(input.(*linIn), *output.(*linOut))
+			switch {
+			case len(next) == 0:
+				return false, nil
+			case &next[0] == &ss[0]:
+				return true, state // the same set, boxed already
+			}
+			return true, next
 		},
 		Equal: func(a, b any) bool { return a.(linSet).equal(b.(linSet)) },
 		DescribeOperation: func(input, output any) string {
@@ -324,7 +355,10 @@ func linModel() porcupine.Model {
 			if !ok {
 				return fmt.Sprintf("%v", input) // porcupine's visualization describes partition boundaries with nil
 			}
-			out, _ := output.(linOut)
+			var out linOut
+			if o, ok := output.(*linOut); ok {
+				out = *o
+			}
 			name := in.kind.String()
 			if in.final {
 				name = "final-state"
@@ -440,7 +474,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			byQueue[c.req.Queue] = append(byQueue[c.req.Queue], m.key)
 		}
 	}
-	var hist []porcupine.Operation
+	hist := make([]porcupine.Operation, 0, len(wl.calls)+len(keys)) // at least one per call, most often
 	finalAt := int64(end)
 	var ins []linIn // the inputs, allocated in chunks: boxing each was a malloc
 	input := func(in linIn) *linIn {
@@ -450,15 +484,26 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 		ins = append(ins, in)
 		return &ins[len(ins)-1]
 	}
+	var outs []linOut // the outputs, the same way (never written: shared)
+	output := func(out linOut) *linOut {
+		if out == (linOut{}) {
+			return &unknownOut
+		}
+		if len(outs) == cap(outs) {
+			outs = make([]linOut, 0, 256)
+		}
+		outs = append(outs, out)
+		return &outs[len(outs)-1]
+	}
 	add := func(c *call, in linIn, ok bool) {
 		op := porcupine.Operation{ClientId: c.client, Input: input(in), Call: int64(c.sent)}
 		if c.out == outOK {
 			late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 // only the acks it carries judge by at
-			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At, atLate: late}, int64(c.done)
+			op.Output, op.Return = output(linOut{known: true, ok: ok, at: c.rep.At, atLate: late}), int64(c.done)
 		} else {
 			// Unknown: it may take effect at any time before the final
 			// restart killed every process (no request outlives that).
-			op.Output, op.Return = linOut{}, finalAt-1
+			op.Output, op.Return = output(linOut{}), finalAt-1
 		}
 		hist = append(hist, op)
 	}
@@ -537,7 +582,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	// The final state: one read per job (keys in first-seen order).
 	for _, k := range keys {
 		in := input(linIn{meta: metas[k], final: true, hit: hitIn(final, k)})
-		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: linOut{known: true, ok: in.hit != nil}, Return: finalAt + 1})
+		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: output(linOut{known: true, ok: in.hit != nil}), Return: finalAt + 1})
 	}
 	return hist
 }

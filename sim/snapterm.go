@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 
+	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/wal"
 )
@@ -35,10 +36,12 @@ func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
 	}
 	switch {
 	case op.Op == sm.OpAppend && strings.HasPrefix(op.Path, wal.WALDir+"/"):
-		recs, _, _ := wal.Scan(op.Data)
-		for _, r := range recs {
+		// Walk takes the frames Scan takes (its decoder is proto.Unmarshal's
+		// for every input), without a fresh record per frame.
+		_, _ = wal.Walk(op.Data, func(_ int, r *schema.WalRecord) error {
 			nd.appended[r.GetLsn()] = r.GetTerm()
-		}
+			return nil
+		})
 	case op.Op == sm.OpWrite && strings.HasPrefix(op.Path, wal.SnapDir+"/"):
 		s, err := wal.DecodeSnapshot(op.Data)
 		if err != nil {
