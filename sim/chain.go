@@ -42,10 +42,23 @@ import (
 // failover may rightly discard acknowledged records (their loss is
 // measured by the durability checker), nor after a disk wipe (amnesia).
 
-// logRec is one record of a log view.
+// logRec is one record of a log view. Two records are the same record
+// when their encodings are equal (compared byte for byte; sum names one
+// in a failure).
 type logRec struct {
-	lsn, term, hash uint64
-	payload         []byte // the record's encoding (shared with the cache)
+	lsn, term uint64
+	payload   []byte // the record's encoding (shared with the cache); nil: none
+}
+
+// sum is the FNV-1a hash of an encoding, 0 for none: how a failure names
+// a record.
+func sum(payload []byte) uint64 {
+	if len(payload) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(payload) // a hash.Hash never fails
+	return h.Sum64()
 }
 
 // logView is a node's job log as recovery would rebuild it from one view
@@ -146,6 +159,7 @@ type frameCache struct {
 	snaps   map[string]snapPos
 	snapVer map[string]uint64
 	segs    map[string]*segFrames
+	walker  wal.Walker // one decoder for every walk
 }
 
 type segFrames struct {
@@ -184,7 +198,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 	if sp != nil && ver != 0 && sp.ver == ver {
 		return sp.recs
 	}
-	if sp == nil || len(data) < len(sp.data) || !bytes.Equal(data[:len(sp.data)], sp.data) {
+	if sp == nil || len(data) < len(sp.data) || !samePrefix(data, sp.data) {
 		sp = &segFrames{}
 		c.segs[name] = sp
 	}
@@ -199,7 +213,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		lsn, term uint64
 	}
 	var found []at
-	valid, _ := wal.Walk(tail, func(off int, r *schema.WalRecord) error {
+	valid, _ := c.walker.Walk(tail, func(off int, r *schema.WalRecord) error {
 		found = append(found, at{off: off, lsn: r.GetLsn(), term: r.GetTerm()})
 		return nil
 	})
@@ -210,12 +224,20 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 			end = found[i+1].off
 		}
 		p := tail[f.off+wal.HeaderSize : end]
-		h := fnv.New64a()
-		_, _ = h.Write(p) // a hash.Hash never fails
-		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, hash: h.Sum64(), payload: p})
+		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, payload: p})
 	}
 	sp.data = data[: base+valid : base+valid]
 	return sp.recs
+}
+
+// samePrefix reports whether data begins with the bytes of prefix. A
+// file's bytes never change (simdisk): data that starts at prefix's first
+// byte in memory holds it, and only other memory is compared.
+func samePrefix(data, prefix []byte) bool {
+	if len(prefix) == 0 || &data[0] == &prefix[0] {
+		return len(data) >= len(prefix)
+	}
+	return bytes.Equal(data[:len(prefix)], prefix)
 }
 
 // readLog rebuilds the log recovery would find on one view of disk d (the
@@ -280,9 +302,8 @@ func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mi
 type chainEntry struct {
 	set     bool
 	term    uint64
-	hash    uint64 // of the record's encoding; 0 with hasRec false
 	hasRec  bool   // false: known only as a snapshot's (LSN, term)
-	payload []byte // the record's encoding, with hasRec
+	payload []byte // the record's encoding, with hasRec (nil without)
 	byTerm  uint64 // commit term: the term of the first primary whose acknowledgement covered it
 	byNode  int
 	byReply uint64
@@ -492,8 +513,8 @@ func (w *World) checkChainView(i int, from uint64) {
 			if !e.set || maxTerm < e.byTerm {
 				continue
 			}
-			if e.term != r.term || e.hasRec && e.hash != r.hash {
-				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, r.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply, maxTerm)
+			if e.term != r.term || e.hasRec && !bytes.Equal(e.payload, r.payload) {
+				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, sum(r.payload), e.term, sum(e.payload), e.byTerm, e.byNode, e.byReply, maxTerm)
 				return
 			}
 		}
@@ -530,7 +551,7 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			return
 		}
 		e := cc.chain[l]
-		ref.term, ref.hash, refHash, ok = e.term, e.hash, e.hasRec, true
+		ref.term, ref.payload, refHash, ok = e.term, e.payload, e.hasRec, true
 	}
 	if !ok {
 		w.violate("S5", "n%d acknowledged #%d at lsn %d, but its log on disk holds (snapshot %d, up to lsn %d)", nd.id, r.ID, l, pv.snapLSN, pv.lastLSN())
@@ -544,12 +565,12 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			// Lost to bit rot: what it durably held before the rot counts,
 			// as its acknowledgements do (a lost minority is the failure
 			// a majority is there to survive).
-			if x, ok := b.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+			if x, ok := b.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 				held++
 				continue
 			}
 		}
-		if x, ok := v.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+		if x, ok := v.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 			held++
 		} else if v.snapLSN >= l {
 			// A snapshot covering l: of this log, or of a newer term's
@@ -580,16 +601,16 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			x.term = pv.snapTerm // lsn == snapLSN
 		}
 		if e.set {
-			if e.term != x.term || hasRec && e.hasRec && e.hash != x.hash {
-				w.violate("S5", "the committed chain changed at lsn %d: n%d's reply to #%d acknowledges a log with term %d (hash %016x) there, but the record of term %d (hash %016x) was committed in term %d by n%d's reply to #%d", lsn, nd.id, r.ID, x.term, x.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply)
+			if e.term != x.term || hasRec && e.hasRec && !bytes.Equal(e.payload, x.payload) {
+				w.violate("S5", "the committed chain changed at lsn %d: n%d's reply to #%d acknowledges a log with term %d (hash %016x) there, but the record of term %d (hash %016x) was committed in term %d by n%d's reply to #%d", lsn, nd.id, r.ID, x.term, sum(x.payload), e.term, sum(e.payload), e.byTerm, e.byNode, e.byReply)
 				return
 			}
 			if hasRec && !e.hasRec {
-				e.hash, e.hasRec, e.payload = x.hash, true, x.payload
+				e.hasRec, e.payload = true, x.payload
 			}
 			continue
 		}
-		*e = chainEntry{set: true, term: x.term, hash: x.hash, hasRec: hasRec, payload: x.payload, byTerm: term, byNode: nd.id, byReply: r.ID}
+		*e = chainEntry{set: true, term: x.term, hasRec: hasRec, payload: x.payload, byTerm: term, byNode: nd.id, byReply: r.ID}
 		from = min(from, lsn)
 	}
 	if l > cc.top {
