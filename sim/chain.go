@@ -48,7 +48,21 @@ import (
 type logRec struct {
 	lsn, term uint64
 	payload   []byte // the record's encoding (shared with the cache); nil: none
+	// chained is what checkChainView found of this record (in its
+	// cache's copy) against the chain's entry at its LSN: nothing yet,
+	// the entry's term (while the entry had no record), or its term and
+	// record. An entry never changes once set but for gaining its record,
+	// and the cache's record never changes, so a finding stands.
+	chained chainFinding
 }
+
+type chainFinding uint8
+
+const (
+	chainedNot  chainFinding = iota
+	chainedTerm              // the entry's term, the entry holding no record
+	chainedRec               // the entry's term and record
+)
 
 // sum is the FNV-1a hash of an encoding, 0 for none: how a failure names
 // a record.
@@ -181,13 +195,28 @@ func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
 	}
 	c.snapVer[name] = ver
 	sp := snapPos{data: data}
-	if s, err := wal.DecodeSnapshot(data); err != nil {
+	if h, err := readSnapshotHead(data); err != nil {
 		sp.bad = true
 	} else {
-		sp.term, sp.lsn = s.GetTerm(), s.GetLsn()
+		sp.term, sp.lsn = h.Term, h.LSN
 	}
 	c.snaps[name] = sp
 	return sp
+}
+
+// readSnapshotHead checks a snapshot file as wal.DecodeSnapshot does and
+// returns its scalars: wal.ReadSnapshot, the same checks as a stream
+// (one job decoded at a time), accepts exactly the files DecodeSnapshot
+// accepts, with the same contents (TestPropSnapshotReadersAgree in
+// sm/wal); its error's text may differ.
+func readSnapshotHead(data []byte) (wal.SnapshotHead, error) {
+	var head wal.SnapshotHead
+	err := wal.ReadSnapshot(data, wal.SnapshotVisitor{
+		Head:     func(h wal.SnapshotHead) error { head = h; return nil },
+		Job:      func(*schema.SnapshotJob) error { return nil },
+		Schedule: func(*schema.SnapshotSchedule) error { return nil },
+	})
+	return head, err
 }
 
 func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
@@ -504,18 +533,25 @@ func (w *World) checkChainView(i int, from uint64) {
 	for ci := len(v.chunks) - 1; ci >= 0; ci-- {
 		c := v.chunks[ci]
 		for k := len(c) - 1; k >= 0; k-- {
-			r := c[k]
+			r := &c[k] // the cache's: its finding is kept there
 			maxTerm = max(maxTerm, r.term)
 			if r.lsn > cc.top || r.lsn < from {
 				continue
 			}
-			e := cc.chain[r.lsn]
+			e := &cc.chain[r.lsn]
 			if !e.set || maxTerm < e.byTerm {
 				continue
+			}
+			if r.chained == chainedRec || r.chained == chainedTerm && !e.hasRec {
+				continue // found equal to this entry before
 			}
 			if e.term != r.term || e.hasRec && !bytes.Equal(e.payload, r.payload) {
 				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, sum(r.payload), e.term, sum(e.payload), e.byTerm, e.byNode, e.byReply, maxTerm)
 				return
+			}
+			r.chained = chainedTerm
+			if e.hasRec {
+				r.chained = chainedRec
 			}
 		}
 	}

@@ -43,13 +43,14 @@ func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
 			return nil
 		})
 	case op.Op == sm.OpWrite && strings.HasPrefix(op.Path, wal.SnapDir+"/"):
-		s, err := wal.DecodeSnapshot(op.Data)
+		s, err := readSnapshotHead(op.Data)
 		if err != nil {
+			_, err = wal.DecodeSnapshot(op.Data) // its error names the fault
 			w.violate("S5", "n%d wrote an undecodable snapshot %s: %v", nd.id, op.Path, err)
 			return
 		}
-		if t, ok := nd.appended[s.GetLsn()]; ok && t != s.GetTerm() {
-			w.violate("S5", "n%d wrote snapshot %s at lsn %d with term %d, but it logged that record in term %d", nd.id, op.Path, s.GetLsn(), s.GetTerm(), t)
+		if t, ok := nd.appended[s.LSN]; ok && t != s.Term {
+			w.violate("S5", "n%d wrote snapshot %s at lsn %d with term %d, but it logged that record in term %d", nd.id, op.Path, s.LSN, s.Term, t)
 		}
 	}
 }
