@@ -294,12 +294,13 @@ func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
 func assembleLog(snaps, segs []string, files map[string]*mirrorFile, c *frameCache) logView {
 	sort.Strings(snaps)
 	sort.Strings(segs)
-	return assemblePlanned(snaps, segs, nil, files, c)
+	return assemblePlanned(snaps, segs, nil, files, c, nil)
 }
 
 // assemblePlanned is assembleLog of sorted names; first, when not nil, is
-// wal.PlanRecovery(snaps, segs), computed before.
-func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mirrorFile, c *frameCache) logView {
+// wal.PlanRecovery(snaps, segs), computed before. The view's chunks are
+// appended to chunks[:0].
+func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mirrorFile, c *frameCache, chunks [][]logRec) logView {
 	for {
 		var plan wal.Plan
 		if first != nil {
@@ -307,7 +308,7 @@ func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mi
 		} else {
 			plan, _ = wal.PlanRecovery(snaps, segs)
 		}
-		var v logView
+		v := logView{chunks: chunks[:0]}
 		if plan.Snapshot != "" {
 			f := files[wal.SnapDir+"/"+plan.Snapshot]
 			sp := c.snapshot(plan.Snapshot, f.data, f.ver)
@@ -372,9 +373,11 @@ type durMirror struct {
 // set records p's durable bytes (the disk's, shared: they never change).
 func (m *durMirror) set(p string, b []byte) {
 	m.ver++
-	if _, ok := m.files[p]; !ok {
-		m.named = false
+	if f, ok := m.files[p]; ok {
+		*f = mirrorFile{data: b, ver: m.ver} // the mirror's own: read only while assembling
+		return
 	}
+	m.named = false
 	m.files[p] = &mirrorFile{data: b, ver: m.ver}
 }
 
@@ -433,8 +436,9 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 	}
 }
 
-// read assembles the mirrored durable log.
-func (m *durMirror) read(c *frameCache) logView {
+// read assembles the mirrored durable log; its chunks are appended to
+// chunks[:0] (the array of a view no longer read).
+func (m *durMirror) read(c *frameCache, chunks [][]logRec) logView {
 	if !m.named {
 		m.snaps, m.segs = nil, nil
 		for p := range m.files {
@@ -449,7 +453,7 @@ func (m *durMirror) read(c *frameCache) logView {
 		m.plan, _ = wal.PlanRecovery(m.snaps, m.segs)
 		m.named = true
 	}
-	return assemblePlanned(m.snaps, m.segs, &m.plan, m.files, c)
+	return assemblePlanned(m.snaps, m.segs, &m.plan, m.files, c, chunks)
 }
 
 type chainCheck struct {
@@ -478,7 +482,9 @@ func (w *World) durableView(i int) *logView {
 		if !cn.mirror.ok {
 			cn.mirror.reload(w.nodes[i].disk)
 		}
-		cn.view = cn.mirror.read(&cn.durCache)
+		// The old view's chunk array is reused: nothing keeps a view
+		// past the next durable change (rot keeps a clone).
+		cn.view = cn.mirror.read(&cn.durCache, cn.view.chunks)
 		cn.dirty = false
 	}
 	return &cn.view

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -393,6 +394,7 @@ func (w *World) checkHistory(final []queue.Job, end time.Duration) {
 		return
 	}
 	hist := w.linHistory(final, end)
+	defer putHistory(hist)
 	// The verbose check (what the visualization needs) records the longest
 	// linearizable prefix at every backtrack: it runs only to explain a
 	// failure.
@@ -474,7 +476,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			byQueue[c.req.Queue] = append(byQueue[c.req.Queue], m.key)
 		}
 	}
-	hist := make([]porcupine.Operation, 0, len(wl.calls)+len(keys)) // at least one per call, most often
+	hist := getHistory()
 	finalAt := int64(end)
 	var ins []linIn // the inputs, allocated in chunks: boxing each was a malloc
 	input := func(in linIn) *linIn {
@@ -585,6 +587,26 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: output(linOut{known: true, ok: in.hit != nil}), Return: finalAt + 1})
 	}
 	return hist
+}
+
+// histories keeps the arrays of histories checked: a history is a few
+// thousand operations, grown by appending, once per schedule.
+var histories sync.Pool
+
+// getHistory is an empty history, with an array used before if any.
+func getHistory() []porcupine.Operation {
+	if h, ok := histories.Get().(*[]porcupine.Operation); ok {
+		return (*h)[:0]
+	}
+	return nil
+}
+
+// putHistory gives back the array of a history no longer read (porcupine
+// copies what it checks).
+func putHistory(h []porcupine.Operation) {
+	clear(h) // keep none of its inputs alive
+	h = h[:0]
+	histories.Put(&h)
 }
 
 // ackedBefore reports whether an ack of job key was acknowledged before t.

@@ -38,7 +38,7 @@ func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
 	case op.Op == sm.OpAppend && strings.HasPrefix(op.Path, wal.WALDir+"/"):
 		// Walk takes the frames Scan takes (its decoder is proto.Unmarshal's
 		// for every input), without a fresh record per frame.
-		_, _ = wal.Walk(op.Data, func(_ int, r *schema.WalRecord) error {
+		_, _ = w.walker.Walk(op.Data, func(_ int, r *schema.WalRecord) error {
 			nd.appended[r.GetLsn()] = r.GetTerm()
 			return nil
 		})

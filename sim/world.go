@@ -16,6 +16,7 @@ import (
 	"github.com/xce-hpc/xce/sim/simdisk"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).
@@ -245,6 +246,8 @@ func (f *Failure) Error() string {
 
 // World runs one scenario.
 type World struct {
+	walker   wal.Walker  // checkSnapshotTerm's reader of appends (one decoder)
+	opSlab   []sm.FileOp // the file operations in flight, for their events (keepOp)
 	sc       Scenario
 	rng      *rand.Rand
 	now      time.Duration

@@ -45,7 +45,8 @@ type standbyRepl struct {
 	writing    bool
 	queue      []Msg // records that arrived while installing or writing
 	known      map[string]bool
-	recv       *snapRecv // the snapshot being received (snapsync.go)
+	recv       *snapRecv   // the snapshot being received (snapsync.go)
+	walker     *wal.Walker // reads each batch (drainRepl), one decoder for the sync
 }
 
 // logPos is a log's freshness: the term of its last record, then its LSN.
@@ -264,11 +265,14 @@ func (sl *standbyLog) drainRepl() {
 	}
 	m := sr.queue[0]
 	sr.queue = sr.queue[1:]
-	// The batch's first and last positions and its length: Walk accepts
-	// what Scan accepts (its decoder is proto.Unmarshal's), without a
-	// record kept per frame.
+	// The batch's first and last positions and its length: a Walker
+	// accepts what Scan accepts (its decoder is proto.Unmarshal's),
+	// without a record made per frame.
+	if sr.walker == nil {
+		sr.walker = new(wal.Walker)
+	}
 	var span batchSpan
-	valid, err := wal.Walk(m.Bytes, span.add)
+	valid, err := sr.walker.Walk(m.Bytes, span.add)
 	first, last, count := span.first, span.last, span.count
 	if err != nil || count == 0 || valid != len(m.Bytes) {
 		sl.log(Warn, "repl.bad-records", fmt.Sprintf("unusable WAL records from the primary (%v): resyncing", err))

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -70,7 +69,13 @@ func walk(dir *inode, prefix string, v view, depth int, fn func(path string, n *
 		return
 	}
 	m := v.entries(dir)
-	for _, name := range slices.Sorted(maps.Keys(m)) {
+	var buf [16]string // a directory's names, sorted (on the stack for most)
+	names := buf[:0]
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		n := m[name]
 		p := prefix + name
 		fn(p, n)
