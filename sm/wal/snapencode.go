@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -31,7 +32,8 @@ type SnapshotEncoder struct {
 	piece int
 	crc   uint32
 	n     uint64
-	body  int // where the body starts in out: the header until the first write
+	body  int    // where the body starts in out: the header until the first write
+	job   []byte // the last job's encoding (appendJob), reused
 }
 
 // NewSnapshotEncoder starts a snapshot of the given head for about jobs
@@ -77,10 +79,96 @@ func (e *SnapshotEncoder) Job(j *schema.SnapshotJob) error {
 		e.err = e.c.job(j)
 	}
 	if e.err == nil {
-		e.out, e.err = appendMessage(e.out, 4, j)
+		if body, ok := appendJob(e.job[:0], j); ok {
+			e.job = body
+			e.out = protowire.AppendBytes(protowire.AppendTag(e.out, 4, protowire.BytesType), body)
+		} else {
+			e.out, e.err = appendMessage(e.out, 4, j)
+		}
 	}
 	e.flush(false)
 	return e.err
+}
+
+// appendJob appends the deterministic marshal of j's fields (the bytes
+// sizedOpts.MarshalAppend gives: fields in number order, proto3's zero
+// values left out), written by hand: proto's reflection over 22 fields
+// was most of a checkpoint's encode. false, with out unspecified, for a
+// job the hand encoder leaves to proto: one with unknown fields or a
+// string that is not valid UTF-8 (proto refuses it, with its error).
+// TestPropAppendJobIsMarshal.
+func appendJob(out []byte, j *schema.SnapshotJob) ([]byte, bool) {
+	if len(j.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(j.Queue) || !utf8.ValidString(j.Host) ||
+		!utf8.ValidString(j.LastError) || !utf8.ValidString(j.Pin) {
+		return out, false
+	}
+	out = appendUint(out, 1, j.Id)
+	out = appendString(out, 2, j.Queue)
+	out = appendUint(out, 3, uint64(j.QueueId))
+	if len(j.Payload) > 0 {
+		out = protowire.AppendBytes(protowire.AppendTag(out, 4, protowire.BytesType), j.Payload)
+	}
+	out = appendUint(out, 5, uint64(int64(j.Priority))) // int32: sign-extended, as proto's
+	out = appendUint(out, 6, uint64(int64(j.State)))
+	out = appendUint(out, 7, uint64(j.RunAt))
+	out = appendUint(out, 8, j.Seq)
+	out = appendUint(out, 9, uint64(j.EnqueuedAt))
+	out = appendUint(out, 10, uint64(j.ExpiresAt))
+	out = appendUint(out, 11, uint64(j.Attempts))
+	if st := j.Stamps; st != nil {
+		if len(st.ProtoReflect().GetUnknown()) > 0 {
+			return out, false
+		}
+		n := sizeUint(1, uint64(st.VisibilityTimeoutS)) + sizeUint(2, uint64(st.MaxAttempts)) +
+			sizeUint(3, uint64(st.BackoffBaseS)) + sizeUint(4, uint64(st.DeadLetterRetentionS))
+		out = protowire.AppendVarint(protowire.AppendTag(out, 12, protowire.BytesType), uint64(n))
+		out = appendUint(out, 1, uint64(st.VisibilityTimeoutS))
+		out = appendUint(out, 2, uint64(st.MaxAttempts))
+		out = appendUint(out, 3, uint64(st.BackoffBaseS))
+		out = appendUint(out, 4, uint64(st.DeadLetterRetentionS))
+	}
+	out = appendString(out, 13, j.Host)
+	out = appendUint(out, 14, uint64(j.Resource))
+	out = appendUint(out, 15, uint64(j.ClaimedAt))
+	out = appendUint(out, 16, uint64(j.ClaimExpiresAt))
+	out = appendString(out, 17, j.LastError)
+	out = appendUint(out, 18, uint64(j.DiedAt))
+	out = appendString(out, 19, j.Pin)
+	out = appendUint(out, 20, uint64(j.Claims))
+	out = appendUint(out, 21, j.ClaimTerm)
+	out = appendUint(out, 22, j.ClaimLsn)
+	return out, true
+}
+
+// appendKey is appendJob of an idempotency key (TestPropAppendKeyIsMarshal).
+func appendKey(out []byte, k *schema.SnapshotKey) ([]byte, bool) {
+	if len(k.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(k.Queue) || !utf8.ValidString(k.Key) {
+		return out, false
+	}
+	out = appendString(out, 1, k.Queue)
+	out = appendString(out, 2, k.Key)
+	out = appendUint(out, 3, k.Id)
+	if len(k.Sum) > 0 {
+		out = protowire.AppendBytes(protowire.AppendTag(out, 4, protowire.BytesType), k.Sum)
+	}
+	out = appendUint(out, 5, uint64(k.ExpiresAt))
+	return out, true
+}
+
+// appendString appends a string field; proto3 omits an empty one.
+func appendString(out []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return out
+	}
+	return protowire.AppendString(protowire.AppendTag(out, num, protowire.BytesType), v)
+}
+
+// sizeUint is the size appendUint gives the field.
+func sizeUint(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
 }
 
 // Schedule appends s (not kept).
@@ -111,7 +199,12 @@ func (e *SnapshotEncoder) Key(k *schema.SnapshotKey) error {
 		e.err = e.c.key(k)
 	}
 	if e.err == nil {
-		e.out, e.err = appendMessage(e.out, 7, k)
+		if body, ok := appendKey(e.job[:0], k); ok {
+			e.job = body
+			e.out = protowire.AppendBytes(protowire.AppendTag(e.out, 7, protowire.BytesType), body)
+		} else {
+			e.out, e.err = appendMessage(e.out, 7, k)
+		}
 	}
 	e.flush(false)
 	return e.err
