@@ -343,9 +343,15 @@ type chainEntry struct {
 type chainNode struct {
 	durCache frameCache // the durable view's parse
 	curCache frameCache // the current view's parse (a primary's log at an acknowledgement)
-	view     logView    // the durable view, as of the last durable change
-	dirty    bool
-	mirror   durMirror // the durable data/wal and data/snap files
+	// cur is readLog of curDisk's current view at its Gen curGen (curOK):
+	// replies acknowledged between two changes of the disk read it once.
+	cur     logView
+	curDisk *simdisk.Disk
+	curGen  uint64
+	curOK   bool
+	view    logView // the durable view, as of the last durable change
+	dirty   bool
+	mirror  durMirror // the durable data/wal and data/snap files
 }
 
 // mirrorFile is one file's bytes; ver (when not 0) changes with them.
@@ -579,8 +585,7 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 	cc := &w.cc
 	cc.init(len(w.nodes))
 	l := r.LSN
-	cn := &cc.nodes[nd.id]
-	pv := readLog(nd.disk, false, &cn.curCache)
+	pv := w.currentLog(nd)
 	ref, ok := pv.rec(l)
 	refHash := ok
 	if !ok && l == pv.snapLSN {
@@ -663,6 +668,19 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			w.checkChainView(i, from)
 		}
 	}
+}
+
+// currentLog is readLog(nd.disk, false, ...) with nd's current-view
+// cache, read again only once the disk changed (simdisk Gen). The view
+// is shared: read only.
+func (w *World) currentLog(nd *simNode) logView {
+	w.cc.init(len(w.nodes))
+	cn := &w.cc.nodes[nd.id]
+	if !cn.curOK || cn.curDisk != nd.disk || cn.curGen != nd.disk.Gen() {
+		cn.cur = readLog(nd.disk, false, &cn.curCache)
+		cn.curDisk, cn.curGen, cn.curOK = nd.disk, nd.disk.Gen(), true
+	}
+	return cn.cur
 }
 
 // chainPayload returns the encoding of the committed record at lsn, when

@@ -76,8 +76,7 @@ func (w *World) checkJobState(nd *simNode) {
 // log it recovered.
 func (w *World) checkRecovered(nd *simNode, q *queue.Queues) {
 	k := nd.node.RecoveredLSN()
-	w.cc.init(len(w.nodes))
-	v := readLog(nd.disk, false, &w.cc.nodes[nd.id].curCache)
+	v := w.currentLog(nd)
 	if v.lastLSN() != k {
 		w.violate("S5", "n%d recovered its job log up to lsn %d, but its log on disk ends at lsn %d (snapshot %d)", nd.id, k, v.lastLSN(), v.snapLSN)
 		return
