@@ -802,7 +802,10 @@ func (h simHost) File(x sm.FileOp)     { h.w.issueIO(h.nd, x) }
 func (h simHost) Compute(x sm.Compute) { h.w.issueCompute(h.nd, x) }
 
 func (h simHost) Log(x sm.Log) {
-	h.w.tr.line(h.w.now, h.nd.id, x.Level.String()+" "+x.Key+": "+x.Text)
+	t := h.w.tr.begin(h.w.now, h.nd.id) // level, key and text, without a string of them
+	t.buf = append(append(append(append(t.buf, x.Level.String()...), ' '), x.Key...), ": "...)
+	t.buf = append(t.buf, x.Text...)
+	t.end()
 	h.w.checkLog(h.nd, x)
 }
 
