@@ -445,12 +445,22 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			idKey[j.ID] = string(j.Payload)
 		}
 	}
+	type stamped struct {
+		st queue.Stamps
+		ok bool
+	}
+	stamps := map[string]stamped{} // queueStamps of each queue, once
 	meta := func(key, q string) *linMeta {
 		if m, ok := metas[key]; ok {
 			return m
 		}
 		m := &linMeta{key: key}
-		if st, ok := w.queueStamps(q); ok {
+		qs, seen := stamps[q]
+		if !seen {
+			qs.st, qs.ok = w.queueStamps(q)
+			stamps[q] = qs
+		}
+		if st, ok := qs.st, qs.ok; ok {
 			m.maxAtt, m.vt, m.retention = st.MaxAttempts, int64(st.VisibilityTimeoutS), st.DeadLetterRetentionS > 0
 		}
 		metas[key] = m
