@@ -42,10 +42,37 @@ import (
 // failover may rightly discard acknowledged records (their loss is
 // measured by the durability checker), nor after a disk wipe (amnesia).
 
-// logRec is one record of a log view.
+// logRec is one record of a log view. Two records are the same record
+// when their encodings are equal (compared byte for byte; sum names one
+// in a failure).
 type logRec struct {
-	lsn, term, hash uint64
-	payload         []byte // the record's encoding (shared with the cache)
+	lsn, term uint64
+	payload   []byte // the record's encoding (shared with the cache); nil: none
+	// chained is what checkChainView found of this record (in its
+	// cache's copy) against the chain's entry at its LSN: nothing yet,
+	// the entry's term (while the entry had no record), or its term and
+	// record. An entry never changes once set but for gaining its record,
+	// and the cache's record never changes, so a finding stands.
+	chained chainFinding
+}
+
+type chainFinding uint8
+
+const (
+	chainedNot  chainFinding = iota
+	chainedTerm              // the entry's term, the entry holding no record
+	chainedRec               // the entry's term and record
+)
+
+// sum is the FNV-1a hash of an encoding, 0 for none: how a failure names
+// a record.
+func sum(payload []byte) uint64 {
+	if len(payload) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(payload) // a hash.Hash never fails
+	return h.Sum64()
 }
 
 // logView is a node's job log as recovery would rebuild it from one view
@@ -146,6 +173,7 @@ type frameCache struct {
 	snaps   map[string]snapPos
 	snapVer map[string]uint64
 	segs    map[string]*segFrames
+	walker  wal.Walker // one decoder for every walk
 }
 
 type segFrames struct {
@@ -167,13 +195,28 @@ func (c *frameCache) snapshot(name string, data []byte, ver uint64) snapPos {
 	}
 	c.snapVer[name] = ver
 	sp := snapPos{data: data}
-	if s, err := wal.DecodeSnapshot(data); err != nil {
+	if h, err := readSnapshotHead(data); err != nil {
 		sp.bad = true
 	} else {
-		sp.term, sp.lsn = s.GetTerm(), s.GetLsn()
+		sp.term, sp.lsn = h.Term, h.LSN
 	}
 	c.snaps[name] = sp
 	return sp
+}
+
+// readSnapshotHead checks a snapshot file as wal.DecodeSnapshot does and
+// returns its scalars: wal.ReadSnapshot, the same checks as a stream
+// (one job decoded at a time), accepts exactly the files DecodeSnapshot
+// accepts, with the same contents (TestPropSnapshotReadersAgree in
+// sm/wal); its error's text may differ.
+func readSnapshotHead(data []byte) (wal.SnapshotHead, error) {
+	var head wal.SnapshotHead
+	err := wal.ReadSnapshot(data, wal.SnapshotVisitor{
+		Head:     func(h wal.SnapshotHead) error { head = h; return nil },
+		Job:      func(*schema.SnapshotJob) error { return nil },
+		Schedule: func(*schema.SnapshotSchedule) error { return nil },
+	})
+	return head, err
 }
 
 func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
@@ -184,7 +227,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 	if sp != nil && ver != 0 && sp.ver == ver {
 		return sp.recs
 	}
-	if sp == nil || len(data) < len(sp.data) || !bytes.Equal(data[:len(sp.data)], sp.data) {
+	if sp == nil || len(data) < len(sp.data) || !samePrefix(data, sp.data) {
 		sp = &segFrames{}
 		c.segs[name] = sp
 	}
@@ -199,7 +242,7 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 		lsn, term uint64
 	}
 	var found []at
-	valid, _ := wal.Walk(tail, func(off int, r *schema.WalRecord) error {
+	valid, _ := c.walker.Walk(tail, func(off int, r *schema.WalRecord) error {
 		found = append(found, at{off: off, lsn: r.GetLsn(), term: r.GetTerm()})
 		return nil
 	})
@@ -210,12 +253,20 @@ func (c *frameCache) segment(name string, data []byte, ver uint64) []logRec {
 			end = found[i+1].off
 		}
 		p := tail[f.off+wal.HeaderSize : end]
-		h := fnv.New64a()
-		_, _ = h.Write(p) // a hash.Hash never fails
-		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, hash: h.Sum64(), payload: p})
+		sp.recs = append(sp.recs, logRec{lsn: f.lsn, term: f.term, payload: p})
 	}
 	sp.data = data[: base+valid : base+valid]
 	return sp.recs
+}
+
+// samePrefix reports whether data begins with the bytes of prefix. A
+// file's bytes never change (simdisk): data that starts at prefix's first
+// byte in memory holds it, and only other memory is compared.
+func samePrefix(data, prefix []byte) bool {
+	if len(prefix) == 0 || &data[0] == &prefix[0] {
+		return len(data) >= len(prefix)
+	}
+	return bytes.Equal(data[:len(prefix)], prefix)
 }
 
 // readLog rebuilds the log recovery would find on one view of disk d (the
@@ -243,12 +294,13 @@ func readLog(d *simdisk.Disk, durable bool, c *frameCache) logView {
 func assembleLog(snaps, segs []string, files map[string]*mirrorFile, c *frameCache) logView {
 	sort.Strings(snaps)
 	sort.Strings(segs)
-	return assemblePlanned(snaps, segs, nil, files, c)
+	return assemblePlanned(snaps, segs, nil, files, c, nil)
 }
 
 // assemblePlanned is assembleLog of sorted names; first, when not nil, is
-// wal.PlanRecovery(snaps, segs), computed before.
-func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mirrorFile, c *frameCache) logView {
+// wal.PlanRecovery(snaps, segs), computed before. The view's chunks are
+// appended to chunks[:0].
+func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mirrorFile, c *frameCache, chunks [][]logRec) logView {
 	for {
 		var plan wal.Plan
 		if first != nil {
@@ -256,7 +308,7 @@ func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mi
 		} else {
 			plan, _ = wal.PlanRecovery(snaps, segs)
 		}
-		var v logView
+		v := logView{chunks: chunks[:0]}
 		if plan.Snapshot != "" {
 			f := files[wal.SnapDir+"/"+plan.Snapshot]
 			sp := c.snapshot(plan.Snapshot, f.data, f.ver)
@@ -280,9 +332,8 @@ func assemblePlanned(snaps, segs []string, first *wal.Plan, files map[string]*mi
 type chainEntry struct {
 	set     bool
 	term    uint64
-	hash    uint64 // of the record's encoding; 0 with hasRec false
 	hasRec  bool   // false: known only as a snapshot's (LSN, term)
-	payload []byte // the record's encoding, with hasRec
+	payload []byte // the record's encoding, with hasRec (nil without)
 	byTerm  uint64 // commit term: the term of the first primary whose acknowledgement covered it
 	byNode  int
 	byReply uint64
@@ -292,9 +343,15 @@ type chainEntry struct {
 type chainNode struct {
 	durCache frameCache // the durable view's parse
 	curCache frameCache // the current view's parse (a primary's log at an acknowledgement)
-	view     logView    // the durable view, as of the last durable change
-	dirty    bool
-	mirror   durMirror // the durable data/wal and data/snap files
+	// cur is readLog of curDisk's current view at its Gen curGen (curOK):
+	// replies acknowledged between two changes of the disk read it once.
+	cur     logView
+	curDisk *simdisk.Disk
+	curGen  uint64
+	curOK   bool
+	view    logView // the durable view, as of the last durable change
+	dirty   bool
+	mirror  durMirror // the durable data/wal and data/snap files
 }
 
 // mirrorFile is one file's bytes; ver (when not 0) changes with them.
@@ -322,9 +379,11 @@ type durMirror struct {
 // set records p's durable bytes (the disk's, shared: they never change).
 func (m *durMirror) set(p string, b []byte) {
 	m.ver++
-	if _, ok := m.files[p]; !ok {
-		m.named = false
+	if f, ok := m.files[p]; ok {
+		*f = mirrorFile{data: b, ver: m.ver} // the mirror's own: read only while assembling
+		return
 	}
+	m.named = false
 	m.files[p] = &mirrorFile{data: b, ver: m.ver}
 }
 
@@ -383,8 +442,9 @@ func (m *durMirror) sync(d *simdisk.Disk, op *sm.FileOp) {
 	}
 }
 
-// read assembles the mirrored durable log.
-func (m *durMirror) read(c *frameCache) logView {
+// read assembles the mirrored durable log; its chunks are appended to
+// chunks[:0] (the array of a view no longer read).
+func (m *durMirror) read(c *frameCache, chunks [][]logRec) logView {
 	if !m.named {
 		m.snaps, m.segs = nil, nil
 		for p := range m.files {
@@ -399,7 +459,7 @@ func (m *durMirror) read(c *frameCache) logView {
 		m.plan, _ = wal.PlanRecovery(m.snaps, m.segs)
 		m.named = true
 	}
-	return assemblePlanned(m.snaps, m.segs, &m.plan, m.files, c)
+	return assemblePlanned(m.snaps, m.segs, &m.plan, m.files, c, chunks)
 }
 
 type chainCheck struct {
@@ -428,7 +488,9 @@ func (w *World) durableView(i int) *logView {
 		if !cn.mirror.ok {
 			cn.mirror.reload(w.nodes[i].disk)
 		}
-		cn.view = cn.mirror.read(&cn.durCache)
+		// The old view's chunk array is reused: nothing keeps a view
+		// past the next durable change (rot keeps a clone).
+		cn.view = cn.mirror.read(&cn.durCache, cn.view.chunks)
 		cn.dirty = false
 	}
 	return &cn.view
@@ -483,18 +545,25 @@ func (w *World) checkChainView(i int, from uint64) {
 	for ci := len(v.chunks) - 1; ci >= 0; ci-- {
 		c := v.chunks[ci]
 		for k := len(c) - 1; k >= 0; k-- {
-			r := c[k]
+			r := &c[k] // the cache's: its finding is kept there
 			maxTerm = max(maxTerm, r.term)
 			if r.lsn > cc.top || r.lsn < from {
 				continue
 			}
-			e := cc.chain[r.lsn]
+			e := &cc.chain[r.lsn]
 			if !e.set || maxTerm < e.byTerm {
 				continue
 			}
-			if e.term != r.term || e.hasRec && e.hash != r.hash {
-				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, r.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply, maxTerm)
+			if r.chained == chainedRec || r.chained == chainedTerm && !e.hasRec {
+				continue // found equal to this entry before
+			}
+			if e.term != r.term || e.hasRec && !bytes.Equal(e.payload, r.payload) {
+				w.violate("S5", "n%d's durable log holds at committed lsn %d a record of term %d (hash %016x), not the chain's record of term %d (hash %016x, committed in term %d by n%d's reply to #%d), and its log reaches term %d at or after it", i, r.lsn, r.term, sum(r.payload), e.term, sum(e.payload), e.byTerm, e.byNode, e.byReply, maxTerm)
 				return
+			}
+			r.chained = chainedTerm
+			if e.hasRec {
+				r.chained = chainedRec
 			}
 		}
 	}
@@ -516,8 +585,7 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 	cc := &w.cc
 	cc.init(len(w.nodes))
 	l := r.LSN
-	cn := &cc.nodes[nd.id]
-	pv := readLog(nd.disk, false, &cn.curCache)
+	pv := w.currentLog(nd)
 	ref, ok := pv.rec(l)
 	refHash := ok
 	if !ok && l == pv.snapLSN {
@@ -530,7 +598,7 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			return
 		}
 		e := cc.chain[l]
-		ref.term, ref.hash, refHash, ok = e.term, e.hash, e.hasRec, true
+		ref.term, ref.payload, refHash, ok = e.term, e.payload, e.hasRec, true
 	}
 	if !ok {
 		w.violate("S5", "n%d acknowledged #%d at lsn %d, but its log on disk holds (snapshot %d, up to lsn %d)", nd.id, r.ID, l, pv.snapLSN, pv.lastLSN())
@@ -544,12 +612,12 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			// Lost to bit rot: what it durably held before the rot counts,
 			// as its acknowledgements do (a lost minority is the failure
 			// a majority is there to survive).
-			if x, ok := b.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+			if x, ok := b.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 				held++
 				continue
 			}
 		}
-		if x, ok := v.rec(l); ok && x.term == ref.term && (x.hash == ref.hash || !refHash) {
+		if x, ok := v.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 			held++
 		} else if v.snapLSN >= l {
 			// A snapshot covering l: of this log, or of a newer term's
@@ -580,16 +648,16 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			x.term = pv.snapTerm // lsn == snapLSN
 		}
 		if e.set {
-			if e.term != x.term || hasRec && e.hasRec && e.hash != x.hash {
-				w.violate("S5", "the committed chain changed at lsn %d: n%d's reply to #%d acknowledges a log with term %d (hash %016x) there, but the record of term %d (hash %016x) was committed in term %d by n%d's reply to #%d", lsn, nd.id, r.ID, x.term, x.hash, e.term, e.hash, e.byTerm, e.byNode, e.byReply)
+			if e.term != x.term || hasRec && e.hasRec && !bytes.Equal(e.payload, x.payload) {
+				w.violate("S5", "the committed chain changed at lsn %d: n%d's reply to #%d acknowledges a log with term %d (hash %016x) there, but the record of term %d (hash %016x) was committed in term %d by n%d's reply to #%d", lsn, nd.id, r.ID, x.term, sum(x.payload), e.term, sum(e.payload), e.byTerm, e.byNode, e.byReply)
 				return
 			}
 			if hasRec && !e.hasRec {
-				e.hash, e.hasRec, e.payload = x.hash, true, x.payload
+				e.hasRec, e.payload = true, x.payload
 			}
 			continue
 		}
-		*e = chainEntry{set: true, term: x.term, hash: x.hash, hasRec: hasRec, payload: x.payload, byTerm: term, byNode: nd.id, byReply: r.ID}
+		*e = chainEntry{set: true, term: x.term, hasRec: hasRec, payload: x.payload, byTerm: term, byNode: nd.id, byReply: r.ID}
 		from = min(from, lsn)
 	}
 	if l > cc.top {
@@ -600,6 +668,19 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			w.checkChainView(i, from)
 		}
 	}
+}
+
+// currentLog is readLog(nd.disk, false, ...) with nd's current-view
+// cache, read again only once the disk changed (simdisk Gen). The view
+// is shared: read only.
+func (w *World) currentLog(nd *simNode) logView {
+	w.cc.init(len(w.nodes))
+	cn := &w.cc.nodes[nd.id]
+	if !cn.curOK || cn.curDisk != nd.disk || cn.curGen != nd.disk.Gen() {
+		cn.cur = readLog(nd.disk, false, &cn.curCache)
+		cn.curDisk, cn.curGen, cn.curOK = nd.disk, nd.disk.Gen(), true
+	}
+	return cn.cur
 }
 
 // chainPayload returns the encoding of the committed record at lsn, when

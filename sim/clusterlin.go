@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -77,6 +80,10 @@ type linIn struct {
 	final bool
 }
 
+// unknownOut is the output of every operation of unknown outcome.
+var unknownOut linOut
+
+// linOut is an operation's output (the history holds pointers to them).
 type linOut struct {
 	known bool  // the client learned the outcome
 	ok    bool  // Reply.OK (or OKs[i] of an ack-batch)
@@ -130,7 +137,15 @@ func spontaneous(s linJob, m *linMeta, out []linJob) []linJob {
 
 // shows reports whether job j as a reply showed it matches state s.
 func shows(s linJob, j *queue.Job) bool {
-	want := map[queue.State]linState{queue.Pending: lPending, queue.Processing: lProcessing, queue.Dead: lDead}[j.State]
+	want := lAbsent // a state no reply shows
+	switch j.State {
+	case queue.Pending:
+		want = lPending
+	case queue.Processing:
+		want = lProcessing
+	case queue.Dead:
+		want = lDead
+	}
 	return s.st == want && s.claims == j.Claims && s.attempts == j.Attempts && (s.claim.LSN == 0 || s.claim == j.Claim)
 }
 
@@ -145,39 +160,39 @@ func learn(s linJob, j *queue.Job) linJob {
 }
 
 // linStep is one operation on one job's state: every possible next state
-// (none: the output is impossible from s).
-func linStep(s linJob, in linIn, out linOut) []linJob {
+// (none: the output is impossible from s), appended to next.
+func linStep(next []linJob, s linJob, in *linIn, out linOut) []linJob {
 	m := in.meta
-	same := []linJob{s}
-	either := func(alt ...linJob) []linJob {
+	// either: alt if the client learned the outcome, else alt or s.
+	either := func(alt linJob) []linJob {
 		if out.known {
-			return alt
+			return append(next, alt)
 		}
-		return append(alt, s)
+		return append(next, alt, s)
 	}
 	switch in.kind {
 	case sm.JobEnqueue, sm.JobEnqueueBatch:
 		if s.st != lAbsent {
 			if m.keyed {
-				return same // a repeat of a keyed submit: the job is the first's
+				return append(next, s) // a repeat of a keyed submit: the job is the first's
 			}
-			return nil
+			return next
 		}
 		return either(linJob{st: lPending, expires: -1})
 	case sm.JobClaim:
 		claimable := (s.st == lPending || s.st == lProcessing && s.attempts < m.maxAtt && (s.expires < 0 || !out.known || s.expires <= out.at)) &&
 			(m.pin == "" || m.pin == in.host)
-		next := linJob{st: lProcessing, claims: s.claims + 1, attempts: s.attempts + 1, expires: -1}
+		n := linJob{st: lProcessing, claims: s.claims + 1, attempts: s.attempts + 1, expires: -1}
 		switch {
 		case out.known && in.hit != nil:
-			if !claimable || in.hit.Claims != next.claims || in.hit.Attempts != next.attempts {
-				return nil
+			if !claimable || in.hit.Claims != n.claims || in.hit.Attempts != n.attempts {
+				return next
 			}
-			return []linJob{learn(next, in.hit)}
+			return append(next, learn(n, in.hit))
 		case out.known || !claimable:
-			return same
+			return append(next, s)
 		default:
-			return []linJob{s, next}
+			return append(next, s, n)
 		}
 	case sm.JobAck, sm.JobAckBatch, sm.JobHeartbeat, sm.JobRetry, sm.JobFail:
 		v := s.valid(in.h, out)
@@ -202,86 +217,149 @@ func linStep(s linJob, in linIn, out linOut) []linJob {
 		}
 		switch {
 		case !out.known && v == vNo:
-			return same
+			return append(next, s)
 		case !out.known:
-			return []linJob{s, applied}
+			return append(next, s, applied)
 		case out.ok && v != vNo:
-			return []linJob{applied}
+			return append(next, applied)
 		case !out.ok && v != vYes:
-			return same
+			return append(next, s)
 		}
-		return nil
+		return next
 	case sm.JobCancel:
-		return onlyIf(s, out, s.st == lPending, linJob{st: lGone})
+		return onlyIf(next, s, out, s.st == lPending, linJob{st: lGone})
 	case sm.JobRedrive:
-		return onlyIf(s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1, claim: s.claim})
+		return onlyIf(next, s, out, s.st == lDead, linJob{st: lPending, claims: s.claims, expires: -1, claim: s.claim})
 	case sm.JobGet, sm.JobList, 0:
 		if !out.known {
-			return same // a read nobody saw the answer to constrains nothing
+			return append(next, s) // a read nobody saw the answer to constrains nothing
 		}
 		if in.hit == nil {
 			if s.st == lAbsent || s.st == lGone {
-				return same
+				return append(next, s)
 			}
-			return nil
+			return next
 		}
 		if !shows(s, in.hit) {
-			return nil
+			return next
 		}
-		return []linJob{learn(s, in.hit)}
+		return append(next, learn(s, in.hit))
 	}
-	return same
+	return append(next, s)
 }
 
 // onlyIf is an operation that succeeds exactly when cond holds.
-func onlyIf(s linJob, out linOut, cond bool, applied linJob) []linJob {
+func onlyIf(next []linJob, s linJob, out linOut, cond bool, applied linJob) []linJob {
 	switch {
 	case !out.known && cond:
-		return []linJob{s, applied}
+		return append(next, s, applied)
 	case !out.known, !out.ok && !cond:
-		return []linJob{s}
+		return append(next, s)
 	case out.ok && cond:
-		return []linJob{applied}
+		return append(next, applied)
 	}
-	return nil
+	return next
+}
+
+// linSet is the model's state: the set of the job states the history so
+// far may have led to (no two equal; order is of no account).
+type linSet []linJob
+
+// step is the set of every state an operation may lead to from a state of
+// ss, each once, in first-reached order (nil: none).
+func (ss linSet) step(in *linIn, out linOut) linSet {
+	var nbuf [8]linJob
+	next, cand := nbuf[:0], []linJob(nil)
+	var sbuf [3]linJob // spontaneous gives s and at most two more
+	var cbuf [8]linJob
+	for _, s := range ss {
+		for _, sp := range spontaneous(s, in.meta, sbuf[:0]) {
+			cand = linStep(cbuf[:0], sp, in, out)
+			for _, n := range cand {
+				if !slices.Contains(next, n) {
+					next = append(next, n)
+				}
+			}
+		}
+	}
+	switch {
+	case len(next) == 0:
+		return nil
+	case slices.Equal(next, ss):
+		return ss // states are never written: the same set is shared
+	}
+	return slices.Clone(next)
+}
+
+// equal is set equality (both sides hold each state once).
+func (ss linSet) equal(o linSet) bool {
+	if len(ss) != len(o) {
+		return false
+	}
+	for _, s := range ss {
+		if !slices.Contains(o, s) {
+			return false
+		}
+	}
+	return true
 }
 
 func linModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	// A deterministic porcupine model over sets of job states (what
+	// porcupine.NondeterministicModel.ToModel builds from a step giving
+	// every next state, written here without boxing each state into an
+	// interface: that construction's allocations were most of the check).
+	return porcupine.Model{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			// By job, in first-seen order, each in history order; sized
+			// by a first pass (one array under them all).
 			idx := map[*linMeta]int{}
-			var parts [][]porcupine.Operation
+			var sizes []int
 			for _, op := range h {
 				m := op.Input.(*linIn).meta
 				i, ok := idx[m]
 				if !ok {
-					i = len(parts)
+					i = len(sizes)
 					idx[m] = i
-					parts = append(parts, nil)
+					sizes = append(sizes, 0)
 				}
+				sizes[i]++
+			}
+			parts := make([][]porcupine.Operation, len(sizes))
+			all := make([]porcupine.Operation, len(h))
+			off := 0
+			for i, n := range sizes {
+				parts[i] = all[off : off : off+n]
+				off += n
+			}
+			for _, op := range h {
+				i := idx[op.Input.(*linIn).meta]
 				parts[i] = append(parts[i], op)
 			}
 			return parts
 		},
-		Init: func() []any { return []any{linJob{expires: -1}} },
-		Step: func(state, input, output any) []any {
-			in, out := input.(*linIn), output.(linOut)
-			var next []any
-			var buf [3]linJob
-			for _, s := range spontaneous(state.(linJob), in.meta, buf[:0]) {
-				for _, n := range linStep(s, *in, out) {
-					next = append(next, n)
-				}
+		Init: func() any { return linSet{{expires: -1}} },
+		Step: func(state, input, output any) (bool, any) {
+			ss := state.(linSet)
+			next := ss.step(input.(*linIn), *output.(*linOut))
+			switch {
+			case len(next) == 0:
+				return false, nil
+			case &next[0] == &ss[0]:
+				return true, state // the same set, boxed already
 			}
-			return next
+			return true, next
 		},
-		Equal: func(a, b any) bool { return a.(linJob) == b.(linJob) },
+		Equal: func(a, b any) bool { return a.(linSet).equal(b.(linSet)) },
 		DescribeOperation: func(input, output any) string {
 			in, ok := input.(*linIn)
 			if !ok {
 				return fmt.Sprintf("%v", input) // porcupine's visualization describes partition boundaries with nil
 			}
-			out, _ := output.(linOut)
+			var out linOut
+			if o, ok := output.(*linOut); ok {
+				out = *o
+			}
 			name := in.kind.String()
 			if in.final {
 				name = "final-state"
@@ -297,11 +375,13 @@ func linModel() porcupine.Model {
 			return fmt.Sprintf("%s %s h=%s hit=%s -> %s", in.meta.key, name, fmtHandle(in.h), hit, res)
 		},
 		DescribeState: func(state any) string {
-			s := state.(linJob)
-			return fmt.Sprintf("%v c%d a%d exp=%d claim=%d.%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires, s.claim.Term, s.claim.LSN)
+			var ds []string
+			for _, s := range state.(linSet) {
+				ds = append(ds, fmt.Sprintf("%v c%d a%d exp=%d claim=%d.%d", []string{"absent", "pending", "processing", "dead", "gone"}[s.st], s.claims, s.attempts, s.expires, s.claim.Term, s.claim.LSN))
+			}
+			return "{" + strings.Join(ds, ", ") + "}"
 		},
 	}
-	return nm.ToModel()
 }
 
 // checkHistory runs porcupine over the client history and the final
@@ -314,6 +394,7 @@ func (w *World) checkHistory(final []queue.Job, end time.Duration) {
 		return
 	}
 	hist := w.linHistory(final, end)
+	defer putHistory(hist)
 	// The verbose check (what the visualization needs) records the longest
 	// linearizable prefix at every backtrack: it runs only to explain a
 	// failure.
@@ -364,12 +445,22 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			idKey[j.ID] = string(j.Payload)
 		}
 	}
+	type stamped struct {
+		st queue.Stamps
+		ok bool
+	}
+	stamps := map[string]stamped{} // queueStamps of each queue, once
 	meta := func(key, q string) *linMeta {
 		if m, ok := metas[key]; ok {
 			return m
 		}
 		m := &linMeta{key: key}
-		if st, ok := w.queueStamps(q); ok {
+		qs, seen := stamps[q]
+		if !seen {
+			qs.st, qs.ok = w.queueStamps(q)
+			stamps[q] = qs
+		}
+		if st, ok := qs.st, qs.ok; ok {
 			m.maxAtt, m.vt, m.retention = st.MaxAttempts, int64(st.VisibilityTimeoutS), st.DeadLetterRetentionS > 0
 		}
 		metas[key] = m
@@ -395,7 +486,7 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 			byQueue[c.req.Queue] = append(byQueue[c.req.Queue], m.key)
 		}
 	}
-	var hist []porcupine.Operation
+	hist := getHistory()
 	finalAt := int64(end)
 	var ins []linIn // the inputs, allocated in chunks: boxing each was a malloc
 	input := func(in linIn) *linIn {
@@ -405,15 +496,26 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 		ins = append(ins, in)
 		return &ins[len(ins)-1]
 	}
+	var outs []linOut // the outputs, the same way (never written: shared)
+	output := func(out linOut) *linOut {
+		if out == (linOut{}) {
+			return &unknownOut
+		}
+		if len(outs) == cap(outs) {
+			outs = make([]linOut, 0, 256)
+		}
+		outs = append(outs, out)
+		return &outs[len(outs)-1]
+	}
 	add := func(c *call, in linIn, ok bool) {
 		op := porcupine.Operation{ClientId: c.client, Input: input(in), Call: int64(c.sent)}
 		if c.out == outOK {
 			late := c.req.Kind == sm.JobClaim && c.req.Wait > 0 // only the acks it carries judge by at
-			op.Output, op.Return = linOut{known: true, ok: ok, at: c.rep.At, atLate: late}, int64(c.done)
+			op.Output, op.Return = output(linOut{known: true, ok: ok, at: c.rep.At, atLate: late}), int64(c.done)
 		} else {
 			// Unknown: it may take effect at any time before the final
 			// restart killed every process (no request outlives that).
-			op.Output, op.Return = linOut{}, finalAt-1
+			op.Output, op.Return = output(linOut{}), finalAt-1
 		}
 		hist = append(hist, op)
 	}
@@ -492,9 +594,29 @@ func (w *World) linHistory(final []queue.Job, end time.Duration) []porcupine.Ope
 	// The final state: one read per job (keys in first-seen order).
 	for _, k := range keys {
 		in := input(linIn{meta: metas[k], final: true, hit: hitIn(final, k)})
-		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: linOut{known: true, ok: in.hit != nil}, Return: finalAt + 1})
+		hist = append(hist, porcupine.Operation{ClientId: len(wl.clients), Input: in, Call: finalAt, Output: output(linOut{known: true, ok: in.hit != nil}), Return: finalAt + 1})
 	}
 	return hist
+}
+
+// histories keeps the arrays of histories checked: a history is a few
+// thousand operations, grown by appending, once per schedule.
+var histories sync.Pool
+
+// getHistory is an empty history, with an array used before if any.
+func getHistory() []porcupine.Operation {
+	if h, ok := histories.Get().(*[]porcupine.Operation); ok {
+		return (*h)[:0]
+	}
+	return nil
+}
+
+// putHistory gives back the array of a history no longer read (porcupine
+// copies what it checks).
+func putHistory(h []porcupine.Operation) {
+	clear(h) // keep none of its inputs alive
+	h = h[:0]
+	histories.Put(&h)
 }
 
 // ackedBefore reports whether an ack of job key was acknowledged before t.

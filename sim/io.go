@@ -34,7 +34,18 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		lat += stall
 		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 	}
-	w.push(event{at: w.laneDone(nd, op, lat), kind: evIO, node: nd.id, inc: nd.inc, op: &op})
+	w.push(event{at: w.laneDone(nd, op, lat), kind: evIO, node: nd.id, inc: nd.inc, op: w.keepOp(op)})
+}
+
+// keepOp is a copy of op for its completion event, from an array shared
+// by the next ones (an operation allocated each was a tenth of the
+// simulator's allocations; the event only reads it).
+func (w *World) keepOp(op sm.FileOp) *sm.FileOp {
+	if len(w.opSlab) == cap(w.opSlab) {
+		w.opSlab = make([]sm.FileOp, 0, 128)
+	}
+	w.opSlab = append(w.opSlab, op)
+	return &w.opSlab[len(w.opSlab)-1]
 }
 
 // issueCompute queues a Compute on its lane (loop.LaneOf), as the runner

@@ -76,8 +76,7 @@ func (w *World) checkJobState(nd *simNode) {
 // log it recovered.
 func (w *World) checkRecovered(nd *simNode, q *queue.Queues) {
 	k := nd.node.RecoveredLSN()
-	w.cc.init(len(w.nodes))
-	v := readLog(nd.disk, false, &w.cc.nodes[nd.id].curCache)
+	v := w.currentLog(nd)
 	if v.lastLSN() != k {
 		w.violate("S5", "n%d recovered its job log up to lsn %d, but its log on disk ends at lsn %d (snapshot %d)", nd.id, k, v.lastLSN(), v.snapLSN)
 		return
@@ -160,7 +159,7 @@ func snapshotDiff(got, want queue.Snapshot) string {
 // checkContract is S6 on the live state.
 func (w *World) checkContract(nd *simNode, s *jobStateNode) {
 	seen := map[uint64]bool{}
-	for _, j := range s.q.Export().Jobs {
+	for j := range s.q.Jobs() { // Export's order, no copy of the state
 		if seen[j.ID] {
 			w.violate("S6", "n%d: job %d appears twice", nd.id, j.ID)
 			return

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -10,30 +9,30 @@ import (
 
 // The provenance checker (S10): a standby writes to its job log only
 // records its own primary sent it. Each batch of records a node receives
-// (live or catch-up) is remembered by its bytes' hash with the peers that
-// sent it; each append a standby issues to data/wal whose bytes are such a
-// batch must have come from the primary the standby follows as it issues
-// the append. A standby taking a batch from another peer (seed mode's
+// (live or catch-up) is remembered by its bytes (equal bytes, not equal
+// hashes of them) with the peers that sent it; each append a standby
+// issues to data/wal whose bytes are such a batch must have come from the
+// primary the standby follows as it issues the append. A standby taking a batch from another peer (seed mode's
 // second primary of a term, whose sync epochs count from 1 as its
 // primary's do) would write two histories into one log. Judged from the
 // messages delivered and the effects issued; the node's own state gives
 // only its role and the primary it follows.
 
 type provenanceCheck struct {
-	sent []map[uint64]uint64 // per node: hash of a received batch -> bitmask of the peers that sent it
+	sent []map[string]uint64 // per node: a received batch's bytes -> bitmask of the peers that sent it
 }
 
 // checkProvenance runs after every step of nd.
 func (w *World) checkProvenance(nd *simNode, in sm.Input, effs []sm.Effect) {
 	pc := &w.pc
 	if pc.sent == nil {
-		pc.sent = make([]map[uint64]uint64, len(w.nodes))
+		pc.sent = make([]map[string]uint64, len(w.nodes))
 	}
 	if r, ok := in.(sm.Recv); ok && r.Msg.Type == sm.MsgReplRecords && len(r.Msg.Bytes) > 0 && r.From < 64 {
 		if pc.sent[nd.id] == nil {
-			pc.sent[nd.id] = map[uint64]uint64{}
+			pc.sent[nd.id] = map[string]uint64{}
 		}
-		pc.sent[nd.id][batchHash(r.Msg.Bytes)] |= 1 << r.From
+		pc.sent[nd.id][string(r.Msg.Bytes)] |= 1 << r.From
 	}
 	if nd.node.Role() != sm.RoleStandby || pc.sent[nd.id] == nil {
 		return
@@ -44,18 +43,12 @@ func (w *World) checkProvenance(nd *simNode, in sm.Input, effs []sm.Effect) {
 		if !ok || op.Op != sm.OpAppend || !strings.HasPrefix(op.Path, "data/wal/") {
 			continue
 		}
-		from, known := pc.sent[nd.id][batchHash(op.Data)]
+		from, known := pc.sent[nd.id][string(op.Data)]
 		if known && (p < 0 || p >= 64 || from&(1<<p) == 0) {
 			w.violate("S10", "standby n%d appends to %s a batch of records that n%d did not send it (it follows n%d; senders %s)", nd.id, op.Path, p, p, senders(from))
 			return
 		}
 	}
-}
-
-func batchHash(b []byte) uint64 {
-	h := fnv.New64a()
-	h.Write(b)
-	return h.Sum64()
 }
 
 // senders names the peers of bitmask m.

@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 
+	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/wal"
 )
@@ -35,18 +36,21 @@ func (w *World) checkSnapshotTerm(nd *simNode, op sm.FileOp) {
 	}
 	switch {
 	case op.Op == sm.OpAppend && strings.HasPrefix(op.Path, wal.WALDir+"/"):
-		recs, _, _ := wal.Scan(op.Data)
-		for _, r := range recs {
+		// Walk takes the frames Scan takes (its decoder is proto.Unmarshal's
+		// for every input), without a fresh record per frame.
+		_, _ = w.walker.Walk(op.Data, func(_ int, r *schema.WalRecord) error {
 			nd.appended[r.GetLsn()] = r.GetTerm()
-		}
+			return nil
+		})
 	case op.Op == sm.OpWrite && strings.HasPrefix(op.Path, wal.SnapDir+"/"):
-		s, err := wal.DecodeSnapshot(op.Data)
+		s, err := readSnapshotHead(op.Data)
 		if err != nil {
+			_, err = wal.DecodeSnapshot(op.Data) // its error names the fault
 			w.violate("S5", "n%d wrote an undecodable snapshot %s: %v", nd.id, op.Path, err)
 			return
 		}
-		if t, ok := nd.appended[s.GetLsn()]; ok && t != s.GetTerm() {
-			w.violate("S5", "n%d wrote snapshot %s at lsn %d with term %d, but it logged that record in term %d", nd.id, op.Path, s.GetLsn(), s.GetTerm(), t)
+		if t, ok := nd.appended[s.LSN]; ok && t != s.Term {
+			w.violate("S5", "n%d wrote snapshot %s at lsn %d with term %d, but it logged that record in term %d", nd.id, op.Path, s.LSN, s.Term, t)
 		}
 	}
 }

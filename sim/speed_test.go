@@ -43,14 +43,14 @@ func TestMirrorSharesDurableBytes(t *testing.T) {
 	var m durMirror
 	var c frameCache
 	m.sync(d, nil)
-	if v := m.read(&c); v.lastLSN() != 2 {
+	if v := m.read(&c, nil); v.lastLSN() != 2 {
 		t.Fatalf("mirror reads up to LSN %d, want 2", v.lastLSN())
 	}
 	for lsn := uint64(3); lsn < 6; lsn++ {
 		appendSync(frames(t, [2]uint64{lsn, 1}))
 		op := sm.FileOp{Op: sm.OpFsync, Path: p}
 		m.sync(d, &op)
-		v := m.read(&c)
+		v := m.read(&c, nil)
 		if v.lastLSN() != lsn {
 			t.Fatalf("mirror reads up to LSN %d, want %d", v.lastLSN(), lsn)
 		}
@@ -179,7 +179,7 @@ func TestMirrorNamesFollowFiles(t *testing.T) {
 	check := func(op sm.FileOp, want uint64) {
 		t.Helper()
 		m.sync(d, &op)
-		got := m.read(&c)
+		got := m.read(&c, nil)
 		ref := readLog(d, true, &frameCache{})
 		if got.lastLSN() != want || ref.lastLSN() != want || got.snapLSN != ref.snapLSN {
 			t.Fatalf("after %s %s: mirror to LSN %d, readLog to %d, want %d", op.Op, op.Path, got.lastLSN(), ref.lastLSN(), want)

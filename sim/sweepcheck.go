@@ -26,7 +26,7 @@ func (w *World) checkSweepDue(nd *simNode, in sm.Input) {
 		return
 	}
 	now := w.wall(nd.id) / 1e9
-	for _, j := range q.List("") {
+	for j := range q.Jobs() { // List's order, no copy of each job
 		var why string
 		switch {
 		case j.State == queue.Processing && j.Attempts >= j.Stamps.MaxAttempts && j.ClaimExpiresAt <= now:

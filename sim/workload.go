@@ -177,7 +177,10 @@ func (w *World) clientWake(c int) {
 	nd := w.nodes[cl.target]
 	if !nd.up {
 		// Connection refused: nothing was sent. Try another node.
-		w.tr.line(w.now, -1, fmt.Sprintf("c%d: n%d refused the connection", c, cl.target))
+		t := w.tr.begin(w.now, -1) // "c%d: n%d refused the connection", without Sprintf's string
+		t.buf = append(strconv.AppendInt(append(t.buf, 'c'), int64(c), 10), ": n"...)
+		t.buf = append(strconv.AppendInt(t.buf, int64(cl.target), 10), " refused the connection"...)
+		t.end()
 		cl.target = w.otherNode(cl.target)
 		w.push(event{at: w.now + time.Duration(10+wl.rng.IntN(90))*time.Millisecond, kind: evClientWake, node: c})
 		return

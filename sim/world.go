@@ -16,6 +16,7 @@ import (
 	"github.com/xce-hpc/xce/sim/simdisk"
 	"github.com/xce-hpc/xce/sm"
 	"github.com/xce-hpc/xce/sm/queue"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // epoch is the simulated wall clock at t=0 (2026-01-01T00:00:00Z).
@@ -194,6 +195,7 @@ type simNode struct {
 	// (monoOff) at its start time (monoBase), as CLOCK_MONOTONIC does
 	// after a reboot; nothing may compare mono times across incarnations.
 	monoBase, monoOff time.Duration
+	host              loop.Host // simHost{w, this node}
 }
 
 // Report is what one schedule measured.
@@ -244,6 +246,8 @@ func (f *Failure) Error() string {
 
 // World runs one scenario.
 type World struct {
+	walker   wal.Walker  // checkSnapshotTerm's reader of appends (one decoder)
+	opSlab   []sm.FileOp // the file operations in flight, for their events (keepOp)
 	sc       Scenario
 	rng      *rand.Rand
 	now      time.Duration
@@ -727,7 +731,10 @@ func (w *World) step(nd *simNode, clk sm.Clock, in sm.Input) (ok bool) {
 			ok = false
 		}
 	}()
-	loop.Step(nd.node, clk, in, simHost{w, nd})
+	if nd.host == nil {
+		nd.host = simHost{w, nd} // boxed once, not at every step
+	}
+	loop.Step(nd.node, clk, in, nd.host)
 	return nd.up && w.fail == nil
 }
 
@@ -795,7 +802,10 @@ func (h simHost) File(x sm.FileOp)     { h.w.issueIO(h.nd, x) }
 func (h simHost) Compute(x sm.Compute) { h.w.issueCompute(h.nd, x) }
 
 func (h simHost) Log(x sm.Log) {
-	h.w.tr.line(h.w.now, h.nd.id, x.Level.String()+" "+x.Key+": "+x.Text)
+	t := h.w.tr.begin(h.w.now, h.nd.id) // level, key and text, without a string of them
+	t.buf = append(append(append(append(t.buf, x.Level.String()...), ' '), x.Key...), ": "...)
+	t.buf = append(t.buf, x.Text...)
+	t.end()
 	h.w.checkLog(h.nd, x)
 }
 

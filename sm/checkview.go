@@ -21,7 +21,7 @@ func (n *Node) SyncViews() []SyncView {
 	if n.role != RolePrimary || j == nil {
 		return nil
 	}
-	var out []SyncView
+	out := make([]SyncView, 0, len(j.prog))
 	for _, p := range j.prog.Peers() {
 		pr := j.prog[p]
 		out = append(out, SyncView{Peer: p, Epoch: pr.Epoch, Acked: pr.Acked, Synced: pr.Synced})

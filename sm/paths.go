@@ -21,7 +21,7 @@ func CheckPath(p string) string {
 	case strings.HasPrefix(p, "/"):
 		return "absolute path"
 	}
-	for _, comp := range strings.Split(p, "/") {
+	for comp := range strings.SplitSeq(p, "/") { // Split's components, without a slice of them
 		switch comp {
 		case "":
 			return "empty component (trailing or doubled '/')"

@@ -3,6 +3,7 @@ package sm
 import (
 	"fmt"
 
+	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/tracker"
 	"github.com/xce-hpc/xce/sm/wal"
 )
@@ -44,7 +45,8 @@ type standbyRepl struct {
 	writing    bool
 	queue      []Msg // records that arrived while installing or writing
 	known      map[string]bool
-	recv       *snapRecv // the snapshot being received (snapsync.go)
+	recv       *snapRecv   // the snapshot being received (snapsync.go)
+	walker     *wal.Walker // reads each batch (drainRepl), one decoder for the sync
 }
 
 // logPos is a log's freshness: the term of its last record, then its LSN.
@@ -238,6 +240,23 @@ func (sl *standbyLog) onReplRecords(from int, m Msg) {
 	sl.drainRepl()
 }
 
+// batchSpan is what drainRepl reads of a batch: its first and last
+// records' positions and how many records it holds.
+type batchSpan struct {
+	first, last logPos
+	count       int
+}
+
+// add is the Walk callback that takes each record in turn.
+func (b *batchSpan) add(_ int, r *schema.WalRecord) error {
+	if b.count == 0 {
+		b.first = logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+	}
+	b.last = logPos{term: r.GetTerm(), lsn: r.GetLsn()}
+	b.count++
+	return nil
+}
+
 // drainRepl appends queued record batches one at a time.
 func (sl *standbyLog) drainRepl() {
 	sr := sl.srepl
@@ -246,19 +265,26 @@ func (sl *standbyLog) drainRepl() {
 	}
 	m := sr.queue[0]
 	sr.queue = sr.queue[1:]
-	recs, valid, err := wal.Scan(m.Bytes)
-	if err != nil || len(recs) == 0 || valid != len(m.Bytes) {
+	// The batch's first and last positions and its length: a Walker
+	// accepts what Scan accepts (its decoder is proto.Unmarshal's),
+	// without a record made per frame.
+	if sr.walker == nil {
+		sr.walker = new(wal.Walker)
+	}
+	var span batchSpan
+	valid, err := sr.walker.Walk(m.Bytes, span.add)
+	first, last, count := span.first, span.last, span.count
+	if err != nil || count == 0 || valid != len(m.Bytes) {
 		sl.log(Warn, "repl.bad-records", fmt.Sprintf("unusable WAL records from the primary (%v): resyncing", err))
 		sl.resync()
 		return
 	}
-	first, last := recs[0], recs[len(recs)-1]
 	switch {
-	case last.GetLsn() < sr.expect: // already have them
+	case last.lsn < sr.expect: // already have them
 		sl.drainRepl()
 		return
-	case first.GetLsn() != sr.expect:
-		sl.log(Warn, "repl.gap", fmt.Sprintf("WAL records from lsn %d where %d was expected: resyncing", first.GetLsn(), sr.expect))
+	case first.lsn != sr.expect:
+		sl.log(Warn, "repl.gap", fmt.Sprintf("WAL records from lsn %d where %d was expected: resyncing", first.lsn, sr.expect))
 		sl.resync()
 		return
 	}
@@ -268,9 +294,8 @@ func (sl *standbyLog) drainRepl() {
 	// The append is the log's (it lands whatever sync asked for it; a
 	// promotion drops its completion: pending.go); the sync goes on only if
 	// it is still the standby's.
-	end := logPos{term: last.GetTerm(), lsn: last.GetLsn()}
 	prev := sl.ops.own(sl.ops.logOwner())
-	sl.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: end, count: len(recs)})
+	sl.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: last, count: count})
 	sl.ops.cur = prev
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -70,7 +69,13 @@ func walk(dir *inode, prefix string, v view, depth int, fn func(path string, n *
 		return
 	}
 	m := v.entries(dir)
-	for _, name := range slices.Sorted(maps.Keys(m)) {
+	var buf [16]string // a directory's names, sorted (on the stack for most)
+	names := buf[:0]
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		n := m[name]
 		p := prefix + name
 		fn(p, n)
@@ -325,6 +330,7 @@ func materialize(root *inode, p *plan) *inode {
 // in garbage or holding a hole before later data). The result is fully
 // durable.
 func (d *Disk) Crash(r *rand.Rand) {
+	d.gen++
 	if r == nil {
 		r = d.rng
 	}
@@ -370,6 +376,7 @@ func (d *Disk) Corrupt(path string, r *rand.Rand) bool { return d.CorruptBefore(
 // CorruptBefore is Corrupt with the flipped bit in the first limit bytes
 // (limit < 0: anywhere); false if there are none.
 func (d *Disk) CorruptBefore(path string, limit int, r *rand.Rand) bool {
+	d.gen++
 	if r == nil {
 		r = d.rng
 	}
@@ -402,7 +409,10 @@ func (d *Disk) CorruptBefore(path string, limit int, r *rand.Rand) bool {
 }
 
 // Wipe empties the disk: the machine was replaced.
-func (d *Disk) Wipe() { d.root = d.newDir(0) }
+func (d *Disk) Wipe() {
+	d.gen++
+	d.root = d.newDir(0)
+}
 
 // Clone returns an independent deep copy, pending operations and unsynced
 // data included. The clone has the same fault rates but no random source.

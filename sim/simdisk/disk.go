@@ -83,6 +83,7 @@ type Faults struct {
 type Disk struct {
 	root   *inode
 	nextID uint64
+	gen    uint64 // Gen
 	faults Faults
 	rng    *rand.Rand
 	// lastCrash: what the last Crash did to unsynced files (LastCrash).
@@ -252,12 +253,22 @@ func quote(p string) string {
 // ns, the new mtime of a written file) and returns its completion, with
 // the one executor the daemon uses too (fileop.Exec). It never panics: a
 // malformed path fails with IOFailed and a Detail.
-func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone { return fileop.Exec(live{d, wall}, op) }
+func (d *Disk) Exec(op sm.FileOp, wall int64) sm.IODone {
+	d.gen++
+	return fileop.Exec(live{d, wall}, op)
+}
+
+// Gen counts the calls that may change the disk: every Exec, Compute,
+// Crash, Corrupt(Before), Wipe and PutDurable. While it stays the same,
+// so does everything the disk holds, in both views: a checker may keep
+// what it read of the disk (Peek) until Gen changes.
+func (d *Disk) Gen() uint64 { return d.gen }
 
 // Compute executes c at wall time wall with the one executor of Computes
 // the daemon uses too (compute.Exec): a ComputeEncodeTo writes its file
 // on the volatile view, as an OpWrite does. It never panics.
 func (d *Disk) Compute(c sm.Compute, wall int64) sm.Computed {
+	d.gen++
 	return compute.Exec(live{d, wall}, c)
 }
 
@@ -469,6 +480,7 @@ var ErrNotDir = errors.New("simdisk: path component is not a directory")
 // operations) fully durable, as if the operator had installed it and the
 // machine had synced. path must be valid for Exec.
 func (d *Disk) PutDurable(path string, data []byte, wall int64) error {
+	d.gen++
 	if msg := checkPath(path); msg != "" {
 		return errors.New("simdisk: " + msg)
 	}

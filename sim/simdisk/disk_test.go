@@ -467,3 +467,29 @@ func TestZeroDisk(t *testing.T) {
 		t.Fatal("zero Disk misbehaves")
 	}
 }
+
+// Gen moves with every call that may change the disk, and only with them.
+func TestGenCountsChanges(t *testing.T) {
+	d := New()
+	r := rand.New(rand.NewPCG(1, 2))
+	last := d.Gen()
+	step := func(what string, change bool, f func()) {
+		t.Helper()
+		f()
+		if moved := d.Gen() != last; moved != change {
+			t.Fatalf("%s: Gen moved %v, want %v", what, moved, change)
+		}
+		last = d.Gen()
+	}
+	step("Exec", true, func() { d.Exec(sm.FileOp{Op: sm.OpMkdir, Path: "data"}, 1) })
+	step("Exec append", true, func() { d.Exec(sm.FileOp{Op: sm.OpAppend, Path: "data/f", Data: []byte("x")}, 1) })
+	step("Peek", false, func() { d.Peek("data", false, func(string, []byte) {}) })
+	step("DurableData", false, func() { d.DurableData("data/f") })
+	step("ReadFile", false, func() { d.ReadFile("data/f") })
+	step("Files", false, func() { d.Files() })
+	step("Crash", true, func() { d.Crash(r) })
+	step("PutDurable", true, func() { _ = d.PutDurable("data/g", []byte("y"), 2) })
+	step("Corrupt", true, func() { d.Corrupt("data/g", r) })
+	step("Compute", true, func() { d.Compute(sm.Compute{}, 3) })
+	step("Wipe", true, func() { d.Wipe() })
+}

@@ -37,6 +37,20 @@ func (q *Queues) Export() Snapshot {
 	return s
 }
 
+// Jobs yields every job in the order Export gives them, one at a time and
+// without copying the state: a reader (the simulator's checkers) that
+// only looks at the jobs. Payloads are shared, so they must not be
+// written; the jobs must not be changed while the sequence runs.
+func (q *Queues) Jobs() iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		for _, e := range q.jobs.all() {
+			if !yield(e.toJob()) {
+				return
+			}
+		}
+	}
+}
+
 // View is the state at one moment, taken in time proportional to the
 // number of the job table's pages (one per 256 ids), not of jobs: the
 // table's pages and the jobs themselves are shared with the live state,

@@ -20,7 +20,8 @@ func Committed(positions []uint64, need int) uint64 {
 	if need < 1 || len(positions) < need {
 		return 0
 	}
-	s := slices.Clone(positions)
+	var buf [9]uint64 // a copy, on the stack for a cluster of up to 9
+	s := append(buf[:0], positions...)
 	slices.SortFunc(s, func(a, b uint64) int {
 		switch {
 		case a > b:

@@ -87,8 +87,15 @@ func (s Set) Peers() []int {
 // Committed is the highest LSN durable on need of the primary (at own)
 // and its synced standbys: quorum mode's commit point.
 func (s Set) Committed(own uint64, need int) uint64 {
-	pos := []uint64{own}
-	for _, p := range s.Peers() {
+	var pb [8]int // the peers in index order, on the stack for a cluster of up to 9
+	peers := pb[:0]
+	for p := range s {
+		peers = append(peers, p)
+	}
+	sort.Ints(peers)
+	var buf [9]uint64
+	pos := append(buf[:0], own)
+	for _, p := range peers {
 		if pr := s[p]; pr.Synced {
 			pos = append(pos, pr.Acked)
 		}

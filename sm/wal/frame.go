@@ -191,17 +191,36 @@ func WalkChecked(data []byte, checked int, fn func(offset int, rec *schema.WalRe
 	return walk(data, checked, false, fn)
 }
 
+// Walker is Walk with one hand decoder for every walk: a reader walking
+// many segments (or the new tail of one segment, again and again) does
+// not allocate and clear a decoder each time. Its walks are Walk's, with
+// the same results (a decoder keeps nothing between records that changes
+// what a record decodes to). The zero Walker is ready; it is not safe for
+// concurrent use.
+type Walker struct {
+	d recordDecoder
+}
+
+// Walk is Walk(data, fn) with w's decoder: rec is reused, by this walk
+// and by the next one.
+func (w *Walker) Walk(data []byte, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
+	return walkWith(data, 0, &w.d, fn)
+}
+
 // walk is Walk (WalkChecked); fresh gives fn a new record per frame
 // (proto.Unmarshal's, sharing nothing) instead of reusing the hand
 // decoder's.
 func walk(data []byte, checked int, fresh bool, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
-	var (
-		rec *schema.WalRecord
-		d   *recordDecoder
-	)
+	var d *recordDecoder
 	if !fresh {
 		d = new(recordDecoder)
 	}
+	return walkWith(data, checked, d, fn)
+}
+
+// walkWith is walk with decoder d (nil: fresh records).
+func walkWith(data []byte, checked int, d *recordDecoder, fn func(offset int, rec *schema.WalRecord) error) (validLen int, err error) {
+	var rec *schema.WalRecord
 	return walkFrames(data, checked, func(off int, p []byte) (uint64, error) {
 		if d != nil {
 			var err error

@@ -347,3 +347,37 @@ func TestReadSnapshotVisitorError(t *testing.T) {
 		t.Fatalf("err %v after %d jobs, want stop after 1", err, jobs)
 	}
 }
+
+// A Walker walks as Walk does, one walk after another with the same
+// decoder: the same offsets, records, valid lengths and errors, for
+// segments damaged or not, walked in any order.
+func TestPropWalkerIsWalk(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var w Walker
+		for n := rapid.IntRange(1, 4).Draw(t, "walks"); n > 0; n-- {
+			data, _ := segment(t, genRecs(t))
+			data = damage(t, data)
+			type seen struct {
+				off int
+				rec *schema.WalRecord
+			}
+			collect := func(out *[]seen) func(int, *schema.WalRecord) error {
+				return func(off int, r *schema.WalRecord) error {
+					*out = append(*out, seen{off, proto.Clone(r).(*schema.WalRecord)})
+					return nil
+				}
+			}
+			var want, got []seen
+			n1, err1 := Walk(data, collect(&want))
+			n2, err2 := w.Walk(data, collect(&got))
+			if n1 != n2 || fmt.Sprint(err1) != fmt.Sprint(err2) || len(want) != len(got) {
+				t.Fatalf("Walk %d bytes, %d records, %v; Walker %d bytes, %d records, %v", n1, len(want), err1, n2, len(got), err2)
+			}
+			for i := range want {
+				if want[i].off != got[i].off || !proto.Equal(want[i].rec, got[i].rec) {
+					t.Fatalf("record %d: Walk %d %v, Walker %d %v", i, want[i].off, want[i].rec, got[i].off, got[i].rec)
+				}
+			}
+		}
+	})
+}

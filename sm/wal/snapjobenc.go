@@ -116,7 +116,7 @@ func appendSnapshotJob(out []byte, num protowire.Number, j *schema.SnapshotJob) 
 			return nil, badSnap("encode: job %d: string field %s contains invalid UTF-8", j.Id, s.name)
 		}
 	}
-	if len(j.ProtoReflect().GetUnknown()) > 0 {
+	if len(j.ProtoReflect().GetUnknown()) > 0 || j.Stamps != nil && len(j.Stamps.ProtoReflect().GetUnknown()) > 0 {
 		return appendMessage(out, num, j)
 	}
 	size := snapshotJobSize(j)
