@@ -51,15 +51,18 @@ type compactBase struct {
 // standby keeps no base meanwhile (a failed checkpoint leaves the state
 // half replayed).
 func (sl *standbyLog) takeBase(newest string) *compactBase {
-	b := sl.ckptBase
-	sl.ckptBase = nil
-	if b == nil || sl.conf.cfg == nil || b.cfg != sl.conf.cfg.sum {
-		return nil
-	}
-	if lsn, ok := wal.ParseSnapshotName(newest); !ok || lsn != b.at.lsn {
+	b := sl.keptState()
+	if lsn, ok := wal.ParseSnapshotName(newest); !ok || !b.holds(lsn, sl.conf.cfg) {
 		return nil
 	}
 	return b
+}
+
+// holds: b (nil: none) is the state of the snapshot at lsn under cfg, the
+// config in force (nil: none) — the one test of the kept state, for a
+// checkpoint and for a promotion's recovery alike.
+func (b *compactBase) holds(lsn uint64, cfg *loaded) bool {
+	return b != nil && cfg != nil && b.at.lsn == lsn && b.cfg == cfg.sum
 }
 
 // keptState hands over the state the last checkpoint kept (nil: none, or

@@ -47,18 +47,17 @@ func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {
 		jl.replayFrom(j, plan, logPos{})
 		return
 	}
-	if k := j.kept; k != nil {
+	if k := j.kept; k.holds(plan.SnapshotLSN, jl.conf.cfg) {
+		// The state the snapshot holds, built when it was written:
+		// nothing to read or import (a million jobs' import was most of
+		// a failover's time to serving).
 		j.kept = nil
-		if plan.SnapshotLSN == k.at.lsn && jl.conf.cfg != nil && k.cfg == jl.conf.cfg.sum {
-			// The state the snapshot holds, built when it was written:
-			// nothing to read or import (a million jobs' import was most
-			// of a failover's time to serving).
-			j.lastTerm, j.q = k.at.term, k.q
-			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
-			jl.replayFrom(j, plan, k.at)
-			return
-		}
+		j.lastTerm, j.q = k.at.term, k.q
+		jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
+		jl.replayFrom(j, plan, k.at)
+		return
 	}
+	j.kept = nil // another snapshot, or another config: read it
 	jl.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
 }
 

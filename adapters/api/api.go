@@ -97,7 +97,7 @@ var streams = []string{"SubmitStream"}
 // refuses one: both handlers send up to JSON's (a standby forwards a JSON
 // call in binary, and its answer is sized for JSON).
 func Handler(cfg Config) (string, http.Handler) {
-	s := &server{cfg: cfg}
+	s := &server{cfg: cfg, served: streamsServed(cfg)}
 	opts := func(readMax int) []connect.HandlerOption {
 		return append(jsonCodecs(), connect.WithReadMaxBytes(readMax), connect.WithSendMaxBytes(client.MaxJSONMessageBytes),
 			// Connect gzips every reply a client accepts gzip for by
@@ -134,7 +134,8 @@ const bodySlack = 64 << 10
 const compressMinBytes = 64 << 10
 
 type server struct {
-	cfg Config
+	cfg    Config
+	served string // the StreamsHeader of its ClusterStatus answers (streamsServed)
 }
 
 // caller is who a call is from, set by withCaller.

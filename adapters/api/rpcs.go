@@ -132,33 +132,29 @@ func handlesOf(hs []*schema.WalHandle) []queue.Handle {
 func (s *server) ClusterStatus(ctx context.Context, r *connect.Request[schema.ClusterStatusRequest]) (*connect.Response[schema.StatusReply], error) {
 	// Every answer announces the streams served, a refusal too: the
 	// client reads it from the call that confirms a new connection.
-	served := s.streamsServed()
 	rep, err := s.serve(ctx, &wire.Request{Status: &schema.StatusRequest{Queues: r.Msg.GetQueues()}})
 	if err == nil && rep.StatusReply == nil {
 		err = connect.NewError(connect.CodeInternal, errNoBody)
 	}
 	if err != nil {
-		ce := new(connect.Error)
-		if !errors.As(s.local(err), &ce) {
-			return nil, s.local(err)
+		err = s.local(err)
+		if ce := new(connect.Error); errors.As(err, &ce) && s.served != "" {
+			ce.Meta().Set(client.StreamsHeader, s.served)
 		}
-		if served != "" {
-			ce.Meta().Set(client.StreamsHeader, served)
-		}
-		return nil, ce
+		return nil, err
 	}
 	out := connect.NewResponse(rep.StatusReply)
-	if served != "" {
-		out.Header().Set(client.StreamsHeader, served)
+	if s.served != "" {
+		out.Header().Set(client.StreamsHeader, s.served)
 	}
 	return out, nil
 }
 
-// streamsServed is the StreamsHeader of this node's answers.
-func (s *server) streamsServed() string {
+// streamsServed is the StreamsHeader of a node's answers under cfg.
+func streamsServed(cfg Config) string {
 	var served []string
 	for _, p := range streams {
-		if !slices.Contains(s.cfg.Without, p) {
+		if !slices.Contains(cfg.Without, p) {
 			served = append(served, p)
 		}
 	}
