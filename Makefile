@@ -196,7 +196,7 @@ bench-peers:
 # (RIVER_ARGS=-systems=river,xce3 for three), RIVER_ROUNDS rounds.
 bench-river:
 	cd bench/peers && $(GO) build -o $(BIN)/bench-peers . && \
-	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-peers -systems river,xce1 -river-insert many \
+	  timeout -k 1m $(RIVER_TIMEOUT) $(BIN)/bench-peers -systems river,xce1 -river-insert many -claim 16 \
 	  -workers $(or $(RIVER_WORKERS),64) -river-workers $(or $(RIVER_WORKERS),64) \
 	  -n $(RIVER_JOBS) -rounds $(RIVER_ROUNDS) -timeout $(RIVER_TIMEOUT) $(RIVER_ARGS)
 

@@ -23,7 +23,8 @@ type ioDriver struct {
 	replies   []sm.Reply
 	upReplies []sm.UpgradeReply
 	timers    map[sm.TimerKind]uint64
-	onOp      func(op sm.FileOp) // called after each FileOp executes
+	after     map[sm.TimerKind]time.Duration // the armed timers' durations
+	onOp      func(op sm.FileOp)             // called after each FileOp executes
 	queue     []sm.Input
 }
 
@@ -35,6 +36,14 @@ func (d *ioDriver) feed(in sm.Input) {
 		in := d.queue[0]
 		d.queue = d.queue[1:]
 		loop.Step(d.node, d.clock(), in, d)
+		if len(d.queue) == 0 {
+			// Nothing else comes: a group commit's wait runs out
+			// (sm/groupcommit.go), its time passing.
+			if after, ok := d.after[sm.TimerGroupCommit]; ok {
+				d.now += after
+				d.fireNow(sm.TimerGroupCommit)
+			}
+		}
 	}
 }
 
@@ -65,14 +74,21 @@ func (d *ioDriver) Reply(x sm.Reply)               { d.replies = append(d.replie
 func (d *ioDriver) UpgradeReply(x sm.UpgradeReply) { d.upReplies = append(d.upReplies, x) }
 
 func (d *ioDriver) SwitchoverReply(sm.SwitchoverReply) {}
-func (d *ioDriver) CancelTimer(x sm.CancelTimer)       { delete(d.timers, x.Kind) }
-func (d *ioDriver) Unknown(e sm.Effect)                { d.t.Errorf("unknown effect %T", e) }
+func (d *ioDriver) CancelTimer(x sm.CancelTimer) {
+	delete(d.timers, x.Kind)
+	delete(d.after, x.Kind)
+}
+func (d *ioDriver) Unknown(e sm.Effect) { d.t.Errorf("unknown effect %T", e) }
 
 func (d *ioDriver) SetTimer(x sm.SetTimer) {
 	if d.timers == nil {
 		d.timers = map[sm.TimerKind]uint64{}
 	}
+	if d.after == nil {
+		d.after = map[sm.TimerKind]time.Duration{}
+	}
 	d.timers[x.Kind] = x.Gen
+	d.after[x.Kind] = x.After
 }
 
 // fire delivers timer kind if it is armed.
@@ -82,8 +98,17 @@ func (d *ioDriver) fire(kind sm.TimerKind) bool {
 		return false
 	}
 	delete(d.timers, kind)
+	delete(d.after, kind)
 	d.feed(sm.TimerFired{Kind: kind, Gen: gen})
 	return true
+}
+
+// fireNow queues timer kind's firing within a feed.
+func (d *ioDriver) fireNow(kind sm.TimerKind) {
+	gen := d.timers[kind]
+	delete(d.timers, kind)
+	delete(d.after, kind)
+	d.queue = append(d.queue, sm.TimerFired{Kind: kind, Gen: gen})
 }
 
 func newDriver(t *testing.T, self int, disk *simdisk.Disk) *ioDriver {

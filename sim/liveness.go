@@ -85,6 +85,7 @@ func (w *World) livenessPhase() {
 		return
 	}
 	w.rep.FailoverTime = at - killAt
+	w.served = w.now
 	np := w.primaryOf(p)
 	q, _, rec := w.nodes[np].node.JobState()
 	if !rec {
@@ -273,5 +274,25 @@ func (w *World) checkLogsSynced() {
 	w.runUntil(w.now+logSyncBound, func() bool { return behind() == "" })
 	if why := behind(); w.fail == nil && why != "" && w.primaryOf(-1) == p {
 		w.violate("L5", "the job logs did not converge within %v of the clients going idle, every fault off: %s", logSyncBound, why)
+	}
+}
+
+// checkAnswered (L6) judges a request whose client gave up: once the
+// liveness phase's failover has converged, with every fault off, a
+// request that reached a primary in its term, which is still up, in that
+// incarnation, primary in that term, must have been answered (a write
+// held back forever, a lost reply) — whatever else the cluster does
+// meanwhile (the old primary's rejoin and its sync).
+func (w *World) checkAnswered(c *call) {
+	if !w.liveness || w.served == 0 || c.sent < w.served || c.term == 0 {
+		return
+	}
+	nd := w.nodes[c.node]
+	if !nd.up || nd.inc != c.inc || nd.node.Role() != sm.RolePrimary || nd.node.Term() != c.term {
+		return
+	}
+	w.rep.Unanswered++
+	if !w.sc.SeedMode {
+		w.violate("L6", "request #%d (sent at %v) to primary n%d of term %d was never answered; its client gave up at %v, every fault off since %v", c.id, c.sent, c.node, c.term, w.now, w.served)
 	}
 }

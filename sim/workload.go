@@ -46,8 +46,9 @@ func (o outcome) String() string {
 type call struct {
 	id     uint64
 	client int
-	node   int // the node it was sent to
-	inc    int // ... and that node's incarnation then
+	node   int    // the node it was sent to
+	inc    int    // ... and that node's incarnation then
+	term   uint64 // ... and its term then, if it was primary (0: it was not)
 	req    sm.JobRequest
 	sent   time.Duration
 	done   time.Duration // when the client learned the outcome (reply, timeout, reset)
@@ -192,6 +193,9 @@ func (w *World) clientWake(c int) {
 		req, cl.resends = w.randomRequest(cl), 0
 	}
 	k := &call{id: uint64(len(wl.calls) + 1), client: c, node: cl.target, inc: nd.inc, req: req, sent: w.now}
+	if nd.up && nd.node.Role() == sm.RolePrimary {
+		k.term = nd.node.Term()
+	}
 	wl.calls = append(wl.calls, k)
 	wl.noteKeyedSend(req)
 	cl.cur = k
@@ -289,6 +293,7 @@ func (w *World) clientGiveUp(id uint64) {
 		return
 	}
 	w.unknown(c, fmt.Sprintf("no reply within %v", clientTimeout+c.req.Wait))
+	w.checkAnswered(c)
 	// The connection goes with the client (sm.ClientGone): a long poll it
 	// left waiting must not claim a job for nobody.
 	if nd := w.nodes[c.node]; c.req.Wait > 0 && nd.up && nd.inc == c.inc {

@@ -212,6 +212,7 @@ type Report struct {
 	FirstConverged time.Duration // first time the cluster converged (L1 shape), -1 if never
 	ClientOps      int           // client requests sent
 	Unknown        int           // ... whose outcome the client never learned
+	Unanswered     int           // L6 candidates: requests to the serving primary in the liveness phase that it never answered
 	Acked          int           // acknowledged writes the durability check holds the cluster to
 	AckedLost      int           // ... found lost (seed mode, or excused by a disk wipe; otherwise S5)
 	CatchUps       int           // standby syncs from the log (repl.catch-up)
@@ -266,6 +267,9 @@ type World struct {
 	// what it had queued before it notices the kill.
 	cleanSyncs bool
 	l2Killed   int
+	// served: from this time (the liveness phase's failover converged),
+	// a request the primary took in its term is answered (L6).
+	served time.Duration
 	// bufferFulls: syncs whose records written during the snapshot's
 	// encode overflowed the primary's bound (repl.sync-buffer-full), each
 	// excusing one gap after its install.

@@ -397,7 +397,10 @@ func TestStandbyBehindWithNothingArrivingAsksAgain(t *testing.T) {
 	enqueueN(t, h, p, 3, 100)
 	h.cutLink(p, s)
 	h.enqueue(p, sm.ClientOp{ID: 200, Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("lost on the way")}})
-	h.run() // the batch to s is lost; the other standby makes the quorum
+	// The batch to s is lost; the other standby makes the quorum. The
+	// record waits up to groupWait for the writers of the last write
+	// (groupcommit.go), who send nothing more here.
+	h.advance(time.Millisecond)
 	h.heal()
 	if pt, pl := h.node(p).n.LogPosition(); func() bool { st, sl := h.node(s).n.LogPosition(); return st == pt && sl == pl }() {
 		t.Fatalf("n%d already at the primary's position (term %d, lsn %d): the batch was not lost", s, pt, pl)
@@ -471,7 +474,7 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 		pn := h.node(p)
 		before := len(pn.replies)
 		h.enqueue(p, sm.ClientOp{ID: id, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 20}})
-		h.run()
+		h.advance(time.Millisecond) // the claim's write waits for the enqueuers' group (groupcommit.go)
 		id++
 		var claimed []sm.Reply
 		for _, r := range pn.replies[before:] {

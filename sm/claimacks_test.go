@@ -35,7 +35,7 @@ func TestClaimCarriesAcksInOneWrite(t *testing.T) {
 	pn := h.node(p)
 	before := appends(pn)
 	h.enqueue(p, sm.ClientOp{ID: 21, Req: sm.JobRequest{Kind: sm.JobClaim, Queue: "q0", Host: "h0", Max: 5, Handles: []queue.Handle{a.Handle(), staleHandle}}})
-	h.run()
+	h.advance(time.Millisecond) // its write waits for the group of the last (groupcommit.go)
 	r, ok := replyTo(h, p, 21)
 	if !ok || r.Status != sm.StatusOK || len(r.OKs) != 2 || !r.OKs[0] || r.OKs[1] || len(r.Jobs) != 1 || string(r.Jobs[0].Payload) != "b" {
 		t.Fatalf("claim with acks: %+v (answered %v), want oks [true false] and job b", r, ok)

@@ -66,6 +66,7 @@ func (el *election) onRoundEcho(from int, round uint64) {
 // enough standbys, in LSN order; then a switchover may hand over.
 func (jl *journal) releaseWaiting() {
 	defer jl.sw.tryHandOver() // a handover waits for nothing left to answer
+	jl.noteCommit()
 	j := jl.jobs
 	k := 0
 	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && jl.replicated(j.waiting[k].lsn) {

@@ -400,6 +400,7 @@ func (el *election) onHeartbeatTimer() {
 		el.setTimer(TimerHeartbeat, el.opt.HeartbeatInterval)
 		if el.journal.jobs != nil && el.journal.jobs.recovered {
 			el.journal.releaseWaiting() // a standby that went silent no longer holds writes
+			el.journal.resumeWAL()      // nor the next write (groupcommit.go)
 		}
 	}
 }

@@ -24,7 +24,8 @@ type jobState struct {
 	segRecords   int
 	batches      []walBatch // records not yet written, oldest first
 	writing      bool
-	hold         bool // records are being added for one write: do not start it yet (release)
+	group        groupCommit // a small batch's wait for its writers (groupcommit.go)
+	hold         bool        // records are being added for one write: do not start it yet (release)
 	waiting      []waitingReply
 	reads        []waitingRead // quorum mode: reads waiting for their round
 	polls        []parkedClaim // long-poll claims waiting for a job (longpoll.go)
@@ -98,13 +99,15 @@ func (jl *journal) onClientOp(c ClientOp) {
 		jl.answerRead(rep)
 		return
 	}
+	// The request's records join the pending batch, whose write starts
+	// (or waits for its group: groupcommit.go) once the request waits
+	// for it: a claim's acks' and its own records go in one write.
+	j.hold = true
+	defer jl.release()
 	var acks []bool // a claim's acks (claimAcks), applied before it
 	var ackLSN uint64
 	var ackAt int64
 	if req.Kind == JobClaim && len(req.Handles) > 0 {
-		// One write for both records: the acks' and the claim's.
-		j.hold = true
-		defer jl.release()
 		var refused bool
 		if acks, ackLSN, ackAt, refused = jl.claimAcks(c.ID, req.Handles); refused {
 			return
@@ -431,8 +434,12 @@ func (jl *journal) flushWAL() {
 		jl.flushWAL()
 		return
 	}
+	if jl.holdBatch(&j.batches[0]) {
+		return // resumeWAL: the commit it waits for, or its group, has come
+	}
 	b := j.batches[0]
 	j.writing = true
+	j.group.wrote(b)
 	newSeg := !j.liveSegs[b.seg]
 	jl.joined.streamBatch(b) // standbys write in parallel with our fsync
 	// The job state's operations: a step-down drops their completions.

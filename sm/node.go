@@ -206,7 +206,7 @@ type loaded struct {
 	modTime int64
 }
 
-const timerKinds = 10
+const timerKinds = int(TimerGroupCommit) + 1
 
 // NewNode builds a node; it does nothing until it receives Boot.
 func NewNode(opt Options) (*Node, error) {
@@ -378,6 +378,8 @@ func (n *Node) onTimer(k TimerKind) {
 		n.journal.expirePolls()
 	case TimerHandover:
 		n.sw.onTimer()
+	case TimerGroupCommit:
+		n.journal.groupWaitOver()
 	}
 }
 

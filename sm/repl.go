@@ -194,6 +194,7 @@ func (jp *joinedPeers) onReplAck(from int, m Msg) {
 	rp.Ack(m.WALPos, int64(jp.now.Mono))
 	jp.catchUpAcked(from, rp, m.WALPos)
 	jp.journal.releaseWaiting()
+	jp.journal.resumeWAL()
 }
 
 // --- standby side ---

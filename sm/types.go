@@ -272,6 +272,7 @@ const (
 	TimerPush                             // primary: upgrade push window, then checkpoint wait
 	TimerLongPoll                         // primary: the earliest long-poll claim's deadline
 	TimerHandover                         // a switchover's deadline (switchover.go)
+	TimerGroupCommit                      // primary: the end of a group commit's wait for its writers (groupcommit.go)
 )
 
 func (k TimerKind) String() string {
@@ -294,6 +295,8 @@ func (k TimerKind) String() string {
 		return "long-poll"
 	case TimerHandover:
 		return "handover"
+	case TimerGroupCommit:
+		return "group-commit"
 	default:
 		return "timer?"
 	}

@@ -10,7 +10,7 @@
 // end, on failure or interrupt too.
 //
 //	cd bench/peers && go run . -n 200000 -rounds 2
-//	cd bench/peers && go run . -systems river,xce1 -river-workers 64 -river-insert many   # bench-river's shape
+//	cd bench/peers && go run . -systems river,xce1 -workers 64 -claim 16 -river-workers 64 -river-insert many   # bench-river's shape
 package main
 
 import (
@@ -78,8 +78,8 @@ func run() error {
 	flag.IntVar(&s.Jobs, "n", 200_000, "jobs inserted and then worked per round and system")
 	flag.IntVar(&s.Batch, "batch", 1000, "jobs per insert request (River InsertManyFast, NATS async publishes awaited together, xce SubmitBatch; xce takes at most 1000)")
 	flag.IntVar(&s.Inserters, "inserters", 4, "concurrent insert clients")
-	flag.IntVar(&s.Workers, "workers", 64, "xce claiming workers and NATS fetching workers, each on its own connection (at most 64: an xce node's limit per client certificate)")
-	flag.IntVar(&s.Claim, "claim", 16, "jobs per xce Claim (acked on the next Claim) and per NATS Fetch")
+	flag.IntVar(&s.Workers, "workers", 16, "xce claiming workers and NATS fetching workers, each on its own connection (at most 64: an xce node's limit per client certificate)")
+	flag.IntVar(&s.Claim, "claim", 64, "jobs per xce Claim (acked on the next Claim) and per NATS Fetch (-workers x -claim jobs in flight: 1,024 by default, as 64 x 16, NATS's better shape of the two here too: docs/performance.md)")
 	flag.IntVar(&s.RiverWorkers, "river-workers", 0, "River MaxWorkers (0: -workers x -claim, the jobs xce and NATS hold in flight)")
 	flag.IntVar(&s.Payload, "payload", 100, "bytes of each job's payload (River: a JSON string field of that length)")
 	flag.IntVar(&s.Submits, "submits", 2000, "single submits timed per client count (1 and 16 clients)")
