@@ -7,7 +7,7 @@ import "fmt"
 // positions, the lane counts match, schedules are sorted.
 func (q *Queues) checkIndexes() error {
 	heapOK := func(name string, h *jobHeap) error {
-		for i, n := range h.xs {
+		for i, n := range h.nodes() {
 			e := n.e
 			if p := int(*h.pos(e)); p != i {
 				return fmt.Errorf("%s: job %d at %d records %d", name, e.ID, i, p)
@@ -15,7 +15,7 @@ func (q *Queues) checkIndexes() error {
 			if a, b, c := key(h.kind, e); n.a != a || n.b != b || n.c != c {
 				return fmt.Errorf("%s: job %d has a stale key", name, e.ID)
 			}
-			if i > 0 && n.less(&h.xs[(i-1)/4]) {
+			if i > 0 && n.less(h.at((i-1)/4)) {
 				return fmt.Errorf("%s: job %d at %d sorts before its parent", name, e.ID, i)
 			}
 			if q.jobs.get(e.ID) != e {
@@ -43,7 +43,7 @@ func (q *Queues) checkIndexes() error {
 		}
 		hs := []*jobHeap{&l.waiting, &l.exhausted, &l.parked}
 		for pin, h := range l.ready {
-			for _, n := range h.xs {
+			for _, n := range h.nodes() {
 				if e := n.e; e.pin() != pin {
 					return fmt.Errorf("lane %q: job %d with pin %q in ready heap %q", name, e.ID, e.pin(), pin)
 				}
@@ -54,7 +54,7 @@ func (q *Queues) checkIndexes() error {
 			if err := heapOK(fmt.Sprintf("lane %q heap %d", name, h.kind), h); err != nil {
 				return err
 			}
-			for _, n := range h.xs {
+			for _, n := range h.nodes() {
 				if e := n.e; e.lane != l {
 					return fmt.Errorf("job %d of queue %q in lane %q", e.ID, e.Queue(), name)
 				}
@@ -102,7 +102,7 @@ func (q *Queues) checkIndexes() error {
 		switch {
 		case h == nil:
 			return fmt.Errorf("live job %d in no lane heap", id)
-		case e.slot < 0 || int(e.slot) >= h.len() || h.xs[e.slot].e != e:
+		case e.slot < 0 || int(e.slot) >= h.len() || h.at(int(e.slot)).e != e:
 			return fmt.Errorf("job %d: lane heap %d holds another at its slot %d", id, h.kind, e.slot)
 		case exh != (h == &e.lane.exhausted):
 			return fmt.Errorf("job %d: exhausted=%v but heap %d", id, exh, h.kind)
@@ -159,4 +159,13 @@ func (s *runAtSet) check(want map[int64]int) error {
 		return fmt.Errorf("the time found last (%d) is not in the set", c.at)
 	}
 	return nil
+}
+
+// nodes lists h's nodes in index order.
+func (h *jobHeap) nodes() []node {
+	out := make([]node, h.len())
+	for i := range out {
+		out[i] = *h.at(i)
+	}
+	return out
 }

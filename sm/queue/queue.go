@@ -182,10 +182,10 @@ func (q *Queues) own(e *job) *job {
 	c.owned = q.gen
 	q.jobs.put(c.ID, &c)
 	if h := q.laneHeap(e); h != nil {
-		h.xs[e.slot].e = &c
+		h.at(int(e.slot)).e = &c
 	}
 	if g := q.globalHeap(e); g != nil {
-		g.xs[e.gslot].e = &c
+		g.at(int(e.gslot)).e = &c
 	}
 	return &c
 }
