@@ -182,7 +182,7 @@ bench-scale:
 # (fsync; a majority's on 3 nodes). Its own module (bench/peers), so NATS
 # and River stay out of xce's go.mod; not part of `make test` (its unit
 # tests are). The run ends by itself after PEERS_TIMEOUT (it cleans up on
-# the signal). About 6 min for the defaults on this 2-core machine.
+# the signal). About 6-10 min for the defaults on a 2-core machine.
 # PEERS_ARGS=-systems=nats3,xce3 runs a subset; -profile-dir DIR adds a
 # profiled insert and work phase per xce side after the rounds.
 bench-peers:
