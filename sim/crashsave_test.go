@@ -22,9 +22,8 @@ type ioDriver struct {
 	exit      *sm.Exit
 	replies   []sm.Reply
 	upReplies []sm.UpgradeReply
-	timers    map[sm.TimerKind]uint64
-	after     map[sm.TimerKind]time.Duration // the armed timers' durations
-	onOp      func(op sm.FileOp)             // called after each FileOp executes
+	timers    map[sm.TimerKind]sm.SetTimer // the armed timers
+	onOp      func(op sm.FileOp)           // called after each FileOp executes
 	queue     []sm.Input
 }
 
@@ -39,9 +38,9 @@ func (d *ioDriver) feed(in sm.Input) {
 		if len(d.queue) == 0 {
 			// Nothing else comes: a group commit's wait runs out
 			// (sm/groupcommit.go), its time passing.
-			if after, ok := d.after[sm.TimerGroupCommit]; ok {
-				d.now += after
-				d.fireNow(sm.TimerGroupCommit)
+			if x, ok := d.take(sm.TimerGroupCommit); ok {
+				d.now += x.After
+				d.queue = append(d.queue, sm.TimerFired{Kind: x.Kind, Gen: x.Gen})
 			}
 		}
 	}
@@ -74,41 +73,30 @@ func (d *ioDriver) Reply(x sm.Reply)               { d.replies = append(d.replie
 func (d *ioDriver) UpgradeReply(x sm.UpgradeReply) { d.upReplies = append(d.upReplies, x) }
 
 func (d *ioDriver) SwitchoverReply(sm.SwitchoverReply) {}
-func (d *ioDriver) CancelTimer(x sm.CancelTimer) {
-	delete(d.timers, x.Kind)
-	delete(d.after, x.Kind)
-}
-func (d *ioDriver) Unknown(e sm.Effect) { d.t.Errorf("unknown effect %T", e) }
+func (d *ioDriver) CancelTimer(x sm.CancelTimer)       { delete(d.timers, x.Kind) }
+func (d *ioDriver) Unknown(e sm.Effect)                { d.t.Errorf("unknown effect %T", e) }
 
 func (d *ioDriver) SetTimer(x sm.SetTimer) {
 	if d.timers == nil {
-		d.timers = map[sm.TimerKind]uint64{}
+		d.timers = map[sm.TimerKind]sm.SetTimer{}
 	}
-	if d.after == nil {
-		d.after = map[sm.TimerKind]time.Duration{}
-	}
-	d.timers[x.Kind] = x.Gen
-	d.after[x.Kind] = x.After
+	d.timers[x.Kind] = x
+}
+
+// take disarms timer kind, returning it if it was armed.
+func (d *ioDriver) take(kind sm.TimerKind) (sm.SetTimer, bool) {
+	x, ok := d.timers[kind]
+	delete(d.timers, kind)
+	return x, ok
 }
 
 // fire delivers timer kind if it is armed.
 func (d *ioDriver) fire(kind sm.TimerKind) bool {
-	gen, ok := d.timers[kind]
-	if !ok {
-		return false
+	x, ok := d.take(kind)
+	if ok {
+		d.feed(sm.TimerFired{Kind: kind, Gen: x.Gen})
 	}
-	delete(d.timers, kind)
-	delete(d.after, kind)
-	d.feed(sm.TimerFired{Kind: kind, Gen: gen})
-	return true
-}
-
-// fireNow queues timer kind's firing within a feed.
-func (d *ioDriver) fireNow(kind sm.TimerKind) {
-	gen := d.timers[kind]
-	delete(d.timers, kind)
-	delete(d.after, kind)
-	d.queue = append(d.queue, sm.TimerFired{Kind: kind, Gen: gen})
+	return ok
 }
 
 func newDriver(t *testing.T, self int, disk *simdisk.Disk) *ioDriver {

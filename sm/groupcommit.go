@@ -33,7 +33,11 @@ type groupCommit struct {
 	last     uint64 // LSN of the newest write's last record; 0: it is committed
 	expect   int    // client requests the next write waits for
 	armedFor uint64 // first LSN of the batch a wait was armed for (0: none)
-	over     uint64 // first LSN of the batch whose wait has ended
+	// over: first LSN of the batch whose wait has ended. Not folded into
+	// expect: a batch whose time ran out while the write before it was
+	// still uncommitted goes once that commits, where the commit's new
+	// expect would make it wait a second time (the golden "commit" file).
+	over uint64
 }
 
 // holdBatch reports whether the oldest pending batch b (no write in
