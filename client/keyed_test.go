@@ -28,6 +28,9 @@ func TestKeyedSubmitIsRepeated(t *testing.T) {
 			if n.Add(1) <= fails {
 				return unknownReply(req)
 			}
+			if req.Job.Kind == sm.JobEnqueueBatch { // the node names a batch's jobs by id alone
+				return &wire.Reply{Job: &sm.Reply{OK: true, IDs: []uint64{7}, Deduplicated: []bool{true}}}
+			}
 			return &wire.Reply{Job: &sm.Reply{OK: true, Jobs: []queue.Job{{ID: 7}}, Deduplicated: []bool{true}}}
 		}, &n
 	}

@@ -80,6 +80,22 @@ func (w *World) handleViolation(term uint64, format string, args ...any) {
 	w.violate("S8", "%s", msg)
 }
 
+// checkBatchIDs: an enqueue batch's reply names, in IDs, the jobs its
+// Jobs show, one per payload in order (the API answers with IDs alone).
+func (w *World) checkBatchIDs(c *call) {
+	ids, jobs := c.rep.IDs, c.rep.Jobs
+	if len(ids) != len(c.req.Payloads) || len(jobs) != len(ids) {
+		w.violate("S8", "enqueue batch reply to #%d from n%d: %d ids and %d jobs for %d payloads", c.id, c.node, len(ids), len(jobs), len(c.req.Payloads))
+		return
+	}
+	for i, j := range jobs {
+		if ids[i] != j.ID {
+			w.violate("S8", "enqueue batch reply to #%d from n%d names job %d by id but shows job %d at %d", c.id, c.node, ids[i], j.ID, i)
+			return
+		}
+	}
+}
+
 // checkHandleReply judges an acknowledged reply c (called from observe).
 func (w *World) checkHandleReply(c *call) {
 	hc := &w.hc
@@ -87,6 +103,9 @@ func (w *World) checkHandleReply(c *call) {
 		hc.handed, hc.idOwner = map[queue.Handle]handout{}, map[uint64]handout{}
 	}
 	here := func(p []byte) handout { return handout{payload: string(p), call: c.id, node: c.node} }
+	if c.req.Kind == sm.JobEnqueueBatch {
+		w.checkBatchIDs(c)
+	}
 	for _, j := range c.rep.Jobs {
 		if o, ok := hc.idOwner[j.ID]; !ok {
 			hc.idOwner[j.ID] = here(j.Payload)

@@ -474,7 +474,9 @@ func (w *World) randomRequest(cl *wlClient) sm.JobRequest {
 		}
 		return req
 	case k < 31:
-		req := sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: qname(), Priority: int32(r.IntN(3))}
+		// With the jobs: the checkers judge each one as enqueued, and
+		// checkHandleReply its id against the ids the API answers with.
+		req := sm.JobRequest{Kind: sm.JobEnqueueBatch, Queue: qname(), Priority: int32(r.IntN(3)), WithJobs: true}
 		for n := 2 + r.IntN(3); n > 0; n-- {
 			req.Payloads = append(req.Payloads, payload())
 		}

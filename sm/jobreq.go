@@ -89,6 +89,11 @@ type JobRequest struct {
 	// binary; a claim's jobs and a list's page are sized for it
 	// (ClaimReplyBudgetJSON), and a claim logs it for its replay.
 	JSON bool
+	// WithJobs: an enqueue batch's reply carries each job as enqueued
+	// (Reply.Jobs) besides its id (Reply.IDs). Without it, the ids alone:
+	// 8 bytes a job where a job's copy is over 200, and all the API's
+	// answer shows.
+	WithJobs bool
 }
 
 // ClientOp is a client request arriving at the node.
@@ -114,13 +119,16 @@ type Reply struct {
 	Primary int // when Status is StatusEAGAIN: the primary, if known, else -1
 	OK      bool
 	OKs     []bool
-	Jobs    []queue.Job
+	Jobs    []queue.Job // an enqueue batch's only with JobRequest.WithJobs
+	// IDs: an enqueue batch's jobs, in the order of its payloads (a
+	// deduplicated one's, its key's earlier job).
+	IDs     []uint64
 	Moved   int // sweep: jobs moved to dead; lost-and-found drain: jobs moved or deleted
 	Deleted int // sweep: dead jobs deleted by retention
 	LSN     uint64
 	At      int64 // the time (Unix seconds) the operation was applied at
 	More    bool  // list: the page is full (ClaimReplyBudget); ask after the last ID
-	// Deduplicated (an enqueue, an enqueue batch): per job of Jobs, true
+	// Deduplicated (an enqueue, an enqueue batch): per job of Jobs (IDs), true
 	// when its idempotency key named an earlier submit's job, whose id
 	// alone Jobs carries; nil when none did.
 	Deduplicated []bool

@@ -195,7 +195,7 @@ func (jl *journal) apply(id uint64, req JobRequest) (rep Reply, changed, refused
 	if req.Kind == JobClaim {
 		before = laneCounts(j.q, req.Queue)
 	}
-	rep, err = applyRecord(j.q, j.r, rec)
+	rep, err = apply(j.q, j.r, rec, replyShapeOf(req))
 	if err != nil { // refused before anything changed: not logged
 		return Reply{ID: id, Status: refusedStatus(err), Error: err.Error(), Primary: jl.el.primary}, false, true
 	}

@@ -11,11 +11,15 @@ import (
 	"github.com/xce-hpc/xce/sm/queue"
 )
 
-// Replay applies a record as the live path does: on twin states, each
+// Replay applies a record as the live path does: on triplet states, each
 // record of a random history (every operation, names the config no
-// longer has, bad stamps, valid and stale handles, time going back) gives
-// the same error, the same lost_and_found routing and WARN lines, and the
-// same state through replayApply (no reply) as through applyRecord.
+// longer has, bad stamps, valid and stale handles, time going back,
+// batches with repeated idempotency keys) gives the same error, the same
+// lost_and_found routing and WARN lines, and the same state through
+// replayApply (no reply) and through apply with a reply of ids
+// (replyIDs, the API's) as through applyRecord; and the reply of ids is
+// the whole reply without an enqueue batch's Jobs, whose ids it names in
+// order, one per payload.
 func TestReplayApplyIsApplyRecord(t *testing.T) {
 	cfg := &schema.ClusterConfig{
 		Queues:    []*schema.Queue{{Id: 1, Name: "a", VisibilityTimeoutS: 5, MaxAttempts: 2}, {Id: 2, Name: "b", VisibilityTimeoutS: 9, MaxAttempts: 3, DeadLetterRetentionS: 20}},
@@ -23,11 +27,12 @@ func TestReplayApplyIsApplyRecord(t *testing.T) {
 		Resources: []*schema.Resource{{Id: 1, Name: "gpu"}},
 	}
 	rapid.Check(t, func(t *rapid.T) {
-		live, replay := queue.New(), queue.New()
-		rl, rr := newRouter(cfg), newRouter(cfg)
-		var wl, wr []routeWarning
+		live, replay, idsOnly := queue.New(), queue.New(), queue.New()
+		rl, rr, ri := newRouter(cfg), newRouter(cfg), newRouter(cfg)
+		var wl, wr, wi []routeWarning
 		rl.warn = func(what, id string) { wl = append(wl, routeWarning{what, id}) }
 		rr.warn = func(what, id string) { wr = append(wr, routeWarning{what, id}) }
+		ri.warn = func(what, id string) { wi = append(wi, routeWarning{what, id}) }
 		var handles []*schema.WalHandle
 		now := int64(1_000_000)
 		queues := rapid.SampledFrom([]string{"a", "a", "b", "gone", LostAndFound})
@@ -52,9 +57,20 @@ func TestReplayApplyIsApplyRecord(t *testing.T) {
 					RunAt: now + rapid.Int64Range(-5, 5).Draw(t, "run at"), Expires: rapid.Int64Range(-1, 30).Draw(t, "expires"),
 					Resource: rapid.Uint32Range(0, 2).Draw(t, "resource"), Host: hosts.Draw(t, "pin")}}
 			case 3:
-				rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: &schema.WalEnqueueBatch{Queue: queues.Draw(t, "queue"),
-					Payloads: rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 8), 0, 4).Draw(t, "payloads"), Stamps: stamps(),
-					Delay: rapid.Int64Range(-1, 3).Draw(t, "delay"), Host: hosts.Draw(t, "pin")}}
+				b := &schema.WalEnqueueBatch{Queue: queues.Draw(t, "queue"),
+					Payloads: rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 2), 0, 4).Draw(t, "payloads"), Stamps: stamps(),
+					Delay: rapid.Int64Range(-1, 3).Draw(t, "delay"), Host: hosts.Draw(t, "pin")}
+				if rapid.Bool().Draw(t, "keyed") {
+					// Few keys, payloads and options: a repeat names an
+					// earlier job (or is refused: another payload).
+					b.Queue, b.Delay, b.Host, b.IdempotencyWindowS = "a", 0, "", 60
+					b.Stamps = &schema.WalStamps{VisibilityTimeoutS: 5, MaxAttempts: 2}
+					for k := range b.Payloads {
+						b.Payloads[k] = []byte(rapid.SampledFrom([]string{"x", "y"}).Draw(t, "keyed payload"))
+						b.IdempotencyKeys = append(b.IdempotencyKeys, rapid.SampledFrom([]string{"", "k1", "k2", "k3"}).Draw(t, "key"))
+					}
+				}
+				rec.Op = &schema.WalRecord_EnqueueBatch{EnqueueBatch: b}
 			case 4, 5, 6:
 				rec.Op = &schema.WalRecord_ClaimBatch{ClaimBatch: &schema.WalClaimBatch{Queue: queues.Draw(t, "queue"), Host: hosts.Draw(t, "host"), Max: rapid.Uint32Range(0, 3).Draw(t, "max"),
 					Json: rapid.Bool().Draw(t, "json")}}
@@ -80,14 +96,36 @@ func TestReplayApplyIsApplyRecord(t *testing.T) {
 			}
 			rep, lerr := applyRecord(live, rl, rec)
 			rerr := replayApply(replay, rr, rec)
-			if fmt.Sprint(lerr) != fmt.Sprint(rerr) {
-				t.Fatalf("record %d (%v): applyRecord: %v, replayApply: %v", i, rec, lerr, rerr)
+			irep, ierr := apply(idsOnly, ri, rec, replyIDs)
+			if fmt.Sprint(lerr) != fmt.Sprint(rerr) || fmt.Sprint(lerr) != fmt.Sprint(ierr) {
+				t.Fatalf("record %d (%v): applyRecord: %v, replayApply: %v, replyIDs: %v", i, rec, lerr, rerr, ierr)
 			}
-			if rl.routed != rr.routed || !reflect.DeepEqual(wl, wr) {
-				t.Fatalf("record %d (%v): routed %d, warnings %v; replay: routed %d, warnings %v", i, rec, rl.routed, wl, rr.routed, wr)
+			if rl.routed != rr.routed || !reflect.DeepEqual(wl, wr) || rl.routed != ri.routed || !reflect.DeepEqual(wl, wi) {
+				t.Fatalf("record %d (%v): routed %d, warnings %v; replay: routed %d, warnings %v; replyIDs: routed %d, warnings %v", i, rec, rl.routed, wl, rr.routed, wr, ri.routed, wi)
 			}
-			if gl, gr := live.Export(), replay.Export(); !reflect.DeepEqual(gl, gr) {
-				t.Fatalf("record %d (%v): states differ\napplyRecord %+v\nreplayApply %+v", i, rec, gl, gr)
+			gl := live.Export()
+			if gr, gi := replay.Export(), idsOnly.Export(); !reflect.DeepEqual(gl, gr) || !reflect.DeepEqual(gl, gi) {
+				t.Fatalf("record %d (%v): states differ\napplyRecord %+v\nreplayApply %+v\nreplyIDs %+v", i, rec, gl, gr, gi)
+			}
+			b, batch := rec.GetOp().(*schema.WalRecord_EnqueueBatch)
+			switch {
+			case lerr != nil: // a refused record's reply is never read
+			case batch:
+				if len(rep.IDs) != len(b.EnqueueBatch.GetPayloads()) || len(rep.Jobs) != len(rep.IDs) {
+					t.Fatalf("record %d (%v): %d ids and %d jobs for %d payloads", i, rec, len(rep.IDs), len(rep.Jobs), len(b.EnqueueBatch.GetPayloads()))
+				}
+				for k, j := range rep.Jobs {
+					if rep.IDs[k] != j.ID {
+						t.Fatalf("record %d (%v): id %d is %d, its job %d", i, rec, k, rep.IDs[k], j.ID)
+					}
+				}
+				whole := rep
+				whole.Jobs = nil
+				if !reflect.DeepEqual(whole, irep) {
+					t.Fatalf("record %d (%v): the reply of ids %+v, the whole one without its jobs %+v", i, rec, irep, whole)
+				}
+			case !reflect.DeepEqual(rep, irep):
+				t.Fatalf("record %d (%v): replyIDs %+v, applyRecord %+v", i, rec, irep, rep)
 			}
 			if _, ok := rec.GetOp().(*schema.WalRecord_ClaimBatch); ok {
 				for _, j := range rep.Jobs {

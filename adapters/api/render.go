@@ -19,9 +19,12 @@ func jobResponse(kind sm.JobKind, r *sm.Reply) *schema.JobResponse {
 	out := &schema.JobResponse{Oks: r.OKs, Moved: uint32(r.Moved), Deleted: uint32(r.Deleted), Lsn: r.LSN, At: r.At, More: r.More}
 	submit := kind == sm.JobEnqueue || kind == sm.JobEnqueueBatch
 	if submit {
-		out.Ids = make([]uint64, len(r.Jobs))
-		for i, j := range r.Jobs {
-			out.Ids[i] = j.ID
+		out.Ids = r.IDs // an enqueue batch's; an enqueue's is its job's
+		if kind == sm.JobEnqueue {
+			out.Ids = make([]uint64, len(r.Jobs))
+			for i, j := range r.Jobs {
+				out.Ids[i] = j.ID
+			}
 		}
 		// An earlier submit's job (its idempotency key's) is named by
 		// id alone, as a batch's are: Get shows it as it is now.

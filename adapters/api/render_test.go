@@ -12,9 +12,11 @@ import (
 
 // TestJobReplyShapes: a submit names its new jobs by id in order; a
 // single submit also carries its job without the payload, a batch no
-// jobs; every other reply carries its jobs whole.
+// jobs (the node's reply to it has ids alone, sm.Reply.IDs); every other
+// reply carries its jobs whole.
 func TestJobReplyShapes(t *testing.T) {
-	r := sm.Reply{OK: true, Jobs: []queue.Job{{ID: 7, Queue: "q", Payload: []byte("p1")}, {ID: 9, Queue: "q", Payload: []byte("p2")}}}
+	whole := sm.Reply{OK: true, Jobs: []queue.Job{{ID: 7, Queue: "q", Payload: []byte("p1")}, {ID: 9, Queue: "q", Payload: []byte("p2")}}}
+	ids := sm.Reply{OK: true, IDs: []uint64{7, 9}}
 	for _, tc := range []struct {
 		kind               sm.JobKind
 		jobs, payload, ids bool
@@ -22,6 +24,10 @@ func TestJobReplyShapes(t *testing.T) {
 		{sm.JobEnqueue, true, false, true}, {sm.JobEnqueueBatch, false, false, true},
 		{sm.JobClaim, true, true, false}, {sm.JobGet, true, true, false}, {sm.JobList, true, true, false}, {sm.JobTick, true, true, false},
 	} {
+		r := whole
+		if tc.kind == sm.JobEnqueueBatch {
+			r = ids
+		}
 		out := jobResponse(tc.kind, &r)
 		if got := out.GetIds(); tc.ids != (len(got) > 0) || tc.ids && (len(got) != 2 || got[0] != 7 || got[1] != 9) {
 			t.Errorf("%v: ids %v, want them: %v", tc.kind, got, tc.ids)

@@ -149,8 +149,9 @@ func TestInProcessPrimaryFollowing(t *testing.T) {
 		t.Fatalf("ack batch request %v", r)
 	}
 
-	// A batch submit: its jobs by id, in order.
-	n2.Set(jobAnswer(&sm.Reply{OK: true, Jobs: []queue.Job{{ID: 4}, {ID: 5}, {ID: 6}}}))
+	// A batch submit: its jobs by id, in order (the node names them by id
+	// alone).
+	n2.Set(jobAnswer(&sm.Reply{OK: true, IDs: []uint64{4, 5, 6}}))
 	out, err = fc.run(t, "job", "submit", "--queue", "batch", "--payload", "x", "--count", "3")
 	if err != nil || out != "submitted job 4 to batch\nsubmitted job 5 to batch\nsubmitted job 6 to batch\n" {
 		t.Fatalf("batch submit: %v %q", err, out)
