@@ -84,6 +84,7 @@ func run() error {
 	flag.IntVar(&s.Payload, "payload", 100, "bytes of each job's payload (River: a JSON string field of that length)")
 	flag.IntVar(&s.Submits, "submits", 2000, "single submits timed per client count (1 and 16 clients)")
 	rounds := flag.Int("rounds", 2, "rounds, each visiting every system once")
+	warmup := flag.Int("warmup", 1, "unmeasured rounds before them, in the first round's order: a system's first round on fresh processes pays for growing its memory (on this benchmark's VM a page touched first costs ~15 µs: docs/performance.md); their figures are printed apart, in no median or ratio")
 	systems := flag.String("systems", strings.Join(allSystems, ","), "the systems of a round, in order: "+strings.Join(allSystems, ", "))
 	riverInsert := flag.String("river-insert", "fast", "River's batch insert: fast (InsertManyFast, COPY) or many (InsertMany)")
 	natsAck := flag.String("nats-ack", "confirmed", "NATS acks: confirmed (each ack sent with a reply subject, a job counted once the server confirmed its ack, as xce counts) or async (fire-and-forget acks as nats bench sends them by default; the clock stops when the consumer has none pending)")
@@ -101,6 +102,8 @@ func run() error {
 	switch {
 	case s.Jobs < 1 || s.Batch < 1 || s.Inserters < 1 || s.Workers < 1 || s.Claim < 1 || s.RiverWorkers < 1 || s.Payload < 1 || s.Submits < 1 || *rounds < 1:
 		return errors.New("-n, -batch, -inserters, -workers, -claim, -river-workers, -payload, -submits and -rounds must be positive")
+	case *warmup < 0:
+		return fmt.Errorf("-warmup %d: not negative", *warmup)
 	case *profJobs < 0:
 		return fmt.Errorf("-profile-jobs %d: not negative", *profJobs)
 	case s.Batch > 1000:
@@ -195,22 +198,38 @@ func run() error {
 		}
 	}
 
-	header(os.Stdout, s, *rounds, notes)
-	res := make([]map[string]result, *rounds)
-	for r := range *rounds {
-		res[r] = map[string]result{}
-		for _, key := range roundOrder(sys, r) {
+	header(os.Stdout, s, *warmup, *rounds, notes)
+	// round runs one round in order, its figures into row.
+	round := func(name string, order []string, row map[string]result) error {
+		for _, key := range order {
 			got, err := runRound(ctx, sides[key], s)
 			if err != nil {
 				if lt, ok := sides[key].(interface{ logTail() string }); ok {
 					err = fmt.Errorf("%w\n%s", err, lt.logTail())
 				}
-				printTables(os.Stdout, s, sys, res)
-				return fmt.Errorf("round %d, %s: %w", r+1, labels[key], err)
+				return fmt.Errorf("%s, %s: %w", name, labels[key], err)
 			}
-			res[r][key] = got
-			fmt.Fprintf(os.Stderr, "bench-peers: round %d %s: insert %.0f/s, work %.0f/s, submit %v (1) %v (16)\n",
-				r+1, labels[key], got.Insert, got.Work, got.Lat[0], got.Lat[len(got.Lat)-1])
+			row[key] = got
+			fmt.Fprintf(os.Stderr, "bench-peers: %s %s: insert %.0f/s, work %.0f/s, submit %v (1) %v (16)\n",
+				name, labels[key], got.Insert, got.Work, got.Lat[0], got.Lat[len(got.Lat)-1])
+		}
+		return nil
+	}
+	warm := make([]map[string]result, *warmup)
+	for r := range *warmup {
+		warm[r] = map[string]result{}
+		if err := round(fmt.Sprintf("warm-up round %d", r+1), roundOrder(sys, 0), warm[r]); err != nil {
+			printWarmup(os.Stdout, s, sys, warm)
+			return err
+		}
+	}
+	printWarmup(os.Stdout, s, sys, warm)
+	res := make([]map[string]result, *rounds)
+	for r := range *rounds {
+		res[r] = map[string]result{}
+		if err := round(fmt.Sprintf("round %d", r+1), roundOrder(sys, r), res[r]); err != nil {
+			printTables(os.Stdout, s, sys, res)
+			return err
 		}
 	}
 	printTables(os.Stdout, s, sys, res)
@@ -294,10 +313,10 @@ func moduleVersion(path string) string {
 
 func riverVersion() string { return moduleVersion("github.com/riverqueue/river") }
 
-func header(w io.Writer, s shape, rounds int, notes []string) {
+func header(w io.Writer, s shape, warmup, rounds int, notes []string) {
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
-	fmt.Fprintf(w, "shape: %d jobs of %d B per round, inserted by %d clients in batches of %d; %d jobs in flight while working; submit latency over %d single submits; %d rounds; GOMAXPROCS %d, %s\n\n",
-		s.Jobs, s.Payload, s.Inserters, s.Batch, s.Workers*s.Claim, s.Submits, rounds, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.DateOnly))
+	fmt.Fprintf(w, "shape: %d jobs of %d B per round, inserted by %d clients in batches of %d; %d jobs in flight while working; submit latency over %d single submits; %d unmeasured warm-up round(s), then %d rounds; GOMAXPROCS %d, %s\n\n",
+		s.Jobs, s.Payload, s.Inserters, s.Batch, s.Workers*s.Claim, s.Submits, warmup, rounds, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.DateOnly))
 }

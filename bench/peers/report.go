@@ -131,8 +131,22 @@ func evaluate(t target, res []map[string]result) (verdict, bool) {
 }
 
 // printTables writes the run's tables; sys is the systems in -systems order.
-func printTables(w io.Writer, s shape, sys []string, res []map[string]result) {
+// printWarmup gives the warm-up rounds' figures, if any ran: each
+// system's first round on its fresh processes, counted in no median.
+func printWarmup(w io.Writer, s shape, sys []string, warm []map[string]result) {
+	if len(warm) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "warm-up rounds (not measured: in no median or ratio):")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	printRounds(tw, s, sys, warm, "warm-up ")
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+// printRounds writes the header and a row per round and system to tw,
+// each round numbered after prefix.
+func printRounds(tw io.Writer, s shape, sys []string, res []map[string]result, prefix string) {
 	cols := []string{"round", "system", "insert jobs/s", "work jobs/s"}
 	for _, c := range s.Clients {
 		cols = append(cols, fmt.Sprintf("submit p50 / p99 ms, %d client(s)", c))
@@ -144,13 +158,18 @@ func printTables(w io.Writer, s shape, sys []string, res []map[string]result) {
 			if !ok {
 				continue
 			}
-			cells := []string{fmt.Sprint(r + 1), labels[key], fmt.Sprintf("%.0f", got.Insert), fmt.Sprintf("%.0f", got.Work)}
+			cells := []string{prefix + fmt.Sprint(r+1), labels[key], fmt.Sprintf("%.0f", got.Insert), fmt.Sprintf("%.0f", got.Work)}
 			for _, l := range got.Lat {
 				cells = append(cells, l.String())
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
 	}
+}
+
+func printTables(w io.Writer, s shape, sys []string, res []map[string]result) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	printRounds(tw, s, sys, res, "")
 	for _, key := range sys {
 		cells := []string{"median", labels[key]}
 		for _, f := range []figure{figInsert, figWork} {
@@ -178,7 +197,7 @@ func printTables(w io.Writer, s shape, sys []string, res []map[string]result) {
 	}
 	fmt.Fprintln(w, "\nxce/peer, each round and the median (throughput: above 1 is more for xce; latency: below 1 is faster for xce):")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	cols = []string{"ratio", "round"}
+	cols := []string{"ratio", "round"}
 	for _, f := range figs {
 		cols = append(cols, f.name)
 	}
