@@ -84,7 +84,7 @@ func run() error {
 	flag.IntVar(&s.Payload, "payload", 100, "bytes of each job's payload (River: a JSON string field of that length)")
 	flag.IntVar(&s.Submits, "submits", 2000, "single submits timed per client count (1 and 16 clients)")
 	rounds := flag.Int("rounds", 2, "rounds, each visiting every system once")
-	warmup := flag.Int("warmup", 1, "unmeasured rounds before them, in the first round's order: a system's first round on fresh processes pays for growing its memory (on this benchmark's VM a page touched first costs ~15 µs: docs/performance.md); their figures are printed apart, in no median or ratio")
+	warmup := flag.Int("warmup", 1, "unmeasured rounds before them, in the first round's order: a system's first round on fresh processes pays for growing its memory (on this benchmark's VM a page touched first costs 11-16 µs: BenchmarkFirstTouch); their figures are printed apart, in no median or ratio")
 	systems := flag.String("systems", strings.Join(allSystems, ","), "the systems of a round, in order: "+strings.Join(allSystems, ", "))
 	riverInsert := flag.String("river-insert", "fast", "River's batch insert: fast (InsertManyFast, COPY) or many (InsertMany)")
 	natsAck := flag.String("nats-ack", "confirmed", "NATS acks: confirmed (each ack sent with a reply subject, a job counted once the server confirmed its ack, as xce counts) or async (fire-and-forget acks as nats bench sends them by default; the clock stops when the consumer has none pending)")
