@@ -137,7 +137,7 @@ func TestSimulate(t *testing.T) {
 	}
 	t.Logf("%d schedules (%d failed) in %v: %.0f schedules/s, %d events, simulated %v = %.0fx real time (%d cores)",
 		len(reps), nfail, wall.Round(time.Millisecond), float64(len(reps))/wall.Seconds(), events, sim.Round(time.Second), float64(sim)/float64(wall), runtime.GOMAXPROCS(0))
-	t.Logf("L6 candidates: %d requests unanswered by the serving primary in %d schedules (seed mode: quorum mode's fail L6)", unanswered, unansweredIn)
+	t.Logf("L6 candidates: %d requests unanswered by the serving primary in %d schedules (seed mode, and quorum mode while the primary had too few synced standbys to commit; the rest fail L6)", unanswered, unansweredIn)
 	t.Logf("client requests %d (%d of unknown outcome); seed mode: %d acknowledged writes checked, %d lost, in %d schedules", ops, unknown, acked, lost, lossy)
 	t.Logf("standby syncs: %d from the log, %d by snapshot (%d whose records written during the encode overflowed the bound); %d divergent suffixes cut; %d standby checkpoints; %d standbys waited behind with nothing arriving and asked again (repl.behind)", catchUps, snapSyncs, fulls, truncs, compactions, behinds)
 	t.Logf("switchovers answered: %d ok, %d failed (did not complete in time), %d refused (not primary %d, busy %d, invalid %d, not in sync %d); config upgrades that handed over: %d",

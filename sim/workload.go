@@ -49,6 +49,9 @@ type call struct {
 	node   int    // the node it was sent to
 	inc    int    // ... and that node's incarnation then
 	term   uint64 // ... and its term then, if it was primary (0: it was not)
+	// short: that primary could not commit when it was sent, too few of
+	// its standbys synced for a majority (the rest install snapshots).
+	short bool
 	req    sm.JobRequest
 	sent   time.Duration
 	done   time.Duration // when the client learned the outcome (reply, timeout, reset)
@@ -194,7 +197,7 @@ func (w *World) clientWake(c int) {
 	}
 	k := &call{id: uint64(len(wl.calls) + 1), client: c, node: cl.target, inc: nd.inc, req: req, sent: w.now}
 	if nd.up && nd.node.Role() == sm.RolePrimary {
-		k.term = nd.node.Term()
+		k.term, k.short = nd.node.Term(), w.shortOfMajority(nd)
 	}
 	wl.calls = append(wl.calls, k)
 	wl.noteKeyedSend(req)
