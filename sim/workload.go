@@ -52,11 +52,11 @@ type call struct {
 	// short: that primary could not commit when it was sent, too few of
 	// its standbys synced for a majority (the rest install snapshots).
 	short bool
-	req    sm.JobRequest
-	sent   time.Duration
-	done   time.Duration // when the client learned the outcome (reply, timeout, reset)
-	out    outcome
-	rep    sm.Reply // the reply, when one reached the client in time
+	req   sm.JobRequest
+	sent  time.Duration
+	done  time.Duration // when the client learned the outcome (reply, timeout, reset)
+	out   outcome
+	rep   sm.Reply // the reply, when one reached the client in time
 	// replied: the node emitted its reply (in flight in rep until it arrives).
 	replied bool
 }
