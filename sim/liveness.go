@@ -7,6 +7,7 @@ import (
 
 	"github.com/xce-hpc/xce/sim/simdisk"
 	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/tracker"
 )
 
 var zeroFaults = simdisk.Faults{}
@@ -313,7 +314,7 @@ func (w *World) shortOfMajority(nd *simNode) bool {
 	}
 	synced := 0
 	for _, st := range nd.node.ReplicationStatus() {
-		if st.State == "in sync" || st.State == "lagging" {
+		if st.State == tracker.StateInSync || st.State == tracker.StateLagging {
 			synced++
 		}
 	}

@@ -69,7 +69,7 @@ func (jl *journal) releaseWaiting() {
 	jl.noteCommit()
 	j := jl.jobs
 	k := 0
-	for k < len(j.waiting) && j.waiting[k].lsn <= j.durableLSN && jl.replicated(j.waiting[k].lsn) {
+	for k < len(j.waiting) && jl.answerable(j.waiting[k].lsn) {
 		jl.emitReply(j.waiting[k].lsn, j.waiting[k].rep)
 		k++
 	}
@@ -79,11 +79,17 @@ func (jl *journal) releaseWaiting() {
 	}
 	conf := jl.el.confirmedRound()
 	k = 0
-	for k < len(j.reads) && j.reads[k].round <= conf && j.reads[k].lsn <= j.durableLSN && jl.replicated(j.reads[k].lsn) {
+	for k < len(j.reads) && j.reads[k].round <= conf && jl.answerable(j.reads[k].lsn) {
 		jl.emit(j.reads[k].rep)
 		k++
 	}
 	j.reads = j.reads[k:]
+}
+
+// answerable reports whether the records up to lsn are durable here and
+// replicated as a reply that depends on them needs.
+func (jl *journal) answerable(lsn uint64) bool {
+	return lsn <= jl.jobs.durableLSN && jl.replicated(lsn)
 }
 
 // replicated reports whether lsn has the acks a reply needs: from

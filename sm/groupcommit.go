@@ -74,7 +74,7 @@ func (jl *journal) holdBatch(b *walBatch) bool {
 func (jl *journal) noteCommit() {
 	j := jl.jobs
 	g := &j.group
-	if g.last == 0 || g.last > j.durableLSN || !jl.replicated(g.last) {
+	if g.last == 0 || !jl.answerable(g.last) {
 		return
 	}
 	g.expect, g.last = len(j.waiting), 0

@@ -384,14 +384,14 @@ func checkKeys(req JobRequest) string {
 // maxBatchJobs bounds an enqueue batch (and a record's size with it).
 const maxBatchJobs = 1000
 
-// replyWhenDurable emits rep once every record up to lsn is fsync'd.
+// replyWhenDurable emits rep once every record up to lsn is durable and
+// replicated (answerable).
 func (jl *journal) replyWhenDurable(lsn uint64, rep Reply) {
-	j := jl.jobs
-	if lsn <= j.durableLSN && jl.replicated(lsn) {
+	if jl.answerable(lsn) {
 		jl.emitReply(lsn, rep)
 		return
 	}
-	j.waiting = append(j.waiting, waitingReply{lsn: lsn, rep: rep})
+	jl.jobs.waiting = append(jl.jobs.waiting, waitingReply{lsn: lsn, rep: rep})
 }
 
 // appendRecord frames rec into the open batch of the current segment and

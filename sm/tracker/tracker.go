@@ -50,6 +50,15 @@ func (p *Progress) Live(now, timeout int64) bool { return now-p.LastSeen <= time
 // Holds reports whether the standby holds lsn durably in its sync.
 func (p *Progress) Holds(lsn uint64) bool { return p.Synced && p.Acked >= lsn }
 
+// The states State names; a failing standby's is StateFailing and why.
+const (
+	StateSilent  = "silent"
+	StateFailing = "failing: "
+	StateSyncing = "syncing"
+	StateLagging = "lagging"
+	StateInSync  = "in sync"
+)
+
 // State names the standby's state for status, and how many records of
 // the primary's durable log (up to durable) it lacks.
 func (p *Progress) State(now, timeout int64, durable uint64) (string, uint64) {
@@ -59,15 +68,15 @@ func (p *Progress) State(now, timeout int64, durable uint64) (string, uint64) {
 	}
 	switch {
 	case !p.Live(now, timeout):
-		return "silent", behind
+		return StateSilent, behind
 	case !p.Synced && p.Failure != "":
-		return "failing: " + p.Failure, behind
+		return StateFailing + p.Failure, behind
 	case !p.Synced:
-		return "syncing", behind
+		return StateSyncing, behind
 	case behind > 0:
-		return "lagging", behind
+		return StateLagging, behind
 	}
-	return "in sync", behind
+	return StateInSync, behind
 }
 
 // Set is the progress of every standby in the primary's current
