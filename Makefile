@@ -184,7 +184,8 @@ bench-scale:
 # tests are). The run ends by itself after PEERS_TIMEOUT (it cleans up on
 # the signal). About 6-10 min for the defaults on a 2-core machine.
 # PEERS_ARGS=-systems=nats3,xce3 runs a subset; -profile-dir DIR adds a
-# profiled insert and work phase per xce side after the rounds.
+# profiled insert phase, work phase and run of single submits from one
+# client per xce side after the rounds.
 bench-peers:
 	cd bench/peers && $(GO) build -o $(BIN)/bench-peers . && \
 	  timeout -k 1m $(PEERS_TIMEOUT) $(BIN)/bench-peers -n $(PEERS_JOBS) -rounds $(PEERS_ROUNDS) \

@@ -1,7 +1,8 @@
 package main
 
-// -profile-dir: after the measured rounds, one more insert phase and one
-// more work phase on each xce side, with a CPU profile of every node
+// -profile-dir: after the measured rounds, one more insert phase, one
+// more work phase and one more run of one client's single submits on
+// each xce side, with a CPU profile of every node
 // (its --pprof endpoint) and of this process (the clients) while the
 // phase runs, and the nodes' fsync histograms read before and after;
 // then a table of CPU per job by category (budget.go) for the primary,
@@ -52,17 +53,26 @@ func profilePass(ctx context.Context, xs *xceSide, s shape, key, dir string, job
 	}
 	for _, ph := range []struct {
 		name string
+		jobs int // what the phase's CPU is divided by
 		run  func() (time.Duration, error)
 	}{
-		{"insert", func() (time.Duration, error) { return insertAll(ctx, ps, xs.insertBatch) }},
-		{"work", func() (time.Duration, error) { return xs.work(ctx, ps) }},
+		{"insert", jobs, func() (time.Duration, error) { return insertAll(ctx, ps, xs.insertBatch) }},
+		{"work", jobs, func() (time.Duration, error) { return xs.work(ctx, ps) }},
+		// One client's single submits, one after another: the shape of
+		// the 1-client latency target, whose CPU per submit is the cost
+		// of one replicated round trip rather than a share of a batch.
+		{"submit", ps.Submits, func() (time.Duration, error) {
+			t0 := time.Now()
+			_, err := submitLatency(ctx, ps, 1, xs.submit)
+			return time.Since(t0), err
+		}},
 	} {
 		base := filepath.Join(dir, fmt.Sprintf("%s-%s", key, ph.name))
 		pp, err := profileWindow(ctx, xs.cluster, base, ph.run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ph.name, err)
 		}
-		pp.jobs = jobs
+		pp.jobs = ph.jobs
 		printBudget(os.Stdout, labels[key], ph.name, base, prim, pp)
 	}
 	return nil
