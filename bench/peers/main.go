@@ -40,6 +40,14 @@ type side interface {
 	submit(ctx context.Context, who int) error
 }
 
+// settler is a side that leaves background work behind its round (a
+// database's autovacuum and checkpoint writes): settle, untimed, after
+// the round, does that work at once, so that it falls in no other
+// system's round (fairness rule 8, docs/performance.md).
+type settler interface {
+	settle(ctx context.Context) error
+}
+
 // result is one side's figures in one round.
 type result struct {
 	Insert, Work float64   // jobs/s
@@ -274,7 +282,8 @@ func roundOrder(sys []string, r int) []string {
 	return out
 }
 
-// runRound: reset, insert s.Jobs, work them, then the latency runs.
+// runRound: reset, insert s.Jobs, work them, then the latency runs; then
+// settle, if the side has background work to finish.
 func runRound(ctx context.Context, sd side, s shape) (result, error) {
 	if err := sd.reset(ctx); err != nil {
 		return result{}, fmt.Errorf("reset: %w", err)
@@ -294,6 +303,11 @@ func runRound(ctx context.Context, sd side, s shape) (result, error) {
 			return result{}, fmt.Errorf("submit latency, %d clients: %w", c, err)
 		}
 		out.Lat = append(out.Lat, l)
+	}
+	if st, ok := sd.(settler); ok {
+		if err := st.settle(ctx); err != nil {
+			return result{}, fmt.Errorf("settle: %w", err)
+		}
 	}
 	return out, nil
 }
