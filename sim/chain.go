@@ -632,7 +632,7 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 			}
 		}
 	}
-	if need := len(w.nodes)/2 + 1; held < need {
+	if need := w.majority(); held < need {
 		w.violate("S5", "n%d acknowledged #%d at lsn %d (term %d) while only %d of %d disks durably held that record (a majority is %d)", nd.id, r.ID, l, ref.term, held, len(w.nodes), need)
 		return
 	}

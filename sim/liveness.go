@@ -318,5 +318,5 @@ func (w *World) shortOfMajority(nd *simNode) bool {
 			synced++
 		}
 	}
-	return synced+1 < len(w.nodes)/2+1
+	return synced+1 < w.majority()
 }

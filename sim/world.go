@@ -416,6 +416,10 @@ func (w *World) push(e event) {
 	w.q.push(e)
 }
 
+// majority is how many of the cluster's nodes make a majority: the
+// checkers' own arithmetic, apart from the node's (sm/quorum).
+func (w *World) majority() int { return len(w.nodes)/2 + 1 }
+
 func (w *World) violate(prop, format string, args ...any) {
 	if w.fail != nil {
 		return

@@ -94,7 +94,8 @@ func (r *riverSide) reset(ctx context.Context) error {
 // autovacuum (a minute after, by default) and the checkpointer wrote the
 // round's dirty pages over minutes: both on the disk and CPUs of the
 // next system's round. The next River round truncates the table anyway
-// (reset), so River's own figures do not change.
+// (reset); River's own figures did not get worse (docs/performance.md,
+// fairness rule 8).
 func (r *riverSide) settle(ctx context.Context) error {
 	if _, err := r.pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
 		return err
