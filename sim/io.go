@@ -34,7 +34,60 @@ func (w *World) issueIO(nd *simNode, op sm.FileOp) {
 		lat += stall
 		w.tr.line(w.now, nd.id, fmt.Sprintf("disk stall of %v at %s %s", stall, op.Op, op.Path))
 	}
+	if lane, _ := loop.LaneOf(op); lane == loop.LaneBulk && w.rng.IntN(4) == 0 {
+		// A bulk read is of a file of up to hundreds of MB: 0.3–1.9 s at
+		// 1M jobs (docs/performance.md); in one of four, much longer.
+		lat += time.Duration(w.rng.IntN(1500)) * time.Millisecond
+	}
+	w.checkBulk(nd, op, 1)
 	w.push(event{at: w.laneDone(nd, op, lat), kind: evIO, node: nd.id, inc: nd.inc, op: w.keepOp(op)})
+}
+
+// fileAt is a file of one incarnation of a node.
+type fileAt struct {
+	inc  int
+	path string
+}
+
+// checkBulk follows the bulk reads and the operations that change a file
+// (opened, +1, when issued; closed, -1, when they complete). A bulk read
+// (loop.LaneBulk) runs beside the I/O lane, so sm issues one only of a
+// file that nothing changes while it runs (FileOp.Bulk): on a real disk
+// a read that raced a write may see any mix of the two versions. S12
+// fails a bulk read issued while an operation changing its file is in
+// flight, on any lane, and such an operation issued while a bulk read of
+// the file is.
+func (w *World) checkBulk(nd *simNode, op sm.FileOp, open int) {
+	if nd.openBulk == nil {
+		nd.openBulk, nd.openChange = map[fileAt]int{}, map[fileAt]int{}
+	}
+	if lane, _ := loop.LaneOf(op); lane == loop.LaneBulk {
+		k := fileAt{nd.inc, op.Path}
+		if open > 0 && nd.openChange[k] > 0 {
+			w.violate("S12", "n%d issued a bulk read of %s while %d operations changing it were in flight", nd.id, op.Path, nd.openChange[k])
+		}
+		nd.openBulk[k] += open
+		return
+	}
+	for _, p := range changedPaths(op) {
+		k := fileAt{nd.inc, p}
+		if open > 0 && nd.openBulk[k] > 0 {
+			w.violate("S12", "n%d issued %s of %s while a bulk read of it was in flight", nd.id, op.Op, p)
+		}
+		nd.openChange[k] += open
+	}
+}
+
+// changedPaths are the files op changes.
+func changedPaths(op sm.FileOp) []string {
+	switch op.Op {
+	case sm.OpWrite, sm.OpAppend, sm.OpRemove:
+		return []string{op.Path}
+	case sm.OpRename:
+		return []string{op.Path, op.To}
+	default:
+		return nil
+	}
 }
 
 // keepOp is a copy of op for its completion event, from an array shared
@@ -72,6 +125,9 @@ func (w *World) issueCompute(nd *simNode, c sm.Compute) {
 			}
 		}
 	}
+	if c.Kind == sm.ComputeEncodeTo {
+		w.checkBulk(nd, sm.FileOp{Op: sm.OpWrite, Path: c.Path}, 1) // it writes c.Path
+	}
 	lat := w.ioLatency(0) + time.Duration(computeJobs(c))*5*time.Microsecond
 	if w.rng.IntN(4) == 0 {
 		lat += time.Duration(w.rng.IntN(300)) * time.Millisecond
@@ -95,6 +151,7 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))
 	res.ID = op.ID
+	w.checkBulk(nd, op, -1)
 	if res.Err == sm.IOOK && isDataSync(op) {
 		w.durableSynced(nd, &op)
 	}
@@ -111,6 +168,9 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 // its view encoded to at issue, once they are checked unchanged: the
 // disk's checkers see it as the OpWrite it is.
 func (w *World) completeCompute(nd *simNode, c sm.Compute) {
+	if c.Kind == sm.ComputeEncodeTo {
+		w.checkBulk(nd, sm.FileOp{Op: sm.OpWrite, Path: c.Path}, -1)
+	}
 	var res sm.Computed
 	want, ok := nd.snapAt[c.ID]
 	if ok {

@@ -186,6 +186,11 @@ type simNode struct {
 	// operations queued on it so far: each lane runs them strictly in
 	// issue order, apart from the other.
 	busy [loop.NumLanes]time.Duration
+	// openBulk and openChange count, by incarnation and file, the bulk
+	// reads and the operations that change a file (a write, an append, a
+	// rename from or to it, a removal, a checkpoint's write) issued and
+	// not yet completed (checkBulk).
+	openBulk, openChange map[fileAt]int
 	// pausedUntil: the process is stopped (SIGSTOP) until then; events
 	// for it are held and delivered at that time, each source in its
 	// original order, the sources in the pause's burst order (pause.go).

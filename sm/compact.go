@@ -177,7 +177,7 @@ func (s compactStep) resume(n *Node, r result) {
 			n.sb.compactFrom(c, snaps, nil, base)
 			return
 		}
-		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
+		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile, Bulk: true}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
 	case compactSnapRead:
 		if r.Err != IOOK {
 			n.sb.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
@@ -243,7 +243,19 @@ func (sl *standbyLog) compactSegsListed(s compactStep, d IODone) {
 		return
 	}
 	in := &compactInput{cfg: sl.conf.cfgDecoded(), cfgSum: sl.conf.cfg.sum, snap: s.snap, base: s.base, upto: c.at}
-	sl.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: plan.Segments})
+	sl.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: segmentsUpTo(plan.Segments, c.at.lsn)})
+}
+
+// segmentsUpTo drops the segments that start after lsn: the one the
+// standby appends to since the checkpoint began holds nothing it covers,
+// and its bulk read would run beside those appends (FileOp.Bulk).
+func segmentsUpTo(segs []string, lsn uint64) []string {
+	for i, name := range segs {
+		if first, ok := wal.ParseSegmentName(name); ok && first > lsn {
+			return segs[:i]
+		}
+	}
+	return segs
 }
 
 // compactRead reads s.rest[0], or writes the snapshot once all are read.
@@ -252,7 +264,7 @@ func (sl *standbyLog) compactRead(s compactStep) {
 		sl.writeCompaction(s.c, s.in, s.names)
 		return
 	}
-	sl.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile}, s)
+	sl.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile, Bulk: true}, s)
 }
 
 // compactInput is what a standby checkpoint rebuilds its snapshot from:

@@ -136,6 +136,13 @@ type FileOp struct {
 	// MaxSize bounds OpRead: a larger file fails with IOTooBig before any
 	// allocation (seed 002 §10.7).
 	MaxSize int64
+	// Bulk marks an OpRead of a file that no operation in flight writes
+	// (a standby checkpoint's reads of its closed segments and of its
+	// newest snapshot, hundreds of MB at 1M jobs): the executor runs it
+	// on a lane of its own (host/loop.LaneBulk), apart from the other
+	// file operations, so that the WAL's appends and fsyncs, and with
+	// them the standby's acknowledgements, never wait behind it.
+	Bulk bool
 }
 
 // Compute is work on the job state that takes time with the number of

@@ -313,7 +313,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	done := make(chan sm.Input) // IODone, Computed
 	var wg sync.WaitGroup
 	for i := range r.lanes {
-		w := &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop}
+		w := &ioWorker{exec: r.cfg.Files, wake: make(chan struct{}, 1), done: done, stop: r.stop, log: r.log}
 		r.lanes[i] = w
 		wg.Add(1)
 		go func() {
@@ -553,6 +553,7 @@ type ioWorker struct {
 	wake chan struct{} // capacity 1
 	done chan<- sm.Input
 	stop <-chan struct{}
+	log  *zap.Logger
 }
 
 func (w *ioWorker) submit(op sm.Effect) {
@@ -589,9 +590,13 @@ func (w *ioWorker) run() {
 		var d sm.Input
 		switch x := op.(type) {
 		case sm.FileOp:
+			start := time.Now()
 			r := w.exec.Exec(x)
 			r.ID = x.ID
 			d = r
+			if msg := slowFileOp(x, r, time.Since(start), w.queued()); msg != "" {
+				w.log.Warn(msg, zap.String("key", "files.slow-op"))
+			}
 		case sm.Compute:
 			r := w.exec.Compute(x)
 			r.ID = x.ID
@@ -605,6 +610,27 @@ func (w *ioWorker) run() {
 			return
 		}
 	}
+}
+
+// slowFileOp is the warning for a file operation that took longer than
+// SlowStep, "" for one that did not or for an fsync (the daemon's fsync
+// observer logs those, files.slow-fsync, beside their metric). Each lane
+// runs its operations one at a time, so the ones queued behind a slow one
+// waited as long: on the I/O lane the WAL's appends, and every reply.
+func slowFileOp(op sm.FileOp, d sm.IODone, took time.Duration, queued int) string {
+	if took <= SlowStep || op.Op == sm.OpFsync || op.Op == sm.OpFsyncDir {
+		return ""
+	}
+	lane, _ := loop.LaneOf(op)
+	return fmt.Sprintf("slow file operation: %s %s took %v (%d bytes written, %d read; %d operations queued behind it on the %s lane)",
+		op.Op, op.Path, took.Round(time.Millisecond), len(op.Data), len(d.Data), queued, lane)
+}
+
+// queued is how many operations wait on the lane.
+func (w *ioWorker) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.q)
 }
 
 // waiterOf finds the operation whose answer goes to ch.

@@ -96,9 +96,9 @@ func TestStepObserver(t *testing.T) {
 	}
 }
 
-// LaneOf puts every file operation on the I/O lane, every Compute (the
-// work that grows with the number of jobs) on the compute lane, and
-// effects that do not complete on none.
+// LaneOf puts every file operation on the I/O lane but bulk reads (on a
+// lane of their own), every Compute (the work that grows with the number
+// of jobs) on the compute lane, and effects that do not complete on none.
 func TestLaneOf(t *testing.T) {
 	for _, tc := range []struct {
 		e    sm.Effect
@@ -108,6 +108,8 @@ func TestLaneOf(t *testing.T) {
 		{sm.FileOp{Op: sm.OpAppend, Path: "data/wal/1"}, LaneIO, true},
 		{sm.FileOp{Op: sm.OpFsync, Path: "data/wal/1"}, LaneIO, true},
 		{sm.FileOp{Op: sm.OpRead, Path: "data/snap/1"}, LaneIO, true},
+		{sm.FileOp{Op: sm.OpRead, Path: "data/wal/1", Bulk: true}, LaneBulk, true},
+		{sm.FileOp{Op: sm.OpAppend, Path: "data/wal/1", Bulk: true}, LaneIO, true}, // only a read may be bulk
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "data/snap/1.tmp"}, LaneCompute, true},
 		{sm.Compute{Kind: sm.ComputeEncode}, LaneCompute, true},
 		{sm.Compute{Kind: sm.ComputeImport, Path: "data/snap/1"}, LaneCompute, true},
