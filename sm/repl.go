@@ -121,6 +121,53 @@ func (h *heldBatches) hold(data []byte, limit int) {
 	h.bytes += len(data)
 }
 
+// heldRun is the records written while a standby's snapshot is encoded,
+// packed as they come into messages of up to the frame limit, at most a
+// bound of bytes (Options.SyncBufferBytes); past it none (overflow): the
+// standby gets them from the log. Packed at once after the encode, up to
+// 32 MiB copied into fresh memory in one step, they held the primary's
+// step for 98–123 ms at 1M jobs (docs/performance.md, 2026-12-06).
+type heldRun struct {
+	msgs     [][]byte // complete messages
+	open     []byte   // the message being filled (ours: batches are copied in)
+	bytes    int
+	overflow bool
+}
+
+// hold packs a batch, within limit bytes. A batch over the frame limit
+// goes as its own messages (split at frames, not copied).
+func (h *heldRun) hold(data []byte, limit int) {
+	if h.overflow || h.bytes+len(data) > limit {
+		*h = heldRun{overflow: true}
+		return
+	}
+	h.bytes += len(data)
+	if len(h.open)+len(data) <= MaxConfigSize {
+		if h.open == nil {
+			h.open = make([]byte, 0, min(MaxConfigSize, max(len(data), 64<<10)))
+		}
+		h.open = append(h.open, data...)
+		return
+	}
+	if len(h.open) > 0 {
+		h.msgs = append(h.msgs, h.open)
+		h.open = nil
+	}
+	if len(data) > MaxConfigSize {
+		h.msgs = append(h.msgs, splitFrames(data, MaxConfigSize)...)
+		return
+	}
+	h.open = append(make([]byte, 0, min(MaxConfigSize, max(len(data), 64<<10))), data...)
+}
+
+// messages is the run in messages, in order.
+func (h *heldRun) messages() [][]byte {
+	if len(h.open) > 0 {
+		return append(h.msgs, h.open)
+	}
+	return h.msgs
+}
+
 // sendRecords streams written records to standby s, split so that no
 // message exceeds the frame limit.
 func (jp *joinedPeers) sendRecords(s int, rp *replPeer, data []byte) {

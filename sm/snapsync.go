@@ -28,7 +28,7 @@ type snapSend struct {
 	// early: batches written while the snapshot is encoded, sent after its
 	// first chunk (the standby drops records of a sync it has not seen);
 	// past the bound the standby catches up from the log after its install.
-	early heldBatches
+	early heldRun
 }
 
 // snapRecv is the standby's side: the file being written.
@@ -93,17 +93,18 @@ func (jp *joinedPeers) snapshotEncoded(j *jobState, s int, rp *replPeer, lsn uin
 	rp.snap.data = d.Data
 	jp.log(Info, "repl.snapshot", fmt.Sprintf("syncing %s with a snapshot at lsn %d (%d bytes, %d chunks)", jp.peerName(s), lsn, len(d.Data), (len(d.Data)+jp.opt.SnapshotChunk-1)/jp.opt.SnapshotChunk))
 	jp.sendChunk(s, rp, 0)
-	// One run of frames, in messages of up to the frame limit: a
-	// message per batch would overflow the link's queue (64
-	// messages, oldest dropped) after an encode of seconds.
-	early := slices.Concat(rp.snap.early.batches...)
-	overflow := rp.snap.early.overflow
-	rp.snap.early = heldBatches{}
-	switch {
-	case overflow:
+	// One run of frames, in messages of up to the frame limit (packed
+	// as they were written: heldRun): a message per batch would
+	// overflow the link's queue (64 messages, oldest dropped) after an
+	// encode of seconds.
+	early := rp.snap.early
+	rp.snap.early = heldRun{}
+	if early.overflow {
 		jp.log(Info, "repl.sync-buffer-full", fmt.Sprintf("more than %d bytes of records were written while the snapshot for %s was encoded: it catches up on them from the log after its install", jp.opt.SyncBufferBytes, jp.peerName(s)))
-	case len(early) > 0:
-		jp.sendRecords(s, rp, early)
+		return
+	}
+	for _, m := range early.messages() {
+		jp.el.send(s, Msg{Type: MsgReplRecords, ReqID: rp.Epoch, Bytes: m})
 	}
 }
 
