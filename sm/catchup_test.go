@@ -49,18 +49,23 @@ func enqueueN(t *testing.T, h *harness, p, n int, id uint64) {
 
 // A standby that restarts behind the primary catches up from its last
 // record: it gets the records it lacks, no snapshot, and holds the
-// primary's whole log again.
+// primary's whole log again. The records are among the primary's last
+// (recentlog.go): it sends them without reading a segment.
 func TestCatchUpAfterRestart(t *testing.T) {
 	h, p := threeNodes(t)
 	s := (p + 1) % 3
 	enqueueN(t, h, p, 5, 100)
 	h.kill(s)
 	enqueueN(t, h, p, 7, 200) // acknowledged by the other standby alone
+	reads := len(h.node(p).opsOf(sm.OpRead))
 	h.newProcess(h.node(s))
 	h.boot(s)
 	h.advance(5 * time.Second)
 	if !hasLog(h, p, "repl.catch-up") {
 		t.Errorf("the primary did not catch n%d up from the log", s)
+	}
+	if r := h.node(p).opsOf(sm.OpRead)[reads:]; len(r) > 0 {
+		t.Errorf("the primary read %v for a catch-up its recent log covers", r)
 	}
 	if hasLog(h, s, "repl.synced") {
 		t.Errorf("n%d installed a snapshot although the primary held every record it lacked", s)
@@ -78,10 +83,14 @@ func TestCatchUpAfterRestart(t *testing.T) {
 // A standby that was down while the primary checkpointed (removing the
 // segments it would need) still catches up from the log: the primary
 // keeps the segments after its last ack, within RetainWALRecords. With no
-// retention it gets a snapshot (so the test can tell the two apart).
+// retention it gets a snapshot (so the test can tell the two apart). A
+// sync buffer of 1 KiB keeps what it lacks out of the primary's recent
+// log (recentlog.go), which would send it from memory either way.
 func TestCatchUpFromRetainedSegments(t *testing.T) {
 	for _, retain := range []int{1000, 0} {
-		h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, retain })
+		h, p := threeNodesWith(t, func(o *sm.Options) {
+			o.MaxWALRecords, o.RetainWALRecords, o.SyncBufferBytes = 100, retain, 1<<10
+		})
 		s := (p + 1) % 3
 		enqueueN(t, h, p, 20, 100)
 		h.kill(s)
@@ -545,9 +554,12 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 // last checkpoint kept (ckptBase): the next checkpoint builds on the
 // installed snapshot, read from disk, not on the state from before the
 // install. The standby is cut off while the primary checkpoints past
-// what it has (no retained records), so it rejoins by snapshot.
+// what it has (no retained records, and a sync buffer of 1 KiB keeps it
+// out of the primary's recent log), so it rejoins by snapshot.
 func TestStandbyCheckpointAfterInstallReadsTheInstalledSnapshot(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords, o.RetainWALRecords = 100, 0 })
+	h, p := threeNodesWith(t, func(o *sm.Options) {
+		o.MaxWALRecords, o.RetainWALRecords, o.SyncBufferBytes = 100, 0, 1<<10
+	})
 	s, other := (p+1)%3, (p+2)%3
 	enqueueN(t, h, p, 150, 1000)
 	if len(h.node(s).logsWithKey("repl.compacted")) == 0 {

@@ -10,7 +10,7 @@ package sm_test
 //
 // Commands:
 //
-//	cluster nodes=N [max-wal-records=N] [retain=N]   a cluster, its config installed on every disk
+//	cluster nodes=N [max-wal-records=N] [retain=N] [sync-buffer=N]   a cluster, its config installed on every disk
 //	boot I... [steps=N]                              boot the nodes, run until the queue is empty (or N steps)
 //	stabilize                                        run until the queue is empty
 //	advance D                                        move the clock by D, firing timers
@@ -157,9 +157,10 @@ func (g *golden) nodes(t *testing.T, d *datadriven.TestData) []int {
 func (g *golden) cluster(t *testing.T, d *datadriven.TestData) {
 	var nodes int
 	d.ScanArgs(t, "nodes", &nodes)
-	maxWAL, retain := 0, -1
+	maxWAL, retain, syncBuf := 0, -1, -1
 	d.MaybeScanArgs(t, "max-wal-records", &maxWAL)
 	d.MaybeScanArgs(t, "retain", &retain)
+	d.MaybeScanArgs(t, "sync-buffer", &syncBuf)
 	g.h = newHarness(t, nodes)
 	blob := testConfig(t, "golden", 1)
 	for i := 0; i < nodes; i++ {
@@ -169,6 +170,9 @@ func (g *golden) cluster(t *testing.T, d *datadriven.TestData) {
 			}
 			if retain >= 0 {
 				o.RetainWALRecords = retain
+			}
+			if syncBuf >= 0 {
+				o.SyncBufferBytes = syncBuf
 			}
 		})
 		install(t, hn.disk, blob, epoch)

@@ -35,9 +35,10 @@ type jobState struct {
 	repl         map[int]*replPeer // standbys receiving the log
 	prog         tracker.Set       // their progress: repl[s].Progress, by s
 	replEpoch    uint64
-	lastTerm     uint64 // term of the last record (replayed or appended)
-	recoveredLSN uint64 // the log recovery ended at
-	mustReach    uint64 // recovery: LSN of a corrupt snapshot it skipped
+	lastTerm     uint64    // term of the last record (replayed or appended)
+	recoveredLSN uint64    // the log recovery ended at
+	recent       recentLog // the batches this promotion wrote last (recentlog.go)
+	mustReach    uint64    // recovery: LSN of a corrupt snapshot it skipped
 }
 
 // walBatch is a group commit: records for one segment, one append+fsync.
