@@ -143,22 +143,17 @@ func (h *heldRun) hold(data []byte, limit int) {
 		return
 	}
 	h.bytes += len(data)
-	if len(h.open)+len(data) <= MaxConfigSize {
-		if h.open == nil {
-			h.open = make([]byte, 0, min(MaxConfigSize, max(len(data), 64<<10)))
-		}
-		h.open = append(h.open, data...)
-		return
-	}
-	if len(h.open) > 0 {
-		h.msgs = append(h.msgs, h.open)
-		h.open = nil
+	if len(h.open) > 0 && len(h.open)+len(data) > MaxConfigSize {
+		h.msgs, h.open = append(h.msgs, h.open), nil
 	}
 	if len(data) > MaxConfigSize {
 		h.msgs = append(h.msgs, splitFrames(data, MaxConfigSize)...)
 		return
 	}
-	h.open = append(make([]byte, 0, min(MaxConfigSize, max(len(data), 64<<10))), data...)
+	if h.open == nil {
+		h.open = make([]byte, 0, min(MaxConfigSize, max(len(data), 64<<10)))
+	}
+	h.open = append(h.open, data...)
 }
 
 // messages is the run in messages, in order.
