@@ -66,7 +66,7 @@ func (w *World) checkBulk(nd *simNode, op sm.FileOp, open int) {
 		if open > 0 && nd.openChange[k] > 0 {
 			w.violate("S12", "n%d issued a bulk read of %s while %d operations changing it were in flight", nd.id, op.Path, nd.openChange[k])
 		}
-		nd.openBulk[k] += open
+		countOpen(nd.openBulk, k, open)
 		return
 	}
 	for _, p := range changedPaths(op) {
@@ -74,7 +74,15 @@ func (w *World) checkBulk(nd *simNode, op sm.FileOp, open int) {
 		if open > 0 && nd.openBulk[k] > 0 {
 			w.violate("S12", "n%d issued %s of %s while a bulk read of it was in flight", nd.id, op.Op, p)
 		}
-		nd.openChange[k] += open
+		countOpen(nd.openChange, k, open)
+	}
+}
+
+// countOpen adds open to m[k], dropping the entry at zero (a node's
+// files and incarnations come and go).
+func countOpen(m map[fileAt]int, k fileAt, open int) {
+	if m[k] += open; m[k] == 0 {
+		delete(m, k)
 	}
 }
 

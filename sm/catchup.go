@@ -102,13 +102,13 @@ func (jp *joinedPeers) tryCatchUp(s int) bool {
 		jp.finishCatchUp(s, rp) // nothing to read: it has every record
 		return true
 	}
+	prev := jp.ops.own(jp.ops.jobsOwner())
 	if recent, ok := j.recent.from(from); ok {
 		rp.catchUp.reading = true // as if read: catchUpRead ends it
 		jp.catchUpRead(s, rp, recent)
-		return true
+	} else {
+		jp.readForCatchUp(j, s, rp)
 	}
-	prev := jp.ops.own(jp.ops.jobsOwner())
-	jp.readForCatchUp(j, s, rp)
 	jp.ops.cur = prev
 	return true
 }

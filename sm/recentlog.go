@@ -10,15 +10,14 @@ package sm
 // 2026-12-06).
 type recentLog struct {
 	batches []recentBatch // oldest first, contiguous LSNs
+	term    uint64        // of every record here (a primary writes only its own)
 	bytes   int
 }
 
-// recentBatch is one written batch: its frames, the LSNs they run over
-// and the term they were written in (a primary writes only its own).
+// recentBatch is one written batch: its frames and the LSNs they run over.
 type recentBatch struct {
 	data        []byte
 	first, last uint64
-	term        uint64
 }
 
 // recentLogBytes bounds a primary's recent log (with
@@ -26,17 +25,19 @@ type recentBatch struct {
 // primary's records, and a small share of a 1M-job node's memory.
 const recentLogBytes = 8 << 20
 
-// add keeps a written batch, dropping the oldest past limit bytes; a
-// batch that does not follow the last one starts the log again.
+// add keeps a written batch of records of term, dropping the oldest past
+// limit bytes; a batch that does not follow the last one, or of another
+// term, starts the log again.
 func (rl *recentLog) add(data []byte, first, last, term uint64, limit int) {
-	if n := len(rl.batches); n > 0 && rl.batches[n-1].last+1 != first {
+	if n := len(rl.batches); n > 0 && (rl.batches[n-1].last+1 != first || rl.term != term) {
 		*rl = recentLog{}
 	}
 	if len(data) > limit {
 		*rl = recentLog{}
 		return
 	}
-	rl.batches = append(rl.batches, recentBatch{data: data, first: first, last: last, term: term})
+	rl.term = term
+	rl.batches = append(rl.batches, recentBatch{data: data, first: first, last: last})
 	rl.bytes += len(data)
 	k := 0
 	for rl.bytes > limit {
@@ -54,7 +55,7 @@ func (rl *recentLog) add(data []byte, first, last, term uint64, limit int) {
 func (rl *recentLog) from(pos logPos) ([][]byte, bool) {
 	for i, b := range rl.batches {
 		if b.first <= pos.lsn && pos.lsn <= b.last {
-			if b.term != pos.term {
+			if rl.term != pos.term {
 				return nil, false
 			}
 			out := make([][]byte, 0, len(rl.batches)-i)

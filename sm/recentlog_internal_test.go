@@ -3,13 +3,13 @@ package sm
 import "testing"
 
 // The recent log keeps the last batches within its bound, starts again
-// at a batch that does not follow, and answers a position only when it
-// holds that record with that term.
+// at a batch that does not follow or is of another term, and answers a
+// position only when it holds that record with that term.
 func TestRecentLog(t *testing.T) {
 	batch := func(first, last uint64) []byte { return make([]byte, 10*(last-first+1)) }
 	var rl recentLog
-	rl.add(batch(1, 3), 1, 3, 1, 100)     // 30 bytes
-	rl.add(batch(4, 4), 4, 4, 1, 100)     // 40
+	rl.add(batch(1, 3), 1, 3, 2, 100)     // 30 bytes
+	rl.add(batch(4, 4), 4, 4, 2, 100)     // 40
 	rl.add(batch(5, 9), 5, 9, 2, 100)     // 90
 	rl.add(batch(10, 11), 10, 11, 2, 100) // 110: 1..3 go
 	for _, c := range []struct {
@@ -17,9 +17,9 @@ func TestRecentLog(t *testing.T) {
 		batches int
 		ok      bool
 	}{
-		{logPos{term: 1, lsn: 3}, 0, false}, // dropped
-		{logPos{term: 1, lsn: 4}, 3, true},
-		{logPos{term: 2, lsn: 4}, 0, false}, // another term there: our segments say where the logs agree
+		{logPos{term: 2, lsn: 3}, 0, false}, // dropped
+		{logPos{term: 2, lsn: 4}, 3, true},
+		{logPos{term: 1, lsn: 4}, 0, false}, // another term there: our segments say where the logs agree
 		{logPos{term: 2, lsn: 7}, 2, true},
 		{logPos{term: 2, lsn: 11}, 1, true},
 		{logPos{term: 2, lsn: 12}, 0, false}, // past our last
@@ -33,14 +33,21 @@ func TestRecentLog(t *testing.T) {
 	if rl.bytes != 80 {
 		t.Errorf("holds %d bytes, want 80", rl.bytes)
 	}
-	rl.add(batch(20, 20), 20, 20, 2, 100) // a gap: only the new batch
-	if got, ok := rl.from(logPos{term: 2, lsn: 11}); ok {
-		t.Errorf("after a gap it still answered lsn 11 with %d batches", len(got))
+	rl.add(batch(12, 12), 12, 12, 3, 100) // another term: only the new batch
+	if _, ok := rl.from(logPos{term: 2, lsn: 11}); ok {
+		t.Errorf("after a term change it still answered lsn 11 of term 2")
 	}
-	if _, ok := rl.from(logPos{term: 2, lsn: 20}); !ok || rl.bytes != 10 {
+	if _, ok := rl.from(logPos{term: 3, lsn: 12}); !ok || rl.bytes != 10 {
+		t.Errorf("after a term change: lsn 12 not held, or %d bytes held", rl.bytes)
+	}
+	rl.add(batch(20, 20), 20, 20, 3, 100) // a gap: only the new batch
+	if _, ok := rl.from(logPos{term: 3, lsn: 12}); ok {
+		t.Errorf("after a gap it still answered lsn 12")
+	}
+	if _, ok := rl.from(logPos{term: 3, lsn: 20}); !ok || rl.bytes != 10 {
 		t.Errorf("after a gap: lsn 20 not held, or %d bytes held", rl.bytes)
 	}
-	rl.add(batch(21, 40), 21, 40, 2, 100) // larger than the bound: nothing
+	rl.add(batch(21, 40), 21, 40, 3, 100) // larger than the bound: nothing
 	if len(rl.batches) != 0 || rl.bytes != 0 {
 		t.Errorf("a batch over the bound left %d batches, %d bytes", len(rl.batches), rl.bytes)
 	}
