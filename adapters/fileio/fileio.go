@@ -85,6 +85,15 @@ type Executor struct {
 	// loaded at recovery) — and the function it returns after it: the
 	// daemon's collector policy gives the heap room meanwhile.
 	AroundLarge func() (after func())
+	// BackgroundNice, if positive, runs each Compute that is the node's
+	// background work (background.go: a checkpoint's encode, a standby's
+	// sync snapshot, a received snapshot's check) on a thread of its own
+	// whose nice value is raised by it, so that on a busy machine the
+	// goroutines that answer requests get the CPU first.
+	BackgroundNice int
+	// BackgroundError, if set, receives the failure to lower a background
+	// Compute's priority; the Compute ran at the node's priority.
+	BackgroundError func(error)
 
 	kept  kept
 	trash trash
@@ -116,7 +125,15 @@ func (e *Executor) Compute(c sm.Compute) sm.Computed {
 	if (c.Kind == sm.ComputeEncode || c.Kind == sm.ComputeImport) && e.AroundLarge != nil {
 		defer e.AroundLarge()()
 	}
-	return compute.Exec(osFS{e.Base, &e.kept, e}, c)
+	if e.BackgroundNice <= 0 || !background(c.Kind) {
+		return compute.Exec(osFS{e.Base, &e.kept, e}, c)
+	}
+	var d sm.Computed
+	err := runInBackground(e.BackgroundNice, func() { d = compute.Exec(osFS{e.Base, &e.kept, e}, c) })
+	if err != nil && e.BackgroundError != nil {
+		e.BackgroundError(err)
+	}
+	return d
 }
 
 // osFS is fileop.FS on the operating system, under base, with the

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"github.com/xce-hpc/xce/buildinfo"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/xce-hpc/xce/adapters/fileio"
 	"github.com/xce-hpc/xce/adapters/transport"
 )
 
@@ -61,6 +63,7 @@ func NewCommand(ctx context.Context, exit func(int)) *cobra.Command {
 	f.IntVar(&cfg.GCHeadroom, "gc-headroom", cfg.GCHeadroom, "collector policy: after each collection the heap may grow by this percent of the live heap (at least --gc-headroom-min-mib) before the next; 0: Go's default (100%); not applied when GOGC or GOMEMLIMIT is set")
 	f.IntVar(&cfg.GCHeadroomMinMiB, "gc-headroom-min-mib", cfg.GCHeadroomMinMiB, "the least headroom of --gc-headroom, in MiB")
 	f.IntVar(&cfg.BulkWriteMiB, "bulk-write-rate", cfg.BulkWriteMiB, "write checkpoints and snapshots received from the primary at most this many MiB/s, so WAL fsyncs on the same disk do not wait behind them; 0: as fast as the disk takes them")
+	f.IntVar(&cfg.BackgroundNice, "background-nice", cfg.BackgroundNice, fmt.Sprintf("run checkpoints' encodes, standby syncs' snapshots and received snapshots' checks this many nice steps (0 to %d) below the node's CPU priority, so that on a busy machine requests get the CPU first; 0: at the node's priority", fileio.MaxNice))
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on plain HTTP at host:port (e.g. 127.0.0.1:9601); empty: off")
 	f.IntVar(&cfg.HandshakesPerSource, "handshakes-per-source", transport.DefaultHandshakesPerSource, "connections one source address (other than a --peers host's) may have in their TLS handshake at once; more are closed before any TLS work")
 	f.IntVar(&cfg.NewConnsPerSecond, "new-conns-per-source", transport.DefaultNewConnsPerSecond, "new connections a second one source address (other than a --peers host's) may open, in bursts of twice that; raise it for many clients behind one NAT address")

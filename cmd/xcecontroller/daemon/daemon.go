@@ -73,6 +73,11 @@ type Config struct {
 	// snapshot received from the primary) to that many MiB a second
 	// (--bulk-write-rate, fileio.Executor.WriteRate); 0: unpaced.
 	BulkWriteMiB int
+	// BackgroundNice lowers the CPU priority of the node's background
+	// Computes (a checkpoint's encode, a standby's sync snapshot, a
+	// received snapshot's check) by this many nice steps
+	// (--background-nice, fileio.Executor.BackgroundNice); 0: none.
+	BackgroundNice int
 	// HandshakesPerSource and NewConnsPerSecond are the transport's
 	// admission of connections from a source address that is not a
 	// --peers host's (transport.Config; 0: its default).
@@ -89,6 +94,7 @@ func DefaultConfig() Config {
 		MaxWALRecords: d.MaxWALRecords, RetainWALRecords: d.RetainWALRecords, SyncStandbys: d.SyncStandbys,
 		LogLevel: "info", LogFormat: "console",
 		GCHeadroom: 10, GCHeadroomMinMiB: 32,
+		BackgroundNice: fileio.DefaultBackgroundNice,
 	}
 }
 
@@ -192,6 +198,9 @@ func checkFlags(cfg Config, level zap.AtomicLevel) error {
 	}
 	if cfg.BulkWriteMiB < 0 {
 		return fmt.Errorf("--bulk-write-rate %d: want >= 0 (MiB/s; 0: unpaced)", cfg.BulkWriteMiB)
+	}
+	if cfg.BackgroundNice < 0 || cfg.BackgroundNice > fileio.MaxNice {
+		return fmt.Errorf("--background-nice %d: want 0 to %d (0: background work at the node's priority)", cfg.BackgroundNice, fileio.MaxNice)
 	}
 	return nil
 }
@@ -416,7 +425,14 @@ func (d *daemon) newRunner(ctx context.Context, gcHold func() func(), gcSyncs *s
 			}
 		}
 	}()
+	var niceWarned sync.Once
 	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold,
+		BackgroundNice: d.cfg.BackgroundNice,
+		BackgroundError: func(err error) {
+			niceWarned.Do(func() {
+				d.log.Warn(fmt.Sprintf("cannot lower the CPU priority of background work (--background-nice %d): %v; checkpoints and syncs run at the node's priority", d.cfg.BackgroundNice, err), zap.String("key", "files.background-nice"))
+			})
+		},
 		TrashError: func(path string, err error) {
 			d.log.Warn(fmt.Sprintf("cannot delete %s (a removed file, kept in %s until the next removal): %v", path, fileio.TrashDir, err), zap.String("key", "files.trash"))
 		}}

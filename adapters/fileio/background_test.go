@@ -1,0 +1,73 @@
+package fileio
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/xce-hpc/xce/sm"
+)
+
+func TestBackgroundKinds(t *testing.T) {
+	for _, c := range []struct {
+		kind sm.ComputeKind
+		want bool
+	}{
+		{sm.ComputeEncode, true},   // a standby's sync snapshot
+		{sm.ComputeEncodeTo, true}, // a checkpoint
+		{sm.ComputeVerify, true},   // a received snapshot's check
+		{sm.ComputeImport, false},  // a recovery: a promotion waits for it
+		{0, false},
+	} {
+		if got := background(c.kind); got != c.want {
+			t.Errorf("background(%s) = %v, want %v", c.kind, got, c.want)
+		}
+	}
+}
+
+// TestBackgroundComputes: with BackgroundNice, the background Computes
+// run through inBackground at that nice value and their completion is
+// the Compute's own; an import does not, nor does anything with 0. A
+// failure to lower the priority reaches BackgroundError and the
+// completion is still returned.
+func TestBackgroundComputes(t *testing.T) {
+	var calls []int
+	var fail error
+	defer func(orig func(int, func()) error) { runInBackground = orig }(runInBackground)
+	runInBackground = func(nice int, f func()) error {
+		calls = append(calls, nice)
+		f()
+		return fail
+	}
+	var reported []error
+	e := &Executor{Base: t.TempDir(), BackgroundNice: 7, BackgroundError: func(err error) { reported = append(reported, err) }}
+	defer e.Close()
+	for _, nice := range []int{7, 0} {
+		e.BackgroundNice = nice
+		for _, k := range []sm.ComputeKind{sm.ComputeEncode, sm.ComputeEncodeTo, sm.ComputeVerify, sm.ComputeImport} {
+			calls = nil
+			// Nothing to encode, verify or import: refused, but routed.
+			d := e.Compute(sm.Compute{ID: 42, Kind: k})
+			if d.ID != 42 || d.Err == sm.IOOK {
+				t.Fatalf("nice %d, %s: completion %+v, want ID 42 and a refusal", nice, k, d)
+			}
+			want := []int(nil)
+			if nice > 0 && background(k) {
+				want = []int{nice}
+			}
+			if len(calls) != len(want) || len(want) == 1 && calls[0] != want[0] {
+				t.Errorf("nice %d, %s: ran in the background at %v, want %v", nice, k, calls, want)
+			}
+		}
+	}
+	if len(reported) != 0 {
+		t.Fatalf("errors reported without a failure: %v", reported)
+	}
+	fail = errors.New("refused")
+	e.BackgroundNice = 3
+	if d := e.Compute(sm.Compute{ID: 9, Kind: sm.ComputeEncode}); d.ID != 9 || d.Err == sm.IOOK {
+		t.Fatalf("completion after a failed setpriority: %+v", d)
+	}
+	if len(reported) != 1 || !errors.Is(reported[0], fail) {
+		t.Fatalf("reported %v, want the failure once", reported)
+	}
+}
