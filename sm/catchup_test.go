@@ -361,6 +361,9 @@ func TestPromotionStopsStandbyInstall(t *testing.T) {
 		for _, e := range effs {
 			if op, ok := e.(sm.FileOp); ok && op.Op == sm.OpRead && strings.HasSuffix(op.Path, ".snap.tmp") {
 				readID = op.ID
+				if !op.Background || op.Bulk {
+					t.Errorf("n%d read its received snapshot back with Background %v, Bulk %v: want background work on the I/O lane", s, op.Background, op.Bulk)
+				}
 			}
 		}
 		for k, q := range h.queue {
@@ -514,6 +517,9 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
 			t.Errorf("n%d read %s back: its checkpoints should build on the state the last one kept", s, op.Path)
 		}
+		if strings.HasPrefix(op.Path, wal.WALDir+"/") && (!op.Bulk || !op.Background) {
+			t.Errorf("n%d's checkpoint read %s with Bulk %v, Background %v: want both", s, op.Path, op.Bulk, op.Background)
+		}
 	}
 	want, wantLSN, _ := h.node(p).n.JobState()
 	wantState := want.Export()
@@ -533,6 +539,9 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
 			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
+		if op.Bulk || op.Background {
+			t.Errorf("n%d's recovery read %s with Bulk %v, Background %v: a promotion waits for it", s, op.Path, op.Bulk, op.Background)
 		}
 	}
 	got, gotLSN, _ := h.node(s).n.JobState()

@@ -177,7 +177,7 @@ func (s compactStep) resume(n *Node, r result) {
 			n.sb.compactFrom(c, snaps, nil, base)
 			return
 		}
-		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile, Bulk: true}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
+		n.io(FileOp{Op: OpRead, Path: wal.SnapDir + "/" + snaps[len(snaps)-1], MaxSize: maxLogFile, Bulk: true, Background: true}, compactStep{kind: compactSnapRead, c: c, snaps: snaps})
 	case compactSnapRead:
 		if r.Err != IOOK {
 			n.sb.compactFailed(c, "read "+wal.SnapDir+"/"+s.snaps[len(s.snaps)-1], r.IODone)
@@ -264,7 +264,7 @@ func (sl *standbyLog) compactRead(s compactStep) {
 		sl.writeCompaction(s.c, s.in, s.names)
 		return
 	}
-	sl.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile, Bulk: true}, s)
+	sl.io(FileOp{Op: OpRead, Path: wal.WALDir + "/" + s.rest[0], MaxSize: maxLogFile, Bulk: true, Background: true}, s)
 }
 
 // compactInput is what a standby checkpoint rebuilds its snapshot from:

@@ -231,7 +231,7 @@ func (sl *standbyLog) installStopped(sr *standbyRepl, what string, d IODone) {
 
 // readBack reads the durable tmp file back, for the executor to verify.
 func (sl *standbyLog) readBack(sr *standbyRepl, rc *snapRecv) {
-	sl.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile}, installStep{kind: installReadBack, sr: sr, rc: rc})
+	sl.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Background: true}, installStep{kind: installReadBack, sr: sr, rc: rc})
 }
 
 // readBackDone: the received file was read back (or could not be); the

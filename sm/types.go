@@ -143,6 +143,13 @@ type FileOp struct {
 	// file operations, so that the WAL's appends and fsyncs, and with
 	// them the standby's acknowledgements, never wait behind it.
 	Bulk bool
+	// Background marks an OpRead that answers no request and that no
+	// request waits for (a standby checkpoint's reads, an install's read
+	// back of the received snapshot): the executor may give it a lower
+	// CPU priority (the daemon's --background-nice). It changes neither
+	// its lane nor its outcome; a recovery's reads, which a promotion
+	// waits for, never have it.
+	Background bool
 }
 
 // Compute is work on the job state that takes time with the number of

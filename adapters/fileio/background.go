@@ -9,8 +9,8 @@ import "github.com/xce-hpc/xce/sm"
 // checkpoint's encode or a standby's sync snapshot otherwise takes a CPU
 // for seconds beside the goroutines that answer requests, and every
 // request waits for a CPU at each of its hand-offs: at 1M jobs on 3 nodes
-// sharing 2 CPUs, requests waited 114–189 ms while a fresh standby synced,
-// 40–96 ms with the encodes at nice 10 (docs/performance.md). With idle
+// sharing 2 CPUs, requests waited 114–202 ms while a fresh standby synced,
+// 40–131 ms with the encodes at nice 10 (docs/performance.md). With idle
 // CPUs the priority changes nothing.
 const DefaultBackgroundNice = 10
 

@@ -71,3 +71,70 @@ func TestBackgroundComputes(t *testing.T) {
 		t.Fatalf("reported %v, want the failure once", reported)
 	}
 }
+
+// TestBackgroundReads: with BackgroundNice, a read marked Background (a
+// standby checkpoint's, an install's read back) runs through
+// inBackground and returns what it read; any other file operation, and a
+// background read with 0, do not.
+func TestBackgroundReads(t *testing.T) {
+	var calls []int
+	defer func(orig func(int, func()) error) { runInBackground = orig }(runInBackground)
+	runInBackground = func(nice int, f func()) error {
+		calls = append(calls, nice)
+		f()
+		return nil
+	}
+	e := &Executor{Base: t.TempDir(), BackgroundNice: 5}
+	defer e.Close()
+	if d := e.Exec(sm.FileOp{Op: sm.OpWrite, Path: "seg", Data: []byte("records")}); d.Err != sm.IOOK {
+		t.Fatalf("write: %+v", d)
+	}
+	e.Exec(sm.FileOp{Op: sm.OpFsync, Path: "seg"})
+	if len(calls) != 0 {
+		t.Fatalf("a write and an fsync ran in the background: %v", calls)
+	}
+	for _, c := range []struct {
+		background, bulk bool
+		nice             int
+		want             []int
+	}{{false, false, 5, nil}, {false, true, 5, nil}, {true, true, 5, []int{5}}, {true, false, 5, []int{5}}, {true, true, 0, nil}} {
+		calls = nil
+		e.BackgroundNice = c.nice
+		d := e.Exec(sm.FileOp{ID: 3, Op: sm.OpRead, Path: "seg", Bulk: c.bulk, Background: c.background})
+		if d.ID != 3 || d.Err != sm.IOOK || string(d.Data) != "records" {
+			t.Fatalf("%+v: read %+v", c, d)
+		}
+		if len(calls) != len(c.want) || len(c.want) == 1 && calls[0] != c.want[0] {
+			t.Errorf("%+v: ran in the background at %v", c, calls)
+		}
+	}
+}
+
+// TestAroundReadWrapsBackgroundReads: the hook runs around every
+// background read, its after once the read is done, and around nothing
+// else; with BackgroundNice 0 too (the heap's goal is not the CPU's
+// priority).
+func TestAroundReadWrapsBackgroundReads(t *testing.T) {
+	var before, after int
+	e := &Executor{Base: t.TempDir(), BackgroundNice: 5, AroundRead: func() func() {
+		before++
+		return func() { after++ }
+	}}
+	defer e.Close()
+	e.Exec(sm.FileOp{Op: sm.OpWrite, Path: "seg", Data: []byte("records")})
+	e.Exec(sm.FileOp{Op: sm.OpRead, Path: "seg"})
+	e.Exec(sm.FileOp{Op: sm.OpRead, Path: "seg", Bulk: true})
+	e.Compute(sm.Compute{Kind: sm.ComputeEncodeTo})
+	if before != 0 || after != 0 {
+		t.Fatalf("hook ran %d/%d times for other operations", before, after)
+	}
+	for i, nice := range []int{5, 0} {
+		e.BackgroundNice = nice
+		if d := e.Exec(sm.FileOp{Op: sm.OpRead, Path: "seg", Background: true}); d.Err != sm.IOOK || string(d.Data) != "records" {
+			t.Fatalf("nice %d: read %+v", nice, d)
+		}
+		if before != i+1 || after != i+1 {
+			t.Fatalf("nice %d: before %d, after %d", nice, before, after)
+		}
+	}
+}

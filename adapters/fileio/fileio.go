@@ -85,14 +85,24 @@ type Executor struct {
 	// loaded at recovery) — and the function it returns after it: the
 	// daemon's collector policy gives the heap room meanwhile.
 	AroundLarge func() (after func())
-	// BackgroundNice, if positive, runs each Compute that is the node's
-	// background work (background.go: a checkpoint's encode, a standby's
-	// sync snapshot, a received snapshot's check) on a thread of its own
-	// whose nice value is raised by it, so that on a busy machine the
-	// goroutines that answer requests get the CPU first.
+	// AroundRead, if set, is called before a background read (a standby
+	// checkpoint's segments, an install's read back: FileOp.Background)
+	// and the function it returns after it: the read's buffer (tens to
+	// hundreds of MB) is allocated at once, and under the daemon's
+	// collector policy it put the heap past its goal, so that the
+	// collection which followed charged its marking to every goroutine
+	// that allocated, the event loop's included (docs/performance.md).
+	AroundRead func() (after func())
+	// BackgroundNice, if positive, runs the node's background work (a
+	// checkpoint's encode, a standby's sync snapshot, a received
+	// snapshot's check: background.go; and the reads marked
+	// FileOp.Background: a standby checkpoint's, an install's read back)
+	// on a thread of its own whose nice value is raised by it, so that on
+	// a busy machine the goroutines that answer requests get the CPU
+	// first.
 	BackgroundNice int
-	// BackgroundError, if set, receives the failure to lower a background
-	// Compute's priority; the Compute ran at the node's priority.
+	// BackgroundError, if set, receives the failure to lower background
+	// work's priority; the work ran at the node's priority.
 	BackgroundError func(error)
 
 	kept  kept
@@ -107,6 +117,28 @@ var ErrPathRefused = fileop.ErrPathRefused
 // executor every adapter and the simulator use (fileop.Exec) on the
 // operating system's files under Base. It never panics on a malformed op.
 func (e *Executor) Exec(op sm.FileOp) sm.IODone {
+	if !op.Background || op.Op != sm.OpRead {
+		return e.exec(op)
+	}
+	if e.AroundRead != nil {
+		defer e.AroundRead()()
+	}
+	if e.BackgroundNice <= 0 {
+		return e.exec(op)
+	}
+	// A background read (a standby checkpoint's, an install's read back)
+	// is background work too: its copy into a fresh buffer, page faults
+	// and all, takes a CPU for a tenth of a second per 100 MB.
+	var d sm.IODone
+	err := runInBackground(e.BackgroundNice, func() { d = e.exec(op) })
+	if err != nil && e.BackgroundError != nil {
+		e.BackgroundError(err)
+	}
+	return d
+}
+
+// exec is Exec's file operation itself, on the calling goroutine.
+func (e *Executor) exec(op sm.FileOp) sm.IODone {
 	fs := osFS{e.Base, &e.kept, e}
 	if e.ObserveSync == nil || op.Op != sm.OpFsync && op.Op != sm.OpFsyncDir {
 		return fileop.Exec(fs, op)

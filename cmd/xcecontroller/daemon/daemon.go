@@ -74,8 +74,9 @@ type Config struct {
 	// (--bulk-write-rate, fileio.Executor.WriteRate); 0: unpaced.
 	BulkWriteMiB int
 	// BackgroundNice lowers the CPU priority of the node's background
-	// Computes (a checkpoint's encode, a standby's sync snapshot, a
-	// received snapshot's check) by this many nice steps
+	// work (a checkpoint's encode and a standby checkpoint's reads, a
+	// standby's sync snapshot, a received snapshot's read back and check)
+	// by this many nice steps
 	// (--background-nice, fileio.Executor.BackgroundNice); 0: none.
 	BackgroundNice int
 	// HandshakesPerSource and NewConnsPerSecond are the transport's
@@ -426,7 +427,7 @@ func (d *daemon) newRunner(ctx context.Context, gcHold func() func(), gcSyncs *s
 		}
 	}()
 	var niceWarned sync.Once
-	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold,
+	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold, AroundRead: gcSyncs.around,
 		BackgroundNice: d.cfg.BackgroundNice,
 		BackgroundError: func(err error) {
 			niceWarned.Do(func() {

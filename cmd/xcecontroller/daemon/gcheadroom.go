@@ -111,6 +111,20 @@ type syncHold struct {
 	release func() // nil: not held
 }
 
+// around holds the policy for one large allocation (a background read's
+// buffer) and, once it is over, collects in the background as a sync's
+// end does, so the policy's goal is set again from the live heap at once
+// instead of Go's default staying in force until the heap doubles. It
+// reads only hold and collect, set once when h is made, so any goroutine
+// may call it (the executor's lanes do).
+func (h *syncHold) around() (after func()) {
+	release := h.hold()
+	return func() {
+		release()
+		go h.collect()
+	}
+}
+
 // update follows the node's snapshot syncs after a step.
 func (h *syncHold) update(syncing bool) {
 	switch {

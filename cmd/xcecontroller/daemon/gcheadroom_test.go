@@ -181,3 +181,47 @@ func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
 	}
 	runtime.KeepAlive(live)
 }
+
+// TestAroundHoldsForOneReadThenCollects: a background read's hold keeps
+// Go's default through collections while it lasts, and its end starts a
+// collection after which the policy's goal is back, without a sync.
+func TestAroundHoldsForOneReadThenCollects(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	live := make([]byte, 64<<20)
+	g := startGCHeadroom(10, 1<<20)
+	defer g.stop()
+	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d under the policy, want <= 11", gogc())
+		}
+		runtime.GC()
+	}
+	collected := make(chan struct{}, 1)
+	h := &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}
+	after := h.around()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if p := gogc(); p != 100 || g.held != 1 {
+		t.Fatalf("GOGC %d, %d holds during the read, want 100 and 1", p, g.held)
+	}
+	select {
+	case <-collected:
+		t.Fatal("collected before the read ended")
+	default:
+	}
+	after()
+	select {
+	case <-collected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no collection started at the read's end")
+	}
+	for deadline := time.Now().Add(5 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d after the read's collection, want the policy's (<= 11)", gogc())
+		}
+	}
+	if g.held != 0 {
+		t.Errorf("%d holds left after the read", g.held)
+	}
+	runtime.KeepAlive(live)
+}
