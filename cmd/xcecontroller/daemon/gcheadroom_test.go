@@ -142,16 +142,8 @@ func TestRunRefusesBadGCHeadroom(t *testing.T) {
 func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	live := make([]byte, 64<<20)
-	g := startGCHeadroom(10, 1<<20)
+	g, h, collected := underPolicy(t)
 	defer g.stop()
-	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC %d under the policy, want <= 11", gogc())
-		}
-		runtime.GC()
-	}
-	collected := make(chan struct{}, 1)
-	h := &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}
 	h.update(false)
 	if g.held != 0 {
 		t.Fatalf("%d holds with no sync", g.held)
@@ -166,19 +158,7 @@ func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
 		t.Fatalf("GOGC %d, %d holds after collections during a sync, want 100 and 1", p, g.held)
 	}
 	h.update(false)
-	select {
-	case <-collected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no collection started at the sync's end")
-	}
-	for deadline := time.Now().Add(5 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC %d after the sync's collection, want the policy's (<= 11)", gogc())
-		}
-	}
-	if g.held != 0 {
-		t.Errorf("%d holds left after the sync", g.held)
-	}
+	policyBackAfter(t, g, collected, "the sync")
 	runtime.KeepAlive(live)
 }
 
@@ -188,16 +168,8 @@ func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
 func TestAroundHoldsForOneReadThenCollects(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	live := make([]byte, 64<<20)
-	g := startGCHeadroom(10, 1<<20)
+	g, h, collected := underPolicy(t)
 	defer g.stop()
-	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC %d under the policy, want <= 11", gogc())
-		}
-		runtime.GC()
-	}
-	collected := make(chan struct{}, 1)
-	h := &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}
 	after := h.around()
 	runtime.GC()
 	time.Sleep(50 * time.Millisecond)
@@ -210,18 +182,41 @@ func TestAroundHoldsForOneReadThenCollects(t *testing.T) {
 	default:
 	}
 	after()
+	policyBackAfter(t, g, collected, "the read")
+	runtime.KeepAlive(live)
+}
+
+// underPolicy starts the policy (10%, 1 MiB) and waits for its percent,
+// with a syncHold whose collection reports on collected.
+func underPolicy(t *testing.T) (*gcHeadroom, *syncHold, chan struct{}) {
+	t.Helper()
+	g := startGCHeadroom(10, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			g.stop()
+			t.Fatalf("GOGC %d under the policy, want <= 11", gogc())
+		}
+		runtime.GC()
+	}
+	collected := make(chan struct{}, 1)
+	return g, &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}, collected
+}
+
+// policyBackAfter: once what is over, a collection starts, after which
+// the policy's percent is back and no hold is left.
+func policyBackAfter(t *testing.T, g *gcHeadroom, collected chan struct{}, what string) {
+	t.Helper()
 	select {
 	case <-collected:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no collection started at the read's end")
+		t.Fatalf("no collection started at the end of %s", what)
 	}
 	for deadline := time.Now().Add(5 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC %d after the read's collection, want the policy's (<= 11)", gogc())
+			t.Fatalf("GOGC %d after %s's collection, want the policy's (<= 11)", gogc(), what)
 		}
 	}
 	if g.held != 0 {
-		t.Errorf("%d holds left after the read", g.held)
+		t.Errorf("%d holds left after %s", g.held, what)
 	}
-	runtime.KeepAlive(live)
 }
