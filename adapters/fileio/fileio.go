@@ -130,11 +130,16 @@ func (e *Executor) Exec(op sm.FileOp) sm.IODone {
 	// is background work too: its copy into a fresh buffer, page faults
 	// and all, takes a CPU for a tenth of a second per 100 MB.
 	var d sm.IODone
-	err := runInBackground(e.BackgroundNice, func() { d = e.exec(op) })
-	if err != nil && e.BackgroundError != nil {
+	e.lowered(func() { d = e.exec(op) })
+	return d
+}
+
+// lowered runs f at BackgroundNice (inBackground) and reports a failure
+// to lower its priority to BackgroundError; f runs either way.
+func (e *Executor) lowered(f func()) {
+	if err := runInBackground(e.BackgroundNice, f); err != nil && e.BackgroundError != nil {
 		e.BackgroundError(err)
 	}
-	return d
 }
 
 // exec is Exec's file operation itself, on the calling goroutine.
@@ -157,14 +162,12 @@ func (e *Executor) Compute(c sm.Compute) sm.Computed {
 	if (c.Kind == sm.ComputeEncode || c.Kind == sm.ComputeImport) && e.AroundLarge != nil {
 		defer e.AroundLarge()()
 	}
+	fs := osFS{e.Base, &e.kept, e}
 	if e.BackgroundNice <= 0 || !background(c.Kind) {
-		return compute.Exec(osFS{e.Base, &e.kept, e}, c)
+		return compute.Exec(fs, c)
 	}
 	var d sm.Computed
-	err := runInBackground(e.BackgroundNice, func() { d = compute.Exec(osFS{e.Base, &e.kept, e}, c) })
-	if err != nil && e.BackgroundError != nil {
-		e.BackgroundError(err)
-	}
+	e.lowered(func() { d = compute.Exec(fs, c) })
 	return d
 }
 
