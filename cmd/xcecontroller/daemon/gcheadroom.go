@@ -22,7 +22,14 @@ import (
 // stacks and globals. At most 100 (no looser than Go's default), at
 // least 1 (0 would collect without pause).
 func gcPercent(live, scan uint64, pct int, min uint64) int {
-	head := max(min, uint64(float64(live)*float64(pct)/100))
+	return gcPercentPast(live, scan, 0, pct, min)
+}
+
+// gcPercentPast is gcPercent with the goal past the live heap by extra
+// more: the heap allocated since the last collection, when the goal is set
+// between collections (holdRead).
+func gcPercentPast(live, scan, extra uint64, pct int, min uint64) int {
+	head := extra + max(min, uint64(float64(live)*float64(pct)/100))
 	base := live + scan
 	if base == 0 {
 		return 100
@@ -59,6 +66,7 @@ type gcHeadroom struct {
 func startGCHeadroom(pct int, min uint64) *gcHeadroom {
 	g := &gcHeadroom{pct: pct, min: min, samples: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
 	}}
 	g.arm()
 	return g
@@ -95,6 +103,28 @@ func (g *gcHeadroom) hold() (release func()) {
 	}
 }
 
+// holdRead holds the policy as hold does, around one large read whose
+// buffer is garbage soon after; its release, the last hold gone, sets the
+// goal at once to the heap in use plus the policy's headroom instead of
+// leaving Go's default in force until the next collection (when the heap
+// may have doubled). The next collection thus comes when the policy's
+// headroom has been allocated past what is in use now, as if the read had
+// not happened, and finds the buffer garbage; the heap's peak is the
+// policy's plus what was allocated during the hold.
+func (g *gcHeadroom) holdRead() (release func()) {
+	hold := g.hold()
+	return func() {
+		hold()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.held > 0 || g.stopped {
+			return
+		}
+		live, scan, inUse := g.read()
+		debug.SetGCPercent(gcPercentPast(live, scan, inUse-min(live, inUse), g.pct, g.min))
+	}
+}
+
 // syncHold holds the policy while the node syncs a standby by snapshot
 // (sm.Node.SnapshotSyncing): the encoded snapshot (300 MB at 1M jobs)
 // stays live for the seconds its chunks take, and under the policy's goal
@@ -106,24 +136,20 @@ func (g *gcHeadroom) hold() (release func()) {
 // goal again from the live heap without the snapshot.
 // Owned by the event loop goroutine (update runs after each step).
 type syncHold struct {
-	hold    func() func()
-	collect func()
-	release func() // nil: not held
+	hold     func() func()
+	holdRead func() func()
+	collect  func()
+	release  func() // nil: not held
 }
 
 // around holds the policy for one large allocation (a background read's
-// buffer) and, once it is over, collects in the background as a sync's
-// end does, so the policy's goal is set again from the live heap at once
-// instead of Go's default staying in force until the heap doubles. It
-// reads only hold and collect, set once when h is made, so any goroutine
-// may call it (the executor's lanes do).
-func (h *syncHold) around() (after func()) {
-	release := h.hold()
-	return func() {
-		release()
-		go h.collect()
-	}
-}
+// buffer) and, once it is over, sets the policy's goal again at once from
+// the heap in use (holdRead): a collection forced then marked the whole
+// heap a second time within a second of the one the policy's cadence ran
+// anyway, its CPU taken from the nodes' request paths while a standby
+// synced (docs/performance.md). It reads only holdRead, set once when h
+// is made, so any goroutine may call it (the executor's lanes do).
+func (h *syncHold) around() (after func()) { return h.holdRead() }
 
 // update follows the node's snapshot syncs after a step.
 func (h *syncHold) update(syncing bool) {
@@ -151,17 +177,25 @@ func (g *gcHeadroom) collected() {
 	if g.stopped {
 		return
 	}
+	if g.held == 0 {
+		live, scan, _ := g.read()
+		debug.SetGCPercent(gcPercent(live, scan, g.pct, g.min))
+	}
+	g.arm()
+}
+
+// read returns the live heap of the last collection, the stacks and
+// globals it scans, and the heap in use now (live and not yet swept
+// objects); g.mu is held.
+func (g *gcHeadroom) read() (live, scan, inUse uint64) {
 	metrics.Read(g.samples)
-	var v [3]uint64
+	var v [4]uint64
 	for i, s := range g.samples {
 		if s.Value.Kind() == metrics.KindUint64 {
 			v[i] = s.Value.Uint64()
 		}
 	}
-	if g.held == 0 {
-		debug.SetGCPercent(gcPercent(v[0], v[1]+v[2], g.pct, g.min))
-	}
-	g.arm()
+	return v[0], v[1] + v[2], v[3]
 }
 
 // gcPolicy starts the headroom policy unless it is off (pct 0) or the
@@ -170,7 +204,7 @@ func (g *gcHeadroom) collected() {
 // syncs (no-ops when not started).
 func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func(), syncs *syncHold) {
 	none := func() func() { return func() {} }
-	off := &syncHold{hold: none, collect: func() {}}
+	off := &syncHold{hold: none, holdRead: none, collect: func() {}}
 	if pct <= 0 {
 		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none, off
 	}
@@ -178,5 +212,5 @@ func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func(), syn
 		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none, off
 	}
 	g := startGCHeadroom(pct, uint64(minMiB)<<20)
-	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold, &syncHold{hold: g.hold, collect: runtime.GC}
+	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold, &syncHold{hold: g.hold, holdRead: g.holdRead, collect: runtime.GC}
 }

@@ -31,6 +31,24 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
+// gcPercentPast puts the goal past the live heap by the extra bytes too.
+func TestGCPercentPast(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, scan, extra uint64
+		want              int
+	}{
+		{live: 1000 * mib, extra: 0, want: 10},                           // gcPercent's
+		{live: 1000 * mib, extra: 65 * mib, want: 17},                    // a read's buffer: 65 MiB more
+		{live: 1000 * mib, extra: 2000 * mib, want: 100},                 // never above Go's default
+		{live: 1000 * mib, scan: 1000 * mib, extra: 100 * mib, want: 10}, // the scan counted
+	} {
+		if got := gcPercentPast(c.live, c.scan, c.extra, 10, 16*mib); got != c.want {
+			t.Errorf("gcPercentPast(%d, %d, %d, 10, 16 MiB) = %d, want %d", c.live, c.scan, c.extra, got, c.want)
+		}
+	}
+}
+
 func TestGCEnvSet(t *testing.T) {
 	env := func(set ...string) func(string) (string, bool) {
 		return func(k string) (string, bool) {
@@ -162,10 +180,12 @@ func TestSyncHoldHoldsWhileASnapshotSyncs(t *testing.T) {
 	runtime.KeepAlive(live)
 }
 
-// TestAroundHoldsForOneReadThenCollects: a background read's hold keeps
-// Go's default through collections while it lasts, and its end starts a
-// collection after which the policy's goal is back, without a sync.
-func TestAroundHoldsForOneReadThenCollects(t *testing.T) {
+// TestAroundHoldsForOneReadThenSetsTheGoal: a background read's hold
+// keeps Go's default through collections while it lasts; its end starts
+// no collection but sets the policy's goal from the heap in use at once,
+// past the read's garbage by the policy's headroom; the next collection
+// puts the policy's own percent back.
+func TestAroundHoldsForOneReadThenSetsTheGoal(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	live := make([]byte, 64<<20)
 	g, h, collected := underPolicy(t)
@@ -176,13 +196,34 @@ func TestAroundHoldsForOneReadThenCollects(t *testing.T) {
 	if p := gogc(); p != 100 || g.held != 1 {
 		t.Fatalf("GOGC %d, %d holds during the read, want 100 and 1", p, g.held)
 	}
+	buf := make([]byte, 32<<20) // the read's buffer, garbage once read
+	buf[len(buf)-1] = 1
+	runtime.KeepAlive(buf)
+	after()
+	if g.held != 0 {
+		t.Fatalf("%d holds after the read", g.held)
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	goal, inUse, liveHeap := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	head := max(uint64(1<<20), liveHeap/10)
+	if goal < inUse || goal > inUse+head+head/2 {
+		t.Errorf("goal %d MiB after the read, want the heap in use (%d MiB) + about the policy's headroom (%d MiB)", goal>>20, inUse>>20, head>>20)
+	}
+	if p := gogc(); p <= 11 || p >= 100 {
+		t.Errorf("GOGC %d after the read, want between the policy's and Go's default", p)
+	}
 	select {
 	case <-collected:
-		t.Fatal("collected before the read ended")
-	default:
+		t.Error("a collection was forced at the read's end")
+	case <-time.After(100 * time.Millisecond):
 	}
-	after()
-	policyBackAfter(t, g, collected, "the read")
+	for deadline := time.Now().Add(10 * time.Second); gogc() > 11; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d after the next collection, want the policy's (<= 11)", gogc())
+		}
+		runtime.GC()
+	}
 	runtime.KeepAlive(live)
 }
 
@@ -199,7 +240,7 @@ func underPolicy(t *testing.T) (*gcHeadroom, *syncHold, chan struct{}) {
 		runtime.GC()
 	}
 	collected := make(chan struct{}, 1)
-	return g, &syncHold{hold: g.hold, collect: func() { runtime.GC(); collected <- struct{}{} }}, collected
+	return g, &syncHold{hold: g.hold, holdRead: g.holdRead, collect: func() { runtime.GC(); collected <- struct{}{} }}, collected
 }
 
 // policyBackAfter: once what is over, a collection starts, after which
