@@ -38,6 +38,7 @@ var (
 	scaleNodes   = flag.String("scale-nodes", "1,3", "BenchmarkScale: cluster sizes to run, comma-separated (1 and/or 3)")
 	scaleLogs    = flag.String("scale-logs", "", "BenchmarkScale: copy every node's log into this directory (<nodes>-<name>.log) at the end of each cluster's run")
 	scaleArgs    = flag.String("scale-args", "", "BenchmarkScale: more xcecontroller flags for every node, space-separated (e.g. \"--bulk-write-rate 128\")")
+	scaleKillIn  = flag.Duration("scale-kill-in-checkpoint", 0, "BenchmarkScale: the failover's kill -9 waits, with a 4-client load running, until a standby begins a checkpoint and this long more, so that it lands while that standby builds or writes it; 0: right after the fresh standby's sync")
 )
 
 const scalePayload = 200
@@ -67,9 +68,11 @@ var scaleRows = []struct{ key, target string }{
 	{"enqueue jobs/s, 4 clients, while it syncs", ""},
 	{"longest probe request while it syncs", "<= 50 ms"},
 	{"primary's steps over 50 ms while it syncs", ""},
+	{"failover: kill -9 during a standby checkpoint", ""},
 	{"failover: kill -9 to a standby reporting primary", "<= 2 s"},
 	{"failover: kill -9 to serving jobs", ""},
 	{"dual primary in the 3 s after", "none"},
+	{"the new primary's state came from", ""},
 	{"every acknowledged job listed (read back)", ""},
 	{"roles and terms at the end", ""},
 }
@@ -233,7 +236,9 @@ func scaleRun(b *testing.B, nodes, jobs int, f scaleFigures) {
 		synced := scaleFreshStandby(b, c, mat, p, standbys[len(standbys)-1], res.IDs[0], wait, f)
 		acked[loadQueue] = mergeIDs(acked[loadQueue], synced.IDs)
 		unknown[loadQueue] += synced.Unknown
-		scaleFailover(b, c, mat, p, standbys, wait, f)
+		fo := scaleFailover(b, c, mat, p, standbys, wait, f)
+		acked[loadQueue] = mergeIDs(acked[loadQueue], fo.IDs)
+		unknown[loadQueue] += fo.Unknown
 	}
 
 	t0 := time.Now()
@@ -469,14 +474,41 @@ func scaleFreshStandby(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, 
 
 // scaleFailover kills primary p with SIGKILL and times a standby
 // reporting primary (status every 10 ms) and then serving jobs; then it
-// watches the survivors for 3 s for two serving primaries at once.
-func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p int, standbys []int, wait time.Duration, f scaleFigures) {
+// watches the survivors for 3 s for two serving primaries at once. With
+// -scale-kill-in-checkpoint, the kill waits, under a 4-client load, for
+// a standby's checkpoint to begin and that long more; it returns what
+// that load got acknowledged.
+func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p int, standbys []int, wait time.Duration, f scaleFigures) loadResult {
+	offs := map[int]int64{}
+	for _, s := range standbys {
+		offs[s] = logOffset(c, s)
+	}
+	var lr loadResult
+	if d := *scaleKillIn; d > 0 {
+		ld, err := startBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Clients: 4, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			ld.stop()
+			var err error
+			if lr, err = ld.wait(); err != nil {
+				b.Fatalf("load during the failover: %v", err)
+			}
+		}()
+		s, err := waitAnyLog(c, standbys, offs, "standby checkpoint: compacting", wait)
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(d)
+		f["failover: kill -9 during a standby checkpoint"] = fmt.Sprintf("%s's, %v after it began", c.Names[s], d)
+	}
 	killed := time.Now()
 	stop(b, c, p, syscall.SIGKILL)
 	np, at, err := pollPrimary(c, mat, standbys, wait)
 	f["failover: kill -9 to a standby reporting primary"] = sinceOr(at.Sub(killed), err)
 	if err != nil {
-		return
+		return lr
 	}
 	cl, err := newDoer(peersOf(c, np), mat, 10*time.Second)
 	if err != nil {
@@ -504,6 +536,32 @@ func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p in
 	} else {
 		f["dual primary in the 3 s after"] = "none seen (status every 50 ms)"
 	}
+	f["the new primary's state came from"] = c.Names[np] + ": " + recoveredFrom(logSince(c, np, offs[np]))
+	return lr
+}
+
+// recoveredFrom is how a promoted node's log says it got its job state.
+func recoveredFrom(log string) string {
+	line := findLine(log, "wal.snapshot-loaded")
+	if line == "" {
+		return "no snapshot loaded (replayed its log)"
+	}
+	_, text, _ := strings.Cut(line, "\tINFO\t")
+	text, _, _ = strings.Cut(text, "\t")
+	return text
+}
+
+// waitAnyLog waits until one of nodes logs a line containing want after
+// its offset in offs, and returns which.
+func waitAnyLog(c *clitool.Cluster, nodes []int, offs map[int]int64, want string, wait time.Duration) (int, error) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, i := range nodes {
+			if findLine(logSince(c, i, offs[i]), want) != "" {
+				return i, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no node logged %q within %v", want, wait)
 }
 
 // sinceOr is d, or why it was not reached.

@@ -116,7 +116,7 @@ func (w *World) keepOp(op sm.FileOp) *sm.FileOp {
 // changing its state (or, recovering, sending heartbeats) meanwhile (the
 // copy-on-write view must not see it).
 func (w *World) issueCompute(nd *simNode, c sm.Compute) {
-	if c.Snapshot != nil {
+	if c.Snapshot != nil && c.Kind != sm.ComputeBuild {
 		// Encoded off the node's Step from a copy-on-write view: encode it
 		// now for the checkers, and again when it completes, after the
 		// node went on changing its state — the two must be the same

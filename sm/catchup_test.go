@@ -653,3 +653,70 @@ func TestPromotionAfterUpgradeRoutesAsTheFilesWould(t *testing.T) {
 		}
 	}
 }
+
+// A promotion while a standby checkpoint's snapshot is being encoded and
+// written starts from the state that checkpoint built (compactBuilt):
+// it reads no snapshot and imports nothing, and so never waits for the
+// encode still at work on the compute lane (held here, as by an
+// executor busy with a million jobs). The state it recovers is the log's:
+// the old primary's jobs, each as it held them.
+func TestPromotionDuringStandbyCheckpointWriteStartsFromItsState(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	// The second checkpoint's write is held: the first left a snapshot
+	// on disk, which a recovery without the built state would read and
+	// import, behind the held encode.
+	written := func() bool {
+		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
+	}
+	h.hold = func(i int, e sm.Effect) bool {
+		c, ok := e.(sm.Compute)
+		return ok && i == s && c.Kind == sm.ComputeEncodeTo && written()
+	}
+	id := uint64(100)
+	for round := 0; round < 8 && len(h.held) == 0; round++ {
+		enqueueN(t, h, p, 70, id)
+		id += 70
+	}
+	if len(h.held) == 0 {
+		t.Fatalf("n%d began no checkpoint write:\n%s", s, h.node(s).logDump())
+	}
+	enqueueN(t, h, p, 30, id) // records after the built state, replayed at recovery
+	want, wantLSN, _ := h.node(p).n.JobState()
+	wantState := want.Export()
+	readsBefore := len(h.node(s).opsOf(sm.OpRead))
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool {
+		_, _, rec := h.node(s).n.JobState()
+		return h.node(s).n.Role() == sm.RolePrimary && rec
+	}) {
+		t.Fatalf("n%d was not promoted and recovered with its checkpoint's encode still at work:\n%s", s, h.node(s).logDump())
+	}
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "not yet written") }) {
+		t.Errorf("n%d's recovery did not start from the state its unfinished checkpoint built:\n%s", s, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
+	}
+	got, gotLSN, _ := h.node(s).n.JobState()
+	if gotLSN < wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	}
+	gs := got.Export()
+	if len(gs.Jobs) != len(wantState.Jobs) {
+		t.Fatalf("n%d recovered %d jobs; the old primary held %d", s, len(gs.Jobs), len(wantState.Jobs))
+	}
+	for k := range gs.Jobs {
+		if !reflect.DeepEqual(gs.Jobs[k], wantState.Jobs[k]) {
+			t.Fatalf("n%d recovered job %d as\n%+v\nthe old primary held\n%+v", s, k, gs.Jobs[k], wantState.Jobs[k])
+		}
+	}
+	// The abandoned encode, once it ends, changes nothing: the new
+	// primary goes on serving.
+	h.hold = nil
+	h.releaseHeld()
+	h.run()
+	enqueueN(t, h, s, 10, id+100)
+}

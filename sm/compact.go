@@ -23,14 +23,16 @@ import (
 // write data/snap), and so does a truncation (it must not cut what the
 // snapshot covers); a promotion abandons it.
 //
-// A checkpoint keeps the state it built (ckptBase) once its snapshot is
-// durable, and the next one replays the newer records onto that state
+// A checkpoint keeps the state it built (ckptBase) from the moment it is
+// built (compactBuilt), and the next one replays the newer records onto that state
 // instead of reading the snapshot back and decoding it again: the read
 // back was 40% of a standby's checkpoint CPU (docs/performance.md). The
-// state is the snapshot's only while nothing else writes data/snap or
-// cuts the log and the config is the same: an install, a truncation, a
-// promotion and a failed checkpoint drop it, and the next checkpoint
-// reads the snapshot as before.
+// state is the log's only while nothing else writes data/snap or cuts
+// the log and the config is the same: an install, a truncation and a
+// promotion drop it; a checkpoint that fails before its state is built
+// has it half replayed and drops it; one whose write fails leaves it past
+// the newest snapshot, where a promotion may start from it but the next
+// checkpoint reads the snapshot as before.
 //
 // The records replay with the standby's config, so a queue the standby's
 // config lacks lands in lost_and_found in the snapshot, as it would in a
@@ -59,10 +61,20 @@ func (sl *standbyLog) takeBase(newest string) *compactBase {
 }
 
 // holds: b (nil: none) is the state of the snapshot at lsn under cfg, the
-// config in force (nil: none) — the one test of the kept state, for a
-// checkpoint and for a promotion's recovery alike.
+// config in force (nil: none) — the test of the kept state for the next
+// checkpoint, which builds on it as the newest snapshot's.
 func (b *compactBase) holds(lsn uint64, cfg *loaded) bool {
-	return b != nil && cfg != nil && b.at.lsn == lsn && b.cfg == cfg.sum
+	return b.covers(lsn, cfg) && b.at.lsn == lsn
+}
+
+// covers: b (nil: none) is the state of this node's log at or past the
+// snapshot at lsn, under cfg — the test for a promotion's recovery, which
+// replays the log's records after b.at. Past it only while the
+// checkpoint that built b writes its snapshot: the segments it covers go
+// once that is durable, and whatever else replaces or cuts the log (an
+// install, a truncation) drops b first.
+func (b *compactBase) covers(lsn uint64, cfg *loaded) bool {
+	return b != nil && cfg != nil && b.at.lsn >= lsn && b.cfg == cfg.sum
 }
 
 // keptState hands over the state the last checkpoint kept (nil: none, or
@@ -137,7 +149,8 @@ const (
 	compactSnapsListed   compactKind = iota // data/snap listed: read its newest snapshot
 	compactSnapRead                         // the newest snapshot read: list data/wal
 	compactSegsListed                       // data/wal listed: read the segments after the snapshot
-	compactSegRead                          // a segment read: the next, or write the snapshot
+	compactSegRead                          // a segment read: the next, or build the state
+	compactBuilt                            // the state built: keep it, write the snapshot
 	compactWritten                          // the snapshot written durably: remove the segments it covers
 	compactSegsRemoved                      // those removed: list data/snap
 	compactSnapsRelisted                    // data/snap listed: remove the snapshots beyond the newest two
@@ -145,7 +158,7 @@ const (
 )
 
 var compactKindNames = [...]string{
-	"data/snap listed", "newest snapshot read", "data/wal listed", "segment read", "snapshot written",
+	"data/snap listed", "newest snapshot read", "data/wal listed", "segment read", "state built", "snapshot written",
 	"covered segments removed", "data/snap listed again", "old snapshots removed",
 }
 
@@ -195,6 +208,12 @@ func (s compactStep) resume(n *Node, r result) {
 		s.in.segs, s.in.paths = append(s.in.segs, r.Data), append(s.in.paths, path)
 		s.rest = s.rest[1:]
 		n.sb.compactRead(s)
+	case compactBuilt:
+		if r.Err != IOOK {
+			n.sb.compactFailed(c, "build the state at lsn "+fmt.Sprint(c.at.lsn), r.IODone)
+			return
+		}
+		n.sb.compactBuilt(c, s.names, s.in)
 	case compactWritten:
 		if r.failed != "" {
 			n.sb.compactFailed(c, r.failed, r.IODone)
@@ -368,13 +387,30 @@ func (in *compactInput) estimate() {
 	}
 }
 
-// writeCompaction writes the snapshot durably (built and encoded by the
-// executor), then removes what it makes obsolete.
+// writeCompaction has the executor build the state the snapshot holds
+// (ComputeBuild), then writes it (compactBuilt).
 func (sl *standbyLog) writeCompaction(c *compaction, in *compactInput, names []string) {
 	in.estimate()
+	sl.compute(Compute{Kind: ComputeBuild, Snapshot: &SnapshotData{compact: in}}, compactStep{kind: compactBuilt, c: c, names: names, in: in})
+}
+
+// compactBuilt: the state at c.at is built. The standby keeps it at once
+// and the executor encodes a view of it into the snapshot file, written
+// durably; then what it makes obsolete goes. Kept while the snapshot is
+// encoded and written (seconds at 1M jobs), it is what a promotion then
+// recovers from, with the records after c.at replayed: built into the
+// encode instead, the state was the compute's until the write ended, and
+// a promotion meanwhile read and imported the newest snapshot from disk
+// behind the encode on the compute lane (3.1–6.5 s failovers at 1M jobs,
+// docs/performance.md). The view is copy on write: a promoted node's
+// changes do not reach the encode.
+func (sl *standbyLog) compactBuilt(c *compaction, names []string, in *compactInput) {
+	sl.ckptBase = in.built
+	sl.log(Info, "repl.compact-built", fmt.Sprintf("standby checkpoint at lsn %d: state built, writing its snapshot", c.at.lsn))
 	path := wal.SnapshotPath(c.at.lsn)
 	tmp := wal.SnapDir + "/" + wal.SnapshotTempName(c.at.lsn)
-	sl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: &SnapshotData{compact: in}}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names, in: in})
+	snap := &SnapshotData{view: in.built.q.View(), lsn: c.at.lsn, term: c.at.term}
+	sl.replaceComputed(Compute{Kind: ComputeEncodeTo, Path: tmp, Snapshot: snap}, path, wal.SnapDir, compactStep{kind: compactWritten, c: c, names: names, in: in})
 }
 
 // compactWritten: the snapshot is durable, and the state in built holds

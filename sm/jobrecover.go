@@ -43,28 +43,36 @@ func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {
 			j.liveSegs[wal.WALDir+"/"+s] = true
 		}
 	}
-	if plan.Snapshot == "" {
-		jl.replayFrom(j, plan, logPos{})
-		return
-	}
-	if k := j.kept; k.holds(plan.SnapshotLSN, jl.conf.cfg) {
-		// The state the snapshot holds, built when it was written:
+	if k := j.kept; k.covers(plan.SnapshotLSN, jl.conf.cfg) {
+		// The state the snapshot holds, built when it was written, or the
+		// state a standby checkpoint built past it and is still writing:
 		// nothing to read or import (a million jobs' import was most of
 		// a failover's time to serving).
 		j.kept = nil
 		j.lastTerm, j.q = k.at.term, k.q
-		jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
+		if k.at.lsn == plan.SnapshotLSN {
+			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
+		} else {
+			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded the state kept by the checkpoint at lsn %d, whose snapshot was not yet written (newest on disk: lsn %d)", k.at.lsn, plan.SnapshotLSN))
+		}
 		jl.replayFrom(j, plan, k.at)
 		return
 	}
 	j.kept = nil // another snapshot, or another config: read it
+	if plan.Snapshot == "" {
+		jl.replayFrom(j, plan, logPos{})
+		return
+	}
 	jl.readRecovering(wal.SnapDir+"/"+plan.Snapshot, recoveryStep{kind: recoverySnapshotRead, j: j, plan: plan, snaps: snaps, segs: segs})
 }
 
-// replayFrom replays the plan's segments after the snapshot at snap.
+// replayFrom replays the plan's segments after the state at snap,
+// without those whose records all precede it (wal.Obsolete: the plan
+// drops them for its snapshot, and snap may be past it).
 func (jl *journal) replayFrom(j *jobState, plan wal.Plan, snap logPos) {
 	j.nextLSN = snap.lsn + 1
-	jl.replaySegments(j, plan.Segments, plan.Segments, snap)
+	segs := plan.Segments[len(wal.Obsolete(plan.Segments, snap.lsn)):]
+	jl.replaySegments(j, segs, plan.Segments, snap)
 }
 
 // snapshotRead: the plan's snapshot is read (checked: the head the boot

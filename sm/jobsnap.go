@@ -98,6 +98,17 @@ func (s *SnapshotData) Jobs() int {
 	return s.view.Len()
 }
 
+// Build builds the state a standby checkpoint's snapshot holds
+// (ComputeBuild): its base or newest snapshot and the records after it,
+// as recovery would. A snapshot of a view has nothing to build.
+func (s *SnapshotData) Build() error {
+	if s.compact == nil {
+		return nil
+	}
+	_, err := s.compact.build()
+	return err
+}
+
 // Encode is the snapshot file's bytes (wal.EncodeSnapshot).
 func (s *SnapshotData) Encode() ([]byte, error) {
 	if s.compact != nil {

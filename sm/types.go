@@ -167,7 +167,8 @@ type Compute struct {
 	Path string
 	Data []byte // ComputeImport, ComputeVerify: a snapshot file's bytes
 	// Snapshot is the state ComputeEncode and ComputeEncodeTo encode
-	// (SnapshotData.Encode, EncodeTo).
+	// (SnapshotData.Encode, EncodeTo), and ComputeBuild builds
+	// (SnapshotData.Build).
 	Snapshot *SnapshotData
 	// Check is what ComputeVerify's Data must be (SnapshotCheck.Verify).
 	Check *SnapshotCheck
@@ -192,6 +193,10 @@ const (
 	// ComputeVerify: Data checked as the snapshot Check describes; a
 	// failure completes with IOCorrupt and the reason.
 	ComputeVerify
+	// ComputeBuild: the job state of a standby checkpoint's log built
+	// (Snapshot, SnapshotData.Build), for the node to keep and encode;
+	// the completion carries only whether it could be.
+	ComputeBuild
 )
 
 func (k ComputeKind) String() string {
@@ -204,6 +209,8 @@ func (k ComputeKind) String() string {
 		return "import"
 	case ComputeVerify:
 		return "verify"
+	case ComputeBuild:
+		return "build"
 	default:
 		return "compute?"
 	}

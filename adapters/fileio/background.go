@@ -20,11 +20,11 @@ const MaxNice = 19
 // background reports whether a Compute of kind k is the node's background
 // work, which may wait for the CPU while requests are answered: a
 // checkpoint's encode, a standby's sync snapshot, a received snapshot's
-// check. A recovery's import is not: a promotion, and so a failover,
+// check, a standby checkpoint's build. A recovery's import is not: a promotion, and so a failover,
 // waits for it.
 func background(k sm.ComputeKind) bool {
 	switch k {
-	case sm.ComputeEncode, sm.ComputeEncodeTo, sm.ComputeVerify:
+	case sm.ComputeEncode, sm.ComputeEncodeTo, sm.ComputeVerify, sm.ComputeBuild:
 		return true
 	default:
 		return false

@@ -15,6 +15,7 @@ func TestBackgroundKinds(t *testing.T) {
 		{sm.ComputeEncode, true},   // a standby's sync snapshot
 		{sm.ComputeEncodeTo, true}, // a checkpoint
 		{sm.ComputeVerify, true},   // a received snapshot's check
+		{sm.ComputeBuild, true},    // a standby checkpoint's state
 		{sm.ComputeImport, false},  // a recovery: a promotion waits for it
 		{0, false},
 	} {
@@ -43,7 +44,7 @@ func TestBackgroundComputes(t *testing.T) {
 	defer e.Close()
 	for _, nice := range []int{7, 0} {
 		e.BackgroundNice = nice
-		for _, k := range []sm.ComputeKind{sm.ComputeEncode, sm.ComputeEncodeTo, sm.ComputeVerify, sm.ComputeImport} {
+		for _, k := range []sm.ComputeKind{sm.ComputeEncode, sm.ComputeEncodeTo, sm.ComputeVerify, sm.ComputeBuild, sm.ComputeImport} {
 			calls = nil
 			// Nothing to encode, verify or import: refused, but routed.
 			d := e.Compute(sm.Compute{ID: 42, Kind: k})

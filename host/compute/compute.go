@@ -37,6 +37,13 @@ func Exec(fsys fileop.FS, c sm.Compute) sm.Computed {
 			return failed(c.ID, errors.New("import without a snapshot load"))
 		}
 		r.Loaded = importPiped(c.Load, c.Data)
+	case sm.ComputeBuild:
+		if c.Snapshot == nil {
+			return failed(c.ID, errors.New("build without a snapshot"))
+		}
+		if err = c.Snapshot.Build(); err != nil {
+			return failed(c.ID, fmt.Errorf("cannot build the snapshot's state: %w", err))
+		}
 	case sm.ComputeVerify:
 		if c.Check == nil {
 			return failed(c.ID, errors.New("verify without a snapshot check"))

@@ -24,6 +24,7 @@ func TestExecRefusesMalformed(t *testing.T) {
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "data/snap/x.tmp"}, "encode-to without a snapshot"},
 		{sm.Compute{Kind: sm.ComputeImport, Data: []byte("x")}, "import without a snapshot load"},
 		{sm.Compute{Kind: sm.ComputeVerify, Data: []byte("x")}, "verify without a snapshot check"},
+		{sm.Compute{Kind: sm.ComputeBuild}, "build without a snapshot"},
 		{sm.Compute{Kind: 99}, "unknown compute"},
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "../x", Snapshot: &sm.SnapshotData{}}, "path refused"},
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "", Snapshot: &sm.SnapshotData{}}, "path refused"},
