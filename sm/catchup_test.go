@@ -720,3 +720,122 @@ func TestPromotionDuringStandbyCheckpointWriteStartsFromItsState(t *testing.T) {
 	h.run()
 	enqueueN(t, h, s, 10, id+100)
 }
+
+// A promotion while a standby checkpoint still builds its state waits for
+// that build (held here, as by an executor still at work) and recovers
+// from its state: it reads no snapshot meanwhile, and once the build
+// completes, replays only the records after it. The state it recovers is
+// the old primary's.
+func TestPromotionDuringStandbyCheckpointBuildWaitsForIt(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	written := func() bool {
+		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
+	}
+	h.hold = func(i int, e sm.Effect) bool {
+		c, ok := e.(sm.Compute)
+		return ok && i == s && c.Kind == sm.ComputeBuild && written()
+	}
+	id := uint64(100)
+	for round := 0; round < 8 && len(h.held) == 0; round++ {
+		enqueueN(t, h, p, 70, id)
+		id += 70
+	}
+	if len(h.held) == 0 {
+		t.Fatalf("n%d began no second checkpoint:\n%s", s, h.node(s).logDump())
+	}
+	enqueueN(t, h, p, 30, id)
+	want, wantLSN, _ := h.node(p).n.JobState()
+	wantState := want.Export()
+	readsBefore := len(h.node(s).opsOf(sm.OpRead))
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool { return h.node(s).n.Role() == sm.RolePrimary }) {
+		t.Fatalf("n%d was not promoted:\n%s", s, h.node(s).logDump())
+	}
+	h.advance(time.Second)
+	if _, _, rec := h.node(s).n.JobState(); rec {
+		t.Fatalf("n%d recovered before the build it waits for completed", s)
+	}
+	if len(h.node(s).logsWithKey("wal.recovery-waits")) != 1 {
+		t.Errorf("n%d did not say its recovery waits for the build:\n%s", s, h.node(s).logDump())
+	}
+	h.hold = nil
+	h.releaseHeld()
+	if !h.advanceUntil(20*time.Second, func() bool { _, _, rec := h.node(s).n.JobState(); return rec }) {
+		t.Fatalf("n%d did not recover once the build completed:\n%s", s, h.node(s).logDump())
+	}
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "not yet written") }) {
+		t.Errorf("n%d's recovery did not start from the state the build built:\n%s", s, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
+	}
+	got, gotLSN, _ := h.node(s).n.JobState()
+	if gotLSN < wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	}
+	gs := got.Export()
+	if len(gs.Jobs) != len(wantState.Jobs) {
+		t.Fatalf("n%d recovered %d jobs; the old primary held %d", s, len(gs.Jobs), len(wantState.Jobs))
+	}
+	for k := range gs.Jobs {
+		if !reflect.DeepEqual(gs.Jobs[k], wantState.Jobs[k]) {
+			t.Fatalf("n%d recovered job %d as\n%+v\nthe old primary held\n%+v", s, k, gs.Jobs[k], wantState.Jobs[k])
+		}
+	}
+	enqueueN(t, h, s, 10, id+100)
+}
+
+// A promotion while a standby checkpoint still reads its segments (held
+// here) takes back the state the checkpoint took to build on, which it has
+// not changed yet: recovery reads no snapshot.
+func TestPromotionDuringStandbyCheckpointReadsTakesItsBase(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	written := func() bool {
+		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
+	}
+	h.hold = func(i int, e sm.Effect) bool {
+		op, ok := e.(sm.FileOp)
+		return ok && i == s && op.Bulk && strings.HasPrefix(op.Path, wal.WALDir+"/") && written()
+	}
+	id := uint64(100)
+	for round := 0; round < 8 && len(h.held) == 0; round++ {
+		enqueueN(t, h, p, 70, id)
+		id += 70
+	}
+	if len(h.held) == 0 {
+		t.Fatalf("n%d began no second checkpoint:\n%s", s, h.node(s).logDump())
+	}
+	want, wantLSN, _ := h.node(p).n.JobState()
+	wantState := want.Export()
+	readsBefore := len(h.node(s).opsOf(sm.OpRead))
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool {
+		_, _, rec := h.node(s).n.JobState()
+		return h.node(s).n.Role() == sm.RolePrimary && rec
+	}) {
+		t.Fatalf("n%d was not promoted and recovered:\n%s", s, h.node(s).logDump())
+	}
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "kept") }) {
+		t.Errorf("n%d's recovery did not start from the state its checkpoint took:\n%s", s, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
+	}
+	got, gotLSN, _ := h.node(s).n.JobState()
+	if gotLSN < wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	}
+	if gs := got.Export(); !reflect.DeepEqual(gs.Jobs, wantState.Jobs) {
+		t.Fatalf("n%d recovered %d jobs, not the %d the old primary held as it held them", s, len(gs.Jobs), len(wantState.Jobs))
+	}
+	h.hold = nil
+	h.releaseHeld()
+	h.run()
+	enqueueN(t, h, s, 10, id+100)
+}

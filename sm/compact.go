@@ -78,10 +78,15 @@ func (b *compactBase) covers(lsn uint64, cfg *loaded) bool {
 }
 
 // keptState hands over the state the last checkpoint kept (nil: none, or
-// a checkpoint has it): a promotion's recovery may start from it.
+// a checkpoint's build has it): a promotion's recovery may start from it.
+// A checkpoint still reading its segments hands back the state it took,
+// which it has not changed yet.
 func (sl *standbyLog) keptState() *compactBase {
 	b := sl.ckptBase
 	sl.ckptBase = nil
+	if c := sl.compact; b == nil && c != nil {
+		b, c.base = c.base, nil
+	}
 	return b
 }
 
@@ -89,6 +94,32 @@ func (sl *standbyLog) keptState() *compactBase {
 type compaction struct {
 	at       logPos // the snapshot's position: the log's end when it began
 	thenJoin bool   // a truncation waited: join again when done
+	// base: the kept state it builds on, while it reads its segments and
+	// has not changed it (a promotion meanwhile takes it back: keptState).
+	base *compactBase
+	// building: the ComputeBuild in flight (0: none) and what it builds
+	// from, which a promotion meanwhile takes over (buildInFlight).
+	building uint64
+	in       *compactInput
+}
+
+// stateBuild is a standby checkpoint's ComputeBuild in flight, handed to
+// a promotion's recovery (startRecovery), which waits for it instead of
+// reading and importing the newest snapshot: that import would run on
+// the compute lane behind the build anyway, and the build's state is the
+// log's up to at, as the kept state is (compactBuilt).
+type stateBuild struct {
+	id uint64
+	in *compactInput
+}
+
+// buildInFlight is the checkpoint's build in flight, if any; called by a
+// promotion before endLog ends the checkpoint.
+func (sl *standbyLog) buildInFlight() *stateBuild {
+	if c := sl.compact; c != nil && c.building != 0 {
+		return &stateBuild{id: c.building, in: c.in}
+	}
+	return nil
 }
 
 // maybeCompact starts a standby checkpoint once the current segment is
@@ -209,6 +240,7 @@ func (s compactStep) resume(n *Node, r result) {
 		s.rest = s.rest[1:]
 		n.sb.compactRead(s)
 	case compactBuilt:
+		c.building, c.in = 0, nil
 		if r.Err != IOOK {
 			n.sb.compactFailed(c, "build the state at lsn "+fmt.Sprint(c.at.lsn), r.IODone)
 			return
@@ -241,6 +273,7 @@ func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte, ba
 			return
 		}
 	}
+	c.base = base
 	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap, base: base})
 }
 
@@ -391,7 +424,9 @@ func (in *compactInput) estimate() {
 // (ComputeBuild), then writes it (compactBuilt).
 func (sl *standbyLog) writeCompaction(c *compaction, in *compactInput, names []string) {
 	in.estimate()
-	sl.compute(Compute{Kind: ComputeBuild, Snapshot: &SnapshotData{compact: in}}, compactStep{kind: compactBuilt, c: c, names: names, in: in})
+	c.base = nil // the build's from now on: it replays onto it
+	c.building = sl.compute(Compute{Kind: ComputeBuild, Snapshot: &SnapshotData{compact: in}}, compactStep{kind: compactBuilt, c: c, names: names, in: in})
+	c.in = in
 }
 
 // compactBuilt: the state at c.at is built. The standby keeps it at once

@@ -129,9 +129,10 @@ func (n *Node) becomePrimary(term uint64) {
 		n.conf.stopFetch("")
 	}
 	n.el.setRole(RolePrimary)
-	kept := n.sb.keptState() // before endLog drops it: recovery may start from it
-	n.sb.endLog()            // the log's files are recovery's: no standby work goes on
-	n.disk.logClean = false  // recovery may rewrite them
+	kept := n.sb.keptState()         // before endLog drops it: recovery may start from it
+	building := n.sb.buildInFlight() // or from the state a checkpoint is building
+	n.sb.endLog()                    // the log's files are recovery's: no standby work goes on
+	n.disk.logClean = false          // recovery may rewrite them
 	n.el.ha.term = term
 	n.el.primary = n.opt.Self
 	n.el.pTerm = term
@@ -148,7 +149,7 @@ func (n *Node) becomePrimary(term uint64) {
 	n.log(Info, "ha.promoted", fmt.Sprintf("Promoted to primary (term=%d, config tag=%016x%s)", term, n.conf.cfg.tag, staleNote))
 	n.el.startRound()
 	n.setTimer(TimerHeartbeat, n.opt.HeartbeatInterval)
-	n.journal.startRecovery(kept)
+	n.journal.startRecovery(kept, building)
 	n.sw.regained(term) // last: an upgrade's handover ends in a restart
 }
 

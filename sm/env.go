@@ -47,14 +47,15 @@ func (en *env) io(op FileOp, next cont) {
 
 // compute issues work on the state (off Step, on its own lane) and
 // registers its continuation, as io does for a file operation: it is
-// pending, owned and abandoned the same way.
-func (en *env) compute(c Compute, next cont) {
+// pending, owned and abandoned the same way. It returns the Compute's ID.
+func (en *env) compute(c Compute, next cont) uint64 {
 	if c.Kind == ComputeEncodeTo {
 		en.disk.forgetScanned(FileOp{Op: OpWrite, Path: c.Path}) // it writes the file
 	}
 	c.ID = en.ops.id()
 	en.ops.pending[c.ID] = pendingOp{op: FileOp{ID: c.ID, Path: c.Path}, compute: c.Kind, owner: en.ops.cur, next: next}
 	en.emit(c)
+	return c.ID
 }
 
 func (en *env) setTimer(k TimerKind, after time.Duration) {

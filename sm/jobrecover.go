@@ -20,16 +20,49 @@ const maxLogFile = 1 << 31
 // truncate a torn tail, refuse corruption before the tail.
 //
 // kept is the job state this node's last standby checkpoint built (nil:
-// none): the state its newest snapshot holds, which recovery then takes
-// instead of reading and importing the snapshot, if the snapshot it
-// plans from is that one and the config the same (compact.go).
-func (jl *journal) startRecovery(kept *compactBase) {
+// none): the state of its log up to at least its newest snapshot, which
+// recovery then takes instead of reading and importing the snapshot, if
+// the config is the same (compact.go). building, if kept is nil, is a
+// standby checkpoint's build still in flight: recovery waits for it and
+// takes its state as kept (an import would wait behind it on the compute
+// lane, and then replay every record since the snapshot).
+func (jl *journal) startRecovery(kept *compactBase, building *stateBuild) {
 	j := &jobState{q: queue.New(), r: newRouter(jl.conf.cfgDecoded()), liveSegs: map[string]bool{}, nextLSN: 1, repl: map[int]*replPeer{}, prog: tracker.Set{}, kept: kept}
 	jl.jobs = j
 	jl.ops.endJobs() // a new generation: this promotion's operations
 	prev := jl.ops.own(jl.ops.jobsOwner())
-	jl.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
+	if p, ok := jl.ops.pending[buildID(building)]; ok && kept == nil && p.compute == ComputeBuild {
+		p.owner, p.next = jl.ops.jobsOwner(), recoveryStep{kind: recoveryBuilt, j: j, build: building.in}
+		jl.ops.pending[building.id] = p
+		jl.log(Info, "wal.recovery-waits", fmt.Sprintf("recovery waits for the state the standby checkpoint at lsn %d is building", building.in.upto.lsn))
+	} else {
+		jl.beginRecovery(j)
+	}
 	jl.ops.cur = prev
+}
+
+// buildID is b's Compute ID, 0 for none.
+func buildID(b *stateBuild) uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.id
+}
+
+// beginRecovery makes the data directories, then lists and plans.
+func (jl *journal) beginRecovery(j *jobState) {
+	jl.run(mkdirOps([]string{wal.WALDir, wal.SnapDir}, DataDir), recoveryStep{kind: recoveryDirsMade, j: j})
+}
+
+// stateBuilt: the standby checkpoint's build that recovery waited for has
+// completed; its state, if it could be built, is recovery's kept state.
+func (jl *journal) stateBuilt(j *jobState, in *compactInput, d IODone) {
+	if d.Err == IOOK && in.built != nil {
+		j.kept = in.built
+	} else {
+		jl.log(Warn, "wal.recovery-build-failed", fmt.Sprintf("the standby checkpoint's state at lsn %d could not be built (%s %s): recovering from the files", in.upto.lsn, d.Err, d.Detail))
+	}
+	jl.beginRecovery(j)
 }
 
 func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {

@@ -22,7 +22,9 @@ type recoveryStep struct {
 	// to remove.
 	segs []string
 	all  []string // recoverySegmentRead: the plan's segments
-	snap logPos   // recoverySegmentRead: the snapshot's position
+	// build: recoveryBuilt: the standby checkpoint's build waited for.
+	build *compactInput
+	snap  logPos // recoverySegmentRead: the snapshot's position
 	// checked, frames: what the boot scan checked of the file handed on
 	// (readRecovering): a snapshot's verified head, a segment's prefix
 	// whose frames' checksums matched.
@@ -41,6 +43,7 @@ const (
 	recoverySegmentRead                          // replay it, go on with the rest
 	recoveryTailCut                              // a torn tail is cut: remove the segments after it
 	recoveryRemoved                              // segments removed: finish recovery
+	recoveryBuilt                                // a standby checkpoint's build waited for: make the directories
 )
 
 var recoveryKindNames = [...]string{
@@ -52,6 +55,7 @@ var recoveryKindNames = [...]string{
 	recoverySegmentRead:      "segment read",
 	recoveryTailCut:          "torn tail cut",
 	recoveryRemoved:          "segments removed",
+	recoveryBuilt:            "standby checkpoint's state built",
 }
 
 func (k recoveryKind) String() string { return recoveryKindNames[k] }
@@ -78,6 +82,8 @@ func (s recoveryStep) resume(n *Node, r result) {
 		n.journal.removeForRecovery(s.j, s.segs)
 	case recoveryRemoved:
 		n.journal.finishRecovery(s.j)
+	case recoveryBuilt:
+		n.journal.stateBuilt(s.j, s.build, r.IODone)
 	}
 }
 
