@@ -21,7 +21,8 @@ import (
 // leaves a layout recovery reads (the newest snapshot wins, the
 // segments after it replay). A snapshot install waits for it (both
 // write data/snap), and so does a truncation (it must not cut what the
-// snapshot covers); a promotion abandons it.
+// snapshot covers); a promotion abandons it, taking the state it builds
+// on or has built (keptState, buildInFlight) for its recovery.
 //
 // A checkpoint keeps the state it built (ckptBase) from the moment it is
 // built (compactBuilt), and the next one replays the newer records onto that state
