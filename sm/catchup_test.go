@@ -2,6 +2,7 @@ package sm_test
 
 import (
 	"bytes"
+	"github.com/xce-hpc/xce/sm/queue"
 	"reflect"
 	"slices"
 	"strings"
@@ -654,104 +655,103 @@ func TestPromotionAfterUpgradeRoutesAsTheFilesWould(t *testing.T) {
 	}
 }
 
-// A promotion while a standby checkpoint's snapshot is being encoded and
-// written starts from the state that checkpoint built (compactBuilt):
-// it reads no snapshot and imports nothing, and so never waits for the
-// encode still at work on the compute lane (held here, as by an
-// executor busy with a million jobs). The state it recovers is the log's:
-// the old primary's jobs, each as it held them.
-func TestPromotionDuringStandbyCheckpointWriteStartsFromItsState(t *testing.T) {
+// ckptPromotion is a cluster whose standby s was promoted, its primary
+// killed, while s's second checkpoint had an effect parked by hold: the
+// old primary's state (want at wantLSN) and how many reads s had issued
+// before (readsBefore).
+type ckptPromotion struct {
+	h           *harness
+	s           int
+	want        []queue.Job
+	wantLSN     uint64
+	readsBefore int
+	id          uint64
+}
+
+// promoteDuringCheckpoint runs 70-job rounds until s's second checkpoint
+// parks an effect that hold picks (the first left a snapshot on disk,
+// which a recovery without a kept state would read and import), 30 more
+// jobs (records after the checkpoint's position), then kills the primary
+// and waits until s is primary.
+func promoteDuringCheckpoint(t *testing.T, hold func(sm.Effect) bool) *ckptPromotion {
+	t.Helper()
 	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
 	s := (p + 1) % 3
-	// The second checkpoint's write is held: the first left a snapshot
-	// on disk, which a recovery without the built state would read and
-	// import, behind the held encode.
 	written := func() bool {
 		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
 	}
-	h.hold = func(i int, e sm.Effect) bool {
-		c, ok := e.(sm.Compute)
-		return ok && i == s && c.Kind == sm.ComputeEncodeTo && written()
-	}
+	h.hold = func(i int, e sm.Effect) bool { return i == s && hold(e) && written() }
 	id := uint64(100)
 	for round := 0; round < 8 && len(h.held) == 0; round++ {
 		enqueueN(t, h, p, 70, id)
 		id += 70
 	}
 	if len(h.held) == 0 {
-		t.Fatalf("n%d began no checkpoint write:\n%s", s, h.node(s).logDump())
+		t.Fatalf("n%d's second checkpoint parked nothing:\n%s", s, h.node(s).logDump())
 	}
-	enqueueN(t, h, p, 30, id) // records after the built state, replayed at recovery
+	enqueueN(t, h, p, 30, id)
 	want, wantLSN, _ := h.node(p).n.JobState()
-	wantState := want.Export()
-	readsBefore := len(h.node(s).opsOf(sm.OpRead))
+	cp := &ckptPromotion{h: h, s: s, want: want.Export().Jobs, wantLSN: wantLSN, readsBefore: len(h.node(s).opsOf(sm.OpRead)), id: id + 30}
 	h.kill(p)
-	if !h.advanceUntil(20*time.Second, func() bool {
-		_, _, rec := h.node(s).n.JobState()
-		return h.node(s).n.Role() == sm.RolePrimary && rec
-	}) {
-		t.Fatalf("n%d was not promoted and recovered with its checkpoint's encode still at work:\n%s", s, h.node(s).logDump())
+	if !h.advanceUntil(20*time.Second, func() bool { return h.node(s).n.Role() == sm.RolePrimary }) {
+		t.Fatalf("n%d was not promoted:\n%s", s, h.node(s).logDump())
 	}
-	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "not yet written") }) {
-		t.Errorf("n%d's recovery did not start from the state its unfinished checkpoint built:\n%s", s, h.node(s).logDump())
+	return cp
+}
+
+// recovered waits for s's recovery and checks that it began from a state
+// kept in memory (its wal.snapshot-loaded line says loaded), read no
+// snapshot, and holds the old primary's jobs as it held them; then the
+// parked effects run and s goes on serving.
+func (cp *ckptPromotion) recovered(t *testing.T, loaded string) {
+	t.Helper()
+	h, s := cp.h, cp.s
+	if !h.advanceUntil(20*time.Second, func() bool { _, _, rec := h.node(s).n.JobState(); return rec }) {
+		t.Fatalf("n%d did not recover:\n%s", s, h.node(s).logDump())
 	}
-	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, loaded) }) {
+		t.Errorf("n%d's recovery did not start from the state kept in memory (%q):\n%s", s, loaded, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[cp.readsBefore:] {
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
 			t.Errorf("n%d's recovery read %s", s, op.Path)
 		}
 	}
 	got, gotLSN, _ := h.node(s).n.JobState()
-	if gotLSN < wantLSN {
-		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	if gotLSN < cp.wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, cp.wantLSN)
 	}
-	gs := got.Export()
-	if len(gs.Jobs) != len(wantState.Jobs) {
-		t.Fatalf("n%d recovered %d jobs; the old primary held %d", s, len(gs.Jobs), len(wantState.Jobs))
+	if gs := got.Export(); !reflect.DeepEqual(gs.Jobs, cp.want) { // (a new term numbers its jobs anew: NextID differs)
+		t.Fatalf("n%d recovered %d jobs, not the %d the old primary held as it held them", s, len(gs.Jobs), len(cp.want))
 	}
-	for k := range gs.Jobs {
-		if !reflect.DeepEqual(gs.Jobs[k], wantState.Jobs[k]) {
-			t.Fatalf("n%d recovered job %d as\n%+v\nthe old primary held\n%+v", s, k, gs.Jobs[k], wantState.Jobs[k])
-		}
-	}
-	// The abandoned encode, once it ends, changes nothing: the new
-	// primary goes on serving.
 	h.hold = nil
 	h.releaseHeld()
 	h.run()
-	enqueueN(t, h, s, 10, id+100)
+	enqueueN(t, h, s, 10, cp.id+100)
 }
 
-// A promotion while a standby checkpoint still builds its state waits for
-// that build (held here, as by an executor still at work) and recovers
-// from its state: it reads no snapshot meanwhile, and once the build
-// completes, replays only the records after it. The state it recovers is
-// the old primary's.
-func TestPromotionDuringStandbyCheckpointBuildWaitsForIt(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
-	s := (p + 1) % 3
-	written := func() bool {
-		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
-	}
-	h.hold = func(i int, e sm.Effect) bool {
+// A promotion while a standby checkpoint's snapshot is being encoded and
+// written (the encode held, as by an executor busy with a million jobs)
+// starts from the state that checkpoint built (compactBuilt): it reads
+// no snapshot and imports nothing, and so never waits for the encode
+// still at work on the compute lane.
+func TestPromotionDuringStandbyCheckpointWriteStartsFromItsState(t *testing.T) {
+	cp := promoteDuringCheckpoint(t, func(e sm.Effect) bool {
 		c, ok := e.(sm.Compute)
-		return ok && i == s && c.Kind == sm.ComputeBuild && written()
-	}
-	id := uint64(100)
-	for round := 0; round < 8 && len(h.held) == 0; round++ {
-		enqueueN(t, h, p, 70, id)
-		id += 70
-	}
-	if len(h.held) == 0 {
-		t.Fatalf("n%d began no second checkpoint:\n%s", s, h.node(s).logDump())
-	}
-	enqueueN(t, h, p, 30, id)
-	want, wantLSN, _ := h.node(p).n.JobState()
-	wantState := want.Export()
-	readsBefore := len(h.node(s).opsOf(sm.OpRead))
-	h.kill(p)
-	if !h.advanceUntil(20*time.Second, func() bool { return h.node(s).n.Role() == sm.RolePrimary }) {
-		t.Fatalf("n%d was not promoted:\n%s", s, h.node(s).logDump())
-	}
+		return ok && c.Kind == sm.ComputeEncodeTo
+	})
+	cp.recovered(t, "not yet written")
+}
+
+// A promotion while a standby checkpoint still builds its state (the
+// build held) waits for that build and recovers from its state: it reads
+// no snapshot meanwhile, and recovers only once the build completes.
+func TestPromotionDuringStandbyCheckpointBuildWaitsForIt(t *testing.T) {
+	cp := promoteDuringCheckpoint(t, func(e sm.Effect) bool {
+		c, ok := e.(sm.Compute)
+		return ok && c.Kind == sm.ComputeBuild
+	})
+	h, s := cp.h, cp.s
 	h.advance(time.Second)
 	if _, _, rec := h.node(s).n.JobState(); rec {
 		t.Fatalf("n%d recovered before the build it waits for completed", s)
@@ -761,81 +761,16 @@ func TestPromotionDuringStandbyCheckpointBuildWaitsForIt(t *testing.T) {
 	}
 	h.hold = nil
 	h.releaseHeld()
-	if !h.advanceUntil(20*time.Second, func() bool { _, _, rec := h.node(s).n.JobState(); return rec }) {
-		t.Fatalf("n%d did not recover once the build completed:\n%s", s, h.node(s).logDump())
-	}
-	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "not yet written") }) {
-		t.Errorf("n%d's recovery did not start from the state the build built:\n%s", s, h.node(s).logDump())
-	}
-	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
-		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
-			t.Errorf("n%d's recovery read %s", s, op.Path)
-		}
-	}
-	got, gotLSN, _ := h.node(s).n.JobState()
-	if gotLSN < wantLSN {
-		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
-	}
-	gs := got.Export()
-	if len(gs.Jobs) != len(wantState.Jobs) {
-		t.Fatalf("n%d recovered %d jobs; the old primary held %d", s, len(gs.Jobs), len(wantState.Jobs))
-	}
-	for k := range gs.Jobs {
-		if !reflect.DeepEqual(gs.Jobs[k], wantState.Jobs[k]) {
-			t.Fatalf("n%d recovered job %d as\n%+v\nthe old primary held\n%+v", s, k, gs.Jobs[k], wantState.Jobs[k])
-		}
-	}
-	enqueueN(t, h, s, 10, id+100)
+	cp.recovered(t, "not yet written")
 }
 
-// A promotion while a standby checkpoint still reads its segments (held
-// here) takes back the state the checkpoint took to build on, which it has
-// not changed yet: recovery reads no snapshot.
+// A promotion while a standby checkpoint still reads its segments (held)
+// takes back the state the checkpoint took to build on, which it has not
+// changed yet: recovery reads no snapshot.
 func TestPromotionDuringStandbyCheckpointReadsTakesItsBase(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
-	s := (p + 1) % 3
-	written := func() bool {
-		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
-	}
-	h.hold = func(i int, e sm.Effect) bool {
+	cp := promoteDuringCheckpoint(t, func(e sm.Effect) bool {
 		op, ok := e.(sm.FileOp)
-		return ok && i == s && op.Bulk && strings.HasPrefix(op.Path, wal.WALDir+"/") && written()
-	}
-	id := uint64(100)
-	for round := 0; round < 8 && len(h.held) == 0; round++ {
-		enqueueN(t, h, p, 70, id)
-		id += 70
-	}
-	if len(h.held) == 0 {
-		t.Fatalf("n%d began no second checkpoint:\n%s", s, h.node(s).logDump())
-	}
-	want, wantLSN, _ := h.node(p).n.JobState()
-	wantState := want.Export()
-	readsBefore := len(h.node(s).opsOf(sm.OpRead))
-	h.kill(p)
-	if !h.advanceUntil(20*time.Second, func() bool {
-		_, _, rec := h.node(s).n.JobState()
-		return h.node(s).n.Role() == sm.RolePrimary && rec
-	}) {
-		t.Fatalf("n%d was not promoted and recovered:\n%s", s, h.node(s).logDump())
-	}
-	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "kept") }) {
-		t.Errorf("n%d's recovery did not start from the state its checkpoint took:\n%s", s, h.node(s).logDump())
-	}
-	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
-		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
-			t.Errorf("n%d's recovery read %s", s, op.Path)
-		}
-	}
-	got, gotLSN, _ := h.node(s).n.JobState()
-	if gotLSN < wantLSN {
-		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
-	}
-	if gs := got.Export(); !reflect.DeepEqual(gs.Jobs, wantState.Jobs) {
-		t.Fatalf("n%d recovered %d jobs, not the %d the old primary held as it held them", s, len(gs.Jobs), len(wantState.Jobs))
-	}
-	h.hold = nil
-	h.releaseHeld()
-	h.run()
-	enqueueN(t, h, s, 10, id+100)
+		return ok && op.Bulk && strings.HasPrefix(op.Path, wal.WALDir+"/")
+	})
+	cp.recovered(t, "from the state its checkpoint kept")
 }
