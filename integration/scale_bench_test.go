@@ -498,10 +498,8 @@ func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p in
 		// The first standby: not the fresh one, so its checkpoint builds on
 		// the state its last one kept, and the one the election prefers
 		// (the better priority) when both are in sync.
-		s, err := waitAnyLog(c, standbys[:1], offs, "standby checkpoint: compacting", wait)
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := standbys[0]
+		waitLog(b, c, s, offs[s], "standby checkpoint: compacting", wait)
 		time.Sleep(d)
 		f["failover: kill -9 during a standby checkpoint"] = fmt.Sprintf("%s's, %v after it began", c.Names[s], d)
 	}
@@ -551,19 +549,6 @@ func recoveredFrom(log string) string {
 	_, text, _ := strings.Cut(line, "\tINFO\t")
 	text, _, _ = strings.Cut(text, "\t")
 	return text
-}
-
-// waitAnyLog waits until one of nodes logs a line containing want after
-// its offset in offs, and returns which.
-func waitAnyLog(c *clitool.Cluster, nodes []int, offs map[int]int64, want string, wait time.Duration) (int, error) {
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, i := range nodes {
-			if findLine(logSince(c, i, offs[i]), want) != "" {
-				return i, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no node logged %q within %v", want, wait)
 }
 
 // sinceOr is d, or why it was not reached.

@@ -95,13 +95,13 @@ func (sl *standbyLog) keptState() *compactBase {
 type compaction struct {
 	at       logPos // the snapshot's position: the log's end when it began
 	thenJoin bool   // a truncation waited: join again when done
-	// base: the kept state it builds on, while it reads its segments and
-	// has not changed it (a promotion meanwhile takes it back: keptState).
+	// base: the kept state it builds on (nil: it reads its newest
+	// snapshot), while it reads its segments and has not changed it (a
+	// promotion meanwhile takes it back: keptState).
 	base *compactBase
-	// building: the ComputeBuild in flight (0: none) and what it builds
-	// from, which a promotion meanwhile takes over (buildInFlight).
-	building uint64
-	in       *compactInput
+	// build: its ComputeBuild in flight (nil: none), which a promotion
+	// meanwhile takes over (buildInFlight).
+	build *stateBuild
 }
 
 // stateBuild is a standby checkpoint's ComputeBuild in flight, handed to
@@ -114,11 +114,19 @@ type stateBuild struct {
 	in *compactInput
 }
 
+// pendingID is b's Compute ID, 0 (never an operation's) for none.
+func (b *stateBuild) pendingID() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.id
+}
+
 // buildInFlight is the checkpoint's build in flight, if any; called by a
 // promotion before endLog ends the checkpoint.
 func (sl *standbyLog) buildInFlight() *stateBuild {
-	if c := sl.compact; c != nil && c.building != 0 {
-		return &stateBuild{id: c.building, in: c.in}
+	if c := sl.compact; c != nil {
+		return c.build
 	}
 	return nil
 }
@@ -169,7 +177,6 @@ type compactStep struct {
 	c     *compaction
 	snaps []string      // data/snap, sorted
 	snap  []byte        // compactSegsListed: the newest snapshot (nil: none)
-	base  *compactBase  // compactSegsListed: the state the newest snapshot holds, in memory (nil: read snap)
 	in    *compactInput // compactSegRead: what the snapshot is built from so far
 	names []string      // data/wal
 	rest  []string      // compactSegRead: the segments still to read, rest[0] the one read
@@ -241,7 +248,7 @@ func (s compactStep) resume(n *Node, r result) {
 		s.rest = s.rest[1:]
 		n.sb.compactRead(s)
 	case compactBuilt:
-		c.building, c.in = 0, nil
+		c.build = nil
 		if r.Err != IOOK {
 			n.sb.compactFailed(c, "build the state at lsn "+fmt.Sprint(c.at.lsn), r.IODone)
 			return
@@ -275,7 +282,7 @@ func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte, ba
 		}
 	}
 	c.base = base
-	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap, base: base})
+	sl.io(FileOp{Op: OpList, Path: wal.WALDir}, compactStep{kind: compactSegsListed, c: c, snaps: snaps, snap: snap})
 }
 
 // compactSegsListed plans the segments to read after the snapshot and
@@ -295,7 +302,7 @@ func (sl *standbyLog) compactSegsListed(s compactStep, d IODone) {
 		sl.compactRefused(c, err.Error())
 		return
 	}
-	in := &compactInput{cfg: sl.conf.cfgDecoded(), cfgSum: sl.conf.cfg.sum, snap: s.snap, base: s.base, upto: c.at}
+	in := &compactInput{cfg: sl.conf.cfgDecoded(), cfgSum: sl.conf.cfg.sum, snap: s.snap, base: c.base, upto: c.at}
 	sl.compactRead(compactStep{kind: compactSegRead, c: c, in: in, names: names, rest: segmentsUpTo(plan.Segments, c.at.lsn)})
 }
 
@@ -426,8 +433,8 @@ func (in *compactInput) estimate() {
 func (sl *standbyLog) writeCompaction(c *compaction, in *compactInput, names []string) {
 	in.estimate()
 	c.base = nil // the build's from now on: it replays onto it
-	c.building = sl.compute(Compute{Kind: ComputeBuild, Snapshot: &SnapshotData{compact: in}}, compactStep{kind: compactBuilt, c: c, names: names, in: in})
-	c.in = in
+	id := sl.compute(Compute{Kind: ComputeBuild, Snapshot: &SnapshotData{compact: in}}, compactStep{kind: compactBuilt, c: c, names: names, in: in})
+	c.build = &stateBuild{id: id, in: in}
 }
 
 // compactBuilt: the state at c.at is built. The standby keeps it at once

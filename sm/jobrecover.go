@@ -31,7 +31,7 @@ func (jl *journal) startRecovery(kept *compactBase, building *stateBuild) {
 	jl.jobs = j
 	jl.ops.endJobs() // a new generation: this promotion's operations
 	prev := jl.ops.own(jl.ops.jobsOwner())
-	if p, ok := jl.ops.pending[buildID(building)]; ok && kept == nil && p.compute == ComputeBuild {
+	if p, ok := jl.ops.pending[building.pendingID()]; ok && kept == nil {
 		p.owner, p.next = jl.ops.jobsOwner(), recoveryStep{kind: recoveryBuilt, j: j, build: building.in}
 		jl.ops.pending[building.id] = p
 		jl.log(Info, "wal.recovery-waits", fmt.Sprintf("recovery waits for the state the standby checkpoint at lsn %d is building", building.in.upto.lsn))
@@ -39,14 +39,6 @@ func (jl *journal) startRecovery(kept *compactBase, building *stateBuild) {
 		jl.beginRecovery(j)
 	}
 	jl.ops.cur = prev
-}
-
-// buildID is b's Compute ID, 0 for none.
-func buildID(b *stateBuild) uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.id
 }
 
 // beginRecovery makes the data directories, then lists and plans.

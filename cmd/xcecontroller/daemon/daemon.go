@@ -124,7 +124,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	if err := checkFlags(cfg, level); err != nil {
 		return 1, err
 	}
-	gcMsg, gcStop, gcHold, gcSyncs := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
+	gcMsg, gcStop, gcHold, gcHoldRead, gcSyncs := gcPolicy(cfg.GCHeadroom, cfg.GCHeadroomMinMiB)
 	defer gcStop()
 	log.Info(gcMsg, zap.String("key", "gc.policy"))
 	d, err := newDaemon(cfg, log)
@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger, level zap.AtomicLevel
 	d.mx = mx // before the listener starts: no request is served yet
 	metricsDone := d.serveMetrics(ctx, mln)
 	listenErr := d.listen(ctx, cancel)
-	rn := d.newRunner(ctx, gcHold, gcSyncs)
+	rn := d.newRunner(ctx, gcHold, gcHoldRead, gcSyncs)
 	d.rnp.Store(rn)
 	log.Info(fmt.Sprintf("xcecontroller %s (priority %d of %d) listening on %s, work dir %s", cfg.Name, d.self, len(d.peers), d.peers[d.self].Addr(), d.opt.BaseDir), zap.String("key", "start"))
 	if mln != nil {
@@ -415,7 +415,7 @@ func (d *daemon) listen(ctx context.Context, cancel context.CancelFunc) <-chan e
 
 // newRunner builds the node's event loop over the transport's inbound
 // messages and the file executor, and tells systemd once it is ready.
-func (d *daemon) newRunner(ctx context.Context, gcHold func() func(), gcSyncs *syncHold) *runner.Runner {
+func (d *daemon) newRunner(ctx context.Context, gcHold, gcHoldRead func() func(), gcSyncs *syncHold) *runner.Runner {
 	inbound := make(chan runner.Inbound, 1024)
 	go func() {
 		for m := range d.tr.Inbound() {
@@ -427,7 +427,7 @@ func (d *daemon) newRunner(ctx context.Context, gcHold func() func(), gcSyncs *s
 		}
 	}()
 	var niceWarned sync.Once
-	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold, AroundRead: gcSyncs.around,
+	files := &fileio.Executor{Base: d.opt.BaseDir, WriteRate: int64(d.cfg.BulkWriteMiB) << 20, AroundLarge: gcHold, AroundRead: gcHoldRead,
 		BackgroundNice: d.cfg.BackgroundNice,
 		BackgroundError: func(err error) {
 			niceWarned.Do(func() {

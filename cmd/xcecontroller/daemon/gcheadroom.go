@@ -104,13 +104,17 @@ func (g *gcHeadroom) hold() (release func()) {
 }
 
 // holdRead holds the policy as hold does, around one large read whose
-// buffer is garbage soon after; its release, the last hold gone, sets the
-// goal at once to the heap in use plus the policy's headroom instead of
-// leaving Go's default in force until the next collection (when the heap
-// may have doubled). The next collection thus comes when the policy's
-// headroom has been allocated past what is in use now, as if the read had
-// not happened, and finds the buffer garbage; the heap's peak is the
-// policy's plus what was allocated during the hold.
+// buffer is garbage soon after (a background read: the executor's
+// AroundRead); its release, the last hold gone, sets the goal at once to
+// the heap in use plus the policy's headroom instead of leaving Go's
+// default in force until the next collection (when the heap may have
+// doubled). The next collection thus comes when the policy's headroom has
+// been allocated past what is in use now, as if the read had not
+// happened, and finds the buffer garbage; the heap's peak is the policy's
+// plus what was allocated during the hold. A collection forced at the
+// release instead marked the whole heap a second time within a second of
+// the one the policy's cadence ran anyway, its CPU taken from the nodes'
+// request paths while a standby synced (docs/performance.md).
 func (g *gcHeadroom) holdRead() (release func()) {
 	hold := g.hold()
 	return func() {
@@ -136,20 +140,10 @@ func (g *gcHeadroom) holdRead() (release func()) {
 // goal again from the live heap without the snapshot.
 // Owned by the event loop goroutine (update runs after each step).
 type syncHold struct {
-	hold     func() func()
-	holdRead func() func()
-	collect  func()
-	release  func() // nil: not held
+	hold    func() func()
+	collect func()
+	release func() // nil: not held
 }
-
-// around holds the policy for one large allocation (a background read's
-// buffer) and, once it is over, sets the policy's goal again at once from
-// the heap in use (holdRead): a collection forced then marked the whole
-// heap a second time within a second of the one the policy's cadence ran
-// anyway, its CPU taken from the nodes' request paths while a standby
-// synced (docs/performance.md). It reads only holdRead, set once when h
-// is made, so any goroutine may call it (the executor's lanes do).
-func (h *syncHold) around() (after func()) { return h.holdRead() }
 
 // update follows the node's snapshot syncs after a step.
 func (h *syncHold) update(syncing bool) {
@@ -200,17 +194,17 @@ func (g *gcHeadroom) read() (live, scan, inUse uint64) {
 
 // gcPolicy starts the headroom policy unless it is off (pct 0) or the
 // environment sets the collector's policy; it returns what to log, the
-// stop function, the hold function and the hold that follows snapshot
-// syncs (no-ops when not started).
-func gcPolicy(pct, minMiB int) (msg string, stop func(), hold func() func(), syncs *syncHold) {
+// stop function, the hold functions (hold, holdRead) and the hold that
+// follows snapshot syncs (no-ops when not started).
+func gcPolicy(pct, minMiB int) (msg string, stop func(), hold, holdRead func() func(), syncs *syncHold) {
 	none := func() func() { return func() {} }
-	off := &syncHold{hold: none, holdRead: none, collect: func() {}}
+	off := &syncHold{hold: none, collect: func() {}}
 	if pct <= 0 {
-		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none, off
+		return "gc: Go's default policy (--gc-headroom 0)", func() {}, none, none, off
 	}
 	if k := gcEnvSet(os.LookupEnv); k != "" {
-		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none, off
+		return "gc: " + k + " is set in the environment: --gc-headroom not applied", func() {}, none, none, off
 	}
 	g := startGCHeadroom(pct, uint64(minMiB)<<20)
-	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold, &syncHold{hold: g.hold, holdRead: g.holdRead, collect: runtime.GC}
+	return fmt.Sprintf("gc: heap goal the live heap + max(%d MiB, %d%% of it) (--gc-headroom)", minMiB, pct), g.stop, g.hold, g.holdRead, &syncHold{hold: g.hold, collect: runtime.GC}
 }
