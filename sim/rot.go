@@ -83,7 +83,11 @@ func (w *World) corruptData(nd *simNode) {
 		}
 		nd.rot.paths = append(nd.rot.paths, p)
 		if p == sm.TermPath {
-			nd.rot.term, _ = nd.disk.DurableFile(p)
+			// The flip went into the file the path names now. Where that
+			// is a rename whose directory fsync has not yet come, the
+			// durable entry still names the file before it, intact: a
+			// power loss brings that one back, and reading it is no rot.
+			nd.rot.term, _ = nd.disk.ReadFile(p)
 		}
 		w.tr.line(w.now, nd.id, "bit rot in "+p)
 	}

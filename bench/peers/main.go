@@ -96,7 +96,7 @@ func run() error {
 	systems := flag.String("systems", strings.Join(allSystems, ","), "the systems of a round, in order: "+strings.Join(allSystems, ", "))
 	riverInsert := flag.String("river-insert", "fast", "River's batch insert: fast (InsertManyFast, COPY) or many (InsertMany)")
 	natsAck := flag.String("nats-ack", "confirmed", "NATS acks: confirmed (each ack sent with a reply subject, a job counted once the server confirmed its ack, as xce counts) or async (fire-and-forget acks as nats bench sends them by default; the clock stops when the consumer has none pending)")
-	profDir := flag.String("profile-dir", "", "after the rounds, one more insert phase, work phase and run of -submits single submits from one client on each xce side with CPU profiles of its nodes and of this client written here (and each node's allocation profiles before and after the phase, for go tool pprof -diff_base), and the CPU per job (per submit) by category (not part of the figures)")
+	profDir := flag.String("profile-dir", "", "after the rounds, one more insert phase, work phase and run of -submits single submits from one client and from 16 on each xce side with CPU profiles of its nodes and of this client written here (and each node's allocation profiles before and after the phase, for go tool pprof -diff_base), and the CPU per job (per submit) by category (not part of the figures)")
 	profJobs := flag.Int("profile-jobs", 0, "jobs of the profiled phases (0: -n)")
 	timeout := flag.Duration("timeout", 60*time.Minute, "bound on the whole run")
 	flag.Parse()

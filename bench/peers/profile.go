@@ -66,6 +66,14 @@ func profilePass(ctx context.Context, xs *xceSide, s shape, key, dir string, job
 			_, err := submitLatency(ctx, ps, 1, xs.submit)
 			return time.Since(t0), err
 		}},
+		// The same submits from 16 clients at once: the shape of the
+		// 16-client target, where the requests share their fsyncs and the
+		// CPU per request bounds how many go round in a millisecond.
+		{"submit16", ps.Submits, func() (time.Duration, error) {
+			t0 := time.Now()
+			_, err := submitLatency(ctx, ps, 16, xs.submit)
+			return time.Since(t0), err
+		}},
 	} {
 		base := filepath.Join(dir, fmt.Sprintf("%s-%s", key, ph.name))
 		pp, err := profileWindow(ctx, xs.cluster, base, ph.run)
