@@ -9,6 +9,7 @@ var regressionSeeds = []struct {
 	why  string
 }{
 	{6460, "L3: a standby's config save failed (no space) and its next fetch attempt went out at once, so it gave up 0.8 s before the retry window"},
+	{247729, "S12: a promotion abandoned a standby checkpoint while its bulk read of a segment ran; after a step-down an install removed that segment with the read still in flight (sm/bulkfence.go holds such a change until the read completes)"},
 	{202020, "S4 (the checker's own mistake): rot flipped a bit in data/term just renamed, its directory not yet fsynced; a power loss brought back the intact file before it, and the checker, which had noted the durable entry's bytes as the rotted ones, called reading them rot"},
 }
 

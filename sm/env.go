@@ -41,7 +41,14 @@ func (en *env) log(l Level, key, text string) { en.emit(Log{Level: l, Key: key, 
 func (en *env) io(op FileOp, next cont) {
 	en.disk.forgetScanned(op)
 	op.ID = en.ops.id()
-	en.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To}, owner: en.ops.cur, next: next} // the running continuation's owner (pending.go)
+	en.ops.pending[op.ID] = pendingOp{op: FileOp{ID: op.ID, Op: op.Op, Path: op.Path, To: op.To, Bulk: op.Bulk}, owner: en.ops.cur, next: next} // the running continuation's owner (pending.go)
+	if op.Bulk {
+		en.ops.bulk[op.Path]++
+	}
+	if en.ops.fenced(op) {
+		en.ops.held = append(en.ops.held, op) // bulkfence.go
+		return
+	}
 	en.emit(op)
 }
 

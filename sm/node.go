@@ -46,6 +46,8 @@ type ioTable struct {
 	pending map[uint64]pendingOp // in-flight FileOps and their owners
 	gens    [concerns]uint64     // each concern's current generation
 	cur     owner                // owner of the continuation running
+	bulk    map[string]int       // bulk reads in flight, abandoned ones too, by path
+	held    []FileOp             // changes issued while a bulk read of their file runs, oldest first (bulkfence.go)
 }
 
 // haState is the term and vote, in memory and as durable in data/term.
@@ -220,7 +222,7 @@ func NewNode(opt Options) (*Node, error) {
 // names.
 func newNode(opt Options) *Node {
 	n := &Node{}
-	n.env = env{opt: opt, ops: ioTable{pending: map[uint64]pendingOp{}}, disk: &n.diskLog, node: n}
+	n.env = env{opt: opt, ops: ioTable{pending: map[uint64]pendingOp{}, bulk: map[string]int{}}, disk: &n.diskLog, node: n}
 	e := &n.env
 	n.el = election{env: e, primary: -1, failedP: -1, ha: haState{vote: -1, durVote: -1}, conf: &n.conf, joined: &n.joined, journal: &n.journal, sb: &n.sb, sw: &n.sw}
 	n.conf = configState{env: e, el: &n.el, joined: &n.joined, journal: &n.journal, sb: &n.sb, sw: &n.sw}
@@ -276,6 +278,9 @@ func (n *Node) Step(now Clock, in Input) []Effect {
 			break
 		}
 		delete(n.ops.pending, x.ID)
+		if p.op.Bulk {
+			n.bulkDone(p.op.Path)
+		}
 		n.complete(p, result{IODone: x})
 	case Computed:
 		p, ok := n.ops.pending[x.ID]

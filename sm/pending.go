@@ -23,7 +23,9 @@ import (
 // crashed at that point of the sequence, which every durable sequence is
 // built to survive. File operations already issued run before any issued
 // later (the I/O lane is serial, host/loop), so an ended owner's file
-// operations never touch its files once the next owner starts; only a
+// operations never touch its files once the next owner starts; a bulk
+// read, which runs on a lane of its own, holds back any change of its
+// file until it completes (bulkfence.go); only a
 // Compute still running on its own lane may (a checkpoint's
 // ComputeEncodeTo writing its temporary file, never renamed once its owner
 // is gone). A dropped completion's error is still logged, and a failed
@@ -155,6 +157,9 @@ func (n *Node) PendingOps() []string {
 		state := ""
 		if n.ops.abandoned(p.owner) {
 			state = ", abandoned"
+		}
+		if n.ops.isHeld(id) {
+			state += ", held for a bulk read"
 		}
 		out[i] = fmt.Sprintf("%s %s %s (%s/%d%s) → %s", p.tag(), p.what(), p.op.Path, p.owner.concern, p.owner.gen, state, p.next)
 	}
