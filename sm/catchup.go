@@ -250,7 +250,13 @@ func (jp *joinedPeers) catchUpRead(s int, rp *replPeer, data [][]byte) {
 		jp.log(Info, "repl.catch-up", fmt.Sprintf("catching %s up from lsn %d (term %d): records from our log, no snapshot", jp.peerName(s), from.lsn, from.term))
 		jp.queueCatchUp(cu, frames, max(end, from.lsn))
 		jp.pumpCatchUp(s, rp)
-	case !diverged && from.lsn <= end:
+	case !diverged && from.lsn <= max(end, jp.journal.jobs.nextLSN-1):
+		// Not a log longer than ours: our log reaches its position, but
+		// no segment read holds it (the segments read end with one older
+		// than our newest snapshot, which an install cut short left
+		// beside it; or the record there is still being written). Its
+		// term there is unknown: a snapshot, never a truncation of
+		// records a majority may need it to keep.
 		jp.catchUpFailed(s, rp, fmt.Sprintf("no record at lsn %d in our segments", from.lsn))
 	case hint.lsn == 0:
 		jp.catchUpFailed(s, rp, fmt.Sprintf("its log diverges from ours before our oldest record (lsn %d, term %d)", from.lsn, from.term))
