@@ -774,3 +774,41 @@ func TestPromotionDuringStandbyCheckpointReadsTakesItsBase(t *testing.T) {
 	})
 	cp.recovered(t, "from the state its checkpoint kept")
 }
+
+// A standby resynced again and again (a link that loses a records
+// message every few batches: each loss is a gap, a resync, a new sync)
+// still checkpoints once MaxWALRecords records have been appended since
+// its last checkpoint: the count is its log's, not each sync's. Counted per
+// sync it never reached one, and its log grew in small segments, one per
+// sync, that a promotion then replayed one by one.
+func TestStandbyResyncedOftenStillCheckpoints(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	batches := 0
+	h.onStep = func(i int, _ sm.Input, _ []sm.Effect) {
+		if i != p {
+			return
+		}
+		for k, q := range h.queue {
+			if r, ok := q.in.(sm.Recv); ok && q.node == s && r.From == p && r.Msg.Type == sm.MsgReplRecords && !r.Msg.CatchUp {
+				if batches++; batches%4 == 0 { // lost on the way: the next batch shows a gap
+					h.queue = slices.Delete(h.queue, k, k+1)
+				}
+				return
+			}
+		}
+	}
+	id := uint64(100)
+	for range 60 {
+		enqueueN(t, h, p, 5, id)
+		id += 5
+	}
+	h.onStep = nil
+	syncs := len(h.node(s).logsWithKey("repl.catching-up"))
+	if syncs < 10 {
+		t.Fatalf("n%d resynced %d times: the losses did not make it resync often", s, syncs)
+	}
+	if len(h.node(s).logsWithKey("repl.compacting")) == 0 {
+		t.Fatalf("n%d appended 300 records over %d syncs, MaxWALRecords 100, and never checkpointed:\n%s", s, syncs, h.node(s).logDump())
+	}
+}

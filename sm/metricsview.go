@@ -67,13 +67,14 @@ func (n *Node) QueueDepths() []QueueDepth {
 // WALRecordsSinceCheckpoint counts toward the next compaction: on a
 // primary the records of its active WAL segment (it checkpoints once they
 // reach MaxWALRecords, seed 002 §13), on a standby the records appended
-// since its last sync (at the same bound it asks for a fresh snapshot).
+// since its last checkpoint began or its log was replaced, across syncs
+// (at the same bound it checkpoints).
 func (n *Node) WALRecordsSinceCheckpoint() int {
 	switch {
 	case n.role == RolePrimary && n.journal.jobs != nil && n.journal.jobs.recovered:
 		return n.journal.jobs.segRecords
-	case n.role == RoleStandby && n.sb.srepl != nil:
-		return n.sb.srepl.segRecords
+	case n.role == RoleStandby:
+		return n.sb.sinceCkpt
 	}
 	return 0
 }

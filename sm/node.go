@@ -187,11 +187,17 @@ type standbyLog struct {
 	replWriting  int          // replicated appends in flight
 	wantSnapshot bool         // its next sync compacts its log
 	compact      *compaction  // a checkpoint of its own log in progress (compact.go)
-	ckptBase     *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
-	behind       behindMark   // since when its log stays behind its primary's (checkBehind)
-	syncAsked    int64        // Mono of its last request for a log sync
-	epochSeen    uint64       // newest sync epoch started with this primary
-	replFailure  string       // why its last sync failed ("" once synced)
+	// sinceCkpt counts the records appended since its last checkpoint
+	// began (or its log was replaced), across syncs: a standby resynced
+	// often (a lossy link) starts a sync, and a segment, at each, and
+	// counted per sync it never reached a checkpoint, its log growing in
+	// small segments a promotion then replays one by one.
+	sinceCkpt   int
+	ckptBase    *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
+	behind      behindMark   // since when its log stays behind its primary's (checkBehind)
+	syncAsked   int64        // Mono of its last request for a log sync
+	epochSeen   uint64       // newest sync epoch started with this primary
+	replFailure string       // why its last sync failed ("" once synced)
 
 	*env
 	conf *configState

@@ -39,8 +39,7 @@ type standbyRepl struct {
 	term       uint64
 	expect     uint64 // next LSN to append
 	seg        string
-	segRecords int
-	segLimit   int // records that make seg due for compaction (firstSegLimit, then MaxWALRecords)
+	segLimit   int // records since the last checkpoint that make one due (firstSegLimit, then MaxWALRecords)
 	installing bool
 	writing    bool
 	queue      []Msg // records that arrived while installing or writing
@@ -391,7 +390,7 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 	sr.known[s.seg] = true
 	sr.writing = false
 	sr.expect = s.end.lsn + 1
-	sr.segRecords += s.count
+	sl.sinceCkpt += s.count
 	sl.ackRepl()
 	sl.maybeCompact(sr)
 	sl.drainRepl()

@@ -126,7 +126,7 @@ xce_role{role="stopped"} 0
 # HELP xce_term The term the node acts in (its own as primary, else the highest it knows).
 # TYPE xce_term gauge
 xce_term 7
-# HELP xce_wal_records_since_checkpoint Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.
+# HELP xce_wal_records_since_checkpoint Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last checkpoint began or its log was replaced, across syncs.
 # TYPE xce_wal_records_since_checkpoint gauge
 xce_wal_records_since_checkpoint 42
 `

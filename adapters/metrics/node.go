@@ -85,7 +85,7 @@ var (
 	descDead = prometheus.NewDesc("xce_queue_jobs_dead_total",
 		"Jobs of the queue this process moved to dead as primary, by every path: a fail, a retry or a lapsed claim on the last attempt, an expiry; restarts at 0 with each process and promotion.", []string{"queue"}, nil)
 	descWAL = prometheus.NewDesc("xce_wal_records_since_checkpoint",
-		"Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last sync.", nil, nil)
+		"Records toward the next compaction: the primary's active WAL segment (a checkpoint starts at --max-wal-records), a standby's records appended since its last checkpoint began or its log was replaced, across syncs.", nil, nil)
 	descLag = prometheus.NewDesc("xce_replication_lag_records",
 		"Records of the primary's durable log each standby has not acknowledged; primary only.", []string{"standby"}, nil)
 	descAlone = prometheus.NewDesc("xce_acked_without_standby_total",
