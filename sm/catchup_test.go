@@ -782,7 +782,23 @@ func TestPromotionDuringStandbyCheckpointReadsTakesItsBase(t *testing.T) {
 // sync it never reached one, and its log grew in small segments, one per
 // sync, that a promotion then replayed one by one.
 func TestStandbyResyncedOftenStillCheckpoints(t *testing.T) {
-	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	resyncedOften(t, 100, 60, 5)
+}
+
+// With MaxWALRecords far off, a standby resynced every other batch still
+// checkpoints once it has begun 64 segments (maxCkptSegments), a
+// segment a sync: a promotion reads and fsyncs every segment past its
+// last checkpoint before it serves.
+func TestStandbyResyncedOftenBoundsItsSegments(t *testing.T) {
+	resyncedOften(t, 10000, 400, 1)
+}
+
+// resyncedOften writes rounds x per jobs through the primary of three
+// nodes, MaxWALRecords max, losing every fourth records message to a
+// standby, which must have resynced often and checkpointed.
+func resyncedOften(t *testing.T, max, rounds, per int) {
+	t.Helper()
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = max })
 	s := (p + 1) % 3
 	batches := 0
 	h.onStep = func(i int, _ sm.Input, _ []sm.Effect) {
@@ -799,16 +815,16 @@ func TestStandbyResyncedOftenStillCheckpoints(t *testing.T) {
 		}
 	}
 	id := uint64(100)
-	for range 60 {
-		enqueueN(t, h, p, 5, id)
-		id += 5
+	for range rounds {
+		enqueueN(t, h, p, per, id)
+		id += uint64(per)
 	}
 	h.onStep = nil
 	syncs := len(h.node(s).logsWithKey("repl.catching-up"))
-	if syncs < 10 {
+	if syncs < rounds/8 {
 		t.Fatalf("n%d resynced %d times: the losses did not make it resync often", s, syncs)
 	}
 	if len(h.node(s).logsWithKey("repl.compacting")) == 0 {
-		t.Fatalf("n%d appended 300 records over %d syncs, MaxWALRecords 100, and never checkpointed:\n%s", s, syncs, h.node(s).logDump())
+		t.Fatalf("n%d appended %d records over %d syncs, MaxWALRecords %d, and never checkpointed:\n%s", s, rounds*per, syncs, max, h.node(s).logDump())
 	}
 }

@@ -131,19 +131,27 @@ func (sl *standbyLog) buildInFlight() *stateBuild {
 	return nil
 }
 
-// maybeCompact starts a standby checkpoint once the current segment is
-// full; sr's later appends go to a new segment.
+// maxCkptSegments bounds the segments a standby's log holds past its
+// last checkpoint: a resync begins a segment, so a standby resynced every
+// few batches (a lossy link) held hundreds of a record or two, which a
+// promotion read and fsynced one by one, seconds on a slow disk, before
+// it could serve (the simulator's seed 22044: 960 segments, 989 records).
+const maxCkptSegments = 64
+
+// maybeCompact starts a standby checkpoint once MaxWALRecords records, or
+// maxCkptSegments segments, were appended since its last one; sr's later
+// appends go to a new segment.
 func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 	limit := sl.opt.MaxWALRecords
 	if sr.segLimit > 0 {
 		limit = sr.segLimit
 	}
-	if sl.sinceCkpt < limit || sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
+	if sl.sinceCkpt < limit && sl.segsSinceCkpt < maxCkptSegments || sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
 		return
 	}
 	c := &compaction{at: sl.disk.logPos}
 	sl.compact = c
-	sr.seg, sr.segLimit, sl.sinceCkpt = wal.SegmentPath(c.at.lsn+1), sl.opt.MaxWALRecords, 0
+	sr.seg, sr.segLimit, sl.sinceCkpt, sl.segsSinceCkpt = wal.SegmentPath(c.at.lsn+1), sl.opt.MaxWALRecords, 0, 0
 	sl.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
 	prev := sl.ops.own(sl.ops.logOwner())

@@ -192,12 +192,15 @@ type standbyLog struct {
 	// often (a lossy link) starts a sync, and a segment, at each, and
 	// counted per sync it never reached a checkpoint, its log growing in
 	// small segments a promotion then replays one by one.
-	sinceCkpt   int
-	ckptBase    *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
-	behind      behindMark   // since when its log stays behind its primary's (checkBehind)
-	syncAsked   int64        // Mono of its last request for a log sync
-	epochSeen   uint64       // newest sync epoch started with this primary
-	replFailure string       // why its last sync failed ("" once synced)
+	sinceCkpt int
+	// segsSinceCkpt counts the segments it began since then: each sync
+	// begins one, and a promotion reads and fsyncs each (maxCkptSegments).
+	segsSinceCkpt int
+	ckptBase      *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
+	behind        behindMark   // since when its log stays behind its primary's (checkBehind)
+	syncAsked     int64        // Mono of its last request for a log sync
+	epochSeen     uint64       // newest sync epoch started with this primary
+	replFailure   string       // why its last sync failed ("" once synced)
 
 	*env
 	conf *configState

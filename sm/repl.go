@@ -387,6 +387,9 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 	if !sl.ops.syncLive(sr) {
 		return
 	}
+	if !sr.known[s.seg] {
+		sl.segsSinceCkpt++
+	}
 	sr.known[s.seg] = true
 	sr.writing = false
 	sr.expect = s.end.lsn + 1
