@@ -12,6 +12,7 @@ var regressionSeeds = []struct {
 	{247729, "S12: a promotion abandoned a standby checkpoint while its bulk read of a segment ran; after a step-down an install removed that segment with the read still in flight (sm/bulkfence.go holds such a change until the read completes)"},
 	{274838, "S5: an install cut short (a newer sync) left a segment older than the snapshot; as primary, the node read only that segment for a standby whose log matched its own and told the standby its log was longer than its own, to cut it back to lsn 2; a second standby the same; the primary died and a cut standby won, an acknowledged write lost (sm/catchup.go: a snapshot instead)"},
 	{22044, "S5: a standby resynced 867 times by a lossy link began a segment at each and, counting records per sync, never checkpointed: promoted, it was still reading its 960 segments 3.5 s after the kill (sm: the count is the log's, and 64 segments make a checkpoint due too)"},
+	{417214, "L5: with 2 of 5 nodes lost, a standby never saw the start of the sync the primary began with it (lost before the faults ended), acked the older one's, and the primary, needing its acks for a majority, held its next write for good (sm: records of an unseen sync make the standby ask again at the next heartbeat)"},
 	{202020, "S4 (the checker's own mistake): rot flipped a bit in data/term just renamed, its directory not yet fsynced; a power loss brought back the intact file before it, and the checker, which had noted the durable entry's bytes as the rotted ones, called reading them rot"},
 }
 

@@ -77,7 +77,7 @@ func (el *election) observeTerm(t uint64) {
 		// epochs count from 1 again) may hold other records at the LSNs we
 		// have, so it must sync us afresh before we append or ack anything.
 		el.sb.setSync(nil)
-		el.sb.epochSeen = 0
+		el.sb.epochSeen, el.sb.missedSync = 0, 0
 	}
 	el.syncHA()
 }

@@ -200,6 +200,7 @@ type standbyLog struct {
 	behind        behindMark   // since when its log stays behind its primary's (checkBehind)
 	syncAsked     int64        // Mono of its last request for a log sync
 	epochSeen     uint64       // newest sync epoch started with this primary
+	missedSync    uint64       // newest sync epoch whose records came but whose start did not
 	replFailure   string       // why its last sync failed ("" once synced)
 
 	*env
@@ -343,6 +344,7 @@ func (n *Node) onMsg(from int, m Msg) {
 			n.conf.checkPrimaryTag(m.ConfigTag)
 			n.sb.ackRepl() // liveness and position, every heartbeat
 			n.sb.checkBehind(m)
+			n.sb.missedSyncStart()
 		}
 	case MsgJoin:
 		n.joined.onJoin(from, m)

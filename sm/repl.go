@@ -276,11 +276,38 @@ func (sl *standbyLog) onReplRecords(from int, m Msg) {
 		return
 	}
 	sr := sl.srepl
+	if sl.role == RoleStandby && from == sl.el.primary && m.ReqID > sl.epochSeen {
+		// Records of a sync our primary began with us whose first
+		// message (the catch-up's start) never came: it counts only
+		// that sync's acks, and ours carry the older one's. Neither
+		// side would move again, and where the primary needs our acks
+		// for a majority its writes would wait for good. The next
+		// heartbeat asks for a sync again (missedSyncStart).
+		sl.missedSync = max(sl.missedSync, m.ReqID)
+		return
+	}
 	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch || m.Term != sr.term {
 		return
 	}
 	sr.queue = append(sr.queue, m)
 	sl.drainRepl()
+}
+
+// missedSyncStart runs at each heartbeat of our primary: if records of a
+// sync we never saw start came, ask for a sync again, at most once a
+// failure timeout (a start merely overtaken by a later message costs one
+// more sync).
+func (sl *standbyLog) missedSyncStart() {
+	if sl.missedSync <= sl.epochSeen {
+		sl.missedSync = 0
+		return
+	}
+	if sl.syncAsked != 0 && int64(sl.now.Mono)-sl.syncAsked < int64(sl.opt.FailureTimeout) {
+		return
+	}
+	sl.log(Info, "repl.missed-sync", fmt.Sprintf("records of sync %d, which %s began with us but we never saw start: asking to be caught up again", sl.missedSync, sl.peerName(sl.el.primary)))
+	sl.missedSync = 0
+	sl.resync()
 }
 
 // batchSpan is what drainRepl reads of a batch: its first and last
