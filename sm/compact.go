@@ -146,12 +146,12 @@ func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 	if sr.segLimit > 0 {
 		limit = sr.segLimit
 	}
-	if sl.sinceCkpt < limit && sl.segsSinceCkpt < maxCkptSegments || sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
+	if sl.sinceCkpt.records < limit && sl.sinceCkpt.segments < maxCkptSegments || sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
 		return
 	}
 	c := &compaction{at: sl.disk.logPos}
 	sl.compact = c
-	sr.seg, sr.segLimit, sl.sinceCkpt, sl.segsSinceCkpt = wal.SegmentPath(c.at.lsn+1), sl.opt.MaxWALRecords, 0, 0
+	sr.seg, sr.segLimit, sl.sinceCkpt = wal.SegmentPath(c.at.lsn+1), sl.opt.MaxWALRecords, appendedSince{}
 	sl.log(Info, "repl.compacting", fmt.Sprintf("standby checkpoint: compacting our log up to lsn %d into a snapshot", c.at.lsn))
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
 	prev := sl.ops.own(sl.ops.logOwner())

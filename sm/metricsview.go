@@ -74,7 +74,7 @@ func (n *Node) WALRecordsSinceCheckpoint() int {
 	case n.role == RolePrimary && n.journal.jobs != nil && n.journal.jobs.recovered:
 		return n.journal.jobs.segRecords
 	case n.role == RoleStandby:
-		return n.sb.sinceCkpt
+		return n.sb.sinceCkpt.records
 	}
 	return 0
 }

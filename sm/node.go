@@ -187,26 +187,28 @@ type standbyLog struct {
 	replWriting  int          // replicated appends in flight
 	wantSnapshot bool         // its next sync compacts its log
 	compact      *compaction  // a checkpoint of its own log in progress (compact.go)
-	// sinceCkpt counts the records appended since its last checkpoint
-	// began (or its log was replaced), across syncs: a standby resynced
-	// often (a lossy link) starts a sync, and a segment, at each, and
-	// counted per sync it never reached a checkpoint, its log growing in
-	// small segments a promotion then replays one by one.
-	sinceCkpt int
-	// segsSinceCkpt counts the segments it began since then: each sync
-	// begins one, and a promotion reads and fsyncs each (maxCkptSegments).
-	segsSinceCkpt int
-	ckptBase      *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
-	behind        behindMark   // since when its log stays behind its primary's (checkBehind)
-	syncAsked     int64        // Mono of its last request for a log sync
-	epochSeen     uint64       // newest sync epoch started with this primary
-	missedSync    uint64       // newest sync epoch whose records came but whose start did not
-	replFailure   string       // why its last sync failed ("" once synced)
+	// sinceCkpt is what its log took since its last checkpoint began
+	// (or its log was replaced), across syncs: a standby resynced often
+	// (a lossy link) starts a sync, and a segment, at each, and counted
+	// per sync it never reached a checkpoint, its log growing in small
+	// segments a promotion then replays one by one.
+	sinceCkpt   appendedSince
+	ckptBase    *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
+	behind      behindMark   // since when its log stays behind its primary's (checkBehind)
+	syncAsked   int64        // Mono of its last request for a log sync
+	epochSeen   uint64       // newest sync epoch started with this primary
+	missedSync  uint64       // newest sync epoch whose records came but whose start did not
+	replFailure string       // why its last sync failed ("" once synced)
 
 	*env
 	conf *configState
 	el   *election
 }
+
+// appendedSince is what a standby's log took since its last checkpoint:
+// the records, and the segments it began (each sync begins one, and a
+// promotion reads and fsyncs each: maxCkptSegments).
+type appendedSince struct{ records, segments int }
 
 // loaded is a verified config: its bytes hash to sum and name.
 type loaded struct {

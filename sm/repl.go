@@ -415,12 +415,12 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 		return
 	}
 	if !sr.known[s.seg] {
-		sl.segsSinceCkpt++
+		sl.sinceCkpt.segments++
 	}
 	sr.known[s.seg] = true
 	sr.writing = false
 	sr.expect = s.end.lsn + 1
-	sl.sinceCkpt += s.count
+	sl.sinceCkpt.records += s.count
 	sl.ackRepl()
 	sl.maybeCompact(sr)
 	sl.drainRepl()
