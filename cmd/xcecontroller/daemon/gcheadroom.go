@@ -57,7 +57,8 @@ type gcHeadroom struct {
 	min     uint64
 	mu      sync.Mutex
 	stopped bool
-	held    int // holds in force: Go's default meanwhile
+	held    int    // holds in force: holdGoal meanwhile
+	goal    uint64 // the holds' heap goal in bytes (holdGoal); 0: none held
 	samples []metrics.Sample
 }
 
@@ -79,28 +80,58 @@ func (g *gcHeadroom) stop() {
 	debug.SetGCPercent(100)
 }
 
-// hold gives the heap Go's default headroom until release is called:
-// around an allocation in proportion to the job state. A snapshot encoded
-// whole for a standby (270 MB at 1M jobs) overran the policy's goal at
-// once, and the collector then charged its marking of the whole heap to
-// whatever goroutine allocated next, the node's event loop included:
-// steps of 335–375 ms while a standby synced. A recovery's import builds
-// the whole state, and under the policy the collector marked it again
-// every 10% of growth: exec to recovered at 1M jobs took 2.2–2.7 s, with
-// Go's default 1.5–1.6 s. The next collection after release sets the
+// hold gives the heap room until release is called: around an
+// allocation in proportion to the job state. A snapshot encoded whole for
+// a standby (270 MB at 1M jobs) overran the policy's goal at once, and
+// the collector then charged its marking of the whole heap to whatever
+// goroutine allocated next, the node's event loop included: steps of
+// 335–375 ms while a standby synced. A recovery's import builds the whole
+// state, and under the policy the collector marked it again every 10% of
+// growth: exec to recovered at 1M jobs took 2.2–2.7 s, with Go's default
+// 1.5–1.6 s. The room is Go's default, or more (holdGoal): Go's default
+// alone is twice the live heap, and a primary whose heap in use was
+// already past its live heap (1M jobs: 450 MB live, 580 MB in use) met
+// it halfway through its 325 MB encoding, its loop's step held 60 ms by
+// the collector's assists. The next collection after release sets the
 // policy's goal again, with what was built counted in the live heap.
 func (g *gcHeadroom) hold() (release func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.held++
 	if !g.stopped {
-		debug.SetGCPercent(100)
+		live, scan, inUse := g.read()
+		g.goal = max(g.goal, holdGoal(live, inUse, g.pct, g.min))
+		debug.SetGCPercent(holdPercent(live, scan, g.goal))
 	}
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.held--
+		if g.held == 0 {
+			g.goal = 0
+		}
 	}
+}
+
+// holdGoal is the heap goal of a hold taken with inUse bytes in use and
+// live bytes live at the last collection: room for as much again as is
+// live (a snapshot's encoding is smaller than the state it encodes, an
+// import builds one state) past what is in use now, plus the policy's
+// headroom.
+func holdGoal(live, inUse uint64, pct int, min uint64) uint64 {
+	return inUse + live + max(min, uint64(float64(live)*float64(pct)/100))
+}
+
+// holdPercent is the GOGC whose goal is goal bytes (Go's goal is live +
+// (live+scan)*GOGC/100), and never below Go's default: after a
+// collection during the hold, twice the new live heap may be more.
+func holdPercent(live, scan, goal uint64) int {
+	base := live + scan
+	if base == 0 || goal <= live {
+		return 100
+	}
+	p := math.Ceil(float64(goal-live) * 100 / float64(base))
+	return int(math.Max(100, math.Min(math.MaxInt32, p)))
 }
 
 // holdRead holds the policy as hold does, around one large read whose
@@ -135,7 +166,7 @@ func (g *gcHeadroom) holdRead() (release func()) {
 // the collector marked the whole heap back to back meanwhile, charging
 // its work to the event loop: a step of 126–347 ms in most 1M-job syncs
 // (docs/performance.md, "Scale"). When the sync ends, a collection runs
-// at once (collect, in the background): Go's default goal is still in
+// at once (collect, in the background): the hold's goal is still in
 // force then, far ahead, so it charges nobody, and it sets the policy's
 // goal again from the live heap without the snapshot.
 // Owned by the event loop goroutine (update runs after each step).
@@ -171,9 +202,11 @@ func (g *gcHeadroom) collected() {
 	if g.stopped {
 		return
 	}
+	live, scan, _ := g.read()
 	if g.held == 0 {
-		live, scan, _ := g.read()
 		debug.SetGCPercent(gcPercent(live, scan, g.pct, g.min))
+	} else {
+		debug.SetGCPercent(holdPercent(live, scan, g.goal))
 	}
 	g.arm()
 }
