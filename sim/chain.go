@@ -608,10 +608,14 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 	held := 0
 	for i := range w.nodes {
 		v := w.durableView(i)
-		if b := w.nodes[i].rot.before; b != nil && w.nodes[i].rot.lost {
-			// Lost to bit rot: what it durably held before the rot counts,
-			// as its acknowledgements do (a lost minority is the failure
-			// a majority is there to survive).
+		if b := w.nodes[i].rot.before; b != nil && (w.nodes[i].rot.lost || !w.nodes[i].up) {
+			// Lost to bit rot, or down with rot on its disk: what it
+			// durably held before the rot counts, as its acknowledgements
+			// do (a lost minority is the failure a majority is there to
+			// survive). A node rotted while down that stops again for
+			// another reason before it reads the rot (an fsync fault at
+			// boot, then the start limit) is as lost; its disk, judged
+			// now, holds nothing past the rotted snapshot (seed 495489).
 			if x, ok := b.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 				held++
 				continue
