@@ -246,11 +246,17 @@ func (w *World) checkBooted(nd *simNode) {
 	case !ok && c.durable != "" && !c.excused && !c.unsure:
 		w.violate("S2", "n%d booted without config; %s had been durably saved", nd.id, c.durable)
 	}
-	if ok || !c.excused {
+	if ok || !c.excused && !c.unsure {
 		c.durable = name
 		c.unsure = false
 	} else {
-		c.unsure = true // the durable file may still be there, unreadable this time
+		// The durable file may still be there, unreadable this time, or
+		// since rot struck at an earlier boot: rot stays on the disk, and
+		// a boot after it finds nothing again without an excuse of its
+		// own. What the disk holds stays unsettled until a config loads
+		// or is saved; a power loss may yet bring back the intact pointer
+		// the rot's copy replaced unsynced (seed 675225).
+		c.unsure = true
 	}
 	if !c.unsure {
 		// An excused boot that found nothing has not settled what the
