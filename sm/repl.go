@@ -211,6 +211,15 @@ func (jp *joinedPeers) onReplAck(from int, m Msg) {
 	if jp.role != RolePrimary || j == nil {
 		return
 	}
+	if m.Term < jp.el.viewTerm() {
+		// Sent in an older term, when the standby followed an earlier
+		// primary (this node's earlier incarnation, say), whose sync
+		// epochs counted from 1 as ours do: a late message, not about
+		// our sync. Taken for ours, its position ended a snapshot sync
+		// under way, and the standby waited for the rest for good
+		// (seed 806634).
+		return
+	}
 	rp := j.repl[from]
 	if rp == nil {
 		// A standby that follows us but whose join we never got (a lost

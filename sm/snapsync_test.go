@@ -291,3 +291,67 @@ func wipeHoldingEncodes(t *testing.T, h *harness, p, s int, blob []byte) (*hnode
 	h.boot(s)
 	return sn, held
 }
+
+// A late repl-ack sent in an older term (the standby followed an earlier
+// primary then, whose sync epochs counted from 1 as the new one's do) is
+// not about the primary's sync, even when its epoch number matches: taken
+// for ours, its position (offset 0) ended a snapshot transfer under way,
+// and the standby waited for the rest of the chunks for good (seed 806634
+// of a long run, in seed mode).
+func TestStaleTermAckDoesNotEndASnapshotTransfer(t *testing.T) {
+	h, first := threeNodesWith(t, func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords, o.RetainWALRecords = 64, 100, 0 })
+	blob := testConfig(t, "Q", 2)
+	// A failover, so that the primary's term has an older one before it.
+	h.kill(first)
+	p := -1
+	if !h.advanceUntil(20*time.Second, func() bool {
+		ps := primaries(h)
+		if len(ps) == 1 {
+			p = ps[0]
+		}
+		return p >= 0
+	}) {
+		t.Fatalf("no new primary after the first was killed")
+	}
+	h.restart(first)
+	h.advance(3 * time.Second)
+	s := 3 - p - first
+	enqueueN(t, h, p, 150, 1000)
+	h.kill(s)
+	sn := h.node(s)
+	sn.disk = simdisk.New()
+	install(t, sn.disk, blob, epoch)
+	h.newProcess(sn)
+	chunks := 0
+	var snapMsg sm.Msg
+	h.onStep = func(i int, in sm.Input, effs []sm.Effect) {
+		for _, e := range effs {
+			if x, ok := e.(sm.Send); ok && i == p && x.To == s && x.Msg.Type == sm.MsgReplSnapshot {
+				chunks++
+				snapMsg = x.Msg
+			}
+		}
+	}
+	sn.up = true
+	h.enqueue(s, sm.Boot{Seed: uint64(1000 + s)})
+	if !h.advanceUntil(10*time.Second, func() bool { return chunks >= 5 }) {
+		t.Fatalf("the primary sent %d snapshot chunks, want a transfer in many", chunks)
+	}
+	if snapMsg.Term < 2 {
+		t.Fatalf("the primary's term is %d: the test needs an older term to forge the late ack in", snapMsg.Term)
+	}
+	// The late ack: the older term, the current sync's epoch number, a
+	// position and no transfer offset.
+	h.inject(s, p, sm.Msg{Type: sm.MsgReplAck, Role: sm.RoleStandby, Term: snapMsg.Term - 1, ReqID: snapMsg.ReqID, WALPos: snapMsg.PrevLSN - 1})
+	// Writes go on meanwhile: records keep arriving at the standby, so it
+	// does not take itself for one left behind with nothing coming.
+	for k := 0; k < 20; k++ {
+		h.enqueue(p, sm.ClientOp{ID: uint64(5000 + k), Req: sm.JobRequest{Kind: sm.JobEnqueue, Queue: "q0", Payload: []byte("y")}})
+		h.run()
+		h.advance(300 * time.Millisecond)
+	}
+	if got := len(sn.logsWithKey("repl.synced")); got != 1 {
+		t.Fatalf("standby installed %d snapshots after a late ack of an older term, want 1 (the transfer went on); %d chunks sent", got, chunks)
+	}
+	checkAtPrimaryPosition(t, h.node(p), sn)
+}
