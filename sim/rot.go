@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -28,6 +29,8 @@ type rotState struct {
 	paths []string // files rot was injected in
 	lost  bool     // it stopped with a FATAL the rot explains: it stays down
 	term  []byte   // data/term as rot left it (nil: not rotted)
+	// termIntact is data/term as it was before the flips that made term.
+	termIntact []byte
 	// before is its durable log just before the first rot: what its
 	// acknowledgements stood for (chain.go's majority count).
 	before *logView
@@ -77,6 +80,13 @@ func (w *World) corruptData(nd *simNode) {
 		w.cc.init(len(w.nodes))
 		before = w.durableView(nd.id).clone()
 	}
+	if p == sm.TermPath {
+		// The bytes before this flip are intact unless they are what an
+		// earlier flip left (the node has not rewritten the file since).
+		if pre, _ := nd.disk.ReadFile(p); nd.rot.term == nil || !bytes.Equal(pre, nd.rot.term) {
+			nd.rot.termIntact = pre
+		}
+	}
 	if nd.disk.CorruptBefore(p, limit, w.rng) {
 		if nd.rot.before == nil {
 			nd.rot.before = before
@@ -88,6 +98,12 @@ func (w *World) corruptData(nd *simNode) {
 			// durable entry still names the file before it, intact: a
 			// power loss brings that one back, and reading it is no rot.
 			nd.rot.term, _ = nd.disk.ReadFile(p)
+			if bytes.Equal(nd.rot.term, nd.rot.termIntact) {
+				// A second flip of the same bit, before the node read the
+				// file: the flips cancelled, and the file is intact again
+				// (seed 893143).
+				nd.rot.term = nil
+			}
 		}
 		w.tr.line(w.now, nd.id, "bit rot in "+p)
 	}
