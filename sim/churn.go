@@ -93,7 +93,7 @@ func (w *World) checkCleanSync(nd *simNode, s *syncNode, effs []sm.Effect) {
 		if !clean || st.bufferFull || w.net.l(before.primary, nd.id).tx.dropped != st.dropped {
 			return
 		}
-		w.violate("L4", "n%d: %s in sync %d of n%d, which began in the liveness phase with every fault off: %s", nd.id, l.Key, before.epoch, before.primary, l.Text)
+		w.violate("L4", "n%d: %s in sync %s of n%d, which began in the liveness phase with every fault off: %s", nd.id, l.Key, sm.SyncName(before.epoch), before.primary, l.Text)
 		return
 	}
 }

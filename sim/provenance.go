@@ -13,8 +13,8 @@ import (
 // hashes of them) with the peers that sent it; each append a standby
 // issues to data/wal whose bytes are such a batch must have come from the
 // primary the standby follows as it issues the append. A standby taking a batch from another peer (seed mode's
-// second primary of a term, whose sync epochs count from 1 as its
-// primary's do) would write two histories into one log. Judged from the
+// second primary of a term, which numbers its syncs as its primary
+// does) would write two histories into one log. Judged from the
 // messages delivered and the effects issued; the node's own state gives
 // only its role and the primary it follows.
 

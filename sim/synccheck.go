@@ -21,8 +21,8 @@ import (
 //     earlier sync of the same standby, delayed or duplicated by the
 //     network, describes a log that sync E may since have replaced).
 //   - S5 sync source: a standby appends only records its own primary sent
-//     (in seed mode two primaries' epochs count from 1 each, so an epoch
-//     alone does not name a sync).
+//     (in seed mode two primaries of one term number their syncs alike,
+//     so an epoch alone does not name a sync).
 
 // syncCheck is the checkers' memory of every node's syncs.
 type syncCheck struct {
@@ -128,7 +128,7 @@ func (w *World) checkSyncAcks(nd *simNode, s *syncNode) {
 			continue
 		}
 		if got := s.acks[v.Peer][v.Epoch]; v.Acked > got {
-			w.violate("S5", "n%d counts n%d's log as durable up to lsn %d in sync %d, but n%d's acks of that sync claimed at most lsn %d: an acknowledgement of another sync was counted toward the commit point", nd.id, v.Peer, v.Acked, v.Epoch, v.Peer, got)
+			w.violate("S5", "n%d counts n%d's log as durable up to lsn %d in sync %s, but n%d's acks of that sync claimed at most lsn %d: an acknowledgement of another sync was counted toward the commit point", nd.id, v.Peer, v.Acked, sm.SyncName(v.Epoch), v.Peer, got)
 			return
 		}
 	}

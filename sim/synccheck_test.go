@@ -15,8 +15,8 @@ import (
 // it writes again), so the schedule is constructed: a seed-mode cluster
 // of three, and once it has converged, one batch its primary streams to a
 // standby arrives first from the other standby, with the epoch and LSNs
-// the standby expects (what a second primary of seed mode, whose epochs
-// also count from 1, could send). The standby must drop it; one that
+// the standby expects (what a second primary of seed mode in the same
+// term, which numbers its syncs alike, could send). The standby must drop it; one that
 // accepts records from any peer whose epoch matches appends it, and the
 // sync-source check (synccheck.go) fails the run.
 func TestSyncSourceIsThePrimary(t *testing.T) {

@@ -94,8 +94,7 @@ func (jp *joinedPeers) tryCatchUp(s int) bool {
 	if !ok || !jp.quorumMode() {
 		return false
 	}
-	j.replEpoch++
-	rp := &replPeer{Progress: tracker.New(j.replEpoch, from.lsn, int64(jp.now.Mono)), catchUp: &catchUpRead{from: from}}
+	rp := &replPeer{Progress: tracker.New(j.newSyncEpoch(jp.el.viewTerm()), from.lsn, int64(jp.now.Mono)), catchUp: &catchUpRead{from: from}}
 	j.setPeer(s, rp)
 	if from == (logPos{term: j.lastTerm, lsn: j.nextLSN - 1}) {
 		rp.catchUp.sent = from.lsn
@@ -541,7 +540,7 @@ func (sl *standbyLog) onCatchUp(from int, m Msg) {
 	}
 	sl.epochSeen = m.ReqID
 	// installing until the log's directories exist (a node with no log yet).
-	sr := &standbyRepl{epoch: m.ReqID, term: m.Term, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: sl.firstSegLimit(), installing: true}
+	sr := &standbyRepl{epoch: m.ReqID, expect: m.PrevLSN + 1, seg: wal.SegmentPath(m.PrevLSN + 1), known: map[string]bool{}, segLimit: sl.firstSegLimit(), installing: true}
 	sl.setSync(sr)
 	sl.replFailure = ""
 	sl.log(Info, "repl.catching-up", fmt.Sprintf("job log catching up from %s after lsn %d", sl.peerName(from), m.PrevLSN))

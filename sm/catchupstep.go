@@ -70,7 +70,7 @@ func (c catchUpStep) String() string {
 	case catchUpRoundRead:
 		return fmt.Sprintf("catch-up: %s %s for peer %d after lsn %d", c.kind, c.seg, c.s, c.cu.sent)
 	case catchUpDirsMade:
-		return fmt.Sprintf("catch-up: %s for the standby's sync %d after lsn %d", c.kind, c.sr.epoch, c.sr.expect-1)
+		return fmt.Sprintf("catch-up: %s for the standby's sync %s after lsn %d", c.kind, SyncName(c.sr.epoch), c.sr.expect-1)
 	}
 	return "catch-up: " + c.kind.String()
 }

@@ -34,7 +34,7 @@ func (n *Node) Describe() string {
 			j.recovered, j.nextLSN, j.durableLSN, n.journal.commitLSN(), len(j.batches), j.writing, len(j.waiting), len(j.reads), len(j.polls))
 		for _, s := range sortedKeys(j.repl) {
 			rp := j.repl[s]
-			fmt.Fprintf(&b, "  %s: epoch=%d start=%d acked=%d synced=%t", n.peerName(s), rp.Epoch, rp.StartLSN, rp.Acked, rp.Synced)
+			fmt.Fprintf(&b, "  %s: sync=%s start=%d acked=%d synced=%t", n.peerName(s), SyncName(rp.Epoch), rp.StartLSN, rp.Acked, rp.Synced)
 			if rp.catchUp != nil {
 				b.WriteString(" catching-up")
 			}
@@ -48,7 +48,7 @@ func (n *Node) Describe() string {
 		}
 	}
 	if sr := n.sb.srepl; sr != nil {
-		fmt.Fprintf(&b, "standby: epoch=%d expect=%d seg=%s installing=%t writing=%t queued=%d\n", sr.epoch, sr.expect, sr.seg, sr.installing, sr.writing, len(sr.queue))
+		fmt.Fprintf(&b, "standby: sync=%s expect=%d seg=%s installing=%t writing=%t queued=%d\n", SyncName(sr.epoch), sr.expect, sr.seg, sr.installing, sr.writing, len(sr.queue))
 	}
 	for _, p := range n.PendingOps() {
 		b.WriteString("pending " + p + "\n")

@@ -216,7 +216,7 @@ func (n *Node) becomeStandby(p int, term uint64, format string) {
 	n.el.setRole(RoleStandby)
 	n.disk.scanned = nil // a standby recovers nothing: let the boot scan's reads go
 	n.sb.setSync(nil)
-	n.sb.epochSeen, n.sb.missedSync = 0, 0 // sync epochs count per primary
+	n.sb.epochSeen, n.sb.missedSync = 0, 0 // each primary numbers its own syncs
 	n.el.primary = p
 	n.el.pTerm = term
 	n.joined.standbys = nil

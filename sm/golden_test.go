@@ -216,7 +216,11 @@ func describeInput(in sm.Input) string {
 
 func describeMsg(m sm.Msg) string {
 	s := fmt.Sprintf("%s %s term=%d", m.Type, m.Role, m.Term)
-	if m.ReqID != 0 {
+	switch {
+	case m.ReqID == 0:
+	case m.Type == sm.MsgReplSnapshot || m.Type == sm.MsgReplRecords || m.Type == sm.MsgReplAck:
+		s += " sync=" + sm.SyncName(m.ReqID)
+	default:
 		s += fmt.Sprintf(" req=%d", m.ReqID)
 	}
 	if m.WALPos != 0 || m.LogTerm != 0 {

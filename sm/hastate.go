@@ -73,9 +73,9 @@ func (el *election) observeTerm(t uint64) {
 	el.ha.term, el.ha.vote = t, -1
 	if el.role == RoleStandby {
 		// A sync belongs to the primary's term it started in: a primary of
-		// a newer term (the same peer's new process included, whose sync
-		// epochs count from 1 again) may hold other records at the LSNs we
-		// have, so it must sync us afresh before we append or ack anything.
+		// a newer term (the same peer's new process included) may hold
+		// other records at the LSNs we have, so it must sync us afresh
+		// before we append or ack anything.
 		el.sb.setSync(nil)
 		el.sb.epochSeen, el.sb.missedSync = 0, 0
 	}

@@ -34,11 +34,11 @@ type jobState struct {
 	liveSegs     map[string]bool   // segments known on disk (for obsolete removal)
 	repl         map[int]*replPeer // standbys receiving the log
 	prog         tracker.Set       // their progress: repl[s].Progress, by s
-	replEpoch    uint64
-	lastTerm     uint64    // term of the last record (replayed or appended)
-	recoveredLSN uint64    // the log recovery ended at
-	recent       recentLog // the batches this promotion wrote last (recentlog.go)
-	mustReach    uint64    // recovery: LSN of a corrupt snapshot it skipped
+	replEpoch    uint64            // the newest sync's epoch (newSyncEpoch)
+	lastTerm     uint64            // term of the last record (replayed or appended)
+	recoveredLSN uint64            // the log recovery ended at
+	recent       recentLog         // the batches this promotion wrote last (recentlog.go)
+	mustReach    uint64            // recovery: LSN of a corrupt snapshot it skipped
 }
 
 // walBatch is a group commit: records for one segment, one append+fsync.

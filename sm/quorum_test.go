@@ -222,7 +222,7 @@ func TestQuorumReadNeedsMajorityRound(t *testing.T) {
 
 // A standby synced by a primary never appends records that primary's peer
 // sends in a newer term on the strength of the old sync: the peer's new
-// process counts sync epochs from 1 again, and its log may hold other
+// process starts syncs of its own, and its log may hold other
 // records at the LSNs the standby has (found by the simulator's
 // canonical-chain check, seed 397: a standby kept its uncommitted record
 // of term 1 at LSN 2 under the new term-2 primary's LSN 3, so its log

@@ -31,12 +31,9 @@ type replPeer struct {
 // standbyRepl is a standby's replicated log.
 type standbyRepl struct {
 	owner owner // its generation (setSync): its operations' owner
-	epoch uint64
-	// term is the primary's term when the sync began: a sync belongs to one
-	// promotion, and a batch of another (a primary promoted again counts
-	// its epochs from 1, and a batch its earlier promotion sent may arrive
-	// late) is not part of it.
-	term       uint64
+	// epoch names the sync, and with it the promotion it belongs to
+	// (newSyncEpoch): a batch of another sync is not part of it.
+	epoch      uint64
 	expect     uint64 // next LSN to append
 	seg        string
 	segLimit   int // records since the last checkpoint that make one due (firstSegLimit, then MaxWALRecords)
@@ -213,11 +210,10 @@ func (jp *joinedPeers) onReplAck(from int, m Msg) {
 	}
 	if m.Term < jp.el.viewTerm() {
 		// Sent in an older term, when the standby followed an earlier
-		// primary (this node's earlier incarnation, say), whose sync
-		// epochs counted from 1 as ours do: a late message, not about
-		// our sync. Taken for ours, its position ended a snapshot sync
-		// under way, and the standby waited for the rest for good
-		// (seed 806634).
+		// primary (this node's earlier promotion, say): a late message.
+		// Its epoch names no sync of ours (newSyncEpoch), and it is no
+		// sign that the standby follows us now, so it starts no sync
+		// either.
 		return
 	}
 	rp := j.repl[from]
@@ -295,7 +291,7 @@ func (sl *standbyLog) onReplRecords(from int, m Msg) {
 		sl.missedSync = max(sl.missedSync, m.ReqID)
 		return
 	}
-	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch || m.Term != sr.term {
+	if sl.role != RoleStandby || from != sl.el.primary || sr == nil || m.ReqID != sr.epoch {
 		return
 	}
 	sr.queue = append(sr.queue, m)
@@ -314,7 +310,7 @@ func (sl *standbyLog) missedSyncStart() {
 	if sl.syncAsked != 0 && int64(sl.now.Mono)-sl.syncAsked < int64(sl.opt.FailureTimeout) {
 		return
 	}
-	sl.log(Info, "repl.missed-sync", fmt.Sprintf("records of sync %d, which %s began with us but we never saw start: asking to be caught up again", sl.missedSync, sl.peerName(sl.el.primary)))
+	sl.log(Info, "repl.missed-sync", fmt.Sprintf("records of sync %s, which %s began with us but we never saw start: asking to be caught up again", SyncName(sl.missedSync), sl.peerName(sl.el.primary)))
 	sl.missedSync = 0
 	sl.resync()
 }
@@ -551,6 +547,25 @@ func (el *election) bestCandidate() bool {
 }
 
 // setPeer makes rp standby s's sync; dropPeer ends it.
+// newSyncEpoch numbers a sync this promotion starts. The term of the
+// promotion is the epoch's upper half, so a node promoted again numbers
+// its syncs above every epoch its earlier promotions used: a late message
+// of an older sync (an ack on the primary's side, a sync's start, records
+// or chunks on the standby's) never names a newer one, in either mode. A
+// term past 2^32, which elections one at a time never reach, shares the
+// top half, and its promotions number their syncs from there.
+func (j *jobState) newSyncEpoch(term uint64) uint64 {
+	j.replEpoch = max(j.replEpoch+1, min(term, 1<<32-1)<<32|1)
+	return j.replEpoch
+}
+
+// SyncName writes a sync epoch as the term of its promotion and the
+// sync's number in it: "3.2" is the second sync a primary of term 3
+// started.
+func SyncName(epoch uint64) string {
+	return fmt.Sprintf("%d.%d", epoch>>32, epoch&(1<<32-1))
+}
+
 func (j *jobState) setPeer(s int, rp *replPeer) { j.repl[s], j.prog[s] = rp, rp.Progress }
 
 func (j *jobState) dropPeer(s int) { delete(j.repl, s); delete(j.prog, s) }

@@ -52,9 +52,8 @@ func (rc *snapRecv) awaitingChunk() bool {
 // go one per progress ack.
 func (jp *joinedPeers) sendSnapshot(s int) {
 	j := jp.journal.jobs
-	j.replEpoch++
 	lsn := j.nextLSN - 1
-	rp := &replPeer{Progress: tracker.New(j.replEpoch, lsn, int64(jp.now.Mono)), snap: &snapSend{term: j.lastTerm}}
+	rp := &replPeer{Progress: tracker.New(j.newSyncEpoch(jp.el.viewTerm()), lsn, int64(jp.now.Mono)), snap: &snapSend{term: j.lastTerm}}
 	j.setPeer(s, rp)
 	c := Compute{Kind: ComputeEncode, Snapshot: &SnapshotData{view: j.q.View(), lsn: lsn, term: j.lastTerm}}
 	prev := jp.ops.own(jp.ops.jobsOwner())
@@ -128,7 +127,7 @@ func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
 		return
 	}
 	if m.Offset > 0 {
-		if sr := sl.srepl; sr != nil && sr.epoch == m.ReqID && sr.term == m.Term && sr.recv != nil {
+		if sr := sl.srepl; sr != nil && sr.epoch == m.ReqID && sr.recv != nil {
 			sl.writeChunk(sr, m)
 		}
 		return
@@ -143,7 +142,7 @@ func (sl *standbyLog) onReplSnapshot(from int, m Msg) {
 	// A newer sync supersedes whatever sync was running; the old log stays
 	// until this snapshot is complete and verified.
 	sl.epochSeen = m.ReqID
-	sr := &standbyRepl{epoch: m.ReqID, term: m.Term, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit(), recv: &snapRecv{
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit(), recv: &snapRecv{
 		lsn: m.PrevLSN, term: m.PrevTerm, total: m.Total, tmp: wal.SnapDir + "/" + wal.ReceivedSnapshotTempName(m.PrevLSN),
 	}}
 	sl.setSync(sr)
@@ -377,9 +376,9 @@ var installKindNames = [...]string{
 
 func (s installStep) String() string {
 	if s.kind == installChunkWritten {
-		return fmt.Sprintf("install of sync %d: chunk of %d bytes written to %s (%d of %d before it)", s.sr.epoch, s.size, s.rc.tmp, s.rc.written, s.rc.total)
+		return fmt.Sprintf("install of sync %s: chunk of %d bytes written to %s (%d of %d before it)", SyncName(s.sr.epoch), s.size, s.rc.tmp, s.rc.written, s.rc.total)
 	}
-	return fmt.Sprintf("install of sync %d: %s (snapshot at lsn %d, term %d)", s.sr.epoch, installKindNames[s.kind], s.rc.lsn, s.rc.term)
+	return fmt.Sprintf("install of sync %s: %s (snapshot at lsn %d, term %d)", SyncName(s.sr.epoch), installKindNames[s.kind], s.rc.lsn, s.rc.term)
 }
 
 func (s installStep) resume(n *Node, r result) {

@@ -292,12 +292,12 @@ func wipeHoldingEncodes(t *testing.T, h *harness, p, s int, blob []byte) (*hnode
 	return sn, held
 }
 
-// A late repl-ack sent in an older term (the standby followed an earlier
-// primary then, whose sync epochs counted from 1 as the new one's do) is
-// not about the primary's sync, even when its epoch number matches: taken
-// for ours, its position (offset 0) ended a snapshot transfer under way,
-// and the standby waited for the rest of the chunks for good (seed 806634
-// of a long run, in seed mode).
+// A late repl-ack sent in an older term, when the standby followed an
+// earlier promotion of the same node, is not about the primary's sync:
+// when sync epochs counted from 1 at each promotion, such an ack named
+// the current sync, its position (offset 0) ended a snapshot transfer
+// under way, and the standby waited for the rest of the chunks for good
+// (seed 806634 of a long run, in seed mode).
 func TestStaleTermAckDoesNotEndASnapshotTransfer(t *testing.T) {
 	h, first := threeNodesWith(t, func(o *sm.Options) { o.SnapshotChunk, o.MaxWALRecords, o.RetainWALRecords = 64, 100, 0 })
 	blob := testConfig(t, "Q", 2)
@@ -340,9 +340,10 @@ func TestStaleTermAckDoesNotEndASnapshotTransfer(t *testing.T) {
 	if snapMsg.Term < 2 {
 		t.Fatalf("the primary's term is %d: the test needs an older term to forge the late ack in", snapMsg.Term)
 	}
-	// The late ack: the older term, the current sync's epoch number, a
-	// position and no transfer offset.
-	h.inject(s, p, sm.Msg{Type: sm.MsgReplAck, Role: sm.RoleStandby, Term: snapMsg.Term - 1, ReqID: snapMsg.ReqID, WALPos: snapMsg.PrevLSN - 1})
+	// The late ack: the older term, the epoch the older promotion's sync
+	// with the same number had, a position and no transfer offset.
+	old := (snapMsg.Term-1)<<32 | snapMsg.ReqID&(1<<32-1)
+	h.inject(s, p, sm.Msg{Type: sm.MsgReplAck, Role: sm.RoleStandby, Term: snapMsg.Term - 1, ReqID: old, WALPos: snapMsg.PrevLSN - 1})
 	// Writes go on meanwhile: records keep arriving at the standby, so it
 	// does not take itself for one left behind with nothing coming.
 	for k := 0; k < 20; k++ {

@@ -51,7 +51,7 @@ func (sl *standbyLog) truncateLog(m Msg) {
 		return
 	}
 	limit := logPos{term: m.PrevTerm, lsn: m.PrevLSN}
-	sr := &standbyRepl{epoch: m.ReqID, term: m.Term, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit()}
+	sr := &standbyRepl{epoch: m.ReqID, installing: true, known: map[string]bool{}, segLimit: sl.firstSegLimit()}
 	sl.setSync(sr)
 	sl.disk.logClean = false // no catch-up from our log until it is cut
 	// The cut is this sync's: a newer sync or a promotion stops it where it
