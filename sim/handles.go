@@ -20,7 +20,8 @@ import (
 //     handle some claim reply handed out: one that reached its client, or
 //     one a node sent that arrived after its client gave up (the workload
 //     forges handles, and a forged one can be the real handle of a claim
-//     whose reply came late: seed 905552);
+//     whose reply came late: seed 905552), or one that may be the real
+//     handle of a claim whose reply was never sent (unknowable, below);
 //   - no job id is ever shown with two payloads.
 //
 // The one excuse is the documented residual of seed mode: two primaries in
@@ -32,11 +33,14 @@ import (
 // bits (sm.TermIDBits: the id scheme docs/replication.md documents).
 
 type handleCheck struct {
-	handed  map[queue.Handle]handout // every handle a claim reply handed out
-	sent    map[queue.Handle]bool    // every handle in a claim reply the nodes sent, delivered in time or not
-	idOwner map[uint64]handout       // job id -> the first payload shown with it
-	primOf  map[uint64][]nodeInc     // term -> the (node, incarnation)s seen primary in it
-	excused int                      // reuses excused by a term with two primaries
+	handed map[queue.Handle]handout // every handle a claim reply handed out
+	sent   map[queue.Handle]bool    // every handle in a claim reply the nodes sent, delivered in time or not
+	// answered: the record (term, LSN) of every write a node answered OK,
+	// delivered in time or not.
+	answered map[queue.ClaimStamp]bool
+	idOwner  map[uint64]handout   // job id -> the first payload shown with it
+	primOf   map[uint64][]nodeInc // term -> the (node, incarnation)s seen primary in it
+	excused  int                  // reuses excused by a term with two primaries
 }
 
 type handout struct {
@@ -129,6 +133,10 @@ func (w *World) checkHandleReply(c *call) {
 	}
 	okOp := func(h queue.Handle, ok bool) {
 		if _, known := hc.handed[h]; ok && !known && !hc.sent[h] {
+			if w.unknowable(h) {
+				w.tr.line(w.now, -1, fmt.Sprintf("S8 unknowable: %s of handle %s answered OK (#%d from n%d) may name a claim whose reply was never sent", c.req.Kind, fmtHandle(h), c.id, c.node))
+				return
+			}
 			w.handleViolation(h.Claim.Term, "%s of handle %s answered OK (#%d from n%d), but no claim reply handed that handle out", c.req.Kind, fmtHandle(h), c.id, c.node)
 		}
 	}
@@ -142,10 +150,40 @@ func (w *World) checkHandleReply(c *call) {
 	}
 }
 
-// noteSentClaim records the handles of claim reply r to c as the node
-// sends it, before it is known whether it reaches its client in time.
-func (hc *handleCheck) noteSentClaim(c *call, r sm.Reply) {
-	if c.req.Kind != sm.JobClaim || r.Status != sm.StatusOK {
+// unknowable reports whether h, which no claim reply the nodes sent
+// handed out, may still be the real handle of a claim whose reply was
+// never sent: a claim sent to the primary of h's term got no reply, and
+// no answered write names the record h's stamp names. A claim record
+// names no jobs (replay decides them), so the client history cannot say
+// which handles such a claim made (seed 804879: a primary replicated a
+// claim and was killed before it replied; a forged retry named that
+// claim's handle exactly, and the new primary rightly took it). A node
+// that ignored stamps would still be caught whenever a forged stamp names
+// an answered write's record.
+func (w *World) unknowable(h queue.Handle) bool {
+	if w.hc.answered[h.Claim] {
+		return false
+	}
+	for _, c := range w.wl.calls {
+		if c.req.Kind == sm.JobClaim && !c.replied && c.term == h.Claim.Term {
+			return true
+		}
+	}
+	return false
+}
+
+// noteSent records, as node nd sends reply r to c and before it is known
+// whether it reaches its client in time, the record an answered write
+// names and the handles a claim reply hands out.
+func (hc *handleCheck) noteSent(nd *simNode, c *call, r sm.Reply) {
+	if r.Status != sm.StatusOK || c.req.Kind.ReadOnly() || r.LSN == 0 {
+		return
+	}
+	if hc.answered == nil {
+		hc.answered = map[queue.ClaimStamp]bool{}
+	}
+	hc.answered[queue.ClaimStamp{Term: nd.node.Term(), LSN: r.LSN}] = true
+	if c.req.Kind != sm.JobClaim {
 		return
 	}
 	if hc.sent == nil {

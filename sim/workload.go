@@ -235,7 +235,7 @@ func (w *World) nodeReply(nd *simNode, r sm.Reply) {
 		w.violate("S7", "n%d replied twice to request #%d", nd.id, r.ID)
 	default:
 		c.replied, c.rep = true, r
-		w.hc.noteSentClaim(c, r)
+		w.hc.noteSent(nd, c, r)
 		w.push(event{at: w.now + w.linkDelay(), kind: evClientReply, call: c.id})
 	}
 }
