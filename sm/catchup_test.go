@@ -360,15 +360,15 @@ func TestPromotionStopsStandbyInstall(t *testing.T) {
 			return
 		}
 		for _, e := range effs {
-			if op, ok := e.(sm.FileOp); ok && op.Op == sm.OpRead && strings.HasSuffix(op.Path, ".snap.tmp") {
-				readID = op.ID
-				if !op.Background || op.Bulk {
-					t.Errorf("n%d read its received snapshot back with Background %v, Bulk %v: want background work on the I/O lane", s, op.Background, op.Bulk)
+			if c, ok := e.(sm.Compute); ok && c.Kind == sm.ComputeVerify && strings.HasSuffix(c.Path, ".snap.tmp") {
+				readID = c.ID
+				if c.MaxSize <= 0 || c.Data != nil {
+					t.Errorf("n%d verifies its received snapshot with MaxSize %d and %d bytes of Data: want its file read back, bounded", s, c.MaxSize, len(c.Data))
 				}
 			}
 		}
 		for k, q := range h.queue {
-			if d, ok := q.in.(sm.IODone); ok && q.node == s && readID != 0 && d.ID == readID {
+			if d, ok := q.in.(sm.Computed); ok && q.node == s && readID != 0 && d.ID == readID {
 				held = []sm.Input{d}
 				h.queue = append(h.queue[:k:k], h.queue[k+1:]...)
 				return

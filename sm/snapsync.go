@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/xce-hpc/xce/schema"
@@ -228,27 +229,18 @@ func (sl *standbyLog) installStopped(sr *standbyRepl, what string, d IODone) {
 	sl.installDone()
 }
 
-// readBack reads the durable tmp file back, for the executor to verify.
-func (sl *standbyLog) readBack(sr *standbyRepl, rc *snapRecv) {
-	sl.io(FileOp{Op: OpRead, Path: rc.tmp, MaxSize: maxLogFile, Background: true}, installStep{kind: installReadBack, sr: sr, rc: rc})
-}
-
-// readBackDone: the received file was read back (or could not be); the
-// executor verifies its bytes (ComputeVerify), off Step.
-func (sl *standbyLog) readBackDone(sr *standbyRepl, rc *snapRecv, d IODone) {
-	if d.Err != IOOK {
-		sl.installStopped(sr, "read back "+rc.tmp, d)
-		return
-	}
+// verifyTmp has the executor read the durable tmp file back and check it
+// (ComputeVerify), off Step, never holding it whole.
+func (sl *standbyLog) verifyTmp(sr *standbyRepl, rc *snapRecv) {
 	check := &SnapshotCheck{LSN: rc.lsn, Term: rc.term}
-	sl.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, Data: d.Data, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
+	sl.compute(Compute{Kind: ComputeVerify, Path: rc.tmp, MaxSize: maxLogFile, Check: check}, installStep{kind: installVerified, sr: sr, rc: rc})
 }
 
 // verified: the received file verified (or not); if the sync is still the
 // standby's, the old log goes.
 func (sl *standbyLog) verified(sr *standbyRepl, rc *snapRecv, d IODone) {
 	if d.Err != IOOK && d.Err != IOCorrupt {
-		sl.installStopped(sr, "verify "+rc.tmp, d)
+		sl.installStopped(sr, "read back "+rc.tmp, d)
 		return
 	}
 	if d.Err == IOCorrupt {
@@ -356,8 +348,7 @@ type installKind uint8
 const (
 	installDirsMade      installKind = iota // data/wal and data/snap made: write the first chunk
 	installChunkWritten                     // a chunk written to tmp: ack, or install after the last
-	installTmpSynced                        // tmp fsync'd: read it back
-	installReadBack                         // tmp read back: verify it
+	installTmpSynced                        // tmp fsync'd: read it back and verify it
 	installVerified                         // tmp verified: list data/wal
 	installListedAfter                      // data/wal listed: remove the segments after the snapshot
 	installAfterRemoved                     // those removed: rename tmp into place
@@ -370,7 +361,7 @@ const (
 )
 
 var installKindNames = [...]string{
-	"directories made", "chunk written", "tmp fsync'd", "read back", "verified", "data/wal listed for the segments after it",
+	"directories made", "chunk written", "tmp fsync'd", "verified", "data/wal listed for the segments after it",
 	"segments after it removed", "renamed", "data/snap fsync'd", "data/wal listed", "segments removed", "data/snap listed", "old snapshots removed",
 }
 
@@ -389,9 +380,7 @@ func (s installStep) resume(n *Node, r result) {
 	case installChunkWritten:
 		n.sb.chunkWritten(sr, rc, s.size, r.IODone)
 	case installTmpSynced:
-		n.sb.readBack(sr, rc)
-	case installReadBack:
-		n.sb.readBackDone(sr, rc, r.IODone)
+		n.sb.verifyTmp(sr, rc)
 	case installVerified:
 		n.sb.verified(sr, rc, r.IODone)
 	case installListedAfter:
@@ -464,16 +453,29 @@ func (sl *standbyLog) startReady() bool {
 // of the position the sync announced.
 type SnapshotCheck struct{ LSN, Term uint64 }
 
-// Verify checks data against c (the executor runs it: ComputeVerify).
+// Verify checks a file's bytes against c (the executor runs it for a
+// ComputeVerify whose file it cannot stream).
 func (c *SnapshotCheck) Verify(data []byte) error {
-	return wal.ReadSnapshot(data, wal.SnapshotVisitor{
+	return wal.ReadSnapshot(data, c.visitor())
+}
+
+// VerifyAt checks a file of size bytes read through r against c, a
+// window at a time (wal.ReadSnapshotAt): errors reading r wrap
+// wal.ErrSnapshotRead, every other is the file's.
+func (c *SnapshotCheck) VerifyAt(r io.ReaderAt, size int64) error {
+	return wal.ReadSnapshotAt(r, size, c.visitor())
+}
+
+// visitor checks the snapshot's position; the reader checks the rest.
+func (c *SnapshotCheck) visitor() wal.SnapshotVisitor {
+	return wal.SnapshotVisitor{
 		Head: func(h wal.SnapshotHead) error {
 			if h.LSN != c.LSN || h.Term != c.Term {
 				return fmt.Errorf("it holds lsn %d term %d, the sync announced lsn %d term %d", h.LSN, h.Term, c.LSN, c.Term)
 			}
 			return nil
 		},
-		Job:      func(*schema.SnapshotJob) error { return nil }, // ReadSnapshot checks each
+		Job:      func(*schema.SnapshotJob) error { return nil }, // the reader checks each
 		Schedule: func(*schema.SnapshotSchedule) error { return nil },
-	})
+	}
 }

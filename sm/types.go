@@ -55,7 +55,7 @@ type IODone struct {
 // Computed completes the Compute with the same ID.
 type Computed struct {
 	ID     uint64
-	Err    IOErr  // IOOK; IOCorrupt: ComputeVerify's bytes do not verify; else why the work failed
+	Err    IOErr  // IOOK; IOCorrupt: ComputeVerify's file does not verify; else why the work failed
 	Detail string // executor's error text, for logs
 	Data   []byte // ComputeEncode: the snapshot file's bytes
 	// Loaded is ComputeImport's result: the job state built from the
@@ -85,7 +85,7 @@ const (
 	IOTooBig         // file larger than FileOp.MaxSize (checked before reading)
 	IOFailed         // EIO or any other failure
 	IONoSpace        // ENOSPC
-	IOCorrupt        // ComputeVerify: the bytes are not the snapshot they should be
+	IOCorrupt        // ComputeVerify: the file is not the snapshot it should be
 )
 
 func (e IOErr) String() string {
@@ -144,8 +144,8 @@ type FileOp struct {
 	// them the standby's acknowledgements, never wait behind it.
 	Bulk bool
 	// Background marks an OpRead that answers no request and that no
-	// request waits for (a standby checkpoint's reads, an install's read
-	// back of the received snapshot): the executor may give it a lower
+	// request waits for (a standby checkpoint's reads): the executor may
+	// give it a lower
 	// CPU priority (the daemon's --background-nice). It changes neither
 	// its lane nor its outcome; a recovery's reads, which a promotion
 	// waits for, never have it.
@@ -162,15 +162,18 @@ type Compute struct {
 	ID   uint64
 	Kind ComputeKind
 	// Path is the file the work is about: the one ComputeEncodeTo
-	// writes; the one Data was read from (ComputeImport, ComputeVerify:
-	// for messages).
+	// writes; the one ComputeVerify reads; the one Data was read from
+	// (ComputeImport: for messages).
 	Path string
-	Data []byte // ComputeImport, ComputeVerify: a snapshot file's bytes
+	Data []byte // ComputeImport: a snapshot file's bytes
+	// MaxSize bounds the file ComputeVerify reads: a larger one fails
+	// with IOTooBig before anything is read (seed 002 §10.7).
+	MaxSize int64
 	// Snapshot is the state ComputeEncode and ComputeEncodeTo encode
 	// (SnapshotData.Encode, EncodeTo), and ComputeBuild builds
 	// (SnapshotData.Build).
 	Snapshot *SnapshotData
-	// Check is what ComputeVerify's Data must be (SnapshotCheck.Verify).
+	// Check is what ComputeVerify's file must be (SnapshotCheck).
 	Check *SnapshotCheck
 	// Load routes ComputeImport's jobs (SnapshotLoad.Import).
 	Load *SnapshotLoad
@@ -190,8 +193,11 @@ const (
 	// ComputeImport: the completion's Loaded is the job state built from
 	// Data with Load (recovery).
 	ComputeImport
-	// ComputeVerify: Data checked as the snapshot Check describes; a
-	// failure completes with IOCorrupt and the reason.
+	// ComputeVerify: the file Path read and checked as the snapshot
+	// Check describes, a window at a time where the executor can (a
+	// received snapshot is hundreds of MB at a million jobs); bytes that
+	// are not that snapshot complete with IOCorrupt and the reason, a
+	// failed read with its class.
 	ComputeVerify
 	// ComputeBuild: the job state of a standby checkpoint's log built
 	// (Snapshot, SnapshotData.Build), for the node to keep and encode;

@@ -86,7 +86,7 @@ type Executor struct {
 	// daemon's collector policy gives the heap room meanwhile.
 	AroundLarge func() (after func())
 	// AroundRead, if set, is called before a background read (a standby
-	// checkpoint's segments, an install's read back: FileOp.Background)
+	// checkpoint's segments: FileOp.Background)
 	// and the function it returns after it: the read's buffer (tens to
 	// hundreds of MB) is allocated at once, and under the daemon's
 	// collector policy it put the heap past its goal, so that the
@@ -95,8 +95,8 @@ type Executor struct {
 	AroundRead func() (after func())
 	// BackgroundNice, if positive, runs the node's background work (a
 	// checkpoint's encode, a standby's sync snapshot, a received
-	// snapshot's check: background.go; and the reads marked
-	// FileOp.Background: a standby checkpoint's, an install's read back)
+	// snapshot's check, which reads its file: background.go; and the
+	// reads marked FileOp.Background: a standby checkpoint's)
 	// on a thread of its own whose nice value is raised by it, so that on
 	// a busy machine the goroutines that answer requests get the CPU
 	// first.
@@ -126,8 +126,7 @@ func (e *Executor) Exec(op sm.FileOp) sm.IODone {
 	if e.BackgroundNice <= 0 {
 		return e.exec(op)
 	}
-	// A background read (a standby checkpoint's, an install's read back)
-	// is background work too: its copy into a fresh buffer, page faults
+	// A background read (a standby checkpoint's) is background work too: its copy into a fresh buffer, page faults
 	// and all, takes a CPU for a tenth of a second per 100 MB.
 	var d sm.IODone
 	e.lowered(func() { d = e.exec(op) })
@@ -386,27 +385,11 @@ func mkdir(path string) error {
 // instead of hanging the reader (and with it SIGTERM handling), and
 // without following a symbolic link (ErrSymlink).
 func readFile(path string, maxSize int64) ([]byte, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, 0, fmt.Errorf("read %s: %w", path, ErrSymlink)
-	}
+	f, st, err := openRead(path, maxSize)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if st.IsDir() {
-		return nil, 0, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
-	}
-	if !st.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("read %s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
-	}
-	if maxSize > 0 && st.Size() > maxSize {
-		return nil, 0, fmt.Errorf("read %s: %w (%d > %d bytes)", path, errTooBig, st.Size(), maxSize)
-	}
 	var rd io.Reader = f
 	if maxSize > 0 {
 		rd = io.LimitReader(f, maxSize+1) // the file may grow after fstat
@@ -419,6 +402,54 @@ func readFile(path string, maxSize int64) ([]byte, int64, error) {
 		return nil, 0, fmt.Errorf("read %s: %w (grew past %d bytes while reading)", path, errTooBig, maxSize)
 	}
 	return data, st.ModTime().UnixNano(), nil
+}
+
+// openRead opens a regular file to read (never through a symbolic link,
+// never a FIFO or device) no larger than maxSize (0: any), and stats it.
+func openRead(path string, maxSize int64) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("read %s: %w", path, ErrSymlink)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+	case st.IsDir():
+		err = &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("read %s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
+	case maxSize > 0 && st.Size() > maxSize:
+		err = fmt.Errorf("read %s: %w (%d > %d bytes)", path, errTooBig, st.Size(), maxSize)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
+var _ fileop.ReadStreamFS = osFS{} // a received snapshot is checked as it is read
+
+// ReadStream hands rel to read as it is on disk, a window at a time at
+// read's pace, never held whole (fileop.ReadStreamFS): its size is the
+// fstat's, so a file that grows meanwhile is read as it was.
+func (o osFS) ReadStream(rel string, max int64, read func(r io.ReaderAt, size int64) error) error {
+	p, err := o.path(rel)
+	if err != nil {
+		return err
+	}
+	f, st, err := openRead(p, max)
+	if err != nil {
+		return err
+	}
+	err = read(f, st.Size())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // readSized reads rd to its end into one buffer of size+1 bytes (the

@@ -4,21 +4,25 @@
 // to run on a lane of its own (host/loop.LaneCompute). Exec runs one and
 // classifies the result into the completion sm receives. The daemon, the
 // tools and the simulator share it, as they share host/fileop; the one
-// Compute that writes a file (ComputeEncodeTo) writes it on the FS it is
-// given, with fileop's path rules.
+// Compute that writes a file (ComputeEncodeTo) and the one that reads
+// one (ComputeVerify) do so on the FS they are given, with fileop's path
+// rules.
 package compute
 
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/xce-hpc/xce/host/fileop"
 	"github.com/xce-hpc/xce/sm"
+	"github.com/xce-hpc/xce/sm/wal"
 )
 
 // Exec executes c and returns its completion (ID = c.ID). It never panics
 // on a malformed Compute: one without what its kind works on fails with
-// IOFailed. fsys is used by ComputeEncodeTo only (nil is refused there).
+// IOFailed. fsys is used by ComputeEncodeTo and ComputeVerify only (nil
+// is refused there).
 func Exec(fsys fileop.FS, c sm.Compute) sm.Computed {
 	r := sm.Computed{ID: c.ID}
 	var err error
@@ -48,8 +52,12 @@ func Exec(fsys fileop.FS, c sm.Compute) sm.Computed {
 		if c.Check == nil {
 			return failed(c.ID, errors.New("verify without a snapshot check"))
 		}
-		if verr := c.Check.Verify(c.Data); verr != nil {
-			return sm.Computed{ID: c.ID, Err: sm.IOCorrupt, Detail: fmt.Sprintf("%s: %v", c.Path, verr)}
+		bad, rerr := verify(fsys, c)
+		if rerr != nil {
+			return failed(c.ID, rerr)
+		}
+		if bad != nil {
+			return sm.Computed{ID: c.ID, Err: sm.IOCorrupt, Detail: fmt.Sprintf("%s: %v", c.Path, bad)}
 		}
 	default:
 		err = fmt.Errorf("unknown compute %s (%d)", c.Kind, c.Kind)
@@ -58,6 +66,38 @@ func Exec(fsys fileop.FS, c sm.Compute) sm.Computed {
 		return failed(c.ID, err)
 	}
 	return r
+}
+
+// verify reads the file c.Path and checks it as c.Check describes:
+// through the file a window at a time on a ReadStreamFS (a received
+// snapshot is hundreds of MB at a million jobs, and a fresh buffer that
+// size cost a second of page faults), else read whole. bad is what is
+// wrong with the file's bytes; rerr, that they could not be read.
+func verify(fsys fileop.FS, c sm.Compute) (bad, rerr error) {
+	if fsys == nil {
+		return nil, fmt.Errorf("verify %s without a file system", c.Path)
+	}
+	if err := fileop.CheckPath(c.Path, true); err != nil {
+		return nil, err
+	}
+	if sfs, ok := fsys.(fileop.ReadStreamFS); ok {
+		err := sfs.ReadStream(c.Path, c.MaxSize, func(r io.ReaderAt, size int64) error {
+			bad = c.Check.VerifyAt(r, size)
+			if errors.Is(bad, wal.ErrSnapshotRead) {
+				return bad
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return bad, nil
+	}
+	data, _, err := fsys.Read(c.Path, c.MaxSize)
+	if err != nil {
+		return nil, err
+	}
+	return c.Check.Verify(data), nil
 }
 
 // encodeTo writes c.Snapshot's encoding to c.Path: as it is encoded on a

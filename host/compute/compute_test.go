@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xce-hpc/xce/adapters/fileio"
 	"github.com/xce-hpc/xce/host/compute"
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sim/simdisk"
@@ -23,7 +24,7 @@ func TestExecRefusesMalformed(t *testing.T) {
 		{sm.Compute{Kind: sm.ComputeEncode}, "encode without a snapshot"},
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "data/snap/x.tmp"}, "encode-to without a snapshot"},
 		{sm.Compute{Kind: sm.ComputeImport, Data: []byte("x")}, "import without a snapshot load"},
-		{sm.Compute{Kind: sm.ComputeVerify, Data: []byte("x")}, "verify without a snapshot check"},
+		{sm.Compute{Kind: sm.ComputeVerify, Path: "data/snap/x.tmp"}, "verify without a snapshot check"},
 		{sm.Compute{Kind: sm.ComputeBuild}, "build without a snapshot"},
 		{sm.Compute{Kind: 99}, "unknown compute"},
 		{sm.Compute{Kind: sm.ComputeEncodeTo, Path: "../x", Snapshot: &sm.SnapshotData{}}, "path refused"},
@@ -41,19 +42,53 @@ func TestExecRefusesMalformed(t *testing.T) {
 	}
 }
 
-// ComputeVerify completes IOOK for the snapshot the check describes and
-// IOCorrupt, naming the file and the reason, for any other.
+// ComputeVerify reads its file and completes IOOK for the snapshot the
+// check describes, IOCorrupt naming the file and the reason for any
+// other, and the read's class when the file cannot be read: alike on the
+// simulator's disk (which reads it whole) and on the daemon's executor
+// (which streams it a window at a time).
 func TestExecVerify(t *testing.T) {
-	data, err := wal.EncodeSnapshot(&schema.Snapshot{Lsn: 7, Term: 3, NextId: 1, NextSeq: 1})
+	data, err := wal.EncodeSnapshot(&schema.Snapshot{Lsn: 7, Term: 3, NextId: 2, NextSeq: 1,
+		Jobs: []*schema.SnapshotJob{{Id: 1, Queue: "q", QueueId: 1, Payload: []byte("payload"), Stamps: &schema.WalStamps{}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := compute.Exec(nil, sm.Compute{ID: 1, Kind: sm.ComputeVerify, Path: "data/snap/7.tmp", Data: data, Check: &sm.SnapshotCheck{LSN: 7, Term: 3}})
-	if ok.Err != sm.IOOK || ok.ID != 1 || ok.Data != nil {
-		t.Fatalf("the announced snapshot: %+v", ok)
+	flipped := append([]byte(nil), data...)
+	flipped[len(flipped)-3] ^= 0x10
+	disk := simdisk.New()
+	dir := t.TempDir()
+	real := &fileio.Executor{Base: dir}
+	for _, op := range []sm.FileOp{
+		{Op: sm.OpMkdir, Path: "data"}, {Op: sm.OpMkdir, Path: "data/snap"},
+		{Op: sm.OpWrite, Path: "data/snap/7.tmp", Data: data}, {Op: sm.OpWrite, Path: "data/snap/bad.tmp", Data: flipped},
+	} {
+		if d := disk.Exec(op, 0); d.Err != sm.IOOK {
+			t.Fatalf("simdisk %s %s: %+v", op.Op, op.Path, d)
+		}
+		if d := real.Exec(op); d.Err != sm.IOOK {
+			t.Fatalf("fileio %s %s: %+v", op.Op, op.Path, d)
+		}
 	}
-	bad := compute.Exec(nil, sm.Compute{ID: 2, Kind: sm.ComputeVerify, Path: "data/snap/7.tmp", Data: data, Check: &sm.SnapshotCheck{LSN: 8, Term: 3}})
-	if bad.Err != sm.IOCorrupt || !strings.Contains(bad.Detail, "data/snap/7.tmp") || !strings.Contains(bad.Detail, "lsn 8") {
-		t.Fatalf("another position: %+v", bad)
+	for _, tc := range []struct {
+		name  string
+		path  string
+		check sm.SnapshotCheck
+		max   int64
+		want  sm.IOErr
+		says  string
+	}{
+		{"the announced snapshot", "data/snap/7.tmp", sm.SnapshotCheck{LSN: 7, Term: 3}, 1 << 20, sm.IOOK, ""},
+		{"another position", "data/snap/7.tmp", sm.SnapshotCheck{LSN: 8, Term: 3}, 1 << 20, sm.IOCorrupt, "lsn 8"},
+		{"a flipped bit", "data/snap/bad.tmp", sm.SnapshotCheck{LSN: 7, Term: 3}, 1 << 20, sm.IOCorrupt, "checksum mismatch"},
+		{"no such file", "data/snap/none.tmp", sm.SnapshotCheck{LSN: 7, Term: 3}, 1 << 20, sm.IONotExist, ""},
+		{"too big", "data/snap/7.tmp", sm.SnapshotCheck{LSN: 7, Term: 3}, 10, sm.IOTooBig, ""},
+		{"a directory", "data/snap", sm.SnapshotCheck{LSN: 7, Term: 3}, 1 << 20, sm.IOFailed, ""},
+	} {
+		c := sm.Compute{ID: 3, Kind: sm.ComputeVerify, Path: tc.path, MaxSize: tc.max, Check: &tc.check}
+		for name, got := range map[string]sm.Computed{"simdisk": disk.Compute(c, 0), "fileio": real.Compute(c)} {
+			if got.ID != 3 || got.Err != tc.want || got.Data != nil || tc.want == sm.IOCorrupt && (!strings.Contains(got.Detail, tc.path) || !strings.Contains(got.Detail, tc.says)) {
+				t.Errorf("%s, %s: %+v, want %s naming %q", tc.name, name, got, tc.want, tc.says)
+			}
+		}
 	}
 }

@@ -79,6 +79,14 @@ type StreamFS interface {
 	WriteStream(path string, fill func(io.Writer) (head []byte, err error)) error
 }
 
+// ReadStreamFS is an FS that hands a file to a reader as it is on disk,
+// never read whole (a received snapshot's check): read gets the open
+// file and its size, at most max bytes (0: any; larger is an error of
+// class IOTooBig before anything is read), and its error is returned.
+type ReadStreamFS interface {
+	ReadStream(path string, max int64, read func(r io.ReaderAt, size int64) error) error
+}
+
 // ErrPathRefused is wrapped by the error of a refused path.
 var ErrPathRefused = errors.New("path refused")
 

@@ -109,17 +109,27 @@ func snapshotPayload(data []byte) ([]byte, error) {
 
 // snapshotFramed is snapshotPayload without the CRC32C.
 func snapshotFramed(data []byte) ([]byte, error) {
-	if len(data) < SnapshotHeaderSize {
-		return nil, badSnap("%d bytes, shorter than the %d-byte header", len(data), SnapshotHeaderSize)
-	}
-	if string(data[:8]) != SnapshotMagic {
-		return nil, badSnap("magic %q, want %q", data[:8], SnapshotMagic)
-	}
-	n := binary.LittleEndian.Uint64(data[12:])
-	if have := uint64(len(data) - SnapshotHeaderSize); n != have {
-		return nil, badSnap("header says %d payload bytes, file has %d", n, have)
+	if err := checkFrame(data, int64(len(data))); err != nil {
+		return nil, err
 	}
 	return data[SnapshotHeaderSize:], nil
+}
+
+// checkFrame checks a snapshot file's header, its first bytes (at least
+// SnapshotHeaderSize of them unless the file is shorter), against the
+// file's size.
+func checkFrame(head []byte, size int64) error {
+	if size < SnapshotHeaderSize {
+		return badSnap("%d bytes, shorter than the %d-byte header", size, SnapshotHeaderSize)
+	}
+	if string(head[:8]) != SnapshotMagic {
+		return badSnap("magic %q, want %q", head[:8], SnapshotMagic)
+	}
+	n := binary.LittleEndian.Uint64(head[12:])
+	if have := uint64(size - SnapshotHeaderSize); n != have {
+		return badSnap("header says %d payload bytes, file has %d", n, have)
+	}
+	return nil
 }
 
 // SnapshotPosition checks a snapshot file as DecodeSnapshot does up to the
@@ -181,27 +191,32 @@ func snapshotHead(p []byte, ahead func(end int)) (SnapshotHead, error) {
 		if ahead != nil {
 			ahead(cap(p) - cap(v) + len(v)) // v is a slice of p
 		}
-		switch {
-		case typ == protowire.BytesType && num == snapJobsField:
-			h.Jobs++
-		case typ == protowire.BytesType && num == snapSchedField:
-			h.Schedules++
-		case typ == protowire.BytesType && num == snapKeysField:
-			h.Keys++
-		case typ != protowire.VarintType:
-		case num == snapLSNField:
-			h.LSN, _ = protowire.ConsumeVarint(v)
-		case num == snapTermFld:
-			h.Term, _ = protowire.ConsumeVarint(v)
-		case num == snapNextIDField:
-			h.NextID, _ = protowire.ConsumeVarint(v)
-		case num == snapNextSeqField:
-			h.NextSeq, _ = protowire.ConsumeVarint(v)
-		}
+		h.field(num, typ, v)
 		return nil
 	})
 	if err != nil {
 		return h, badSnap("payload does not decode: %v", err)
 	}
 	return h, nil
+}
+
+// field takes one top-level field of a snapshot payload into h.
+func (h *SnapshotHead) field(num protowire.Number, typ protowire.Type, v []byte) {
+	switch {
+	case typ == protowire.BytesType && num == snapJobsField:
+		h.Jobs++
+	case typ == protowire.BytesType && num == snapSchedField:
+		h.Schedules++
+	case typ == protowire.BytesType && num == snapKeysField:
+		h.Keys++
+	case typ != protowire.VarintType:
+	case num == snapLSNField:
+		h.LSN, _ = protowire.ConsumeVarint(v)
+	case num == snapTermFld:
+		h.Term, _ = protowire.ConsumeVarint(v)
+	case num == snapNextIDField:
+		h.NextID, _ = protowire.ConsumeVarint(v)
+	case num == snapNextSeqField:
+		h.NextSeq, _ = protowire.ConsumeVarint(v)
+	}
 }

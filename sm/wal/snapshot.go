@@ -217,12 +217,27 @@ func ReadCheckedSnapshot(data []byte, h SnapshotHead, v SnapshotVisitor) error {
 
 // readPayloadWith is ReadSnapshot of the payload p, whose head is h.
 func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
+	return readFieldsWith(payloadFields(p).each, h, v)
+}
+
+// payloadFields is a payload in memory, walked by eachField.
+type payloadFields []byte
+
+func (p payloadFields) each(fn fieldFunc) error { return eachField(p, fn) }
+
+// fieldFunc receives one top-level field (eachField).
+type fieldFunc = func(num protowire.Number, typ protowire.Type, value []byte) error
+
+// readFieldsWith is ReadSnapshot of the payload whose top-level fields
+// each walks (eachField over the bytes, or over a file's windows), whose
+// head is h.
+func readFieldsWith(each func(fieldFunc) error, h SnapshotHead, v SnapshotVisitor) error {
 	if err := v.Head(h); err != nil {
 		return err
 	}
 	c := newSnapCheck(h.NextID, h.NextSeq, h.Jobs, h.Schedules)
 	jobs, sched, key := new(jobDecoder), new(schema.SnapshotSchedule), new(schema.SnapshotKey)
-	return eachField(p, func(num protowire.Number, typ protowire.Type, b []byte) error {
+	return each(func(num protowire.Number, typ protowire.Type, b []byte) error {
 		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField && num != snapKeysField {
 			return nil
 		}

@@ -75,7 +75,8 @@ type Config struct {
 	BulkWriteMiB int
 	// BackgroundNice lowers the CPU priority of the node's background
 	// work (a checkpoint's encode and a standby checkpoint's reads, a
-	// standby's sync snapshot, a received snapshot's read back and check)
+	// standby's sync snapshot, a received snapshot's check as it is read
+	// back)
 	// by this many nice steps
 	// (--background-nice, fileio.Executor.BackgroundNice); 0: none.
 	BackgroundNice int
