@@ -608,14 +608,18 @@ func (w *World) noteCommit(nd *simNode, r sm.Reply, term uint64) {
 	held := 0
 	for i := range w.nodes {
 		v := w.durableView(i)
-		if b := w.nodes[i].rot.before; b != nil && (w.nodes[i].rot.lost || !w.nodes[i].up) {
-			// Lost to bit rot, or down with rot on its disk: what it
-			// durably held before the rot counts, as its acknowledgements
-			// do (a lost minority is the failure a majority is there to
-			// survive). A node rotted while down that stops again for
-			// another reason before it reads the rot (an fsync fault at
-			// boot, then the start limit) is as lost; its disk, judged
-			// now, holds nothing past the rotted snapshot (seed 495489).
+		if r := &w.nodes[i].rot; r.before != nil && (r.lost || !w.nodes[i].up || !r.read) {
+			// Lost to bit rot, down with rot on its disk, or not yet
+			// past reading it: what it durably held before the rot
+			// counts, as its acknowledgements do (a lost minority is the
+			// failure a majority is there to survive). A node rotted
+			// while down that stops again for another reason before it
+			// reads the rot (an fsync fault at boot, then the start
+			// limit) is as lost; its disk, judged now, holds nothing past
+			// the rotted snapshot (seed 495489). One that has restarted
+			// and not yet read the rotted file holds, as far as anyone
+			// can know, its log before the rot (seed 1011091).
+			b := r.before
 			if x, ok := b.rec(l); ok && x.term == ref.term && (!refHash || bytes.Equal(x.payload, ref.payload)) {
 				held++
 				continue

@@ -159,6 +159,7 @@ func (w *World) completeIO(nd *simNode, op sm.FileOp) {
 	w.checkFileOp(nd, op)
 	res := nd.disk.Exec(op, w.wall(nd.id))
 	res.ID = op.ID
+	w.noteRotRead(nd, op)
 	w.checkBulk(nd, op, -1)
 	if res.Err == sm.IOOK && isDataSync(op) {
 		w.durableSynced(nd, &op)

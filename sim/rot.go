@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/xce-hpc/xce/schema"
@@ -34,6 +35,8 @@ type rotState struct {
 	// before is its durable log just before the first rot: what its
 	// acknowledgements stood for (chain.go's majority count).
 	before *logView
+	// read: the node has read a file the latest rot struck (noteRotRead).
+	read bool
 }
 
 // rotFatal are the FATALs rot in data/ can explain.
@@ -92,6 +95,7 @@ func (w *World) corruptData(nd *simNode) {
 			nd.rot.before = before
 		}
 		nd.rot.paths = append(nd.rot.paths, p)
+		nd.rot.read = false
 		if p == sm.TermPath {
 			// The flip went into the file the path names now. Where that
 			// is a rename whose directory fsync has not yet come, the
@@ -106,6 +110,15 @@ func (w *World) corruptData(nd *simNode) {
 			}
 		}
 		w.tr.line(w.now, nd.id, "bit rot in "+p)
+	}
+}
+
+// noteRotRead notes a read of nd's that reaches a file rot struck: from
+// then on the node knows its disk as it is, and chain.go's majority count
+// judges that disk instead of the log before the rot.
+func (w *World) noteRotRead(nd *simNode, op sm.FileOp) {
+	if op.Op == sm.OpRead && !nd.rot.read && slices.Contains(nd.rot.paths, op.Path) {
+		nd.rot.read = true
 	}
 }
 
