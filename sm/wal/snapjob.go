@@ -23,7 +23,7 @@ import (
 //
 // The message and its stamps are reused for the next job. Strings equal
 // to the previous job's (a queue's name, a host's) share its string, and
-// each payload is a buffer of its own.
+// each payload is a buffer of its own unless it borrows.
 type jobDecoder struct {
 	job    schema.SnapshotJob
 	stamps schema.WalStamps
@@ -33,6 +33,10 @@ type jobDecoder struct {
 	// the previous job's.
 	lastStamps []byte
 	lastVals   [4]uint32
+	stampsOK   bool // lastStamps and lastVals hold a decoded stamps field
+	// borrow: a payload is a slice of the bytes decoded, for a reader
+	// whose visitor keeps nothing (ReadSnapshotAt), not a copy.
+	borrow bool
 }
 
 // stringField indexes jobDecoder.last.
@@ -144,6 +148,10 @@ func (d *jobDecoder) bytesField(num protowire.Number, v []byte) error {
 	case 2:
 		m.Queue, err = d.str(strQueue, "queue", v)
 	case 4:
+		if d.borrow {
+			m.Payload = v
+			break
+		}
 		m.Payload = append(make([]byte, 0, len(v)), v...)
 	case 12:
 		if m.Stamps != nil { // a repeat merges into the first
@@ -151,15 +159,18 @@ func (d *jobDecoder) bytesField(num protowire.Number, v []byte) error {
 			break
 		}
 		m.Stamps = &d.stamps
-		if d.lastStamps != nil && bytes.Equal(v, d.lastStamps) {
+		if d.stampsOK && bytes.Equal(v, d.lastStamps) {
 			s, x := &d.stamps, d.lastVals
 			s.VisibilityTimeoutS, s.MaxAttempts, s.BackoffBaseS, s.DeadLetterRetentionS = x[0], x[1], x[2], x[3]
 			break
 		}
-		d.stamps, d.lastStamps = schema.WalStamps{}, nil
+		d.stamps, d.stampsOK = schema.WalStamps{}, false
 		if err = decodeStamps(&d.stamps, v); err == nil {
 			s := &d.stamps
-			d.lastStamps, d.lastVals = v, [4]uint32{s.VisibilityTimeoutS, s.MaxAttempts, s.BackoffBaseS, s.DeadLetterRetentionS}
+			// A copy: the bytes a job is decoded from may be a window
+			// that the next read overwrites (ReadSnapshotAt).
+			d.lastStamps, d.stampsOK = append(d.lastStamps[:0], v...), true
+			d.lastVals = [4]uint32{s.VisibilityTimeoutS, s.MaxAttempts, s.BackoffBaseS, s.DeadLetterRetentionS}
 		}
 	case 13:
 		m.Host, err = d.str(strHost, "host", v)

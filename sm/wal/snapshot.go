@@ -217,7 +217,7 @@ func ReadCheckedSnapshot(data []byte, h SnapshotHead, v SnapshotVisitor) error {
 
 // readPayloadWith is ReadSnapshot of the payload p, whose head is h.
 func readPayloadWith(p []byte, h SnapshotHead, v SnapshotVisitor) error {
-	return readFieldsWith(payloadFields(p).each, h, v)
+	return readFieldsWith(payloadFields(p).each, h, v, false)
 }
 
 // payloadFields is a payload in memory, walked by eachField.
@@ -230,13 +230,14 @@ type fieldFunc = func(num protowire.Number, typ protowire.Type, value []byte) er
 
 // readFieldsWith is ReadSnapshot of the payload whose top-level fields
 // each walks (eachField over the bytes, or over a file's windows), whose
-// head is h.
-func readFieldsWith(each func(fieldFunc) error, h SnapshotHead, v SnapshotVisitor) error {
+// head is h. borrow hands each job's payload to v as a slice of what each
+// walks, valid during the call only, instead of a copy of its own.
+func readFieldsWith(each func(fieldFunc) error, h SnapshotHead, v SnapshotVisitor, borrow bool) error {
 	if err := v.Head(h); err != nil {
 		return err
 	}
 	c := newSnapCheck(h.NextID, h.NextSeq, h.Jobs, h.Schedules)
-	jobs, sched, key := new(jobDecoder), new(schema.SnapshotSchedule), new(schema.SnapshotKey)
+	jobs, sched, key := &jobDecoder{borrow: borrow}, new(schema.SnapshotSchedule), new(schema.SnapshotKey)
 	return each(func(num protowire.Number, typ protowire.Type, b []byte) error {
 		if typ != protowire.BytesType || num != snapJobsField && num != snapSchedField && num != snapKeysField {
 			return nil

@@ -26,7 +26,8 @@ var ErrSnapshotRead = errors.New("wal: cannot read the snapshot")
 // first pass finds them, then the jobs), and a second pass whose bytes'
 // CRC32C is not the first's fails as a changed file. Errors reading r
 // wrap ErrSnapshotRead. Nothing a visitor receives outlives its call
-// (the window is reused): keep scalars and copies only.
+// (the window is reused, and a job's payload is a slice of it): keep
+// scalars and copies only.
 func ReadSnapshotAt(r io.ReaderAt, size int64, v SnapshotVisitor) error {
 	return readSnapshotAt(r, size, streamWindow, v)
 }
@@ -54,7 +55,7 @@ func readSnapshotAt(r io.ReaderAt, size int64, window int, v SnapshotVisitor) er
 		return badSnap("payload does not decode: %v", herr)
 	}
 	again := fileFields{r: r, n: first.n, window: window}
-	err := readFieldsWith(again.each, first.h, v)
+	err := readFieldsWith(again.each, first.h, v, true) // nothing outlives a visit
 	if err == nil && again.crc != first.crc {
 		return badSnap("the file changed while it was read (checksum %08x, then %08x)", first.crc, again.crc)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/xce-hpc/xce/schema"
 )
 
@@ -68,5 +70,34 @@ func TestReadSnapshotAtFailures(t *testing.T) {
 	err = ReadSnapshotAt(&changingReader{b: data, flip: flip}, int64(len(data)), none)
 	if !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "changed while it was read") {
 		t.Fatalf("a file changed between the passes: %v", err)
+	}
+}
+
+// Jobs whose stamps alternate between two values, read through every
+// window from 1 to 160 bytes, decode as the whole file does: the decoder
+// compares a job's stamps with the previous job's bytes, which a window
+// read may have overwritten since.
+func TestReadSnapshotAtKeepsNothingOfTheWindow(t *testing.T) {
+	s := &schema.Snapshot{Lsn: 3, Term: 1, NextId: 201, NextSeq: 200}
+	stamps := []*schema.WalStamps{{VisibilityTimeoutS: 30, MaxAttempts: 3}, {VisibilityTimeoutS: 60, MaxAttempts: 5}}
+	for i := range 200 {
+		s.Jobs = append(s.Jobs, &schema.SnapshotJob{Id: uint64(i + 1), Queue: "q", QueueId: 1, Seq: uint64(i),
+			Payload: []byte{byte(i)}, Stamps: stamps[(i*7/3+i/5)%2]})
+	}
+	data, err := EncodeSnapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := readStream(ReadSnapshot, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for window := 1; window <= 160; window++ {
+		got, _, err := readStream(func(b []byte, v SnapshotVisitor) error {
+			return readSnapshotAt(bytes.NewReader(b), int64(len(b)), window, v)
+		}, data)
+		if err != nil || !proto.Equal(got, want) {
+			t.Fatalf("window %d: %v; the jobs differ from ReadSnapshot's: %v", window, err, !proto.Equal(got, want))
+		}
 	}
 }
