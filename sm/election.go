@@ -167,11 +167,19 @@ func outranks(a uint64, pa int, b uint64, pb int) bool {
 }
 
 // seenPrimary handles any message whose sender says it is primary.
-func (el *election) seenPrimary(from int, term uint64) {
+func (el *election) seenPrimary(from int, term, round uint64) {
 	switch el.role {
 	case RoleCandidate:
 		if el.quorumMode() && term < el.ha.term {
 			el.send(from, Msg{Type: MsgProbeReply})
+			return
+		}
+		if l := el.cand.lost; from == el.failedP && term == l.term && round <= l.round {
+			// Sent before the last heartbeat we had from the primary we
+			// lost, and delivered late (a clogged link, a reconnect): the
+			// silence since is what we acted on. Taken for a sign of life,
+			// a dead primary's backlog made us follow it again for another
+			// failure timeout (seed 1097166).
 			return
 		}
 		el.node.becomeStandby(from, term, "HA election: candidate %s responded — starting as standby (my_priority=%d)")
@@ -351,7 +359,7 @@ func (el *election) observe(from int, m Msg) bool {
 		el.fol.lost = true // our primary restarted or stepped down: follow whoever leads now
 	}
 	if m.Role == RolePrimary {
-		el.seenPrimary(from, m.Term)
+		el.seenPrimary(from, m.Term, m.Round)
 		if el.role == RoleStopped {
 			return false
 		}
@@ -421,7 +429,11 @@ func (el *election) onFailureTimer() {
 	if el.role == RoleStandby {
 		el.log(Warn, "ha.primary-lost", fmt.Sprintf("HA: primary %s silent for %v — starting election", el.peerName(el.primary), el.opt.FailureTimeout))
 		el.failedP = el.primary
+		last := roundMark{el.fol.lastRound, el.fol.lastRoundTerm}
 		el.conf.stopFetch("primary lost")
 		el.startElection(true)
+		if el.cand != nil {
+			el.cand.lost = last
+		}
 	}
 }

@@ -80,8 +80,9 @@ type Msg struct {
 	Priority int    // sender's index in --peers (0 = highest)
 	WALPos   uint64 // sender's last durable job-log LSN
 	LogTerm  uint64 // term of that log's last record: freshness is (LogTerm, WALPos)
-	// Round numbers a primary's heartbeats; a standby echoes the newest
-	// round it saw from its primary (read-index confirmation).
+	// Round numbers a primary's heartbeats, and every message a primary
+	// sends carries its newest; a standby echoes the newest round it saw
+	// from its primary (read-index confirmation).
 	Round uint64
 	// PeersHash is the sender's Options.PeersHash (its --peers list).
 	PeersHash uint64

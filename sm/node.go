@@ -95,7 +95,15 @@ type candidacy struct {
 	deadline  time.Duration // the election deadline, from its start
 	deferrals int           // deadlines deferred to a fresher peer
 	start     int64         // Mono when the election began
+	// lost is the newest heartbeat round, and its term, we had from the
+	// primary whose silence began this election (failover only): its
+	// messages of that term sent no later than that round are older
+	// than the silence we outlived, no sign that it lives.
+	lost roundMark
 }
+
+// roundMark is a primary's heartbeat round in one of its terms.
+type roundMark struct{ round, term uint64 }
 
 // leadership is a primary's side of the heartbeats: when it last heard
 // each standby (CheckQuorum), and the numbered rounds reads wait for

@@ -347,3 +347,49 @@ func TestConfigServeReadFailingAfterStepDownIsLogged(t *testing.T) {
 		t.Errorf("n%d swallowed the failed read of %s:\n%s", p, read.Path, h.node(p).logDump())
 	}
 }
+
+// A candidate that lost its primary takes nothing the primary sent no
+// later than the last heartbeat it had from it for a sign of life: a
+// clogged link that delivers a dead primary's backlog after the failure
+// timeout made a standby follow it again for another failure timeout,
+// and the failover took over 5 s (L2, seed 1097166 of a long run). A
+// message of a newer round is one the primary sent after that silence
+// began: the candidate follows it.
+func TestCandidateIgnoresLostPrimarysBacklog(t *testing.T) {
+	h, p := threeNodes(t)
+	s := (p + 1) % 3
+	var last sm.Msg
+	h.onStep = func(i int, _ sm.Input, effs []sm.Effect) {
+		for _, e := range effs {
+			if x, ok := e.(sm.Send); ok && i == p && x.To == s && x.Msg.Type == sm.MsgHeartbeat {
+				last = x.Msg
+			}
+		}
+	}
+	enqueueN(t, h, p, 3, 100)
+	h.advance(2 * time.Second)
+	h.onStep = nil
+	if last.Round == 0 {
+		t.Fatalf("n%d sent n%d no numbered heartbeat", p, s)
+	}
+	h.kill(p)
+	h.cutLink(s, 3-p-s) // no votes: it stays a candidate while the test speaks for the primary
+	sn := h.node(s)
+	if !h.advanceUntil(5*time.Second, func() bool { return sn.n.Role() == sm.RoleCandidate }) {
+		t.Fatalf("n%d did not stand after its primary was killed: %s", s, sn.n.Role())
+	}
+	for _, m := range []sm.Msg{last, {Type: sm.MsgReplRecords, Role: sm.RolePrimary, Term: last.Term, Round: last.Round, ReqID: 1}} {
+		h.inject(p, s, m)
+		h.run()
+		if role := sn.n.Role(); role == sm.RoleStandby {
+			t.Fatalf("n%d follows its dead primary again on a late %s of round %d (its last heartbeat's)", s, m.Type, m.Round)
+		}
+	}
+	newer := last
+	newer.Round++
+	h.inject(p, s, newer)
+	h.run()
+	if role := sn.n.Role(); role != sm.RoleStandby {
+		t.Fatalf("n%d is %s after a heartbeat of round %d from the primary it lost, want a standby again", s, role, newer.Round)
+	}
+}

@@ -13,7 +13,9 @@ func (el *election) send(to int, m Msg) {
 		m.ConfigTag = el.conf.runningTag()
 	}
 	switch {
-	case el.role == RolePrimary && m.Type == MsgHeartbeat:
+	case el.role == RolePrimary:
+		// Every message a primary sends carries its newest heartbeat
+		// round: a candidate tells a late one from a sign of life by it.
 		m.Round = el.lead.round
 	case el.role == RoleStandby && to == el.primary && el.fol.lastRoundTerm == m.Term:
 		// An echo names a round of the term it is sent in: a round kept
