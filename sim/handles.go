@@ -176,13 +176,15 @@ func (w *World) unknowable(h queue.Handle) bool {
 // whether it reaches its client in time, the record an answered write
 // names and the handles a claim reply hands out.
 func (hc *handleCheck) noteSent(nd *simNode, c *call, r sm.Reply) {
-	if r.Status != sm.StatusOK || c.req.Kind.ReadOnly() || r.LSN == 0 {
+	if r.Status != sm.StatusOK {
 		return
 	}
-	if hc.answered == nil {
-		hc.answered = map[queue.ClaimStamp]bool{}
+	if !c.req.Kind.ReadOnly() && r.LSN > 0 {
+		if hc.answered == nil {
+			hc.answered = map[queue.ClaimStamp]bool{}
+		}
+		hc.answered[queue.ClaimStamp{Term: nd.node.Term(), LSN: r.LSN}] = true
 	}
-	hc.answered[queue.ClaimStamp{Term: nd.node.Term(), LSN: r.LSN}] = true
 	if c.req.Kind != sm.JobClaim {
 		return
 	}

@@ -546,7 +546,6 @@ func (el *election) bestCandidate() bool {
 	return true
 }
 
-// setPeer makes rp standby s's sync; dropPeer ends it.
 // newSyncEpoch numbers a sync this promotion starts. The term of the
 // promotion is the epoch's upper half, so a node promoted again numbers
 // its syncs above every epoch its earlier promotions used: a late message
@@ -566,6 +565,7 @@ func SyncName(epoch uint64) string {
 	return fmt.Sprintf("%d.%d", epoch>>32, epoch&(1<<32-1))
 }
 
+// setPeer makes rp standby s's sync; dropPeer ends it.
 func (j *jobState) setPeer(s int, rp *replPeer) { j.repl[s], j.prog[s] = rp, rp.Progress }
 
 func (j *jobState) dropPeer(s int) { delete(j.repl, s); delete(j.prog, s) }

@@ -126,8 +126,9 @@ func (e *Executor) Exec(op sm.FileOp) sm.IODone {
 	if e.BackgroundNice <= 0 {
 		return e.exec(op)
 	}
-	// A background read (a standby checkpoint's) is background work too: its copy into a fresh buffer, page faults
-	// and all, takes a CPU for a tenth of a second per 100 MB.
+	// A background read (a standby checkpoint's) is background work too:
+	// its copy into a fresh buffer, page faults and all, takes a CPU for
+	// a tenth of a second per 100 MB.
 	var d sm.IODone
 	e.lowered(func() { d = e.exec(op) })
 	return d
