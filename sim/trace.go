@@ -90,9 +90,7 @@ func (t *tracer) input(now time.Duration, node int, in sm.Input) {
 		case sm.MsgReplRecords, sm.MsgReplSnapshot, sm.MsgReplAck:
 			// The sync a message belongs to, and what it carries.
 			t.buf = append(t.buf, " sync="...)
-			t.buf = strconv.AppendUint(t.buf, m.ReqID>>32, 10) // sm.SyncName, without its allocation
-			t.buf = append(t.buf, '.')
-			t.buf = strconv.AppendUint(t.buf, m.ReqID&(1<<32-1), 10)
+			t.buf = sm.AppendSyncName(t.buf, m.ReqID)
 			if m.CatchUp {
 				t.buf = append(t.buf, " catch-up from="...)
 				t.buf = strconv.AppendUint(t.buf, m.PrevLSN, 10)

@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/xce-hpc/xce/schema"
 	"github.com/xce-hpc/xce/sm/tracker"
@@ -561,8 +562,14 @@ func (j *jobState) newSyncEpoch(term uint64) uint64 {
 // SyncName writes a sync epoch as the term of its promotion and the
 // sync's number in it: "3.2" is the second sync a primary of term 3
 // started.
-func SyncName(epoch uint64) string {
-	return fmt.Sprintf("%d.%d", epoch>>32, epoch&(1<<32-1))
+func SyncName(epoch uint64) string { return string(AppendSyncName(nil, epoch)) }
+
+// AppendSyncName appends SyncName(epoch) to b (the simulator's traces
+// write one per replication message).
+func AppendSyncName(b []byte, epoch uint64) []byte {
+	b = strconv.AppendUint(b, epoch>>32, 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, epoch&(1<<32-1), 10)
 }
 
 // setPeer makes rp standby s's sync; dropPeer ends it.
