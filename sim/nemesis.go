@@ -189,7 +189,7 @@ func (w *World) strikeLogWork(nd *simNode, effs []sm.Effect) {
 	for _, e := range effs {
 		switch x := e.(type) {
 		case sm.Log:
-			if x.Key == "repl.truncating" || x.Key == "repl.compacting" {
+			if x.Key == "repl.truncating" || x.Key == "repl.compacting" || x.Key == "repl.advancing" {
 				what = x.Key
 			}
 		case sm.FileOp:

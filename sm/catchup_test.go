@@ -2,6 +2,7 @@ package sm_test
 
 import (
 	"bytes"
+	"fmt"
 	"github.com/xce-hpc/xce/sm/queue"
 	"reflect"
 	"slices"
@@ -473,9 +474,10 @@ func TestStandbyWithStalledSnapshotTransferAsksAgain(t *testing.T) {
 }
 
 // A standby's later checkpoints build on the state its last one built
-// (compact.go, ckptBase): they read no snapshot back, and the snapshot
-// they leave is the log's state, as a promotion recovers it from the
-// files. The records between checkpoints claim and acknowledge as well
+// (compact.go, ckptBase), advanced between them: they read no snapshot
+// back, each segment is read once, the snapshot they leave is the log's
+// state, as a promotion recovers it from the files, and a promotion
+// replays only the records since the last advance. The records between checkpoints claim and acknowledge as well
 // as enqueue, so the kept state is replayed onto, not only added to.
 func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
@@ -514,6 +516,12 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	if written < 3 {
 		t.Fatalf("n%d wrote %d checkpoints; want at least 3:\n%s", s, written, h.node(s).logDump())
 	}
+	if n := len(h.node(s).logsWithKey("repl.advanced")); n < written {
+		t.Fatalf("n%d advanced its kept state %d times over %d checkpoints; want one between each two at least", s, n, written)
+	}
+	// Each segment is read once, by the advance or checkpoint after it:
+	// the advances spread the checkpoints' work, they add none.
+	seen := map[string]bool{}
 	for _, op := range h.node(s).opsOf(sm.OpRead) {
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
 			t.Errorf("n%d read %s back: its checkpoints should build on the state the last one kept", s, op.Path)
@@ -521,6 +529,10 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 		if strings.HasPrefix(op.Path, wal.WALDir+"/") && (!op.Bulk || !op.Background) {
 			t.Errorf("n%d's checkpoint read %s with Bulk %v, Background %v: want both", s, op.Path, op.Bulk, op.Background)
 		}
+		if seen[op.Path] {
+			t.Errorf("n%d read %s twice", s, op.Path)
+		}
+		seen[op.Path] = true
 	}
 	want, wantLSN, _ := h.node(p).n.JobState()
 	wantState := want.Export()
@@ -534,15 +546,39 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	}
 	// Its recovery starts from the state its last checkpoint kept: it
 	// reads segments, not the snapshot.
-	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "kept") }) {
-		t.Errorf("n%d's recovery did not start from the state its checkpoint kept:\n%s", s, h.node(s).logDump())
+	loaded := h.node(s).logsWithKey("wal.snapshot-loaded")
+	var keptAt uint64
+	if len(loaded) != 1 || !strings.Contains(loaded[0].Text, "kept") {
+		t.Fatalf("n%d's recovery did not start from the state it kept:\n%s", s, h.node(s).logDump())
 	}
+	if _, err := fmt.Sscanf(loaded[0].Text, "loaded the state this standby kept at lsn %d", &keptAt); err != nil {
+		t.Fatalf("n%d's recovery did not start from an advanced state (%v): %s", s, err, loaded[0].Text)
+	}
+	// It replays what came since its last advance: less than one share
+	// of the interval past it, and the batch that crossed it.
+	if wantLSN-keptAt > 2*100/advanceShare {
+		t.Errorf("n%d's recovery replays lsn %d to %d: its kept state should be within %d records of the log's end", s, keptAt+1, wantLSN, 2*100/advanceShare)
+	}
+	// The other standby held the same log: it is caught up from the
+	// record recovery replayed last, kept in memory, and the new term's
+	// (recentlog.go), with no segment read again.
+	if !h.advanceUntil(5*time.Second, func() bool { return len(h.node(s).logsWithKey("repl.caught-up")) > 0 }) {
+		t.Fatalf("n%d caught the other standby up with nothing:\n%s", s, h.node(s).logDump())
+	}
+	read := map[string]bool{}
 	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if read[op.Path] {
+			t.Errorf("n%d read %s again after its recovery", s, op.Path)
+		}
+		read[op.Path] = true
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
 			t.Errorf("n%d's recovery read %s", s, op.Path)
 		}
 		if op.Bulk || op.Background {
 			t.Errorf("n%d's recovery read %s with Bulk %v, Background %v: a promotion waits for it", s, op.Path, op.Bulk, op.Background)
+		}
+		if first, ok := wal.ParseSegmentName(strings.TrimPrefix(op.Path, wal.WALDir+"/")); ok && first <= keptAt {
+			t.Errorf("n%d's recovery read %s, whose records its kept state (lsn %d) holds", s, op.Path, keptAt)
 		}
 	}
 	got, gotLSN, _ := h.node(s).n.JobState()
@@ -668,19 +704,24 @@ type ckptPromotion struct {
 	id          uint64
 }
 
+// advanceShare is sm's: the kept state advances every
+// MaxWALRecords/advanceShare records (compact.go).
+const advanceShare = 8
+
 // promoteDuringCheckpoint runs 70-job rounds until s's second checkpoint
 // parks an effect that hold picks (the first left a snapshot on disk,
-// which a recovery without a kept state would read and import), 30 more
-// jobs (records after the checkpoint's position), then kills the primary
-// and waits until s is primary.
+// which a recovery without a kept state would read and import; the
+// advances between them run as they come), 30 more jobs (records after
+// the checkpoint's position), then kills the primary and waits until s
+// is primary.
 func promoteDuringCheckpoint(t *testing.T, hold func(sm.Effect) bool) *ckptPromotion {
 	t.Helper()
 	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
 	s := (p + 1) % 3
-	written := func() bool {
-		return slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") })
+	second := func() bool { // the second checkpoint began: no advance runs until it ends
+		return len(h.node(s).logsWithKey("repl.compacting")) >= 2
 	}
-	h.hold = func(i int, e sm.Effect) bool { return i == s && hold(e) && written() }
+	h.hold = func(i int, e sm.Effect) bool { return i == s && hold(e) && second() }
 	id := uint64(100)
 	for round := 0; round < 8 && len(h.held) == 0; round++ {
 		enqueueN(t, h, p, 70, id)
@@ -740,7 +781,7 @@ func TestPromotionDuringStandbyCheckpointWriteStartsFromItsState(t *testing.T) {
 		c, ok := e.(sm.Compute)
 		return ok && c.Kind == sm.ComputeEncodeTo
 	})
-	cp.recovered(t, "not yet written")
+	cp.recovered(t, "past its newest snapshot")
 }
 
 // A promotion while a standby checkpoint still builds its state (the
@@ -761,7 +802,7 @@ func TestPromotionDuringStandbyCheckpointBuildWaitsForIt(t *testing.T) {
 	}
 	h.hold = nil
 	h.releaseHeld()
-	cp.recovered(t, "not yet written")
+	cp.recovered(t, "past its newest snapshot")
 }
 
 // A promotion while a standby checkpoint still reads its segments (held)
@@ -772,7 +813,7 @@ func TestPromotionDuringStandbyCheckpointReadsTakesItsBase(t *testing.T) {
 		op, ok := e.(sm.FileOp)
 		return ok && op.Bulk && strings.HasPrefix(op.Path, wal.WALDir+"/")
 	})
-	cp.recovered(t, "from the state its checkpoint kept")
+	cp.recovered(t, "kept")
 }
 
 // A standby resynced again and again (a link that loses a records

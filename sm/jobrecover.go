@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -78,7 +79,7 @@ func (jl *journal) recoverFrom(j *jobState, snaps, segs []string) {
 		if k.at.lsn == plan.SnapshotLSN {
 			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded snapshot %s (lsn %d) from the state its checkpoint kept", wal.SnapDir+"/"+plan.Snapshot, k.at.lsn))
 		} else {
-			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded the state kept by the checkpoint at lsn %d, whose snapshot was not yet written (newest on disk: lsn %d)", k.at.lsn, plan.SnapshotLSN))
+			jl.log(Info, "wal.snapshot-loaded", fmt.Sprintf("loaded the state this standby kept at lsn %d, past its newest snapshot (lsn %d)", k.at.lsn, plan.SnapshotLSN))
 		}
 		jl.replayFrom(j, plan, k.at)
 		return
@@ -181,6 +182,7 @@ func (jl *journal) segmentRead(s recoveryStep, d IODone) {
 		return
 	}
 	at := jl.routeWarnings(j, path) // one for the segment, not one a record
+	replayedFrom := j.nextLSN
 	validLen, err := wal.WalkChecked(d.Data, s.frames, func(off int, rec *schema.WalRecord) error {
 		if rec.GetLsn() == snapLSN && snapLSN > 0 && rec.GetTerm() != snap.term {
 			return errDiverged
@@ -196,6 +198,11 @@ func (jl *journal) segmentRead(s recoveryStep, d IODone) {
 		return nil
 	})
 	j.r.warn = nil
+	if j.nextLSN > replayedFrom && err == nil {
+		// The last record replayed, its frame's end the segment's valid
+		// end: the recent log's first (finishRecovery).
+		j.replayTail = recentBatch{data: bytes.Clone(d.Data[*at:validLen]), first: j.nextLSN - 1, last: j.nextLSN - 1, term: j.lastTerm}
+	}
 	if errors.Is(err, errDiverged) {
 		jl.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
 		jl.removeForRecovery(j, s.all)
@@ -319,6 +326,10 @@ func (jl *journal) finishRecovery(j *jobState) {
 	// the promotion (endLog).
 	jl.disk.logPos, jl.disk.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
 	jl.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
+	if t := j.replayTail; t.data != nil && t.last == j.durableLSN {
+		j.recent.add(t.data, t.first, t.last, t.term, min(recentLogBytes, jl.opt.SyncBufferBytes))
+	}
+	j.replayTail = recentBatch{}
 	// The term's first record: committing it commits everything before,
 	// and applying it gives the term's jobs their own id range.
 	now := max(jl.now.Wall/1e9, j.lastNow)

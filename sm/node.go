@@ -215,8 +215,10 @@ type standbyLog struct {
 
 // appendedSince is what a standby's log took since its last checkpoint:
 // the records, and the segments it began (each sync begins one, and a
-// promotion reads and fsyncs each: maxCkptSegments).
-type appendedSince struct{ records, segments int }
+// promotion reads and fsyncs each: maxCkptSegments); unkept is the
+// records since its kept state last moved (a checkpoint or an advance
+// began: compact.go).
+type appendedSince struct{ records, segments, unkept int }
 
 // loaded is a verified config: its bytes hash to sum and name.
 type loaded struct {

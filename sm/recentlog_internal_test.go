@@ -3,7 +3,7 @@ package sm
 import "testing"
 
 // The recent log keeps the last batches within its bound, starts again
-// at a batch that does not follow or is of another term, and answers a
+// at a batch that does not follow or is of an older term, and answers a
 // position only when it holds that record with that term.
 func TestRecentLog(t *testing.T) {
 	batch := func(first, last uint64) []byte { return make([]byte, 10*(last-first+1)) }
@@ -33,16 +33,27 @@ func TestRecentLog(t *testing.T) {
 	if rl.bytes != 80 {
 		t.Errorf("holds %d bytes, want 80", rl.bytes)
 	}
-	rl.add(batch(12, 12), 12, 12, 3, 100) // another term: only the new batch
-	if _, ok := rl.from(logPos{term: 2, lsn: 11}); ok {
-		t.Errorf("after a term change it still answered lsn 11 of term 2")
+	rl.add(batch(12, 12), 12, 12, 3, 100) // a newer term: the log goes on (a promotion's after its recovery's last record)
+	if got, ok := rl.from(logPos{term: 2, lsn: 11}); !ok || len(got) != 2 {
+		t.Errorf("after a newer term's batch: lsn 11 of term 2 answered %v with %d batches, want 2", ok, len(got))
 	}
-	if _, ok := rl.from(logPos{term: 3, lsn: 12}); !ok || rl.bytes != 10 {
-		t.Errorf("after a term change: lsn 12 not held, or %d bytes held", rl.bytes)
+	if _, ok := rl.from(logPos{term: 2, lsn: 12}); ok {
+		t.Errorf("lsn 12 answered for term 2: it is term 3's")
 	}
-	rl.add(batch(20, 20), 20, 20, 3, 100) // a gap: only the new batch
+	if _, ok := rl.from(logPos{term: 3, lsn: 12}); !ok || rl.bytes != 90 {
+		t.Errorf("after a newer term's batch: lsn 12 not held, or %d bytes held (want 90)", rl.bytes)
+	}
+	rl.add(batch(13, 13), 13, 13, 2, 100) // an older term: only the new batch
 	if _, ok := rl.from(logPos{term: 3, lsn: 12}); ok {
-		t.Errorf("after a gap it still answered lsn 12")
+		t.Errorf("after an older term's batch it still answered lsn 12 of term 3")
+	}
+	if _, ok := rl.from(logPos{term: 2, lsn: 13}); !ok || rl.bytes != 10 {
+		t.Errorf("after an older term's batch: lsn 13 not held, or %d bytes held", rl.bytes)
+	}
+	rl.add(batch(14, 14), 14, 14, 3, 100)
+	rl.add(batch(20, 20), 20, 20, 3, 100) // a gap: only the new batch
+	if _, ok := rl.from(logPos{term: 3, lsn: 14}); ok {
+		t.Errorf("after a gap it still answered lsn 14")
 	}
 	if _, ok := rl.from(logPos{term: 3, lsn: 20}); !ok || rl.bytes != 10 {
 		t.Errorf("after a gap: lsn 20 not held, or %d bytes held", rl.bytes)

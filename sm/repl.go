@@ -427,6 +427,7 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 	sr.writing = false
 	sr.expect = s.end.lsn + 1
 	sl.sinceCkpt.records += s.count
+	sl.sinceCkpt.unkept += s.count
 	sl.ackRepl()
 	sl.maybeCompact(sr)
 	sl.drainRepl()
