@@ -596,6 +596,57 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	}
 }
 
+// A restarted standby keeps no job state in memory; its first advance,
+// MaxWALRecords/advanceShare records after it rejoins, builds it from
+// its newest snapshot and the segments after it, as a checkpoint would
+// (compact.go). A promotion after that starts from the state, reads no
+// snapshot and imports nothing, instead of waiting for the next
+// checkpoint's interval to end.
+func TestRestartedStandbyKeepsItsStateAtItsFirstAdvance(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	s := (p + 1) % 3
+	enqueueN(t, h, p, 150, 1000)
+	if !slices.ContainsFunc(h.node(s).logsWithKey("repl.compacted"), func(l sm.Log) bool { return strings.Contains(l.Text, "written") }) {
+		t.Fatalf("n%d wrote no checkpoint before its restart:\n%s", s, h.node(s).logDump())
+	}
+	h.restart(s)
+	h.advance(5 * time.Second)
+	for k := range 40 { // single writes, a record each, more than a share of 100
+		enqueueN(t, h, p, 1, uint64(2000+k))
+	}
+	if n := len(h.node(s).logsWithKey("repl.advanced")); n == 0 {
+		t.Fatalf("n%d did not advance after its restart:\n%s", s, h.node(s).logDump())
+	}
+	if len(h.node(s).logsWithKey("repl.compacting")) > 0 {
+		t.Fatalf("n%d checkpointed after its restart: the test wants its state built by an advance", s)
+	}
+	want, wantLSN, _ := h.node(p).n.JobState()
+	wantJobs := want.Export().Jobs
+	readsBefore := len(h.node(s).opsOf(sm.OpRead))
+	h.kill(p)
+	if !h.advanceUntil(20*time.Second, func() bool {
+		_, _, rec := h.node(s).n.JobState()
+		return h.node(s).n.Role() == sm.RolePrimary && rec
+	}) {
+		t.Fatalf("n%d was not promoted and recovered:\n%s", s, h.node(s).logDump())
+	}
+	if !slices.ContainsFunc(h.node(s).logsWithKey("wal.snapshot-loaded"), func(l sm.Log) bool { return strings.Contains(l.Text, "this standby kept") }) {
+		t.Errorf("n%d's recovery did not start from the state its advance built:\n%s", s, h.node(s).logDump())
+	}
+	for _, op := range h.node(s).opsOf(sm.OpRead)[readsBefore:] {
+		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {
+			t.Errorf("n%d's recovery read %s", s, op.Path)
+		}
+	}
+	got, gotLSN, _ := h.node(s).n.JobState()
+	if gotLSN < wantLSN {
+		t.Fatalf("n%d recovered to lsn %d, the old primary was at %d", s, gotLSN, wantLSN)
+	}
+	if gs := got.Export(); !reflect.DeepEqual(gs.Jobs, wantJobs) {
+		t.Fatalf("n%d recovered %d jobs, not the %d the old primary held as it held them", s, len(gs.Jobs), len(wantJobs))
+	}
+}
+
 // A snapshot installed from the primary replaces the state a standby's
 // last checkpoint kept (ckptBase): the next checkpoint builds on the
 // installed snapshot, read from disk, not on the state from before the
@@ -629,7 +680,9 @@ func TestStandbyCheckpointAfterInstallReadsTheInstalledSnapshot(t *testing.T) {
 		}
 	}
 	compacted := len(h.node(s).logsWithKey("repl.compacted"))
-	enqueueN(t, h, p, 150, 3000)
+	for k := range 120 { // single writes, a record each: several advances' worth before its first checkpoint
+		enqueueN(t, h, p, 1, uint64(3000+k))
+	}
 	if len(h.node(s).logsWithKey("repl.compacted")) == compacted {
 		t.Fatalf("n%d did not checkpoint after the install:\n%s", s, h.node(s).logDump())
 	}
@@ -641,6 +694,18 @@ func TestStandbyCheckpointAfterInstallReadsTheInstalledSnapshot(t *testing.T) {
 	}
 	if reads == readsBefore {
 		t.Errorf("n%d's first checkpoint after the install read no snapshot: it built on the state from before the install", s)
+	}
+	// Its first checkpoint builds the state, not an advance before it:
+	// the snapshot just received is not read back in the sync's wake.
+	installed := slices.IndexFunc(h.node(s).logs, func(l sm.Log) bool { return l.Key == "repl.synced" })
+	for _, l := range h.node(s).logs[installed:] {
+		if l.Key == "repl.compact-built" {
+			break
+		}
+		if l.Key == "repl.advancing" {
+			t.Errorf("n%d advanced its state after the install, before its first checkpoint: %s", s, l.Text)
+			break
+		}
 	}
 }
 

@@ -48,7 +48,15 @@ import (
 // (0.33–0.43 s of a 2 s failover at 1M jobs, docs/performance.md); the
 // next checkpoint reads only the segments since the last advance. The
 // work is the same as without advances (each record is read and applied
-// once), spread over the interval.
+// once), spread over the interval. A standby with no kept state (after a
+// restart or a truncation) builds it at its first advance from its
+// newest snapshot, as a checkpoint would: it is ready for a promotion
+// that many records later, not a whole interval later (a promotion
+// without it reads and imports the snapshot, 3.2 s at 1M jobs). After an
+// install its first checkpoint does, as before: an advance then read the
+// snapshot just received back whole in the sync's last second, beside
+// the catch-up of the records written meanwhile (a probe request of 98.5
+// ms in one bench-scale run of three, docs/performance.md).
 
 // compactBase is the job state a standby checkpoint built: the state of
 // the log up to at, under the config whose hash is cfg. It is handed to
@@ -160,7 +168,8 @@ func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 		limit = sr.segLimit
 	}
 	due := sl.sinceCkpt.records >= limit || sl.sinceCkpt.segments >= maxCkptSegments
-	if !due && (sl.ckptBase == nil || sl.sinceCkpt.unkept < max(1, sl.opt.MaxWALRecords/advanceShare)) {
+	cold := sl.ckptBase == nil // an advance would read and import the newest snapshot
+	if !due && (sl.sinceCkpt.unkept < max(1, sl.opt.MaxWALRecords/advanceShare) || cold && sl.sinceCkpt.installed) {
 		return
 	}
 	c := &compaction{at: sl.disk.logPos, advance: !due}
@@ -257,7 +266,7 @@ func (s compactStep) resume(n *Node, r result) {
 			n.sb.compactFrom(c, snaps, nil, nil)
 			return
 		}
-		if base := n.sb.takeBase(snaps[len(snaps)-1]); base != nil || c.advance {
+		if base := n.sb.takeBase(snaps[len(snaps)-1]); base != nil {
 			n.sb.compactFrom(c, snaps, nil, base)
 			return
 		}
@@ -307,13 +316,7 @@ func (s compactStep) resume(n *Node, r result) {
 // encoding run in the ComputeEncodeTo's Encode, on the executor's compute
 // lane.
 func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte, base *compactBase) {
-	switch {
-	case c.advance && base == nil:
-		// Nothing kept to advance (another config, or the log was
-		// replaced): the next checkpoint reads the files.
-		sl.compactDone(c, "")
-		return
-	case base != nil && base.at.lsn >= c.at.lsn:
+	if base != nil && base.at.lsn >= c.at.lsn {
 		sl.ckptBase = base // nothing since: it stays as it is
 		sl.compactDone(c, "")
 		return

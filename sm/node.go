@@ -217,8 +217,12 @@ type standbyLog struct {
 // the records, and the segments it began (each sync begins one, and a
 // promotion reads and fsyncs each: maxCkptSegments); unkept is the
 // records since its kept state last moved (a checkpoint or an advance
-// began: compact.go).
-type appendedSince struct{ records, segments, unkept int }
+// began: compact.go); installed, that its log is a snapshot installed
+// since (its state is built by its first checkpoint, not an advance).
+type appendedSince struct {
+	records, segments, unkept int
+	installed                 bool
+}
 
 // loaded is a verified config: its bytes hash to sum and name.
 type loaded struct {
