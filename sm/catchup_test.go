@@ -519,18 +519,8 @@ func TestStandbyCheckpointBuildsOnItsLast(t *testing.T) {
 	if n := len(h.node(s).logsWithKey("repl.advanced")); n < written {
 		t.Fatalf("n%d advanced its kept state %d times over %d checkpoints; want one between each two at least", s, n, written)
 	}
-	// The advances replay the records they appended from memory: they
-	// list and read nothing; each segment is read once, by the
-	// checkpoint after it (or none).
-	lists := 0
-	for _, op := range h.node(s).opsOf(sm.OpList) {
-		if op.Path == wal.WALDir {
-			lists++
-		}
-	}
-	if begun := len(h.node(s).logsWithKey("repl.compacting")); lists > begun+1 {
-		t.Errorf("n%d listed %s %d times for %d checkpoints (and its boot): its advances should list nothing", s, wal.WALDir, lists, begun)
-	}
+	// Each segment is read once, by the advance or checkpoint after it:
+	// the advances spread the checkpoints' work, they add none.
 	seen := map[string]bool{}
 	for _, op := range h.node(s).opsOf(sm.OpRead) {
 		if strings.HasPrefix(op.Path, wal.SnapDir+"/") {

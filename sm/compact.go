@@ -175,8 +175,6 @@ func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 	c := &compaction{at: sl.disk.logPos, advance: !due}
 	sl.compact = c
 	sr.seg = wal.SegmentPath(c.at.lsn + 1)
-	tail := sl.tail
-	sl.tail = recordTail{} // from here, the records after c.at
 	if c.advance {
 		sl.sinceCkpt.unkept = 0
 		sl.log(Debug, "repl.advancing", fmt.Sprintf("standby: advancing its kept state to lsn %d", c.at.lsn))
@@ -186,59 +184,8 @@ func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 	}
 	// The log's: a promotion ends it (pending.go), whatever it was doing.
 	prev := sl.ops.own(sl.ops.logOwner())
-	if b := sl.ckptBase; c.advance && b.covers(0, sl.conf.cfg) && tail.holds(b.at.lsn+1, c.at.lsn) {
-		sl.advanceFromMemory(c, tail)
-	} else {
-		sl.startCompaction(c)
-	}
+	sl.startCompaction(c)
 	sl.ops.cur = prev
-}
-
-// recordTail is the frames of the batches a standby appended since the
-// position its kept state last began to move to, as they came: an
-// advance replays them from memory instead of listing and reading its
-// segments back (a fresh buffer of 25 MB a segment at 1M jobs, page
-// faults and all). At most a bound of bytes (Options.SyncBufferBytes);
-// past it, or after a batch that does not follow, the advance reads the
-// segments as a checkpoint does.
-type recordTail struct {
-	frames      [][]byte
-	first, last uint64 // the LSNs they run over; first 0: none
-	bytes       int
-	unusable    bool
-}
-
-// add keeps a batch of records first..last appended durably.
-func (t *recordTail) add(data []byte, first, last uint64, limit int) {
-	switch {
-	case t.unusable:
-		return
-	case t.first != 0 && first != t.last+1, t.bytes+len(data) > limit:
-		*t = recordTail{unusable: true}
-		return
-	case t.first == 0:
-		t.first = first
-	}
-	t.frames = append(t.frames, data)
-	t.last = last
-	t.bytes += len(data)
-}
-
-// holds: t is every record from first to last, and only those.
-func (t *recordTail) holds(first, last uint64) bool {
-	return !t.unusable && t.first == first && t.last == last && first <= last
-}
-
-// advanceFromMemory builds c's state from the kept state and the records
-// appended since, all in memory (tail): the compute replays them onto it.
-func (sl *standbyLog) advanceFromMemory(c *compaction, tail recordTail) {
-	base := sl.keptState()
-	paths := make([]string, len(tail.frames))
-	for i := range paths {
-		paths[i] = fmt.Sprintf("the records appended after lsn %d (in memory, batch %d)", base.at.lsn, i+1)
-	}
-	in := &compactInput{cfg: sl.conf.cfgDecoded(), cfgSum: sl.conf.cfg.sum, base: base, segs: tail.frames, paths: paths, upto: c.at}
-	sl.writeCompaction(c, in, nil)
 }
 
 // firstSegLimit is the compaction threshold of a standby's first segment

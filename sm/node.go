@@ -202,7 +202,6 @@ type standbyLog struct {
 	// segments a promotion then replays one by one.
 	sinceCkpt   appendedSince
 	ckptBase    *compactBase // the state the last checkpoint built, which its snapshot holds (compact.go)
-	tail        recordTail   // the records appended since the kept state's position began to move (compact.go)
 	behind      behindMark   // since when its log stays behind its primary's (checkBehind)
 	syncAsked   int64        // Mono of its last request for a log sync
 	epochSeen   uint64       // newest sync epoch started with this primary

@@ -93,7 +93,7 @@ func (ot *ioTable) logOwner() owner { return owner{concernLog, ot.gens[concernLo
 func (sl *standbyLog) endLog() {
 	sl.ops.gens[concernLog]++
 	sl.setSync(nil)
-	sl.installBusy, sl.compact, sl.replWriting, sl.ckptBase, sl.sinceCkpt, sl.tail = false, nil, 0, nil, appendedSince{}, recordTail{}
+	sl.installBusy, sl.compact, sl.replWriting, sl.ckptBase, sl.sinceCkpt = false, nil, 0, nil, appendedSince{}
 }
 
 // setSync makes sr (nil: none) the standby's sync, ending the previous

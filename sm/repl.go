@@ -371,7 +371,7 @@ func (sl *standbyLog) drainRepl() {
 	// promotion drops its completion: pending.go); the sync goes on only if
 	// it is still the standby's.
 	prev := sl.ops.own(sl.ops.logOwner())
-	sl.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: last, count: count, data: m.Bytes, first: first.lsn})
+	sl.run(appendOps(seg, m.Bytes, newSeg, wal.WALDir), standbyStep{kind: standbyAppended, sr: sr, seg: seg, end: last, count: count})
 	sl.ops.cur = prev
 }
 
@@ -383,8 +383,6 @@ type standbyStep struct {
 	seg   string
 	end   logPos // the batch's last record
 	count int    // records in the batch
-	data  []byte // its frames (recordTail)
-	first uint64 // its first record's LSN
 }
 
 type standbyKind uint8
@@ -417,7 +415,6 @@ func (sl *standbyLog) appendedRepl(s standbyStep, r result) {
 	if !sl.disk.logUnknown {
 		// On disk whoever asked: a later catch-up starts here.
 		sl.disk.logPos = s.end
-		sl.tail.add(s.data, s.first, s.end.lsn, sl.opt.SyncBufferBytes)
 	}
 	sr := s.sr
 	if !sl.ops.syncLive(sr) {

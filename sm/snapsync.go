@@ -215,7 +215,7 @@ func (sl *standbyLog) finishInstall(sr *standbyRepl) {
 func (sl *standbyLog) installSnapshot(sr *standbyRepl) {
 	rc := sr.recv
 	sl.installBusy = true
-	sl.ckptBase, sl.sinceCkpt, sl.tail = nil, appendedSince{installed: true}, recordTail{} // the primary's snapshot replaces ours
+	sl.ckptBase, sl.sinceCkpt = nil, appendedSince{installed: true} // the primary's snapshot replaces ours
 	// Until the old log is gone, what recovery would rebuild is either
 	// log: claim neither (no position in messages, no votes).
 	sl.disk.logUnknown = true

@@ -45,7 +45,7 @@ func (sl *standbyLog) truncateLog(m Msg) {
 		sl.compact.thenJoin = true // it must not cut what the snapshot covers
 		return
 	}
-	sl.ckptBase, sl.tail = nil, recordTail{} // what it cuts may be what the last checkpoint built on
+	sl.ckptBase = nil // what it cuts may be what the last checkpoint built on
 	if !sl.canCatchUp() {
 		sl.resync()
 		return
