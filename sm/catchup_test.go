@@ -647,6 +647,39 @@ func TestRestartedStandbyKeepsItsStateAtItsFirstAdvance(t *testing.T) {
 	}
 }
 
+// Before its first checkpoint a standby's advances build on the state
+// the one before kept, the log's from its start: with no snapshot on
+// disk yet, each reads only the segments since, not the whole log again
+// (each advance from scratch made a fresh standby's work grow with the
+// square of its log).
+func TestAdvancesBeforeTheFirstCheckpointBuildOnTheLast(t *testing.T) {
+	h, p := threeNodesWith(t, func(o *sm.Options) { o.MaxWALRecords = 100 })
+	for k := range 60 { // single writes, a record each: advances at every 12
+		enqueueN(t, h, p, 1, uint64(1000+k))
+	}
+	for s := range 3 {
+		if s == p {
+			continue
+		}
+		hn := h.node(s)
+		if len(hn.logsWithKey("repl.compacting")) > 0 {
+			continue // its first checkpoint came early (firstSegLimit)
+		}
+		if n := len(hn.logsWithKey("repl.advanced")); n < 3 {
+			t.Fatalf("n%d advanced %d times over 60 records; want at least 3:\n%s", s, n, hn.logDump())
+		}
+		seen := map[string]bool{}
+		for _, op := range hn.opsOf(sm.OpRead) {
+			if seen[op.Path] {
+				t.Errorf("n%d read %s twice: an advance rebuilt the log from its start", s, op.Path)
+			}
+			seen[op.Path] = true
+		}
+		return
+	}
+	t.Fatalf("every standby checkpointed within 60 records")
+}
+
 // A snapshot installed from the primary replaces the state a standby's
 // last checkpoint kept (ckptBase): the next checkpoint builds on the
 // installed snapshot, read from disk, not on the state from before the

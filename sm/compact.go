@@ -74,12 +74,17 @@ type compactBase struct {
 const advanceShare = 8
 
 // takeBase hands the kept state to the next checkpoint or advance if it
-// is the state of the log at or past the newest snapshot, newest, under
-// the config in force; the standby keeps no base meanwhile (a failed
-// checkpoint leaves the state half replayed).
+// is the state of the log at or past the newest snapshot, newest ("":
+// none, the log from its start), under the config in force; the standby
+// keeps no base meanwhile (a failed checkpoint leaves the state half
+// replayed).
 func (sl *standbyLog) takeBase(newest string) *compactBase {
 	b := sl.keptState()
-	if lsn, ok := wal.ParseSnapshotName(newest); !ok || !b.covers(lsn, sl.conf.cfg) {
+	lsn, ok := wal.ParseSnapshotName(newest)
+	if newest == "" {
+		lsn, ok = 0, true
+	}
+	if !ok || !b.covers(lsn, sl.conf.cfg) {
 		return nil
 	}
 	return b
@@ -262,11 +267,13 @@ func (s compactStep) resume(n *Node, r result) {
 			snaps = append(snaps, e.Name)
 		}
 		snaps = wal.SortSnapshots(snaps)
-		if len(snaps) == 0 {
-			n.sb.compactFrom(c, snaps, nil, nil)
-			return
+		// No snapshot yet: the state kept is the log's from its start
+		// (an advance before the first checkpoint built it).
+		newest := ""
+		if len(snaps) > 0 {
+			newest = snaps[len(snaps)-1]
 		}
-		if base := n.sb.takeBase(snaps[len(snaps)-1]); base != nil {
+		if base := n.sb.takeBase(newest); base != nil || len(snaps) == 0 {
 			n.sb.compactFrom(c, snaps, nil, base)
 			return
 		}
