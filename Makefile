@@ -16,6 +16,7 @@ SCALE_NODES ?= 1,3
 SCALE_LOGS ?=
 SCALE_ARGS ?=
 SCALE_KILL_IN_CHECKPOINT ?=
+SCALE_RESTART_STANDBY ?=
 RIVER_JOBS ?= 200000
 RIVER_ROUNDS ?= 3
 RIVER_WORKERS ?=
@@ -169,7 +170,8 @@ bench:
 bench-scale:
 	$(GO) test ./integration -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m -v \
 	  -scale-jobs $(SCALE_JOBS) -scale-wait $(SCALE_WAIT) -scale-nodes $(SCALE_NODES) $(if $(SCALE_LOGS),-scale-logs $(SCALE_LOGS)) \
-	  $(if $(SCALE_ARGS),-scale-args '$(SCALE_ARGS)') $(if $(SCALE_KILL_IN_CHECKPOINT),-scale-kill-in-checkpoint $(SCALE_KILL_IN_CHECKPOINT))
+	  $(if $(SCALE_ARGS),-scale-args '$(SCALE_ARGS)') $(if $(SCALE_KILL_IN_CHECKPOINT),-scale-kill-in-checkpoint $(SCALE_KILL_IN_CHECKPOINT)) \
+	  $(if $(SCALE_RESTART_STANDBY),-scale-restart-standby $(SCALE_RESTART_STANDBY))
 
 # xce beside the best peers (issue 23): NATS JetStream (three
 # nats-server processes with an R3 work-queue stream, and one with R1;

@@ -39,6 +39,7 @@ var (
 	scaleLogs    = flag.String("scale-logs", "", "BenchmarkScale: copy every node's log into this directory (<nodes>-<name>.log) at the end of each cluster's run")
 	scaleArgs    = flag.String("scale-args", "", "BenchmarkScale: more xcecontroller flags for every node, space-separated (e.g. \"--bulk-write-rate 128\")")
 	scaleKillIn  = flag.Duration("scale-kill-in-checkpoint", 0, "BenchmarkScale: the failover's kill -9 waits, with a 4-client load running, until the standby that was not wiped begins a checkpoint and this long more, so that it lands while that standby builds or writes it; 0: right after the fresh standby's sync")
+	scaleRestart = flag.Duration("scale-restart-standby", 0, "BenchmarkScale: before the failover, the standby that was not wiped (the one the election prefers) is killed with SIGKILL and started again, and the kill -9 of the primary comes this long after, with a 4-client load running; 0: no restart")
 )
 
 const scalePayload = 200
@@ -69,6 +70,7 @@ var scaleRows = []struct{ key, target string }{
 	{"longest probe request while it syncs", "<= 50 ms"},
 	{"primary's steps over 50 ms while it syncs", ""},
 	{"failover: kill -9 during a standby checkpoint", ""},
+	{"failover: kill -9 after a standby's restart", ""},
 	{"failover: kill -9 to a standby reporting primary", "<= 2 s"},
 	{"failover: kill -9 to serving jobs", ""},
 	{"dual primary in the 3 s after", "none"},
@@ -482,6 +484,26 @@ func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p in
 	offs := map[int]int64{}
 	for _, s := range standbys {
 		offs[s] = logOffset(c, s)
+	}
+	if d := *scaleRestart; d > 0 {
+		// A restarted standby holds no job state in memory until it builds
+		// it again: the failover shows whether it had by then.
+		s := standbys[0]
+		stop(b, c, s, syscall.SIGKILL)
+		start(b, c, s)
+		ld, err := startBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Clients: 4, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			ld.stop()
+			var err error
+			if lr, err = ld.wait(); err != nil {
+				b.Fatalf("load during the failover: %v", err)
+			}
+		}()
+		time.Sleep(d)
+		f["failover: kill -9 after a standby's restart"] = fmt.Sprintf("%s restarted %v before, under load", c.Names[s], d)
 	}
 	if d := *scaleKillIn; d > 0 {
 		ld, err := startBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Clients: 4, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
