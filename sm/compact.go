@@ -162,8 +162,9 @@ func (sl *standbyLog) buildInFlight() *stateBuild {
 const maxCkptSegments = 64
 
 // maybeCompact starts a standby checkpoint once MaxWALRecords records, or
-// maxCkptSegments segments, were appended since its last one; sr's later
-// appends go to a new segment.
+// maxCkptSegments segments, were appended since its last one, and else
+// an advance once MaxWALRecords/advanceShare records were since its kept
+// state last began to move; sr's later appends go to a new segment.
 func (sl *standbyLog) maybeCompact(sr *standbyRepl) {
 	if sl.compact != nil || sl.installBusy || sl.disk.logUnknown || sl.conf.cfg == nil {
 		return
@@ -323,7 +324,7 @@ func (s compactStep) resume(n *Node, r result) {
 // encoding run in the ComputeEncodeTo's Encode, on the executor's compute
 // lane.
 func (sl *standbyLog) compactFrom(c *compaction, snaps []string, snap []byte, base *compactBase) {
-	if base != nil && base.at.lsn >= c.at.lsn {
+	if c.advance && base != nil && base.at.lsn >= c.at.lsn {
 		sl.ckptBase = base // nothing since: it stays as it is
 		sl.compactDone(c, "")
 		return
