@@ -477,20 +477,27 @@ func scaleFreshStandby(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, 
 // scaleFailover kills primary p with SIGKILL and times a standby
 // reporting primary (status every 10 ms) and then serving jobs; then it
 // watches the survivors for 3 s for two serving primaries at once. With
-// -scale-kill-in-checkpoint, the kill waits, under a 4-client load, for
-// the first standby's checkpoint to begin and that long more; it returns
+// -scale-restart-standby, the first standby is killed and started again
+// and the kill comes that long after, under a 4-client load; with
+// -scale-kill-in-checkpoint, the kill waits, under that load, for the
+// first standby's checkpoint to begin and that long more; it returns
 // what that load got acknowledged.
 func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p int, standbys []int, wait time.Duration, f scaleFigures) (lr loadResult) {
 	offs := map[int]int64{}
 	for _, s := range standbys {
 		offs[s] = logOffset(c, s)
 	}
-	if d := *scaleRestart; d > 0 {
+	// The first standby: not the fresh one, so its checkpoint builds on
+	// the state its last one kept, and the one the election prefers (the
+	// better priority) when both are in sync.
+	s := standbys[0]
+	if *scaleRestart > 0 {
 		// A restarted standby holds no job state in memory until it builds
 		// it again: the failover shows whether it had by then.
-		s := standbys[0]
 		stop(b, c, s, syscall.SIGKILL)
 		start(b, c, s)
+	}
+	if *scaleRestart > 0 || *scaleKillIn > 0 {
 		ld, err := startBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Clients: 4, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
 		if err != nil {
 			b.Fatal(err)
@@ -502,25 +509,12 @@ func scaleFailover(b *testing.B, c *clitool.Cluster, mat *tlsconf.Material, p in
 				b.Fatalf("load during the failover: %v", err)
 			}
 		}()
+	}
+	if d := *scaleRestart; d > 0 {
 		time.Sleep(d)
 		f["failover: kill -9 after a standby's restart"] = fmt.Sprintf("%s restarted %v before, under load", c.Names[s], d)
 	}
 	if d := *scaleKillIn; d > 0 {
-		ld, err := startBulk(c.PeersFlag(), mat, loadSpec{Queue: loadQueue, Clients: 4, Batch: *scaleBatch, Payload: scalePayload, Tolerate: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() {
-			ld.stop()
-			var err error
-			if lr, err = ld.wait(); err != nil {
-				b.Fatalf("load during the failover: %v", err)
-			}
-		}()
-		// The first standby: not the fresh one, so its checkpoint builds on
-		// the state its last one kept, and the one the election prefers
-		// (the better priority) when both are in sync.
-		s := standbys[0]
 		waitLog(b, c, s, offs[s], "standby checkpoint: compacting", wait)
 		time.Sleep(d)
 		f["failover: kill -9 during a standby checkpoint"] = fmt.Sprintf("%s's, %v after it began", c.Names[s], d)
