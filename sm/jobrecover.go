@@ -199,9 +199,10 @@ func (jl *journal) segmentRead(s recoveryStep, d IODone) {
 	})
 	j.r.warn = nil
 	if j.nextLSN > replayedFrom && err == nil {
-		// The last record replayed, its frame's end the segment's valid
-		// end: the recent log's first (finishRecovery).
-		j.replayTail = recentBatch{data: bytes.Clone(d.Data[*at:validLen]), first: j.nextLSN - 1, last: j.nextLSN - 1, term: j.lastTerm}
+		// The last record replayed (its frame ends at the segment's valid
+		// end) begins the recent log; the next segment's last replaces
+		// it (it does not follow), and the new term's records follow it.
+		j.recent.add(bytes.Clone(d.Data[*at:validLen]), j.nextLSN-1, j.nextLSN-1, j.lastTerm, jl.opt.SyncBufferBytes)
 	}
 	if errors.Is(err, errDiverged) {
 		jl.log(Warn, "wal.diverged", fmt.Sprintf("WAL segment %s holds lsn %d of another term than the snapshot (term %d): removing the segments of the replaced log", path, snapLSN, snap.term))
@@ -326,10 +327,6 @@ func (jl *journal) finishRecovery(j *jobState) {
 	// the promotion (endLog).
 	jl.disk.logPos, jl.disk.logUnknown = logPos{term: j.lastTerm, lsn: j.durableLSN}, false
 	jl.log(Info, "wal.recovered", fmt.Sprintf("job state recovered: next lsn %d", j.nextLSN))
-	if t := j.replayTail; t.data != nil && t.last == j.durableLSN {
-		j.recent.add(t.data, t.first, t.last, t.term, min(recentLogBytes, jl.opt.SyncBufferBytes))
-	}
-	j.replayTail = recentBatch{}
 	// The term's first record: committing it commits everything before,
 	// and applying it gives the term's jobs their own id range.
 	now := max(jl.now.Wall/1e9, j.lastNow)

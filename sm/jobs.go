@@ -38,7 +38,6 @@ type jobState struct {
 	lastTerm     uint64            // term of the last record (replayed or appended)
 	recoveredLSN uint64            // the log recovery ended at
 	recent       recentLog         // the batches this promotion wrote last (recentlog.go)
-	replayTail   recentBatch       // recovery: the last record it replayed, for recent
 	mustReach    uint64            // recovery: LSN of a corrupt snapshot it skipped
 }
 

@@ -10,7 +10,7 @@ package sm
 // 2026-12-06).
 //
 // A promotion's recovery puts the last record it replayed there first
-// (jobState.replayTail): a standby that held the same log, the usual
+// (segmentRead): a standby that held the same log, the usual
 // case after a failover, is caught up from it and the new term's records
 // without a read of the segment that holds it (60–110 ms at 1M jobs, on
 // the I/O lane the new primary's first appends wait on).
@@ -34,9 +34,11 @@ type recentBatch struct {
 const recentLogBytes = 8 << 20
 
 // add keeps a written batch of records of term, dropping the oldest past
-// limit bytes; a batch that does not follow the last one, or of an older
-// term, starts the log again.
-func (rl *recentLog) add(data []byte, first, last, term uint64, limit int) {
+// recentLogBytes or syncBuffer bytes, whichever is lower; a batch that
+// does not follow the last one, or of an older term, starts the log
+// again.
+func (rl *recentLog) add(data []byte, first, last, term uint64, syncBuffer int) {
+	limit := min(recentLogBytes, syncBuffer)
 	if n := len(rl.batches); n > 0 && (rl.batches[n-1].last+1 != first || rl.batches[n-1].term > term) {
 		*rl = recentLog{}
 	}

@@ -78,7 +78,7 @@ func (jp *joinedPeers) startSync(s int) {
 // older than it, split so that no message exceeds the frame limit.
 func (jp *joinedPeers) streamBatch(b walBatch) {
 	j := jp.journal.jobs
-	j.recent.add(b.data, b.firstLSN, b.lastLSN, j.lastTerm, min(recentLogBytes, jp.opt.SyncBufferBytes))
+	j.recent.add(b.data, b.firstLSN, b.lastLSN, j.lastTerm, jp.opt.SyncBufferBytes)
 	for _, p := range sortedKeys(j.repl) {
 		rp := j.repl[p]
 		if b.lastLSN <= rp.StartLSN || rp.truncating {
